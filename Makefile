@@ -1,0 +1,35 @@
+# Quick start: `make demo` runs the main job on a bundled default, `make test` runs the suite.
+# Every target creates .venv and installs what it needs by itself; reruns install nothing new.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint proto bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m chakra.demo
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks scripts
+
+proto: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/io_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output

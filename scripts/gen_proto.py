@@ -1,0 +1,47 @@
+"""Regenerate ``src/chakra/schema/protobuf/et_def_pb2.py`` (and its ``.pyi``) from ``et_def.proto``.
+
+Run with ``make proto`` (needs the ``dev`` extra, which brings grpcio-tools).
+
+protoc stamps generated modules with a check that refuses to import under an older protobuf
+runtime than the one it was generated for. That check is the most common way upstream Chakra
+installs break (generated code and runtime from different protobuf releases), and the module
+uses nothing beyond the ``builder`` API that every protobuf since 3.20 has, so the script strips
+the check. The committed module therefore imports under any protobuf the package declares.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "src" / "chakra" / "schema" / "protobuf"
+PROTO = "et_def.proto"
+
+_VERSION_CHECK = re.compile(
+    r"^from google\.protobuf import runtime_version as _runtime_version\n"
+    r"|^_runtime_version\.ValidateProtobufRuntimeVersion\(\n(?:.*\n)*?\)\n",
+    re.MULTILINE,
+)
+
+
+def main() -> int:
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{SCHEMA_DIR}",
+         f"--python_out={SCHEMA_DIR}", f"--pyi_out={SCHEMA_DIR}", str(SCHEMA_DIR / PROTO)],
+        check=True,
+    )
+    module = SCHEMA_DIR / "et_def_pb2.py"
+    text = _VERSION_CHECK.sub("", module.read_text())
+    text = text.replace(
+        "# NO CHECKED-IN PROTOBUF GENCODE\n",
+        "# Checked in on purpose; regenerate with scripts/gen_proto.py (runtime version check removed).\n",
+    )
+    module.write_text(text)
+    print(f"wrote {module}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,516 @@
+"""Framing of ``.et`` files: read, stream and write Chakra execution traces.
+
+A file is ``varint32(len) GlobalMetadata`` followed by ``varint32(len) Node`` records until the end
+of the file (``reference/chakra-format.md`` §2). Plain, gzip (``.gz``) and zstandard (``.zst``)
+files are supported; the compression is chosen by the file name suffix, and a plain-named file whose
+content starts with a gzip or zstd magic number is decompressed too.
+
+Speed: instead of one ``ParseFromString`` call per record, the reader gives protobuf a whole
+buffer of records at once, parsed as ``repeated Node`` (see :data:`_NodeBatch`): the length
+prefixes are already the wire format of such a field once a one-byte tag is put in front of each.
+That moves the per-node work into C and keeps the nodes in one arena per buffer.
+
+Examples:
+    >>> from chakra import io
+    >>> metadata, nodes = io.read("workload.0.et")          # doctest: +SKIP
+    >>> with io.EtReader("workload.0.et") as reader:         # doctest: +SKIP
+    ...     for node in reader: ...
+    >>> with io.EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
+    ...     writer.write(node)
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message import DecodeError
+from google.protobuf.message_factory import GetMessageClass
+
+from chakra.errors import ChakraFormatError, ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+
+PathLike = str | os.PathLike[str]
+
+#: Version string written into ``GlobalMetadata.version`` when a producer leaves it empty: the
+#: Chakra release whose ``et_def.proto`` this package carries (chakra-format.md §8).
+FORMAT_VERSION = "1.0.0"
+
+#: Bytes read from disk per refill of the streaming buffer. Large enough that the per-batch
+#: overhead vanishes, small enough that streaming memory stays flat (measured in benchmarks/).
+READ_CHUNK_BYTES = 1 << 20
+
+#: protobuf refuses messages of 2 GiB or more; a record claiming more is corrupt for every reader.
+MAX_RECORD_BYTES = (1 << 31) - 1
+
+#: A varint32 length prefix is at most 5 bytes long (7 payload bits per byte).
+MAX_VARINT32_BYTES = 5
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+#: Wire tag of field 1 with wire type LEN: put in front of each record it turns the framed file
+#: into the serialization of ``message _NodeBatch { repeated Node nodes = 1; }``.
+_BATCH_FIELD_TAG = b"\x0a"
+
+
+def _make_batch_class() -> Any:
+    """Register ``chakra_internal.NodeBatch`` (``repeated Node nodes = 1``) in the default pool."""
+    pool = descriptor_pool.Default()
+    name = "chakra_internal.NodeBatch"
+    try:
+        return GetMessageClass(pool.FindMessageTypeByName(name))
+    except KeyError:
+        pass
+    file_proto = descriptor_pb2.FileDescriptorProto(
+        name="chakra_internal/node_batch.proto",
+        package="chakra_internal",
+        dependency=[Node.DESCRIPTOR.file.name],
+        syntax="proto3",
+    )
+    message = file_proto.message_type.add(name="NodeBatch")
+    message.field.add(
+        name="nodes",
+        number=1,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name=f".{Node.DESCRIPTOR.full_name}",
+    )
+    pool.Add(file_proto)
+    return GetMessageClass(pool.FindMessageTypeByName(name))
+
+
+_NodeBatch = _make_batch_class()
+
+
+def compression_for(path: PathLike) -> str | None:
+    """The compression a file name asks for: ``"gzip"``, ``"zstd"`` or ``None`` (plain)."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".gz":
+        return "gzip"
+    if suffix in (".zst", ".zstd"):
+        return "zstd"
+    return None
+
+
+def encode_varint(value: int) -> bytes:
+    """Unsigned base-128 varint, least significant group first (protobuf's length encoding)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+#: Pre-encoded length prefixes for records under 16 KiB, which covers nearly every node.
+_SHORT_PREFIX_LIMIT = 1 << 14
+_SHORT_PREFIXES = tuple(encode_varint(n) for n in range(_SHORT_PREFIX_LIMIT))
+
+
+def frame(payload: bytes) -> bytes:
+    """One record: the varint32 length of ``payload`` followed by ``payload``."""
+    n = len(payload)
+    return (_SHORT_PREFIXES[n] if n < _SHORT_PREFIX_LIMIT else encode_varint(n)) + payload
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None]:
+    """Open ``path`` for reading and return (stream, size in bytes if known, i.e. plain files)."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except FileNotFoundError:
+        raise ChakraInputError("no such file", path=path, hint="check the path") from None
+    except IsADirectoryError:
+        raise ChakraInputError("is a directory, not an .et file", path=path) from None
+    except OSError as exc:
+        raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
+    kind = compression_for(path)
+    if kind is None:
+        head = raw.read(4)
+        raw.seek(0)
+        if head.startswith(ZSTD_MAGIC):
+            kind = "zstd"
+        elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
+            kind = "gzip"
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), None  # type: ignore[return-value]
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
+    return raw, os.fstat(raw.fileno()).st_size
+
+
+class EtReader:
+    """Stream one ``.et`` file: ``metadata`` first, then nodes in file order, in bounded memory.
+
+    Iterating yields :class:`Node` messages; :meth:`batches` yields them a buffer at a time (a
+    protobuf repeated container) for code that wants to amortize per-batch work. Memory stays
+    flat in the node count as long as the caller does not keep the nodes: each node shares one
+    arena with the others of its buffer (about 1 MiB of file).
+
+    Raises :class:`ChakraFormatError` (file, byte offset, node index) for truncated or corrupt
+    records and :class:`ChakraInputError` for files that cannot be opened.
+    """
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        self.node_count = 0  # nodes yielded so far
+        self._stream, self._size = _open_decompressed(self.path)
+        self._buf = b""
+        self._pos = 0  # position in _buf
+        self._base = 0  # stream offset of _buf[0]
+        self._eof = False
+        try:
+            self.metadata: GlobalMetadata = self._read_metadata()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- context manager -----------------------------------------------------------------
+    def __enter__(self) -> EtReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    # -- public iteration ----------------------------------------------------------------
+    def __iter__(self) -> Iterator[Node]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[Any]:
+        """Yield the remaining nodes as protobuf repeated containers, one per read buffer."""
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            yield batch
+
+    # -- internals -----------------------------------------------------------------------
+    def _error(self, message: str, offset: int, node_index: int | None, hint: str | None = None) -> ChakraFormatError:
+        return ChakraFormatError(message, path=self.path, offset=offset, node_index=node_index, hint=hint)
+
+    def _fill(self, need_total: int) -> bool:
+        """Read until ``_buf[_pos:]`` holds ``need_total`` bytes or the stream ends."""
+        if self._pos:
+            self._base += self._pos
+            self._buf = self._buf[self._pos :]
+            self._pos = 0
+        pieces = [self._buf]
+        have = len(self._buf)
+        while have < need_total and not self._eof:
+            try:
+                chunk = self._stream.read(max(READ_CHUNK_BYTES, need_total - have))
+            except (OSError, EOFError, ValueError) as exc:
+                # gzip/zstd report their own corruption (bad CRC, truncated stream) here
+                raise self._error(
+                    f"cannot decompress: {exc}", self._base + have, self.node_count,
+                    hint="the compressed file is truncated or corrupt; recompress it from the original",
+                ) from None
+            if not chunk:
+                self._eof = True
+                break
+            pieces.append(chunk)
+            have += len(chunk)
+        if len(pieces) > 1:
+            self._buf = b"".join(pieces)
+        return have >= need_total
+
+    def _record_bounds(self, pos: int, node_index: int | None) -> tuple[int, int] | None:
+        """Decode the length prefix at ``_buf[pos]``: (payload start, payload end) or None if more
+        bytes are needed. Raises for prefixes no valid file can contain."""
+        buf = self._buf
+        end = len(buf)
+        length = 0
+        shift = 0
+        i = pos
+        while True:
+            if i >= end:
+                return None
+            byte = buf[i]
+            length |= (byte & 0x7F) << shift
+            i += 1
+            if byte < 0x80:
+                break
+            shift += 7
+            if i - pos >= MAX_VARINT32_BYTES:
+                raise self._error(
+                    "length prefix is longer than 5 bytes (not a varint32)", self._base + pos, node_index,
+                    hint="the file is corrupt or not a Chakra .et file",
+                )
+        if length > MAX_RECORD_BYTES:
+            raise self._error(
+                f"length prefix claims {length} bytes, more than protobuf allows (2 GiB)",
+                self._base + pos, node_index, hint="the file is corrupt or not a Chakra .et file",
+            )
+        if self._size is not None and self._base + i + length > self._size:
+            raise self._error(
+                f"record claims {length} bytes but only {self._size - self._base - i} remain in the file",
+                self._base + pos, node_index,
+                hint="the file is truncated (interrupted write or copy?); regenerate it",
+            )
+        return i, i + length
+
+    def _read_metadata(self) -> GlobalMetadata:
+        self._fill(MAX_VARINT32_BYTES)
+        if not self._buf:
+            raise self._error(
+                "file is empty: a Chakra .et starts with a GlobalMetadata record", 0, None,
+                hint="the producer wrote nothing; regenerate the trace",
+            )
+        bounds = self._record_bounds(0, None)
+        if bounds is None or bounds[1] > len(self._buf):
+            self._fill(bounds[1] if bounds else MAX_VARINT32_BYTES + 1)
+            bounds = self._record_bounds(0, None)
+            if bounds is None or bounds[1] > len(self._buf):
+                raise self._error(
+                    "file ends inside the GlobalMetadata record", 0, None, hint="the file is truncated"
+                )
+        start, end = bounds
+        try:
+            metadata = GlobalMetadata.FromString(self._buf[start:end])
+        except DecodeError as exc:
+            raise self._error(
+                f"GlobalMetadata does not parse ({exc})", 0, None,
+                hint="not a Chakra .et file, or one written with the pre-October-2023 schema "
+                "(GlobalMetadata.attr was field 1 then); regenerate it with a current tool",
+            ) from None
+        self._pos = end
+        return metadata
+
+    def _next_batch(self) -> Any:
+        """Parse every complete record in the buffer (refilling once if none is complete)."""
+        while True:
+            pieces: list[bytes] = []
+            buf = self._buf
+            pos = self._pos
+            end = len(buf)
+            starts: list[int] = []
+            node_index = self.node_count
+            incomplete = False
+            while pos < end:
+                byte = buf[pos]
+                if byte < 0x80 and pos + 1 + byte <= end:  # fast path: short record, fully buffered
+                    stop = pos + 1 + byte
+                else:
+                    bounds = self._record_bounds(pos, node_index)
+                    if bounds is None or bounds[1] > end:
+                        incomplete = True
+                        break
+                    stop = bounds[1]
+                pieces.append(_BATCH_FIELD_TAG)
+                pieces.append(buf[pos:stop])
+                starts.append(pos)
+                node_index += 1
+                pos = stop
+            self._pos = pos
+            if starts:
+                batch = self._parse_batch(pieces, starts)
+                self.node_count = node_index
+                return batch
+            pending = len(buf) - pos
+            if self._eof:
+                if pending == 0:
+                    return None
+                raise self._error(
+                    "file ends inside a node record", self._base + pos, node_index,
+                    hint="the file is truncated (interrupted write or copy?); regenerate it",
+                )
+            # no complete record buffered: read at least the rest of the pending one
+            bounds = self._record_bounds(pos, node_index) if incomplete else None
+            self._fill(bounds[1] - pos if bounds else pending + 1)
+
+    def _parse_batch(self, pieces: list[bytes], starts: list[int]) -> Any:
+        batch = _NodeBatch()
+        try:
+            batch.ParseFromString(b"".join(pieces))
+        except DecodeError:
+            self._raise_first_bad_record(pieces, starts)
+        return batch.nodes
+
+    def _raise_first_bad_record(self, pieces: list[bytes], starts: list[int]) -> None:
+        for k, start in enumerate(starts):
+            record = pieces[2 * k + 1]
+            payload_start = self._record_bounds(start, self.node_count + k)
+            assert payload_start is not None
+            try:
+                Node.FromString(record[payload_start[0] - start :])
+            except DecodeError as exc:
+                raise self._error(
+                    f"node record does not parse ({exc})", self._base + start, self.node_count + k,
+                    hint="the file is corrupt; regenerate it from the source trace",
+                ) from None
+        raise self._error("records do not parse", self._base + starts[0], self.node_count)
+
+
+def read(path: PathLike) -> tuple[GlobalMetadata, list[Node]]:
+    """Read a whole ``.et`` file: ``(metadata, nodes)`` in file order."""
+    with EtReader(path) as reader:
+        nodes: list[Node] = []
+        for batch in reader.batches():
+            nodes.extend(batch)
+        return reader.metadata, nodes
+
+
+def read_metadata(path: PathLike) -> GlobalMetadata:
+    """Only the GlobalMetadata record of a file (reads the first few bytes)."""
+    with EtReader(path) as reader:
+        return reader.metadata
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+#: Records gathered in memory before one ``write`` call to the file.
+_WRITE_FLUSH_RECORDS = 4096
+
+
+class AtomicFile:
+    """A binary file that appears at ``path`` only when closed without error.
+
+    Data goes to a temporary file beside ``path`` and is renamed over it on :meth:`commit`, so
+    readers never see a half-written file and a failed run leaves the old file untouched.
+    """
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        directory = self.path.parent
+        if not directory.is_dir():
+            raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        self.tmp_path = Path(tmp)
+        self.file: IO[bytes] = os.fdopen(fd, "wb")
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self.tmp_path, self.path)
+
+    def abort(self) -> None:
+        self.file.close()
+        self.tmp_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> IO[bytes]:
+        return self.file
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class EtWriter:
+    """Write one ``.et`` file node by node; it appears atomically on :meth:`close`.
+
+    ``compress``: ``"auto"`` (by suffix: ``.gz`` gzip, ``.zst`` zstd, else plain), ``None``/``"none"``
+    or an explicit ``"gzip"``/``"zstd"``. Plain files are what ASTRA-sim reads.
+
+    A ``GlobalMetadata`` that would serialize to zero bytes gets ``version = FORMAT_VERSION``
+    (a zero-length first record makes the upstream Python reader see an empty file); a node
+    that would serialize to zero bytes (id 0, no name, ``INVALID_NODE``, nothing else) is refused.
+    """
+
+    def __init__(self, path: PathLike, metadata: GlobalMetadata | None = None, *, compress: str | None = "auto"):
+        self.path = Path(path)
+        self.node_count = 0
+        kind = compression_for(path) if compress == "auto" else (None if compress in (None, "none") else compress)
+        if kind not in (None, "gzip", "zstd"):
+            raise ChakraInputError(f"unknown compression {compress!r}", hint="use gzip, zstd or none")
+        self._atomic = AtomicFile(path)
+        self._closed = False
+        self._sink: IO[bytes]
+        if kind == "gzip":
+            # mtime=0 keeps the bytes reproducible for the same content
+            self._sink = gzip.GzipFile(fileobj=self._atomic.file, mode="wb", mtime=0)  # type: ignore[assignment]
+        elif kind == "zstd":
+            import zstandard
+
+            self._sink = zstandard.ZstdCompressor().stream_writer(self._atomic.file, closefd=False)  # type: ignore[assignment]
+        else:
+            self._sink = self._atomic.file
+        self._pending: list[bytes] = []
+        if metadata is None:
+            metadata = GlobalMetadata(version=FORMAT_VERSION)
+        payload = metadata.SerializeToString()
+        if not payload:
+            payload = GlobalMetadata(version=FORMAT_VERSION).SerializeToString()
+        self._pending.append(frame(payload))
+
+    def write(self, node: Node) -> None:
+        """Append one node."""
+        payload = node.SerializeToString()
+        n = len(payload)
+        if n == 0:
+            self.abort()
+            raise ChakraInputError(
+                f"node #{self.node_count} is empty (id 0, no name, INVALID_NODE) and would be a "
+                "zero-length record, which the upstream Python reader takes for end of file",
+                path=self.path, hint="give the node a name or type",
+            )
+        pending = self._pending
+        pending.append(_SHORT_PREFIXES[n] if n < _SHORT_PREFIX_LIMIT else encode_varint(n))
+        pending.append(payload)
+        self.node_count += 1
+        if len(pending) >= _WRITE_FLUSH_RECORDS:
+            self._flush()
+
+    def write_many(self, nodes: Iterable[Node]) -> None:
+        """Append every node of ``nodes`` in order."""
+        for node in nodes:
+            self.write(node)
+
+    def _flush(self) -> None:
+        self._sink.write(b"".join(self._pending))
+        self._pending.clear()
+
+    def close(self) -> None:
+        """Finish the file and move it into place."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._flush()
+            if self._sink is not self._atomic.file:
+                self._sink.close()
+        except BaseException:
+            self._atomic.abort()
+            raise
+        self._atomic.commit()
+
+    def abort(self) -> None:
+        """Drop everything written; the target file is left as it was."""
+        if not self._closed:
+            self._closed = True
+            self._atomic.abort()
+
+    def __enter__(self) -> EtWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write(path: PathLike, metadata: GlobalMetadata | None, nodes: Iterable[Node], *, compress: str | None = "auto") -> int:
+    """Write a whole ``.et`` file atomically; returns the number of nodes written."""
+    with EtWriter(path, metadata, compress=compress) as writer:
+        writer.write_many(nodes)
+        return writer.node_count
