@@ -1,0 +1,1 @@
+"""Generated protobuf code for ``et_def.proto``; import path shared with upstream Chakra."""

@@ -1,0 +1,1 @@
+"""Upstream-compatible import paths."""
