@@ -1,0 +1,204 @@
+"""``chakra info`` and ``chakra validate``: look at traces without changing them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from chakra.analyze.summary import TraceSummary, summarize_file
+from chakra.cli.main import EXIT_CHECKS_FAILED, app, stderr, stdout
+from chakra.errors import ChakraInputError
+from chakra.trace import TraceSet
+from chakra.validate import (
+    DEFAULT_LIMIT_PER_CODE,
+    ERROR,
+    TARGETS,
+    Finding,
+    count_by_severity,
+    iter_validate_set,
+    validate_file,
+)
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _progress() -> Progress:
+    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=stderr, transient=True, disable=not stderr.is_terminal,
+    )
+
+
+def _fmt_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _fmt_us(us: int | None) -> str:
+    if us is None:
+        return "n/a (no start times)"
+    if us >= 1_000_000:
+        return f"{us / 1e6:,.3f} s"
+    if us >= 1_000:
+        return f"{us / 1e3:,.3f} ms"
+    return f"{us:,} µs"
+
+
+def _render_summary(s: TraceSummary) -> None:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("file", Text(str(s.path)))
+    head.add_row("rank", str(s.rank) if s.rank is not None else "-")
+    head.add_row("version", Text(s.version or "(empty)"))
+    for key, value in s.metadata.items():
+        head.add_row(f"metadata.{key}", Text(str(value)))
+    head.add_row("nodes", f"{s.num_nodes:,}")
+    head.add_row("deps", f"{s.num_data_deps:,} data, {s.num_ctrl_deps:,} ctrl")
+    head.add_row("durations", f"{_fmt_us(s.total_dur_us)} total, {_fmt_us(s.cpu_dur_us)} CPU, "
+                  f"{_fmt_us(s.device_dur_us)} device")
+    head.add_row("time span", _fmt_us(s.span_us))
+    head.add_row("comm bytes", _fmt_bytes(s.comm_bytes))
+    stdout.print(head)
+
+    types = Table(title="node types", title_justify="left")
+    types.add_column("type")
+    types.add_column("nodes", justify="right")
+    for name, count in sorted(s.by_type.items(), key=lambda kv: -kv[1]):
+        types.add_row(name, f"{count:,}")
+    stdout.print(types)
+
+    if s.collectives or s.p2p:
+        comm = Table(title="communication", title_justify="left")
+        comm.add_column("kind")
+        comm.add_column("count", justify="right")
+        comm.add_column("bytes", justify="right")
+        for name, entry in sorted({**s.collectives, **s.p2p}.items()):
+            comm.add_row(name, f"{entry['count']:,}", _fmt_bytes(entry["bytes"]))
+        stdout.print(comm)
+
+    if s.attr_nodes:
+        cover = Table(title="attribute coverage", title_justify="left")
+        cover.add_column("attribute")
+        cover.add_column("nodes", justify="right")
+        cover.add_column("%", justify="right")
+        cover.add_column("stored as")
+        for name, count in sorted(s.attr_nodes.items(), key=lambda kv: (-kv[1], kv[0])):
+            members = ", ".join(f"{m} ({c:,})" for m, c in s.attr_members[name].most_common())
+            cover.add_row(Text(name), f"{count:,}", f"{100 * count / max(s.num_nodes, 1):.1f}", members)
+        stdout.print(cover)
+
+
+@app.command()
+def info(
+    files: list[Path] = typer.Argument(..., help="One or more .et files (plain, .gz or .zst)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+) -> None:
+    """Show what a trace holds: node and collective counts, bytes, time span, attribute coverage.
+
+    Example: chakra info llama.0.et llama.1.et --json
+    """
+    summaries = []
+    with _progress() as progress:
+        task = progress.add_task("reading", total=len(files))
+        for path in files:
+            summaries.append(summarize_file(path))
+            progress.advance(task)
+    if as_json:
+        stdout.print_json(json.dumps([s.to_dict() for s in summaries]))
+        return
+    for i, s in enumerate(summaries):
+        if i:
+            stdout.rule()
+        _render_summary(s)
+
+
+def _render_findings(title: str, findings: list[Finding]) -> None:
+    counts = count_by_severity(findings)
+    status = Text("OK", style="bold green") if not counts[ERROR] else Text("FAILED", style="bold red")
+    stdout.print(Text.assemble((title, "bold"), "  ", status, f"  {counts['error']} errors, "
+                               f"{counts['warning']} warnings, {counts['info']} notes"))
+    if not findings:
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("severity")
+    table.add_column("code")
+    table.add_column("node", justify="right")
+    table.add_column("message")
+    for f in findings:
+        message = Text(f.message)
+        if f.hint:
+            message.append(f"\nfix: {f.hint}", style="dim")
+        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code,
+                      "" if f.node_id is None else str(f.node_id), message)
+    stdout.print(table)
+
+
+def _targets_of(inputs: list[Path]) -> list[tuple[str, object]]:
+    """Each input is a file (checked alone) or a workload prefix/directory (checked across ranks)."""
+    out: list[tuple[str, object]] = []
+    for item in inputs:
+        if item.is_file():
+            out.append(("file", item))
+        else:
+            try:
+                out.append(("set", TraceSet.discover(item)))
+            except ChakraInputError:
+                if not item.exists():
+                    raise ChakraInputError("no such file, workload prefix or directory", path=item,
+                                           hint="pass .et files, a PREFIX of PREFIX.{rank}.et, or their directory") from None
+                raise
+    return out
+
+
+@app.command()
+def validate(
+    inputs: list[Path] = typer.Argument(..., help=".et files, or a workload PREFIX (PREFIX.{rank}.et) or directory."),
+    target: str = typer.Option(None, "--target", help=f"Also check what a consumer needs: {', '.join(TARGETS)}."),
+    as_json: bool = typer.Option(False, "--json", help="Print findings as JSON."),
+    max_per_code: int = typer.Option(DEFAULT_LIMIT_PER_CODE, "--max-per-code", min=0,
+                                     help="List at most this many findings of one kind per file (0: all)."),
+) -> None:
+    """Check traces for structural errors and consumer incompatibilities. Exit 1 when there are errors.
+
+    A workload prefix or directory is checked rank by rank and across ranks (missing ranks,
+    unmatched send/recv, collectives in different orders).
+
+    Example: chakra validate runs/llama --target astra-sim
+    """
+    if target is not None and target not in TARGETS:
+        raise ChakraInputError(f"unknown --target {target!r}", hint=f"known targets: {', '.join(TARGETS)}")
+    limit = max_per_code or None
+    results: list[tuple[str, list[Finding]]] = []
+    work = _targets_of(inputs)
+    total = sum(1 if kind == "file" else len(obj) + 1 for kind, obj in work)  # type: ignore[arg-type]
+    with _progress() as progress:
+        task = progress.add_task("validating", total=total)
+        for kind, obj in work:
+            if kind == "file":
+                results.append((str(obj), validate_file(obj, target=target, limit_per_code=limit)))  # type: ignore[arg-type]
+                progress.advance(task)
+                continue
+            workload: TraceSet = obj  # type: ignore[assignment]
+            for rank, findings in iter_validate_set(workload, target=target, limit_per_code=limit):
+                name = str(workload.ranks[rank]) if rank is not None else f"{workload.prefix} (across ranks)"
+                results.append((name, findings))
+                progress.advance(task)
+    failed = any(count_by_severity(f)[ERROR] for _, f in results)
+    if as_json:
+        stdout.print_json(json.dumps({"ok": not failed, "files": [
+            {"file": name, "counts": count_by_severity(f), "findings": [x.to_dict() for x in f]}
+            for name, f in results]}))
+    else:
+        for name, findings in results:
+            _render_findings(name, findings)
+    if failed:
+        raise typer.Exit(EXIT_CHECKS_FAILED)

@@ -1,0 +1,66 @@
+"""The ``chakra`` command: argument parsing and error reporting; the work happens in the library."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from chakra import __version__
+from chakra.errors import ChakraError
+
+#: Exit codes shared by every command (DESIGN.md): checks failed, bad input.
+EXIT_CHECKS_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+app = typer.Typer(
+    name="chakra",
+    help="Read, check and explain Chakra execution traces (.et files).\n\n"
+    "Example: chakra info llama.0.et",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        stdout.print(f"chakra-et {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Read, check and explain Chakra execution traces."""
+
+
+def report_error(error: ChakraError) -> None:
+    """One line on stderr, no traceback."""
+    stderr.print(Text.assemble(("error: ", "bold red"), str(error)), soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``chakra`` console script."""
+    # the command modules register themselves on ``app`` when imported
+    from chakra.cli import convert_cmds, inspect_cmds  # noqa: F401
+
+    try:
+        app(args=argv, prog_name="chakra")
+    except ChakraError as error:
+        report_error(error)
+        sys.exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        stderr.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

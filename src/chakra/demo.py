@@ -1,0 +1,113 @@
+"""``make demo``: build a small multi-rank workload, then validate, summarize and jsonize it.
+
+The workload is generated here (never copied from elsewhere): a 4-rank training step with two
+tensor-parallel groups and data parallelism across them. Per rank and layer: a CPU launch op, a
+GPU forward kernel, a tensor-parallel all-gather; backward kernels in reverse order, each followed
+by a data-parallel all-reduce of the layer's gradients; finally the activations of the last layer
+go to the next pipeline neighbour as a send/recv pair. Every node carries the attributes
+simulators read, in the value kinds they read.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import subprocess
+import sys
+from pathlib import Path
+
+from chakra.attrs import set_attr
+from chakra.io import FORMAT_VERSION
+from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
+from chakra.trace import Trace, write_comm_groups
+
+DEMO_DIR = Path("demo-output")
+NUM_RANKS = 4
+NUM_LAYERS = 4
+TP_GROUPS = {1: [0, 1], 2: [2, 3]}  # ASTRA-sim group ids start at 1
+DP_GROUPS = {3: [0, 2], 4: [1, 3]}
+HIDDEN = 4096
+BYTES_PER_ELEMENT = 2  # bf16
+TOKENS = 2048
+FWD_KERNEL_US = 850
+BWD_KERNEL_US = 1700
+LAUNCH_US = 12
+
+
+def _group_of(rank: int, groups: dict[int, list[int]]) -> int:
+    return next(g for g, members in groups.items() if rank in members)
+
+
+def build_rank(rank: int) -> Trace:
+    """One rank of the demo workload, ids increasing along dependencies."""
+    metadata = GlobalMetadata(version=FORMAT_VERSION)
+    metadata.attr.add(name="generator", string_val="chakra-et demo")
+    trace = Trace(metadata)
+    next_id = 0
+
+    def add(name: str, node_type: int, deps: list[int], dur_us: int = 0, **attrs: object) -> int:
+        nonlocal next_id
+        node = Node(id=next_id, name=name, type=node_type, duration_micros=dur_us)
+        node.data_deps.extend(deps)
+        for key, value in attrs.items():
+            set_attr(node, key, value)
+        trace.nodes.append(node)
+        next_id += 1
+        return node.id
+
+    weight_bytes = HIDDEN * HIDDEN * BYTES_PER_ELEMENT // 2  # split over the 2-way tensor parallel group
+    activation_bytes = TOKENS * HIDDEN * BYTES_PER_ELEMENT // 2
+    flops = 2 * TOKENS * HIDDEN * HIDDEN // 2
+    tp = str(_group_of(rank, TP_GROUPS))
+    dp = str(_group_of(rank, DP_GROUPS))
+    last = add("ProfilerStep#0", NodeType.COMP_NODE, [], 5, is_cpu_op=True)
+    for layer in range(NUM_LAYERS):
+        launch = add(f"layer{layer}.fwd.launch", NodeType.COMP_NODE, [last], LAUNCH_US, is_cpu_op=True)
+        kernel = add(f"layer{layer}.fwd.gemm", NodeType.COMP_NODE, [launch], FWD_KERNEL_US, is_cpu_op=False,
+                     num_ops=flops, tensor_size=weight_bytes + 2 * activation_bytes)
+        last = add(f"layer{layer}.fwd.all_gather", NodeType.COMM_COLL_NODE, [kernel], is_cpu_op=False,
+                   comm_type=CollectiveCommType.ALL_GATHER, comm_size=activation_bytes, pg_name=tp)
+    peer_next, peer_prev = (rank + 1) % NUM_RANKS, (rank - 1) % NUM_RANKS
+    send = add("activations.send", NodeType.COMM_SEND_NODE, [last], is_cpu_op=False, comm_src=rank,
+               comm_dst=peer_next, comm_tag=7, comm_size=activation_bytes)
+    recv = add("activations.recv", NodeType.COMM_RECV_NODE, [last], is_cpu_op=False, comm_src=peer_prev,
+               comm_dst=rank, comm_tag=7, comm_size=activation_bytes)
+    last = add("loss", NodeType.COMP_NODE, [send, recv], 40, is_cpu_op=False, num_ops=TOKENS * HIDDEN,
+               tensor_size=activation_bytes)
+    for layer in reversed(range(NUM_LAYERS)):
+        launch = add(f"layer{layer}.bwd.launch", NodeType.COMP_NODE, [last], LAUNCH_US, is_cpu_op=True)
+        last = add(f"layer{layer}.bwd.gemm", NodeType.COMP_NODE, [launch], BWD_KERNEL_US, is_cpu_op=False,
+                   num_ops=2 * flops, tensor_size=2 * (weight_bytes + activation_bytes))
+        add(f"layer{layer}.grad.all_reduce", NodeType.COMM_COLL_NODE, [last], is_cpu_op=False,
+            comm_type=CollectiveCommType.ALL_REDUCE, comm_size=weight_bytes, pg_name=dp)
+    return trace
+
+
+def build_workload(out_dir: Path = DEMO_DIR, prefix: str = "demo") -> Path:
+    """Write ``out_dir/prefix.{rank}.et`` for every rank plus the comm groups file; returns the prefix path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for rank in range(NUM_RANKS):
+        build_rank(rank).save(out_dir / f"{prefix}.{rank}.et")
+    write_comm_groups(out_dir / f"{prefix}.comm_groups.json", {**TP_GROUPS, **DP_GROUPS})
+    return out_dir / prefix
+
+
+def _chakra(*args: str) -> int:
+    print(f"\n$ chakra {' '.join(args)}", flush=True)
+    return subprocess.call([sys.executable, "-m", "chakra", *args])
+
+
+def main() -> int:
+    prefix = build_workload()
+    print(f"wrote {NUM_RANKS} ranks to {prefix}.{{0..{NUM_RANKS - 1}}}.et and {prefix}.comm_groups.json")
+    failures = 0
+    failures += _chakra("validate", str(prefix), "--target", "astra-sim") != 0
+    failures += _chakra("info", f"{prefix}.0.et") != 0
+    failures += _chakra("jsonize", f"{prefix}.0.et", f"{prefix}.0.json") != 0
+    failures += _chakra("dejsonize", f"{prefix}.0.json", f"{prefix}.0.roundtrip.et") != 0
+    same = filecmp.cmp(f"{prefix}.0.et", f"{prefix}.0.roundtrip.et", shallow=False)
+    print(f"\nJSON round trip byte-identical: {same}")
+    return 1 if failures or not same else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,479 @@
+"""Structural and consumer-compatibility checks of Chakra traces. Returns findings, never prints.
+
+:func:`validate_trace` checks one rank; :func:`validate_set` checks every rank of a workload plus
+what only shows across ranks (missing rank files, unmatched send/recv pairs, collectives issued
+in different orders). ``target="astra-sim"`` adds what that simulator aborts, hangs or silently
+misbehaves on (``reference/astra-sim.md`` §2, §7).
+
+Example:
+    >>> findings = validate_trace(Trace.load("llama.0.et"), target="astra-sim")   # doctest: +SKIP
+    >>> [f for f in findings if f.severity == ERROR]
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from chakra import io
+from chakra.attrs import WELL_KNOWN, canonical_member_problem, get_attr
+from chakra.errors import AttrKindError, ChakraFormatError
+from chakra.graph import find_cycle, roots, topological_order
+from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
+from chakra.trace import Trace, TraceSet
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+TARGETS = ("astra-sim",)
+
+#: Per code, how many findings are listed one by one before the rest are summed up in one line.
+DEFAULT_LIMIT_PER_CODE = 20
+
+#: Node ids of a cycle quoted in its message.
+CYCLE_IDS_SHOWN = 12
+
+COMM_TYPES = frozenset({NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
+MEM_TYPES = frozenset({NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
+KNOWN_NODE_TYPES = frozenset(NodeType.values())
+KNOWN_COLLECTIVES = frozenset(CollectiveCommType.values())
+
+#: Collectives ASTRA-sim aborts on ("Unsupported collective comm type", astra-sim.md §2.4).
+ASTRA_UNSUPPORTED_COLLECTIVES = frozenset({
+    CollectiveCommType.REDUCE, CollectiveCommType.GATHER, CollectiveCommType.SCATTER,
+    CollectiveCommType.REDUCE_SCATTER_BLOCK, CollectiveCommType.BARRIER,
+})
+
+#: ASTRA-sim strips this many characters from each end of a METADATA node's ``inputs.values``
+#: (the Python ``['`` ... ``']`` wrapper) before JSON-parsing the process groups.
+PG_WRAPPER_CHARS = 2
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: ``severity`` (error/warning/info), a stable ``code``, a message, the node it
+    concerns (if any), how to fix it, and the ``rank`` (file) it was found in."""
+
+    severity: str
+    code: str
+    message: str
+    node_id: int | None = None
+    hint: str | None = None
+    rank: int | None = None
+    count: int = 1  # > 1 for a summary line standing for several findings
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class _Collector:
+    """Gathers findings, listing at most ``limit`` per code and summing up the rest."""
+
+    rank: int | None
+    limit: int | None
+    findings: list[Finding] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    overflow: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def add(self, severity: str, code: str, message: str, node_id: int | None = None, hint: str | None = None) -> None:
+        self.counts[code] += 1
+        if self.limit is not None and self.counts[code] > self.limit:
+            self.overflow[code] = (severity, hint)
+            return
+        self.findings.append(Finding(severity, code, message, node_id, hint, self.rank))
+
+    def result(self) -> list[Finding]:
+        out = list(self.findings)
+        for code, (severity, hint) in self.overflow.items():
+            extra = self.counts[code] - (self.limit or 0)
+            out.append(Finding(severity, code, f"... and {extra} more like this", None, hint, self.rank, extra))
+        out.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+        return out
+
+
+def _attr_map(node: Node) -> tuple[dict[str, AttributeProto], list[str]]:
+    """First attribute of each name (the one FeederV3 reads) and the names that occur twice."""
+    first: dict[str, AttributeProto] = {}
+    repeated: list[str] = []
+    for attr in node.attr:
+        if attr.name in first:
+            repeated.append(attr.name)
+        else:
+            first[attr.name] = attr
+    return first, repeated
+
+
+def _int_attr(node: Node, name: str) -> int | None:
+    try:
+        value = get_attr(node, name)
+    except AttrKindError:
+        return None  # reported as attr-kind already
+    return None if value is None else int(value)
+
+
+def parse_process_groups(values: str) -> list[dict[str, object]]:
+    """Process groups of a METADATA node the way ASTRA-sim reads them (astra-sim.md §2.5).
+
+    Raises ``ValueError`` when ASTRA-sim would fail to parse them (it then prints an error and
+    runs without the groups).
+    """
+    inner = values[PG_WRAPPER_CHARS:-PG_WRAPPER_CHARS] if len(values) >= 2 * PG_WRAPPER_CHARS else ""
+    groups = json.loads(inner)
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and "pg_name" in g for g in groups):
+        raise ValueError("expected a list of objects with pg_name and ranks")
+    for g in groups:
+        if not str(g["pg_name"]).lstrip("-").isdigit():
+            raise ValueError(f"pg_name {g['pg_name']!r} is not an integer")
+        if not isinstance(g.get("ranks", []), list):
+            raise ValueError("ranks must be a list")
+    return groups
+
+
+def validate_trace(
+    trace: Trace,
+    *,
+    target: str | None = None,
+    rank: int | None = None,
+    comm_groups: dict[int, list[int]] | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """Check one rank's trace; findings sorted by severity.
+
+    ``rank`` defaults to the rank in the file name; ``comm_groups`` (group id -> ranks) lets the
+    ASTRA-sim checks know which ``pg_name`` values are defined besides METADATA nodes.
+    """
+    if target is not None and target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+    if rank is None:
+        rank = trace.rank
+    out = _Collector(rank, limit_per_code)
+    astra = target == "astra-sim"
+    _check_metadata(trace, out)
+    _check_structure(trace, out, astra)
+    groups_defined = set(comm_groups or {})
+    pg_names_used = _check_nodes(trace, out, astra, rank, groups_defined)
+    if astra:
+        _check_astra_file(trace, out)
+        for pg in sorted(pg_names_used - groups_defined - {0}):
+            out.add(ERROR, "astra-unknown-group",
+                    f"pg_name {pg} is used but no communicator group {pg} is defined",
+                    hint="write PREFIX.comm_groups.json ({\"1\": [ranks...]}) or a METADATA process-group node")
+    return out.result()
+
+
+def _check_metadata(trace: Trace, out: _Collector) -> None:
+    if trace.metadata.ByteSize() == 0:
+        out.add(WARNING, "empty-metadata", "GlobalMetadata is empty: it is a zero-length record, "
+                "which the upstream Python reader takes for end of file (hiding every node)",
+                hint="set GlobalMetadata.version (chakra-et's writer does this)")
+    if not trace.nodes:
+        out.add(WARNING, "no-nodes", "the file has no nodes")
+
+
+def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
+    graph = trace.graph()
+    for node_id in graph.duplicate_ids:
+        out.add(ERROR, "duplicate-id", f"node id {node_id} occurs more than once", node_id,
+                hint="ids must be unique within a file; the C++ feeders keep only the last one")
+    for child_pos, dep_id, kind in graph.missing_deps:
+        field_name = "data_deps" if kind == 0 else "ctrl_deps"
+        out.add(ERROR, f"missing-{'data' if kind == 0 else 'ctrl'}-dep",
+                f"{field_name} lists id {dep_id}, which is not in the file", int(graph.ids[child_pos]),
+                hint="drop the edge or re-point it to an existing node; ASTRA-sim refuses the file, "
+                "the v2 feeder hangs")
+    if not graph.num_nodes:
+        if astra:
+            out.add(ERROR, "astra-no-root", "no nodes: ASTRA-sim aborts with 'No dependancy free nodes found'")
+        return
+    order = topological_order(graph)
+    if len(order) < graph.num_nodes:
+        placed = np.zeros(graph.num_nodes, dtype=bool)
+        placed[order] = True
+        left = np.flatnonzero(~placed)
+        cycle = find_cycle(graph, left)
+        cycle_ids = [int(graph.ids[p]) for p in cycle]
+        shown = " -> ".join(str(i) for i in cycle_ids[:CYCLE_IDS_SHOWN])
+        more = " -> ..." if len(cycle_ids) > CYCLE_IDS_SHOWN else ""
+        out.add(ERROR, "cycle", f"dependency cycle of {len(cycle_ids)} nodes: {shown}{more} "
+                "(each depends on the next, data and ctrl deps together)",
+                cycle_ids[0] if cycle_ids else None, hint="break the cycle; feeders deadlock on it")
+        in_cycle = set(cycle)
+        for p in left.tolist():
+            if p not in in_cycle:
+                out.add(ERROR, "unreachable", "node can never run: it depends (directly or not) on a cycle",
+                        int(graph.ids[p]), hint="break the cycle it depends on")
+    if len(roots(graph)) == 0 and astra:
+        out.add(ERROR, "astra-no-root", "no node without dependencies: ASTRA-sim aborts with "
+                "'No dependancy free nodes found, there might be deadlocks'")
+
+
+def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, groups_defined: set[int]) -> set[int]:
+    """Per-node attribute checks; returns the numeric pg_name values used by collectives."""
+    pg_used: set[int] = set()
+    overlap_breakers = 0
+    for node in trace.nodes:
+        node_id = node.id
+        ntype = node.type
+        if node.ByteSize() == 0:
+            out.add(WARNING, "empty-record", "node is all defaults (id 0, no name, INVALID_NODE): a "
+                    "zero-length record, which the upstream Python reader takes for end of file", node_id,
+                    hint="give the node a name and type, or drop it")
+        if ntype not in KNOWN_NODE_TYPES:
+            out.add(ERROR, "unknown-node-type", f"node type {ntype} is not a NodeType", node_id,
+                    hint="ASTRA-sim exits with 'Unknown node type'")
+        attrs, repeated = _attr_map(node)
+        for name in dict.fromkeys(repeated):
+            out.add(WARNING, "duplicate-attr", f"attribute {name!r} appears more than once; FeederV3 reads the "
+                    "first, the v2 feeder the last", node_id, hint="write each attribute once (chakra.attrs.set_attr)")
+        for name, attr in attrs.items():
+            if name in WELL_KNOWN:
+                problem = canonical_member_problem(attr)
+                if problem is not None:
+                    severity, why = problem
+                    out.add(severity, "attr-kind", f"attribute {name!r} {why}", node_id,
+                            hint=f"write {name} as {WELL_KNOWN[name].member}")
+        is_cpu = attrs.get("is_cpu_op")
+        cpu_flag = False
+        if is_cpu is not None:
+            try:
+                cpu_flag = bool(get_attr(node, "is_cpu_op"))
+            except AttrKindError:
+                cpu_flag = False
+        if ntype in COMM_TYPES:
+            if cpu_flag:
+                out.add(ERROR, "comm-on-cpu", f"{NodeType.Name(ntype)} is marked is_cpu_op=true", node_id,
+                        hint="communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise)")
+            if "comm_size" not in attrs:
+                out.add(ERROR, "comm-missing-attr", f"{NodeType.Name(ntype)} has no comm_size", node_id,
+                        hint="set comm_size (bytes, int64_val)")
+        if ntype == NodeType.COMM_COLL_NODE:
+            _check_collective(node, attrs, out, astra, pg_used)
+        elif ntype in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+            _check_p2p(node, attrs, out, astra, rank)
+        elif ntype == NodeType.METADATA_NODE:
+            _check_metadata_node(node, out, astra, groups_defined)
+        elif ntype in MEM_TYPES and astra and "tensor_size" not in attrs:
+            out.add(ERROR, "astra-missing-attr", f"{NodeType.Name(ntype)} has no tensor_size", node_id,
+                    hint="set tensor_size (bytes, uint64_val); FeederV3 throws 'Attribute tensor_size not found'")
+        if cpu_flag or ntype in MEM_TYPES or ntype == NodeType.INVALID_NODE:
+            overlap_breakers += 1
+    if astra and overlap_breakers:
+        out.add(INFO, "astra-overlap-stats", f"{overlap_breakers} CPU, memory or INVALID nodes: ASTRA-sim's "
+                "overlap statistics throw after this rank finished",
+                hint="harmless for the simulated times; expect the exception at the end of the run")
+    return pg_used
+
+
+def _check_collective(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool,
+                      pg_used: set[int]) -> None:
+    node_id = node.id
+    if "comm_type" not in attrs:
+        out.add(ERROR, "comm-missing-attr", "COMM_COLL_NODE has no comm_type", node_id,
+                hint="set comm_type (CollectiveCommType value, int64_val)")
+        return
+    comm_type = _int_attr(node, "comm_type")
+    if comm_type is None:
+        return
+    if comm_type not in KNOWN_COLLECTIVES:
+        out.add(ERROR, "unknown-collective", f"comm_type {comm_type} is not a CollectiveCommType", node_id)
+        return
+    if not astra:
+        return
+    if comm_type in ASTRA_UNSUPPORTED_COLLECTIVES:
+        out.add(ERROR, "astra-unsupported-collective",
+                f"{CollectiveCommType.Name(comm_type)} is not simulated by ASTRA-sim ('Unsupported collective comm type')",
+                node_id, hint="express it with supported collectives or send/recv")
+    if comm_type == CollectiveCommType.BROADCAST and node.duration_micros == 0:
+        out.add(WARNING, "astra-broadcast-replay", "ASTRA-sim replays BROADCAST for duration_micros, "
+                "which is 0 here (1 ns)", node_id, hint="set duration_micros to the measured time")
+    if "pg_name" in attrs:
+        pg_name = attrs["pg_name"].string_val if attrs["pg_name"].WhichOneof("value") == "string_val" else None
+        if pg_name is not None and pg_name != "":
+            if pg_name.isdigit():
+                pg_used.add(int(pg_name))
+            else:
+                out.add(ERROR, "astra-pg-name", f"pg_name {pg_name!r} is not a decimal integer; ASTRA-sim "
+                        "throws from stoi", node_id, hint="map process groups to ids 1, 2, ... and write a comm groups file")
+
+
+def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool, rank: int | None) -> None:
+    node_id = node.id
+    is_send = node.type == NodeType.COMM_SEND_NODE
+    peer = "comm_dst" if is_send else "comm_src"
+    own = "comm_src" if is_send else "comm_dst"
+    if peer not in attrs:
+        out.add(ERROR, "p2p-missing-peer", f"{NodeType.Name(node.type)} has no {peer}", node_id,
+                hint=f"set {peer} (peer rank, int32_val)")
+    if not astra:
+        return
+    if "comm_tag" not in attrs:
+        out.add(ERROR, "astra-missing-attr", f"{NodeType.Name(node.type)} has no comm_tag", node_id,
+                hint="set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'")
+    own_value = _int_attr(node, own) if own in attrs else None
+    if rank is not None and own_value is not None and own_value != rank:
+        role = "sender" if is_send else "receiver"
+        out.add(ERROR, "astra-p2p-own-rank", f"{own}={own_value} but this file is rank {rank}; ASTRA-sim "
+                f"requires the {role}'s own rank there", node_id, hint=f"set {own}={rank} or leave it out")
+
+
+def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_defined: set[int]) -> None:
+    values = node.inputs.values
+    if not values:
+        return
+    try:
+        groups = parse_process_groups(values)
+    except (ValueError, json.JSONDecodeError) as exc:
+        out.add(ERROR, "metadata-parse", f"METADATA inputs.values do not parse as process groups ({exc})",
+                node.id, hint="keep the Python ['...'] wrapper around the JSON list byte-exact; ASTRA-sim "
+                "drops the groups silently otherwise")
+        return
+    for group in groups:
+        groups_defined.add(int(str(group["pg_name"])))
+    if astra:
+        out.add(INFO, "astra-metadata-node", "METADATA nodes hit an assert(false) in ASTRA-sim builds with "
+                "assertions (statistics have no class for them)", node.id,
+                hint="use a release build, or move the groups to a comm groups file")
+
+
+def _check_astra_file(trace: Trace, out: _Collector) -> None:
+    if trace.path is not None and io.compression_for(trace.path) is not None:
+        out.add(ERROR, "astra-compressed", "ASTRA-sim reads plain files only; this one is compressed",
+                hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)")
+
+
+# --------------------------------------------------------------------------------------------
+# Files and whole workloads
+
+
+def validate_file(path: str | Path, *, target: str | None = None,
+                  comm_groups: dict[int, list[int]] | None = None,
+                  limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> list[Finding]:
+    """Load and check one file; a file that does not parse is one ``format`` error finding."""
+    try:
+        trace = Trace.load(path)
+    except ChakraFormatError as exc:
+        from chakra.trace import rank_of
+
+        return [Finding(ERROR, "format", exc.message, None, exc.hint, rank_of(path))]
+    return validate_trace(trace, target=target, comm_groups=comm_groups, limit_per_code=limit_per_code)
+
+
+@dataclass
+class _RankSummary:
+    """What cross-rank checks need from one rank, kept small so ranks can be checked one at a time."""
+
+    sends: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)  # (src, dst, tag, size)
+    recvs: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)
+    collectives: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def _summarize(trace: Trace, rank: int) -> _RankSummary:
+    summary = _RankSummary()
+    for node in trace.nodes:
+        ntype = node.type
+        if ntype in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+            try:
+                size = get_attr(node, "comm_size")
+                tag = get_attr(node, "comm_tag", 0)
+                if ntype == NodeType.COMM_SEND_NODE:
+                    dst = get_attr(node, "comm_dst")
+                    if dst is not None and size is not None:
+                        summary.sends[(rank, int(dst), int(tag), int(size))] += 1
+                else:
+                    src = get_attr(node, "comm_src")
+                    if src is not None and size is not None:
+                        summary.recvs[(int(src), rank, int(tag), int(size))] += 1
+            except AttrKindError:
+                continue
+        elif ntype == NodeType.COMM_COLL_NODE:
+            try:
+                pg = get_attr(node, "pg_name", "") or "0"
+                comm_type = get_attr(node, "comm_type")
+                size = get_attr(node, "comm_size")
+            except AttrKindError:
+                continue
+            if comm_type is not None and size is not None:
+                summary.collectives[str(pg)].append((int(comm_type), int(size)))
+    return summary
+
+
+def iter_validate_set(workload: TraceSet, *, target: str | None = None,
+                      limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> Iterator[tuple[int | None, list[Finding]]]:
+    """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
+    and holds the cross-rank findings. Only one rank's trace is in memory at a time."""
+    summaries: dict[int, _RankSummary] = {}
+    for rank, path in workload.ranks.items():
+        try:
+            trace = Trace.load(path)
+        except ChakraFormatError as exc:
+            yield rank, [Finding(ERROR, "format", exc.message, None, exc.hint, rank)]
+            continue
+        findings = validate_trace(trace, target=target, rank=rank, comm_groups=workload.comm_groups,
+                                  limit_per_code=limit_per_code)
+        summaries[rank] = _summarize(trace, rank)
+        yield rank, findings
+    yield None, _cross_rank_findings(workload, summaries, target, limit_per_code)
+
+
+def validate_set(workload: TraceSet, *, target: str | None = None,
+                 limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> list[Finding]:
+    """All findings of every rank of ``workload`` plus the cross-rank ones."""
+    return [f for _, findings in iter_validate_set(workload, target=target, limit_per_code=limit_per_code)
+            for f in findings]
+
+
+def _cross_rank_findings(workload: TraceSet, summaries: dict[int, _RankSummary], target: str | None,
+                         limit: int | None) -> list[Finding]:
+    out = _Collector(None, limit)
+    missing = workload.missing_ranks
+    if missing:
+        severity = ERROR if target == "astra-sim" else WARNING
+        out.add(severity, "missing-rank", f"no file for rank(s) {', '.join(map(str, missing))}",
+                hint="ASTRA-sim opens PREFIX.{rank}.et for every NPU")
+    sends: Counter[tuple[int, int, int, int]] = Counter()
+    recvs: Counter[tuple[int, int, int, int]] = Counter()
+    for summary in summaries.values():
+        sends.update(summary.sends)
+        recvs.update(summary.recvs)
+    for key in sorted(set(sends) | set(recvs)):
+        diff = sends[key] - recvs[key]
+        if diff:
+            src, dst, tag, size = key
+            what = "send(s) without a matching receive" if diff > 0 else "receive(s) without a matching send"
+            out.add(ERROR, "unmatched-p2p", f"{abs(diff)} {what}: rank {src} -> rank {dst}, tag {tag}, "
+                    f"{size} bytes", hint="send and receive must agree on peer, tag and size, or the run hangs")
+    by_group: dict[str, dict[int, list[tuple[int, int]]]] = defaultdict(dict)
+    for rank, summary in summaries.items():
+        for pg, seq in summary.collectives.items():
+            by_group[pg][rank] = seq
+    groups = workload.comm_groups or {}
+    for pg, per_rank in sorted(by_group.items()):
+        members = groups.get(int(pg)) if pg.isdigit() and pg != "0" else None
+        expected = sorted(summaries) if members is None else [r for r in members if r in summaries]
+        reference_rank = next((r for r in expected if r in per_rank), None)
+        if reference_rank is None:
+            continue
+        reference = per_rank[reference_rank]
+        for r in expected:
+            seq = per_rank.get(r, [])
+            if seq != reference:
+                out.add(ERROR, "collective-mismatch",
+                        f"group {pg}: rank {r} issues {len(seq)} collectives, rank {reference_rank} {len(reference)}"
+                        + ("" if len(seq) != len(reference) else " (same count, different types or sizes/order)"),
+                        hint="every member must issue a group's collectives in the same order with "
+                        "matching sizes, or the simulation hangs")
+    return out.result()
+
+
+def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:
+    """``{"error": n, "warning": n, "info": n}``, counting summary lines by what they stand for."""
+    counts = {ERROR: 0, WARNING: 0, INFO: 0}
+    for f in findings:
+        counts[f.severity] += f.count
+    return counts

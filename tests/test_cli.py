@@ -1,0 +1,140 @@
+"""The command line: output, exit codes, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chakra.demo import build_workload
+
+BIN = Path(sys.executable).parent
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "chakra", *args], capture_output=True, text=True, cwd=cwd,
+                          env={"COLUMNS": "200", "PATH": str(BIN), "HOME": str(cwd or Path.cwd())})
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    return build_workload(tmp_path)
+
+
+@pytest.mark.parametrize("command", ["info", "validate", "jsonize", "dejsonize"])
+def test_every_command_has_help_with_an_example(command: str):
+    result = run(command, "--help")
+    assert result.returncode == 0 and "Example: chakra" in result.stdout
+
+
+def test_info_json_counts_node_types_and_collectives(demo: Path):
+    result = run("info", f"{demo}.0.et", "--json")
+    assert result.returncode == 0, result.stderr
+    (summary,) = json.loads(result.stdout)
+    assert summary["by_type"]["COMM_COLL_NODE"] == 8
+    assert summary["collectives"]["ALL_REDUCE"]["count"] == 4
+    assert summary["attribute_coverage"]["is_cpu_op"]["fraction"] == 1.0
+
+
+def test_info_prints_tables(demo: Path):
+    result = run("info", f"{demo}.0.et")
+    assert result.returncode == 0
+    assert "node types" in result.stdout and "ALL_GATHER" in result.stdout
+
+
+def test_info_reads_the_upstream_gzip_trace(shared_data: Path):
+    result = run("info", str(shared_data / "upstream-chakra" / "chakra.0.et.gz"), "--json")
+    assert json.loads(result.stdout)[0]["num_nodes"] == 3664
+
+
+def test_validate_clean_workload_exits_0(demo: Path):
+    result = run("validate", str(demo), "--target", "astra-sim")
+    assert result.returncode == 0, result.stdout
+    assert "FAILED" not in result.stdout
+
+
+def test_validate_exits_1_when_a_file_has_errors(upstream_et: Path):
+    result = run("validate", str(upstream_et), "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert not report["ok"] and report["files"][0]["counts"]["error"] > 0
+
+
+def test_validate_reports_a_truncated_file_as_a_format_error(demo: Path, tmp_path: Path):
+    broken = tmp_path / "broken.0.et"
+    broken.write_bytes(Path(f"{demo}.0.et").read_bytes()[:-3])
+    result = run("validate", str(broken), "--json")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["files"][0]["findings"][0]["code"] == "format"
+
+
+def test_info_on_a_truncated_file_is_one_line_with_offset(demo: Path, tmp_path: Path):
+    broken = tmp_path / "broken.0.et"
+    broken.write_bytes(Path(f"{demo}.0.et").read_bytes()[:-3])
+    assert_one_line_error(run("info", str(broken)), str(broken), "byte", "node #")
+
+
+def test_missing_file_is_one_line_and_exit_2(tmp_path: Path):
+    assert_one_line_error(run("info", str(tmp_path / "nope.et")), "nope.et")
+    assert_one_line_error(run("validate", str(tmp_path / "nope.et")), "nope.et")
+
+
+def test_unknown_target_is_bad_input(demo: Path):
+    assert_one_line_error(run("validate", f"{demo}.0.et", "--target", "ns3"), "ns3")
+
+
+def test_jsonize_then_dejsonize_gives_identical_bytes(demo: Path, tmp_path: Path):
+    for extra in ([], ["--lines"]):
+        out_json = tmp_path / "out.json"
+        back = tmp_path / "back.0.et"
+        assert run("jsonize", f"{demo}.0.et", str(out_json), *extra).returncode == 0
+        assert run("dejsonize", str(out_json), str(back)).returncode == 0
+        assert back.read_bytes() == Path(f"{demo}.0.et").read_bytes()
+
+
+def test_jsonize_document_is_valid_json(demo: Path, tmp_path: Path):
+    out_json = tmp_path / "out.json"
+    run("jsonize", f"{demo}.0.et", str(out_json))
+    document = json.loads(out_json.read_text())
+    assert len(document["nodes"]) == 28
+
+
+def test_dejsonize_of_invalid_json_is_one_line(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"globalMetadata": {"version": "1.0.0"}, "nodes": [ {"id": "1",, } ]}')
+    result = run("dejsonize", str(bad), str(tmp_path / "x.0.et"))
+    assert_one_line_error(result, "bad.json")
+    assert not (tmp_path / "x.0.et").exists()
+
+
+def test_upstream_named_jsonizer_takes_upstream_flags(demo: Path, tmp_path: Path):
+    exe = shutil.which("chakra_jsonizer", path=str(BIN))
+    assert exe, "console script chakra_jsonizer is installed"
+    out = tmp_path / "up.json"
+    result = subprocess.run([exe, "--input_filename", f"{demo}.0.et", "--output_filename", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    decoder = json.JSONDecoder()
+    first, end = decoder.raw_decode(text)
+    assert first == {"version": "1.0.0", "attr": [{"name": "generator", "stringVal": "chakra-et demo"}]}
+
+
+def test_upstream_named_jsonizer_bad_input_exits_2(tmp_path: Path):
+    exe = shutil.which("chakra_jsonizer", path=str(BIN))
+    result = subprocess.run([exe, "--input_filename", str(tmp_path / "none.et"), "--output_filename",
+                             str(tmp_path / "o.json")], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
