@@ -107,12 +107,11 @@ def run_case(case: str, path: Path) -> dict[str, float]:
         start, stop = next(records)
         GlobalMetadata().ParseFromString(buf[start:stop])
         count = 0
-        for start, stop in records:
+        for count, (start, stop) in enumerate(records, 1):  # noqa: B007 - count is the result
             node = Node()
             node.ParseFromString(buf[start:stop])
             if keep:
                 kept.append(node)
-            count += 1
         seconds = time.perf_counter() - t0
     elif case == "read":
         t0 = time.perf_counter()
@@ -155,8 +154,9 @@ def run_case(case: str, path: Path) -> dict[str, float]:
 
 
 def _spawn(case: str, path: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--case", case, "--path", str(path)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--case", case, "--path", str(path)], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -178,17 +178,19 @@ def main() -> int:
             print(f"generating {n:,} nodes -> {path}", file=sys.stderr)
             generate(path, n)
     size_mb = full.stat().st_size / 1e6
-    print(f"workload: {args.nodes:,} nodes, {size_mb:,.1f} MB, python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs")
-    results = {case: _spawn(case, full) for case in
-               ("bare-read", "read", "bare-stream", "stream", "bare-write", "write")}
+    print(f"workload: {args.nodes:,} nodes, {size_mb:,.1f} MB, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    results = {
+        case: _spawn(case, full) for case in ("bare-read", "read", "bare-stream", "stream", "bare-write", "write")
+    }
     results["stream-quarter"] = _spawn("stream", quarter)
     print(f"{'case':<16}{'nodes/s':>14}{'seconds':>10}{'MB/s':>9}{'peak RSS MB':>13}{'over baseline':>15}")
     for case, r in results.items():
         rate = r["nodes"] / r["seconds"]
         mbs = (size_mb * r["nodes"] / args.nodes) / r["seconds"]
-        print(f"{case:<16}{rate:>14,.0f}{r['seconds']:>10.2f}{mbs:>9.1f}{r['peak_rss_mb']:>13.0f}"
-              f"{r['peak_rss_mb'] - r['baseline_rss_mb']:>15.0f}")
+        print(
+            f"{case:<16}{rate:>14,.0f}{r['seconds']:>10.2f}{mbs:>9.1f}{r['peak_rss_mb']:>13.0f}"
+            f"{r['peak_rss_mb'] - r['baseline_rss_mb']:>15.0f}"
+        )
     for ours, bare in (("read", "bare-read"), ("stream", "bare-stream"), ("write", "bare-write")):
         ratio = results[ours]["seconds"] / results[bare]["seconds"]
         print(f"{ours}: {ratio:.2f}x the time of {bare} (goal <= 1.25x)")

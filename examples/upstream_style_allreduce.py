@@ -8,8 +8,8 @@ Usage: python upstream_style_allreduce.py [OUTPUT_DIR] [--npus 8] [--size BYTES]
 import argparse
 import os
 
-from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, AttributeProto as ChakraAttr
-from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, GlobalMetadata
+from chakra.schema.protobuf.et_def_pb2 import AttributeProto as ChakraAttr
 from chakra.schema.protobuf.et_def_pb2 import Node as ChakraNode
 from chakra.src.third_party.utils.protolib import encodeMessage as encode_message
 

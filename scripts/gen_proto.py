@@ -28,8 +28,15 @@ _VERSION_CHECK = re.compile(
 
 def main() -> int:
     subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{SCHEMA_DIR}",
-         f"--python_out={SCHEMA_DIR}", f"--pyi_out={SCHEMA_DIR}", str(SCHEMA_DIR / PROTO)],
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{SCHEMA_DIR}",
+            f"--python_out={SCHEMA_DIR}",
+            f"--pyi_out={SCHEMA_DIR}",
+            str(SCHEMA_DIR / PROTO),
+        ],
         check=True,
     )
     module = SCHEMA_DIR / "et_def_pb2.py"

@@ -16,8 +16,13 @@ BIN = Path(sys.executable).parent
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chakra", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"COLUMNS": "200", "PATH": str(BIN), "HOME": str(cwd or Path.cwd())})
+    return subprocess.run(
+        [sys.executable, "-m", "chakra", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"COLUMNS": "200", "PATH": str(BIN), "HOME": str(cwd or Path.cwd())},
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -124,17 +129,21 @@ def test_upstream_named_jsonizer_takes_upstream_flags(demo: Path, tmp_path: Path
     exe = shutil.which("chakra_jsonizer", path=str(BIN))
     assert exe, "console script chakra_jsonizer is installed"
     out = tmp_path / "up.json"
-    result = subprocess.run([exe, "--input_filename", f"{demo}.0.et", "--output_filename", str(out)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [exe, "--input_filename", f"{demo}.0.et", "--output_filename", str(out)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     decoder = json.JSONDecoder()
-    first, end = decoder.raw_decode(text)
+    first, _ = decoder.raw_decode(text)
     assert first == {"version": "1.0.0", "attr": [{"name": "generator", "stringVal": "chakra-et demo"}]}
 
 
 def test_upstream_named_jsonizer_bad_input_exits_2(tmp_path: Path):
     exe = shutil.which("chakra_jsonizer", path=str(BIN))
-    result = subprocess.run([exe, "--input_filename", str(tmp_path / "none.et"), "--output_filename",
-                             str(tmp_path / "o.json")], capture_output=True, text=True)
+    result = subprocess.run(
+        [exe, "--input_filename", str(tmp_path / "none.et"), "--output_filename", str(tmp_path / "o.json")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr

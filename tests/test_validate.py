@@ -6,11 +6,11 @@ import gzip
 from pathlib import Path
 
 import pytest
+from conftest import make_node
 
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import Trace, TraceSet, write_comm_groups
 from chakra.validate import ERROR, INFO, WARNING, count_by_severity, validate_file, validate_set, validate_trace
-from conftest import make_node
 
 
 def _codes(findings, severity=None):
@@ -26,8 +26,16 @@ def _comp(node_id: int, *deps: int, **attrs) -> Node:
 
 
 def _allreduce(node_id: int, *deps: int, size: int = 1024, **attrs) -> Node:
-    return make_node(node_id, f"ar{node_id}", NodeType.COMM_COLL_NODE, data_deps=deps, is_cpu_op=False,
-                     comm_type=CollectiveCommType.ALL_REDUCE, comm_size=size, **attrs)
+    return make_node(
+        node_id,
+        f"ar{node_id}",
+        NodeType.COMM_COLL_NODE,
+        data_deps=deps,
+        is_cpu_op=False,
+        comm_type=CollectiveCommType.ALL_REDUCE,
+        comm_size=size,
+        **attrs,
+    )
 
 
 def test_clean_trace_has_no_findings():
@@ -124,8 +132,10 @@ def test_process_group_metadata_that_astra_sim_cannot_parse_is_an_error():
 
 def test_process_group_metadata_in_the_converter_wrapping_parses():
     node = make_node(0, "## process_group:init ##", NodeType.METADATA_NODE, is_cpu_op=True)
-    node.inputs.values = ('[\'[{"pg_name": "0", "backend_id": 1, "backend_config": "cuda:nccl", "ranks": [], '
-                          '"group_size": 2, "group_count": 1}]\']')
+    node.inputs.values = (
+        '[\'[{"pg_name": "0", "backend_id": 1, "backend_config": "cuda:nccl", "ranks": [], '
+        '"group_size": 2, "group_count": 1}]\']'
+    )
     assert "metadata-parse" not in _codes(validate_trace(_trace(node)))
 
 
@@ -168,8 +178,9 @@ def test_astra_target_needs_comm_tag_on_send_and_recv():
 
 
 def test_astra_target_checks_the_senders_own_rank():
-    node = make_node(0, "send", NodeType.COMM_SEND_NODE, is_cpu_op=False, comm_size=8, comm_dst=1, comm_tag=0,
-                     comm_src=3)
+    node = make_node(
+        0, "send", NodeType.COMM_SEND_NODE, is_cpu_op=False, comm_size=8, comm_dst=1, comm_tag=0, comm_src=3
+    )
     findings = validate_trace(_trace(node), target="astra-sim", rank=0)
     assert "astra-p2p-own-rank" in _codes(findings, ERROR)
 
@@ -215,14 +226,17 @@ def _p2p(node_id: int, kind: int, src: int, dst: int, size: int = 64, tag: int =
 
 
 def test_matched_send_and_recv_across_ranks_are_clean(tmp_path: Path):
-    workload = _write_workload(tmp_path, {0: [_p2p(0, NodeType.COMM_SEND_NODE, 0, 1)],
-                                          1: [_p2p(0, NodeType.COMM_RECV_NODE, 0, 1)]})
+    workload = _write_workload(
+        tmp_path, {0: [_p2p(0, NodeType.COMM_SEND_NODE, 0, 1)], 1: [_p2p(0, NodeType.COMM_RECV_NODE, 0, 1)]}
+    )
     assert validate_set(workload, target="astra-sim") == []
 
 
 def test_send_whose_receive_has_another_size_is_unmatched(tmp_path: Path):
-    workload = _write_workload(tmp_path, {0: [_p2p(0, NodeType.COMM_SEND_NODE, 0, 1, size=64)],
-                                          1: [_p2p(0, NodeType.COMM_RECV_NODE, 0, 1, size=32)]})
+    workload = _write_workload(
+        tmp_path,
+        {0: [_p2p(0, NodeType.COMM_SEND_NODE, 0, 1, size=64)], 1: [_p2p(0, NodeType.COMM_RECV_NODE, 0, 1, size=32)]},
+    )
     assert sum(f.code == "unmatched-p2p" for f in validate_set(workload)) == 2
 
 
@@ -232,8 +246,7 @@ def test_ranks_issuing_different_collectives_are_reported(tmp_path: Path):
 
 
 def test_collectives_of_a_subgroup_are_compared_among_its_members_only(tmp_path: Path):
-    workload = _write_workload(tmp_path, {0: [_allreduce(0, pg_name="1")], 1: [_allreduce(0, pg_name="1")],
-                                          2: [_comp(0)]})
+    _write_workload(tmp_path, {0: [_allreduce(0, pg_name="1")], 1: [_allreduce(0, pg_name="1")], 2: [_comp(0)]})
     write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
     assert validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim") == []
 

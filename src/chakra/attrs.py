@@ -83,24 +83,59 @@ def _spec(name: str, member: str, kind: str, unit: str, doc: str, required_by: s
 WELL_KNOWN: dict[str, AttrSpec] = {
     s.name: s
     for s in (
-        _spec("is_cpu_op", "bool_val", KIND_BOOL, "", "true: host CPU op; false: device op (selects the hardware slot)",
-              "all nodes (ASTRA-sim aborts for a comm node with true)"),
-        _spec("num_ops", "int64_val", KIND_INT, "FLOPs", "operation count of a compute node",
-              "GPU COMP_NODE in ASTRA-sim roofline mode"),
-        _spec("tensor_size", "uint64_val", KIND_INT, "bytes", "bytes moved or touched",
-              "roofline GPU COMP_NODE; MEM_LOAD_NODE/MEM_STORE_NODE"),
+        _spec(
+            "is_cpu_op",
+            "bool_val",
+            KIND_BOOL,
+            "",
+            "true: host CPU op; false: device op (selects the hardware slot)",
+            "all nodes (ASTRA-sim aborts for a comm node with true)",
+        ),
+        _spec(
+            "num_ops",
+            "int64_val",
+            KIND_INT,
+            "FLOPs",
+            "operation count of a compute node",
+            "GPU COMP_NODE in ASTRA-sim roofline mode",
+        ),
+        _spec(
+            "tensor_size",
+            "uint64_val",
+            KIND_INT,
+            "bytes",
+            "bytes moved or touched",
+            "roofline GPU COMP_NODE; MEM_LOAD_NODE/MEM_STORE_NODE",
+        ),
         _spec("tensor_loc", "int64_val", KIND_INT, "", "memory location id (no consumer reads it)"),
         _spec("comm_type", "int64_val", KIND_INT, "", "CollectiveCommType value", "COMM_COLL_NODE"),
-        _spec("comm_size", "int64_val", KIND_INT, "bytes", "bytes of the collective or transfer",
-              "COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE"),
+        _spec(
+            "comm_size",
+            "int64_val",
+            KIND_INT,
+            "bytes",
+            "bytes of the collective or transfer",
+            "COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE",
+        ),
         _spec("comm_src", "int32_val", KIND_INT, "rank", "source rank of a point-to-point transfer", "COMM_RECV_NODE"),
-        _spec("comm_dst", "int32_val", KIND_INT, "rank", "destination rank of a point-to-point transfer",
-              "COMM_SEND_NODE"),
-        _spec("comm_tag", "int32_val", KIND_INT, "", "matching tag of a SEND/RECV pair", "COMM_SEND_NODE, COMM_RECV_NODE"),
-        _spec("comm_priority", "int32_val", KIND_INT, "", "collective priority (higher first)",
-              "COMM_COLL_NODE with scheduling-policy EXPLICIT"),
+        _spec(
+            "comm_dst", "int32_val", KIND_INT, "rank", "destination rank of a point-to-point transfer", "COMM_SEND_NODE"
+        ),
+        _spec(
+            "comm_tag", "int32_val", KIND_INT, "", "matching tag of a SEND/RECV pair", "COMM_SEND_NODE, COMM_RECV_NODE"
+        ),
+        _spec(
+            "comm_priority",
+            "int32_val",
+            KIND_INT,
+            "",
+            "collective priority (higher first)",
+            "COMM_COLL_NODE with scheduling-policy EXPLICIT",
+        ),
         _spec("pg_name", "string_val", KIND_STR, "", "process group id as a decimal string; '' or '0' = all ranks"),
-        _spec("involved_dim", "bool_list", KIND_BOOL_LIST, "", "per network dimension, whether the collective spans it"),
+        _spec(
+            "involved_dim", "bool_list", KIND_BOOL_LIST, "", "per network dimension, whether the collective spans it"
+        ),
         _spec("rf_id", "int64_val", KIND_INT, "", "PyTorch RecordFunction id (join key to Kineto)"),
         _spec("fw_parent", "int64_val", KIND_INT, "", "forward op id of a backward op"),
         _spec("seq_id", "int64_val", KIND_INT, "", "autograd sequence number (-1 if none)"),

@@ -62,23 +62,74 @@ def build_rank(rank: int) -> Trace:
     last = add("ProfilerStep#0", NodeType.COMP_NODE, [], 5, is_cpu_op=True)
     for layer in range(NUM_LAYERS):
         launch = add(f"layer{layer}.fwd.launch", NodeType.COMP_NODE, [last], LAUNCH_US, is_cpu_op=True)
-        kernel = add(f"layer{layer}.fwd.gemm", NodeType.COMP_NODE, [launch], FWD_KERNEL_US, is_cpu_op=False,
-                     num_ops=flops, tensor_size=weight_bytes + 2 * activation_bytes)
-        last = add(f"layer{layer}.fwd.all_gather", NodeType.COMM_COLL_NODE, [kernel], is_cpu_op=False,
-                   comm_type=CollectiveCommType.ALL_GATHER, comm_size=activation_bytes, pg_name=tp)
+        kernel = add(
+            f"layer{layer}.fwd.gemm",
+            NodeType.COMP_NODE,
+            [launch],
+            FWD_KERNEL_US,
+            is_cpu_op=False,
+            num_ops=flops,
+            tensor_size=weight_bytes + 2 * activation_bytes,
+        )
+        last = add(
+            f"layer{layer}.fwd.all_gather",
+            NodeType.COMM_COLL_NODE,
+            [kernel],
+            is_cpu_op=False,
+            comm_type=CollectiveCommType.ALL_GATHER,
+            comm_size=activation_bytes,
+            pg_name=tp,
+        )
     peer_next, peer_prev = (rank + 1) % NUM_RANKS, (rank - 1) % NUM_RANKS
-    send = add("activations.send", NodeType.COMM_SEND_NODE, [last], is_cpu_op=False, comm_src=rank,
-               comm_dst=peer_next, comm_tag=7, comm_size=activation_bytes)
-    recv = add("activations.recv", NodeType.COMM_RECV_NODE, [last], is_cpu_op=False, comm_src=peer_prev,
-               comm_dst=rank, comm_tag=7, comm_size=activation_bytes)
-    last = add("loss", NodeType.COMP_NODE, [send, recv], 40, is_cpu_op=False, num_ops=TOKENS * HIDDEN,
-               tensor_size=activation_bytes)
+    send = add(
+        "activations.send",
+        NodeType.COMM_SEND_NODE,
+        [last],
+        is_cpu_op=False,
+        comm_src=rank,
+        comm_dst=peer_next,
+        comm_tag=7,
+        comm_size=activation_bytes,
+    )
+    recv = add(
+        "activations.recv",
+        NodeType.COMM_RECV_NODE,
+        [last],
+        is_cpu_op=False,
+        comm_src=peer_prev,
+        comm_dst=rank,
+        comm_tag=7,
+        comm_size=activation_bytes,
+    )
+    last = add(
+        "loss",
+        NodeType.COMP_NODE,
+        [send, recv],
+        40,
+        is_cpu_op=False,
+        num_ops=TOKENS * HIDDEN,
+        tensor_size=activation_bytes,
+    )
     for layer in reversed(range(NUM_LAYERS)):
         launch = add(f"layer{layer}.bwd.launch", NodeType.COMP_NODE, [last], LAUNCH_US, is_cpu_op=True)
-        last = add(f"layer{layer}.bwd.gemm", NodeType.COMP_NODE, [launch], BWD_KERNEL_US, is_cpu_op=False,
-                   num_ops=2 * flops, tensor_size=2 * (weight_bytes + activation_bytes))
-        add(f"layer{layer}.grad.all_reduce", NodeType.COMM_COLL_NODE, [last], is_cpu_op=False,
-            comm_type=CollectiveCommType.ALL_REDUCE, comm_size=weight_bytes, pg_name=dp)
+        last = add(
+            f"layer{layer}.bwd.gemm",
+            NodeType.COMP_NODE,
+            [launch],
+            BWD_KERNEL_US,
+            is_cpu_op=False,
+            num_ops=2 * flops,
+            tensor_size=2 * (weight_bytes + activation_bytes),
+        )
+        add(
+            f"layer{layer}.grad.all_reduce",
+            NodeType.COMM_COLL_NODE,
+            [last],
+            is_cpu_op=False,
+            comm_type=CollectiveCommType.ALL_REDUCE,
+            comm_size=weight_bytes,
+            pg_name=dp,
+        )
     return trace
 
 

@@ -28,7 +28,8 @@ DATA_DEP, CTRL_DEP = 0, 1
 class TraceGraph:
     """One rank's dependency graph as arrays; position ``i`` is the ``i``-th node of the file.
 
-    * ``ids`` (uint64), ``node_type`` (uint8, ``NodeType``), ``dur_us`` and ``start_us`` (uint64, µs)
+    * ``ids`` (uint64), ``node_type`` (int32, ``NodeType``; proto3 keeps values outside the enum, so a
+      corrupt or newer file can hold any int32), ``dur_us`` and ``start_us`` (uint64, µs)
     * dependencies in CSR form: the parents of position ``i`` are
       ``dep_pos[dep_ptr[i]:dep_ptr[i+1]]``, with ``dep_kind`` telling data (0) from ctrl (1);
       an id listed in both fields of a node gives two entries
@@ -62,7 +63,10 @@ class TraceGraph:
         return self.dep_pos[self.dep_ptr[pos] : self.dep_ptr[pos + 1]]
 
     def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(child_ptr, child_pos)``: the reverse CSR, children of ``i`` at ``child_pos[child_ptr[i]:child_ptr[i+1]]``."""
+        """``(child_ptr, child_pos)``: the reverse CSR.
+
+        The children of ``i`` are ``child_pos[child_ptr[i]:child_ptr[i+1]]``.
+        """
         n = self.num_nodes
         child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
         order = np.argsort(self.dep_pos, kind="stable")
@@ -77,7 +81,7 @@ def build_graph(nodes: Sequence[Node]) -> TraceGraph:
     """Arrays for ``nodes`` (one rank, file order). Runs in one pass over the messages."""
     n = len(nodes)
     ids = np.empty(n, dtype=np.uint64)
-    node_type = np.empty(n, dtype=np.uint8)
+    node_type = np.empty(n, dtype=np.int32)
     dur_us = np.empty(n, dtype=np.uint64)
     start_us = np.empty(n, dtype=np.uint64)
     dep_ids: list[int] = []

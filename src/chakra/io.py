@@ -24,10 +24,13 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+import zstandard
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
@@ -44,6 +47,11 @@ FORMAT_VERSION = "1.0.0"
 #: Bytes read from disk per refill of the streaming buffer. Large enough that the per-batch
 #: overhead vanishes, small enough that streaming memory stays flat (measured in benchmarks/).
 READ_CHUNK_BYTES = 1 << 20
+
+#: Most bytes asked of a compressed stream in one ``read`` call (``read(n)`` allocates ``n`` up
+#: front). A record length in a compressed file cannot be checked against the file size, so a
+#: corrupt prefix may claim up to 2 GiB; reading it in pieces keeps memory proportional to the data.
+MAX_READ_CALL_BYTES = 8 << 20
 
 #: protobuf refuses messages of 2 GiB or more; a record claiming more is corrupt for every reader.
 MAX_RECORD_BYTES = (1 << 31) - 1
@@ -123,8 +131,15 @@ def frame(payload: bytes) -> bytes:
 # Reading
 
 
-def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None]:
-    """Open ``path`` for reading and return (stream, size in bytes if known, i.e. plain files)."""
+#: What gzip and zstd raise for corrupt input (``zlib.error`` and ``ZstdError`` are no ``OSError``).
+_DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+
+
+def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None, BinaryIO]:
+    """Open ``path`` for reading: (stream, size in bytes if known, i.e. plain files, raw file).
+
+    The caller closes both the stream and the raw file (``GzipFile`` leaves its ``fileobj`` open).
+    """
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     except FileNotFoundError:
@@ -142,12 +157,10 @@ def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None]:
         elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
             kind = "gzip"
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), None  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb"), None, raw  # type: ignore[return-value]
     if kind == "zstd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
-    return raw, os.fstat(raw.fileno()).st_size
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None, raw  # type: ignore[return-value]
+    return raw, os.fstat(raw.fileno()).st_size, raw
 
 
 class EtReader:
@@ -165,11 +178,12 @@ class EtReader:
     def __init__(self, path: PathLike):
         self.path = Path(path)
         self.node_count = 0  # nodes yielded so far
-        self._stream, self._size = _open_decompressed(self.path)
+        self._stream, self._size, self._raw = _open_decompressed(self.path)
         self._buf = b""
         self._pos = 0  # position in _buf
         self._base = 0  # stream offset of _buf[0]
         self._eof = False
+        self._pending_error: ChakraFormatError | None = None
         try:
             self.metadata: GlobalMetadata = self._read_metadata()
         except BaseException:
@@ -184,12 +198,15 @@ class EtReader:
         self.close()
 
     def close(self) -> None:
-        self._stream.close()
+        try:
+            self._stream.close()
+        finally:
+            self._raw.close()
 
     # -- public iteration ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Node]:
-        for batch in self.batches():
-            yield from batch
+        # chain runs in C: no generator frame per node
+        return chain.from_iterable(self.batches())
 
     def batches(self) -> Iterator[Any]:
         """Yield the remaining nodes as protobuf repeated containers, one per read buffer."""
@@ -213,11 +230,16 @@ class EtReader:
         have = len(self._buf)
         while have < need_total and not self._eof:
             try:
-                chunk = self._stream.read(max(READ_CHUNK_BYTES, need_total - have))
-            except (OSError, EOFError, ValueError) as exc:
+                want = need_total - have
+                if self._size is None:  # compressed: the record length was not checked against the data
+                    want = min(want, MAX_READ_CALL_BYTES)
+                chunk = self._stream.read(max(READ_CHUNK_BYTES, want))
+            except _DECOMPRESS_ERRORS as exc:
                 # gzip/zstd report their own corruption (bad CRC, truncated stream) here
                 raise self._error(
-                    f"cannot decompress: {exc}", self._base + have, self.node_count,
+                    f"cannot decompress: {exc}",
+                    self._base + have,
+                    self.node_count,
                     hint="the compressed file is truncated or corrupt; recompress it from the original",
                 ) from None
             if not chunk:
@@ -248,18 +270,23 @@ class EtReader:
             shift += 7
             if i - pos >= MAX_VARINT32_BYTES:
                 raise self._error(
-                    "length prefix is longer than 5 bytes (not a varint32)", self._base + pos, node_index,
+                    "length prefix is longer than 5 bytes (not a varint32)",
+                    self._base + pos,
+                    node_index,
                     hint="the file is corrupt or not a Chakra .et file",
                 )
         if length > MAX_RECORD_BYTES:
             raise self._error(
                 f"length prefix claims {length} bytes, more than protobuf allows (2 GiB)",
-                self._base + pos, node_index, hint="the file is corrupt or not a Chakra .et file",
+                self._base + pos,
+                node_index,
+                hint="the file is corrupt or not a Chakra .et file",
             )
         if self._size is not None and self._base + i + length > self._size:
             raise self._error(
                 f"record claims {length} bytes but only {self._size - self._base - i} remain in the file",
-                self._base + pos, node_index,
+                self._base + pos,
+                node_index,
                 hint="the file is truncated (interrupted write or copy?); regenerate it",
             )
         return i, i + length
@@ -268,7 +295,9 @@ class EtReader:
         self._fill(MAX_VARINT32_BYTES)
         if not self._buf:
             raise self._error(
-                "file is empty: a Chakra .et starts with a GlobalMetadata record", 0, None,
+                "file is empty: a Chakra .et starts with a GlobalMetadata record",
+                0,
+                None,
                 hint="the producer wrote nothing; regenerate the trace",
             )
         bounds = self._record_bounds(0, None)
@@ -276,15 +305,15 @@ class EtReader:
             self._fill(bounds[1] if bounds else MAX_VARINT32_BYTES + 1)
             bounds = self._record_bounds(0, None)
             if bounds is None or bounds[1] > len(self._buf):
-                raise self._error(
-                    "file ends inside the GlobalMetadata record", 0, None, hint="the file is truncated"
-                )
+                raise self._error("file ends inside the GlobalMetadata record", 0, None, hint="the file is truncated")
         start, end = bounds
         try:
             metadata = GlobalMetadata.FromString(self._buf[start:end])
         except DecodeError as exc:
             raise self._error(
-                f"GlobalMetadata does not parse ({exc})", 0, None,
+                f"GlobalMetadata does not parse ({exc})",
+                0,
+                None,
                 hint="not a Chakra .et file, or one written with the pre-October-2023 schema "
                 "(GlobalMetadata.attr was field 1 then); regenerate it with a current tool",
             ) from None
@@ -293,6 +322,8 @@ class EtReader:
 
     def _next_batch(self) -> Any:
         """Parse every complete record in the buffer (refilling once if none is complete)."""
+        if self._pending_error is not None:
+            raise self._pending_error
         while True:
             pieces: list[bytes] = []
             buf = self._buf
@@ -319,14 +350,17 @@ class EtReader:
             self._pos = pos
             if starts:
                 batch = self._parse_batch(pieces, starts)
-                self.node_count = node_index
-                return batch
+                if len(batch) or self._pending_error is None:
+                    return batch
+                raise self._pending_error
             pending = len(buf) - pos
             if self._eof:
                 if pending == 0:
                     return None
                 raise self._error(
-                    "file ends inside a node record", self._base + pos, node_index,
+                    "file ends inside a node record",
+                    self._base + pos,
+                    node_index,
                     hint="the file is truncated (interrupted write or copy?); regenerate it",
                 )
             # no complete record buffered: read at least the rest of the pending one
@@ -334,26 +368,35 @@ class EtReader:
             self._fill(bounds[1] - pos if bounds else pending + 1)
 
     def _parse_batch(self, pieces: list[bytes], starts: list[int]) -> Any:
+        """Parse the framed records as one batch. On a corrupt record, return the good records
+        before it and keep the error for the next call, so a stream yields every readable node."""
         batch = _NodeBatch()
         try:
             batch.ParseFromString(b"".join(pieces))
         except DecodeError:
-            self._raise_first_bad_record(pieces, starts)
+            bad, self._pending_error = self._find_bad_record(pieces, starts)
+            batch = _NodeBatch()
+            batch.ParseFromString(b"".join(pieces[: 2 * bad]))
+        self.node_count += len(batch.nodes)
         return batch.nodes
 
-    def _raise_first_bad_record(self, pieces: list[bytes], starts: list[int]) -> None:
+    def _find_bad_record(self, pieces: list[bytes], starts: list[int]) -> tuple[int, ChakraFormatError]:
+        """Index in the batch of the first record that does not parse, and the error for it."""
         for k, start in enumerate(starts):
             record = pieces[2 * k + 1]
-            payload_start = self._record_bounds(start, self.node_count + k)
-            assert payload_start is not None
+            bounds = self._record_bounds(start, self.node_count + k)
+            assert bounds is not None  # the batch holds complete records only
             try:
-                Node.FromString(record[payload_start[0] - start :])
+                Node.FromString(record[bounds[0] - start :])
             except DecodeError as exc:
-                raise self._error(
-                    f"node record does not parse ({exc})", self._base + start, self.node_count + k,
+                return k, self._error(
+                    f"node record does not parse ({exc})",
+                    self._base + start,
+                    self.node_count + k,
                     hint="the file is corrupt; regenerate it from the source trace",
-                ) from None
-        raise self._error("records do not parse", self._base + starts[0], self.node_count)
+                )
+        # each record parses alone but not together: cannot happen with protobuf's framing rules
+        return 0, self._error("records do not parse", self._base + starts[0], self.node_count)
 
 
 def read(path: PathLike) -> tuple[GlobalMetadata, list[Node]]:
@@ -379,6 +422,20 @@ def read_metadata(path: PathLike) -> GlobalMetadata:
 _WRITE_FLUSH_RECORDS = 4096
 
 
+def _current_umask() -> int:
+    """The process umask, from /proc where it can be read without changing it."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0)  # briefly process-wide; only where /proc is missing
+    os.umask(umask)
+    return umask
+
+
 class AtomicFile:
     """A binary file that appears at ``path`` only when closed without error.
 
@@ -393,6 +450,8 @@ class AtomicFile:
             raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
         self.tmp_path = Path(tmp)
+        # mkstemp creates 0600; give the file the mode open() would (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~_current_umask())
         self.file: IO[bytes] = os.fdopen(fd, "wb")
 
     def commit(self) -> None:
@@ -439,8 +498,6 @@ class EtWriter:
             # mtime=0 keeps the bytes reproducible for the same content
             self._sink = gzip.GzipFile(fileobj=self._atomic.file, mode="wb", mtime=0)  # type: ignore[assignment]
         elif kind == "zstd":
-            import zstandard
-
             self._sink = zstandard.ZstdCompressor().stream_writer(self._atomic.file, closefd=False)  # type: ignore[assignment]
         else:
             self._sink = self._atomic.file
@@ -461,7 +518,8 @@ class EtWriter:
             raise ChakraInputError(
                 f"node #{self.node_count} is empty (id 0, no name, INVALID_NODE) and would be a "
                 "zero-length record, which the upstream Python reader takes for end of file",
-                path=self.path, hint="give the node a name or type",
+                path=self.path,
+                hint="give the node a name or type",
             )
         pending = self._pending
         pending.append(_SHORT_PREFIXES[n] if n < _SHORT_PREFIX_LIMIT else encode_varint(n))
@@ -509,7 +567,9 @@ class EtWriter:
             self.abort()
 
 
-def write(path: PathLike, metadata: GlobalMetadata | None, nodes: Iterable[Node], *, compress: str | None = "auto") -> int:
+def write(
+    path: PathLike, metadata: GlobalMetadata | None, nodes: Iterable[Node], *, compress: str | None = "auto"
+) -> int:
     """Write a whole ``.et`` file atomically; returns the number of nodes written."""
     with EtWriter(path, metadata, compress=compress) as writer:
         writer.write_many(nodes)

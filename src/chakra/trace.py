@@ -41,7 +41,9 @@ class Trace:
     ``nodes`` directly call :meth:`reindex` (or add nodes with :meth:`add`, which keeps them).
     """
 
-    def __init__(self, metadata: GlobalMetadata | None = None, nodes: Iterable[Node] = (), path: str | Path | None = None):
+    def __init__(
+        self, metadata: GlobalMetadata | None = None, nodes: Iterable[Node] = (), path: str | Path | None = None
+    ):
         self.metadata = metadata if metadata is not None else GlobalMetadata(version=io.FORMAT_VERSION)
         self.nodes: list[Node] = list(nodes)
         self.path = Path(path) if path is not None else None
@@ -122,7 +124,8 @@ class Trace:
         if len(order) != len(self.nodes):
             raise ChakraInputError(
                 f"dependency graph has a cycle ({len(self.nodes) - len(order)} nodes cannot be ordered)",
-                path=self.path, hint="run `chakra validate` to see the cycle",
+                path=self.path,
+                hint="run `chakra validate` to see the cycle",
             )
         return [self.nodes[i] for i in order.tolist()]
 
@@ -137,15 +140,20 @@ def read_comm_groups(path: str | Path) -> dict[int, list[int]]:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         raise ChakraInputError("no such comm groups file", path=path) from None
+    except OSError as exc:
+        raise ChakraInputError(f"cannot read comm groups file: {exc.strerror}", path=path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ChakraInputError(f"not valid JSON: {exc}", path=path) from None
     if not isinstance(raw, dict):
         raise ChakraInputError("comm groups must be a JSON object of group id -> rank list", path=path)
     groups: dict[int, list[int]] = {}
     for key, ranks in raw.items():
-        if not str(key).isdigit():
-            raise ChakraInputError(f"group id {key!r} is not a decimal integer", path=path,
-                                   hint="ASTRA-sim reads pg_name with stoi; use ids 1, 2, ...")
+        if not (key.isascii() and key.isdigit()):  # "²".isdigit() is true, but int() refuses it
+            raise ChakraInputError(
+                f"group id {key!r} is not a decimal integer",
+                path=path,
+                hint="ASTRA-sim reads pg_name with stoi; use ids 1, 2, ...",
+            )
         if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
             raise ChakraInputError(f"group {key}: ranks must be a list of integers", path=path)
         groups[int(key)] = ranks
@@ -180,7 +188,8 @@ class TraceSet:
                 found = ", ".join(sorted(prefixes)) or "none"
                 raise ChakraInputError(
                     f"expected one workload PREFIX.{{rank}}.et in the directory, found: {found}",
-                    path=where, hint="pass the prefix, e.g. DIR/PREFIX",
+                    path=where,
+                    hint="pass the prefix, e.g. DIR/PREFIX",
                 )
             prefix = where / prefixes.pop()
         elif (match := _RANK_FILE.match(where.name)) is not None:
@@ -195,11 +204,16 @@ class TraceSet:
                 if m and m.group("prefix") == prefix.name:
                     rank = int(m.group("rank"))
                     if rank in ranks:
-                        raise ChakraInputError(f"rank {rank} exists twice ({ranks[rank].name}, {p.name})", path=directory)
+                        raise ChakraInputError(
+                            f"rank {rank} exists twice ({ranks[rank].name}, {p.name})", path=directory
+                        )
                     ranks[rank] = p
         if not ranks:
-            raise ChakraInputError(f"no files {prefix.name}.{{rank}}.et found", path=directory,
-                                   hint="a workload is PREFIX.0.et, PREFIX.1.et, ...")
+            raise ChakraInputError(
+                f"no files {prefix.name}.{{rank}}.et found",
+                path=directory,
+                hint="a workload is PREFIX.0.et, PREFIX.1.et, ...",
+            )
         groups_path = prefix.with_name(prefix.name + COMM_GROUPS_SUFFIX)
         groups = read_comm_groups(groups_path) if groups_path.exists() else None
         return cls(prefix, ranks, groups)

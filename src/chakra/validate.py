@@ -44,10 +44,15 @@ KNOWN_NODE_TYPES = frozenset(NodeType.values())
 KNOWN_COLLECTIVES = frozenset(CollectiveCommType.values())
 
 #: Collectives ASTRA-sim aborts on ("Unsupported collective comm type", astra-sim.md §2.4).
-ASTRA_UNSUPPORTED_COLLECTIVES = frozenset({
-    CollectiveCommType.REDUCE, CollectiveCommType.GATHER, CollectiveCommType.SCATTER,
-    CollectiveCommType.REDUCE_SCATTER_BLOCK, CollectiveCommType.BARRIER,
-})
+ASTRA_UNSUPPORTED_COLLECTIVES = frozenset(
+    {
+        CollectiveCommType.REDUCE,
+        CollectiveCommType.GATHER,
+        CollectiveCommType.SCATTER,
+        CollectiveCommType.REDUCE_SCATTER_BLOCK,
+        CollectiveCommType.BARRIER,
+    }
+)
 
 #: ASTRA-sim strips this many characters from each end of a METADATA node's ``inputs.values``
 #: (the Python ``['`` ... ``']`` wrapper) before JSON-parsing the process groups.
@@ -161,17 +166,24 @@ def validate_trace(
     if astra:
         _check_astra_file(trace, out)
         for pg in sorted(pg_names_used - groups_defined - {0}):
-            out.add(ERROR, "astra-unknown-group",
-                    f"pg_name {pg} is used but no communicator group {pg} is defined",
-                    hint="write PREFIX.comm_groups.json ({\"1\": [ranks...]}) or a METADATA process-group node")
+            out.add(
+                ERROR,
+                "astra-unknown-group",
+                f"pg_name {pg} is used but no communicator group {pg} is defined",
+                hint='write PREFIX.comm_groups.json ({"1": [ranks...]}) or a METADATA process-group node',
+            )
     return out.result()
 
 
 def _check_metadata(trace: Trace, out: _Collector) -> None:
     if trace.metadata.ByteSize() == 0:
-        out.add(WARNING, "empty-metadata", "GlobalMetadata is empty: it is a zero-length record, "
-                "which the upstream Python reader takes for end of file (hiding every node)",
-                hint="set GlobalMetadata.version (chakra-et's writer does this)")
+        out.add(
+            WARNING,
+            "empty-metadata",
+            "GlobalMetadata is empty: it is a zero-length record, "
+            "which the upstream Python reader takes for end of file (hiding every node)",
+            hint="set GlobalMetadata.version (chakra-et's writer does this)",
+        )
     if not trace.nodes:
         out.add(WARNING, "no-nodes", "the file has no nodes")
 
@@ -179,14 +191,22 @@ def _check_metadata(trace: Trace, out: _Collector) -> None:
 def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
     graph = trace.graph()
     for node_id in graph.duplicate_ids:
-        out.add(ERROR, "duplicate-id", f"node id {node_id} occurs more than once", node_id,
-                hint="ids must be unique within a file; the C++ feeders keep only the last one")
+        out.add(
+            ERROR,
+            "duplicate-id",
+            f"node id {node_id} occurs more than once",
+            node_id,
+            hint="ids must be unique within a file; the C++ feeders keep only the last one",
+        )
     for child_pos, dep_id, kind in graph.missing_deps:
         field_name = "data_deps" if kind == 0 else "ctrl_deps"
-        out.add(ERROR, f"missing-{'data' if kind == 0 else 'ctrl'}-dep",
-                f"{field_name} lists id {dep_id}, which is not in the file", int(graph.ids[child_pos]),
-                hint="drop the edge or re-point it to an existing node; ASTRA-sim refuses the file, "
-                "the v2 feeder hangs")
+        out.add(
+            ERROR,
+            f"missing-{'data' if kind == 0 else 'ctrl'}-dep",
+            f"{field_name} lists id {dep_id}, which is not in the file",
+            int(graph.ids[child_pos]),
+            hint="drop the edge or re-point it to an existing node; ASTRA-sim refuses the file, the v2 feeder hangs",
+        )
     if not graph.num_nodes:
         if astra:
             out.add(ERROR, "astra-no-root", "no nodes: ASTRA-sim aborts with 'No dependancy free nodes found'")
@@ -200,17 +220,31 @@ def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
         cycle_ids = [int(graph.ids[p]) for p in cycle]
         shown = " -> ".join(str(i) for i in cycle_ids[:CYCLE_IDS_SHOWN])
         more = " -> ..." if len(cycle_ids) > CYCLE_IDS_SHOWN else ""
-        out.add(ERROR, "cycle", f"dependency cycle of {len(cycle_ids)} nodes: {shown}{more} "
-                "(each depends on the next, data and ctrl deps together)",
-                cycle_ids[0] if cycle_ids else None, hint="break the cycle; feeders deadlock on it")
+        out.add(
+            ERROR,
+            "cycle",
+            f"dependency cycle of {len(cycle_ids)} nodes: {shown}{more} "
+            "(each depends on the next, data and ctrl deps together)",
+            cycle_ids[0] if cycle_ids else None,
+            hint="break the cycle; feeders deadlock on it",
+        )
         in_cycle = set(cycle)
         for p in left.tolist():
             if p not in in_cycle:
-                out.add(ERROR, "unreachable", "node can never run: it depends (directly or not) on a cycle",
-                        int(graph.ids[p]), hint="break the cycle it depends on")
+                out.add(
+                    ERROR,
+                    "unreachable",
+                    "node can never run: it depends (directly or not) on a cycle",
+                    int(graph.ids[p]),
+                    hint="break the cycle it depends on",
+                )
     if len(roots(graph)) == 0 and astra:
-        out.add(ERROR, "astra-no-root", "no node without dependencies: ASTRA-sim aborts with "
-                "'No dependancy free nodes found, there might be deadlocks'")
+        out.add(
+            ERROR,
+            "astra-no-root",
+            "no node without dependencies: ASTRA-sim aborts with "
+            "'No dependancy free nodes found, there might be deadlocks'",
+        )
 
 
 def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, groups_defined: set[int]) -> set[int]:
@@ -221,23 +255,43 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
         node_id = node.id
         ntype = node.type
         if node.ByteSize() == 0:
-            out.add(WARNING, "empty-record", "node is all defaults (id 0, no name, INVALID_NODE): a "
-                    "zero-length record, which the upstream Python reader takes for end of file", node_id,
-                    hint="give the node a name and type, or drop it")
+            out.add(
+                WARNING,
+                "empty-record",
+                "node is all defaults (id 0, no name, INVALID_NODE): a "
+                "zero-length record, which the upstream Python reader takes for end of file",
+                node_id,
+                hint="give the node a name and type, or drop it",
+            )
         if ntype not in KNOWN_NODE_TYPES:
-            out.add(ERROR, "unknown-node-type", f"node type {ntype} is not a NodeType", node_id,
-                    hint="ASTRA-sim exits with 'Unknown node type'")
+            out.add(
+                ERROR,
+                "unknown-node-type",
+                f"node type {ntype} is not a NodeType",
+                node_id,
+                hint="ASTRA-sim exits with 'Unknown node type'",
+            )
         attrs, repeated = _attr_map(node)
         for name in dict.fromkeys(repeated):
-            out.add(WARNING, "duplicate-attr", f"attribute {name!r} appears more than once; FeederV3 reads the "
-                    "first, the v2 feeder the last", node_id, hint="write each attribute once (chakra.attrs.set_attr)")
+            out.add(
+                WARNING,
+                "duplicate-attr",
+                f"attribute {name!r} appears more than once; FeederV3 reads the first, the v2 feeder the last",
+                node_id,
+                hint="write each attribute once (chakra.attrs.set_attr)",
+            )
         for name, attr in attrs.items():
             if name in WELL_KNOWN:
                 problem = canonical_member_problem(attr)
                 if problem is not None:
                     severity, why = problem
-                    out.add(severity, "attr-kind", f"attribute {name!r} {why}", node_id,
-                            hint=f"write {name} as {WELL_KNOWN[name].member}")
+                    out.add(
+                        severity,
+                        "attr-kind",
+                        f"attribute {name!r} {why}",
+                        node_id,
+                        hint=f"write {name} as {WELL_KNOWN[name].member}",
+                    )
         is_cpu = attrs.get("is_cpu_op")
         cpu_flag = False
         if is_cpu is not None:
@@ -247,11 +301,21 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
                 cpu_flag = False
         if ntype in COMM_TYPES:
             if cpu_flag:
-                out.add(ERROR, "comm-on-cpu", f"{NodeType.Name(ntype)} is marked is_cpu_op=true", node_id,
-                        hint="communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise)")
+                out.add(
+                    ERROR,
+                    "comm-on-cpu",
+                    f"{NodeType.Name(ntype)} is marked is_cpu_op=true",
+                    node_id,
+                    hint="communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise)",
+                )
             if "comm_size" not in attrs:
-                out.add(ERROR, "comm-missing-attr", f"{NodeType.Name(ntype)} has no comm_size", node_id,
-                        hint="set comm_size (bytes, int64_val)")
+                out.add(
+                    ERROR,
+                    "comm-missing-attr",
+                    f"{NodeType.Name(ntype)} has no comm_size",
+                    node_id,
+                    hint="set comm_size (bytes, int64_val)",
+                )
         if ntype == NodeType.COMM_COLL_NODE:
             _check_collective(node, attrs, out, astra, pg_used)
         elif ntype in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
@@ -259,23 +323,38 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
         elif ntype == NodeType.METADATA_NODE:
             _check_metadata_node(node, out, astra, groups_defined)
         elif ntype in MEM_TYPES and astra and "tensor_size" not in attrs:
-            out.add(ERROR, "astra-missing-attr", f"{NodeType.Name(ntype)} has no tensor_size", node_id,
-                    hint="set tensor_size (bytes, uint64_val); FeederV3 throws 'Attribute tensor_size not found'")
+            out.add(
+                ERROR,
+                "astra-missing-attr",
+                f"{NodeType.Name(ntype)} has no tensor_size",
+                node_id,
+                hint="set tensor_size (bytes, uint64_val); FeederV3 throws 'Attribute tensor_size not found'",
+            )
         if cpu_flag or ntype in MEM_TYPES or ntype == NodeType.INVALID_NODE:
             overlap_breakers += 1
     if astra and overlap_breakers:
-        out.add(INFO, "astra-overlap-stats", f"{overlap_breakers} CPU, memory or INVALID nodes: ASTRA-sim's "
-                "overlap statistics throw after this rank finished",
-                hint="harmless for the simulated times; expect the exception at the end of the run")
+        out.add(
+            INFO,
+            "astra-overlap-stats",
+            f"{overlap_breakers} CPU, memory or INVALID nodes: ASTRA-sim's "
+            "overlap statistics throw after this rank finished",
+            hint="harmless for the simulated times; expect the exception at the end of the run",
+        )
     return pg_used
 
 
-def _check_collective(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool,
-                      pg_used: set[int]) -> None:
+def _check_collective(
+    node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool, pg_used: set[int]
+) -> None:
     node_id = node.id
     if "comm_type" not in attrs:
-        out.add(ERROR, "comm-missing-attr", "COMM_COLL_NODE has no comm_type", node_id,
-                hint="set comm_type (CollectiveCommType value, int64_val)")
+        out.add(
+            ERROR,
+            "comm-missing-attr",
+            "COMM_COLL_NODE has no comm_type",
+            node_id,
+            hint="set comm_type (CollectiveCommType value, int64_val)",
+        )
         return
     comm_type = _int_attr(node, "comm_type")
     if comm_type is None:
@@ -286,20 +365,34 @@ def _check_collective(node: Node, attrs: dict[str, AttributeProto], out: _Collec
     if not astra:
         return
     if comm_type in ASTRA_UNSUPPORTED_COLLECTIVES:
-        out.add(ERROR, "astra-unsupported-collective",
-                f"{CollectiveCommType.Name(comm_type)} is not simulated by ASTRA-sim ('Unsupported collective comm type')",
-                node_id, hint="express it with supported collectives or send/recv")
+        out.add(
+            ERROR,
+            "astra-unsupported-collective",
+            f"{CollectiveCommType.Name(comm_type)} is not simulated by ASTRA-sim ('Unsupported collective comm type')",
+            node_id,
+            hint="express it with supported collectives or send/recv",
+        )
     if comm_type == CollectiveCommType.BROADCAST and node.duration_micros == 0:
-        out.add(WARNING, "astra-broadcast-replay", "ASTRA-sim replays BROADCAST for duration_micros, "
-                "which is 0 here (1 ns)", node_id, hint="set duration_micros to the measured time")
+        out.add(
+            WARNING,
+            "astra-broadcast-replay",
+            "ASTRA-sim replays BROADCAST for duration_micros, which is 0 here (1 ns)",
+            node_id,
+            hint="set duration_micros to the measured time",
+        )
     if "pg_name" in attrs:
         pg_name = attrs["pg_name"].string_val if attrs["pg_name"].WhichOneof("value") == "string_val" else None
         if pg_name is not None and pg_name != "":
             if pg_name.isdigit():
                 pg_used.add(int(pg_name))
             else:
-                out.add(ERROR, "astra-pg-name", f"pg_name {pg_name!r} is not a decimal integer; ASTRA-sim "
-                        "throws from stoi", node_id, hint="map process groups to ids 1, 2, ... and write a comm groups file")
+                out.add(
+                    ERROR,
+                    "astra-pg-name",
+                    f"pg_name {pg_name!r} is not a decimal integer; ASTRA-sim throws from stoi",
+                    node_id,
+                    hint="map process groups to ids 1, 2, ... and write a comm groups file",
+                )
 
 
 def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool, rank: int | None) -> None:
@@ -308,18 +401,33 @@ def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, as
     peer = "comm_dst" if is_send else "comm_src"
     own = "comm_src" if is_send else "comm_dst"
     if peer not in attrs:
-        out.add(ERROR, "p2p-missing-peer", f"{NodeType.Name(node.type)} has no {peer}", node_id,
-                hint=f"set {peer} (peer rank, int32_val)")
+        out.add(
+            ERROR,
+            "p2p-missing-peer",
+            f"{NodeType.Name(node.type)} has no {peer}",
+            node_id,
+            hint=f"set {peer} (peer rank, int32_val)",
+        )
     if not astra:
         return
     if "comm_tag" not in attrs:
-        out.add(ERROR, "astra-missing-attr", f"{NodeType.Name(node.type)} has no comm_tag", node_id,
-                hint="set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'")
+        out.add(
+            ERROR,
+            "astra-missing-attr",
+            f"{NodeType.Name(node.type)} has no comm_tag",
+            node_id,
+            hint="set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'",
+        )
     own_value = _int_attr(node, own) if own in attrs else None
     if rank is not None and own_value is not None and own_value != rank:
         role = "sender" if is_send else "receiver"
-        out.add(ERROR, "astra-p2p-own-rank", f"{own}={own_value} but this file is rank {rank}; ASTRA-sim "
-                f"requires the {role}'s own rank there", node_id, hint=f"set {own}={rank} or leave it out")
+        out.add(
+            ERROR,
+            "astra-p2p-own-rank",
+            f"{own}={own_value} but this file is rank {rank}; ASTRA-sim requires the {role}'s own rank there",
+            node_id,
+            hint=f"set {own}={rank} or leave it out",
+        )
 
 
 def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_defined: set[int]) -> None:
@@ -329,31 +437,49 @@ def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_define
     try:
         groups = parse_process_groups(values)
     except (ValueError, json.JSONDecodeError) as exc:
-        out.add(ERROR, "metadata-parse", f"METADATA inputs.values do not parse as process groups ({exc})",
-                node.id, hint="keep the Python ['...'] wrapper around the JSON list byte-exact; ASTRA-sim "
-                "drops the groups silently otherwise")
+        out.add(
+            ERROR,
+            "metadata-parse",
+            f"METADATA inputs.values do not parse as process groups ({exc})",
+            node.id,
+            hint="keep the Python ['...'] wrapper around the JSON list byte-exact; ASTRA-sim "
+            "drops the groups silently otherwise",
+        )
         return
     for group in groups:
         groups_defined.add(int(str(group["pg_name"])))
     if astra:
-        out.add(INFO, "astra-metadata-node", "METADATA nodes hit an assert(false) in ASTRA-sim builds with "
-                "assertions (statistics have no class for them)", node.id,
-                hint="use a release build, or move the groups to a comm groups file")
+        out.add(
+            INFO,
+            "astra-metadata-node",
+            "METADATA nodes hit an assert(false) in ASTRA-sim builds with "
+            "assertions (statistics have no class for them)",
+            node.id,
+            hint="use a release build, or move the groups to a comm groups file",
+        )
 
 
 def _check_astra_file(trace: Trace, out: _Collector) -> None:
     if trace.path is not None and io.compression_for(trace.path) is not None:
-        out.add(ERROR, "astra-compressed", "ASTRA-sim reads plain files only; this one is compressed",
-                hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)")
+        out.add(
+            ERROR,
+            "astra-compressed",
+            "ASTRA-sim reads plain files only; this one is compressed",
+            hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)",
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # Files and whole workloads
 
 
-def validate_file(path: str | Path, *, target: str | None = None,
-                  comm_groups: dict[int, list[int]] | None = None,
-                  limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> list[Finding]:
+def validate_file(
+    path: str | Path,
+    *,
+    target: str | None = None,
+    comm_groups: dict[int, list[int]] | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
     """Load and check one file; a file that does not parse is one ``format`` error finding."""
     try:
         trace = Trace.load(path)
@@ -403,8 +529,9 @@ def _summarize(trace: Trace, rank: int) -> _RankSummary:
     return summary
 
 
-def iter_validate_set(workload: TraceSet, *, target: str | None = None,
-                      limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> Iterator[tuple[int | None, list[Finding]]]:
+def iter_validate_set(
+    workload: TraceSet, *, target: str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+) -> Iterator[tuple[int | None, list[Finding]]]:
     """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
     and holds the cross-rank findings. Only one rank's trace is in memory at a time."""
     summaries: dict[int, _RankSummary] = {}
@@ -414,28 +541,36 @@ def iter_validate_set(workload: TraceSet, *, target: str | None = None,
         except ChakraFormatError as exc:
             yield rank, [Finding(ERROR, "format", exc.message, None, exc.hint, rank)]
             continue
-        findings = validate_trace(trace, target=target, rank=rank, comm_groups=workload.comm_groups,
-                                  limit_per_code=limit_per_code)
+        findings = validate_trace(
+            trace, target=target, rank=rank, comm_groups=workload.comm_groups, limit_per_code=limit_per_code
+        )
         summaries[rank] = _summarize(trace, rank)
         yield rank, findings
     yield None, _cross_rank_findings(workload, summaries, target, limit_per_code)
 
 
-def validate_set(workload: TraceSet, *, target: str | None = None,
-                 limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE) -> list[Finding]:
+def validate_set(
+    workload: TraceSet, *, target: str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+) -> list[Finding]:
     """All findings of every rank of ``workload`` plus the cross-rank ones."""
-    return [f for _, findings in iter_validate_set(workload, target=target, limit_per_code=limit_per_code)
-            for f in findings]
+    return [
+        f for _, findings in iter_validate_set(workload, target=target, limit_per_code=limit_per_code) for f in findings
+    ]
 
 
-def _cross_rank_findings(workload: TraceSet, summaries: dict[int, _RankSummary], target: str | None,
-                         limit: int | None) -> list[Finding]:
+def _cross_rank_findings(
+    workload: TraceSet, summaries: dict[int, _RankSummary], target: str | None, limit: int | None
+) -> list[Finding]:
     out = _Collector(None, limit)
     missing = workload.missing_ranks
     if missing:
         severity = ERROR if target == "astra-sim" else WARNING
-        out.add(severity, "missing-rank", f"no file for rank(s) {', '.join(map(str, missing))}",
-                hint="ASTRA-sim opens PREFIX.{rank}.et for every NPU")
+        out.add(
+            severity,
+            "missing-rank",
+            f"no file for rank(s) {', '.join(map(str, missing))}",
+            hint="ASTRA-sim opens PREFIX.{rank}.et for every NPU",
+        )
     sends: Counter[tuple[int, int, int, int]] = Counter()
     recvs: Counter[tuple[int, int, int, int]] = Counter()
     for summary in summaries.values():
@@ -446,8 +581,12 @@ def _cross_rank_findings(workload: TraceSet, summaries: dict[int, _RankSummary],
         if diff:
             src, dst, tag, size = key
             what = "send(s) without a matching receive" if diff > 0 else "receive(s) without a matching send"
-            out.add(ERROR, "unmatched-p2p", f"{abs(diff)} {what}: rank {src} -> rank {dst}, tag {tag}, "
-                    f"{size} bytes", hint="send and receive must agree on peer, tag and size, or the run hangs")
+            out.add(
+                ERROR,
+                "unmatched-p2p",
+                f"{abs(diff)} {what}: rank {src} -> rank {dst}, tag {tag}, {size} bytes",
+                hint="send and receive must agree on peer, tag and size, or the run hangs",
+            )
     by_group: dict[str, dict[int, list[tuple[int, int]]]] = defaultdict(dict)
     for rank, summary in summaries.items():
         for pg, seq in summary.collectives.items():
@@ -463,11 +602,14 @@ def _cross_rank_findings(workload: TraceSet, summaries: dict[int, _RankSummary],
         for r in expected:
             seq = per_rank.get(r, [])
             if seq != reference:
-                out.add(ERROR, "collective-mismatch",
-                        f"group {pg}: rank {r} issues {len(seq)} collectives, rank {reference_rank} {len(reference)}"
-                        + ("" if len(seq) != len(reference) else " (same count, different types or sizes/order)"),
-                        hint="every member must issue a group's collectives in the same order with "
-                        "matching sizes, or the simulation hangs")
+                out.add(
+                    ERROR,
+                    "collective-mismatch",
+                    f"group {pg}: rank {r} issues {len(seq)} collectives, rank {reference_rank} {len(reference)}"
+                    + ("" if len(seq) != len(reference) else " (same count, different types or sizes/order)"),
+                    hint="every member must issue a group's collectives in the same order with "
+                    "matching sizes, or the simulation hangs",
+                )
     return out.result()
 
 

@@ -77,8 +77,11 @@ class TraceSummary:
             "device_dur_us": self.device_dur_us,
             "span_us": self.span_us,
             "attribute_coverage": {
-                name: {"nodes": count, "fraction": count / self.num_nodes if self.num_nodes else 0.0,
-                       "members": dict(self.attr_members[name])}
+                name: {
+                    "nodes": count,
+                    "fraction": count / self.num_nodes if self.num_nodes else 0.0,
+                    "members": dict(self.attr_members[name]),
+                }
                 for name, count in sorted(self.attr_nodes.items())
             },
         }
@@ -137,9 +140,13 @@ def summarize_nodes(metadata: GlobalMetadata, nodes: Iterable[Node], *, path: st
             attr_members[name][member or "unset"] += 1
             if name == "is_cpu_op":
                 is_cpu = bool(getattr(attr, member)) if member and not member.endswith("_list") else False
-            elif name == "comm_type" and member and member.endswith("_val") and member not in ("string_val", "bytes_val"):
+            elif (
+                name == "comm_type" and member and member.endswith("_val") and member not in ("string_val", "bytes_val")
+            ):
                 comm_type = int(getattr(attr, member))
-            elif name == "comm_size" and member and member.endswith("_val") and member not in ("string_val", "bytes_val"):
+            elif (
+                name == "comm_size" and member and member.endswith("_val") and member not in ("string_val", "bytes_val")
+            ):
                 comm_size = int(getattr(attr, member))
         if is_cpu:
             summary.cpu_dur_us += dur

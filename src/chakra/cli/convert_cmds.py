@@ -24,13 +24,20 @@ def jsonize(
     result = jsonize_lib.jsonize(input_file, output_file, lines=lines)
     stdout.print(Text(f"wrote {result.nodes:,} nodes to {output_file}"))
     if result.nodes_with_unknown_fields:
-        stderr.print(Text(f"warning: {result.nodes_with_unknown_fields:,} nodes carry protobuf fields unknown to "
-                          "this schema; JSON cannot hold them and they were dropped", style="yellow"))
+        stderr.print(
+            Text(
+                f"warning: {result.nodes_with_unknown_fields:,} nodes carry protobuf fields unknown to "
+                "this schema; JSON cannot hold them and they were dropped",
+                style="yellow",
+            )
+        )
 
 
 @app.command()
 def dejsonize(
-    input_file: Path = typer.Argument(..., help="JSON from `chakra jsonize` (document or lines) or upstream chakra_jsonizer."),
+    input_file: Path = typer.Argument(
+        ..., help="JSON from `chakra jsonize` (document or lines) or upstream chakra_jsonizer."
+    ),
     output_file: Path = typer.Argument(..., help="The .et file to write (.gz/.zst compress)."),
 ) -> None:
     """Turn JSON back into the identical .et file.

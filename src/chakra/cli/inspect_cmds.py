@@ -30,8 +30,13 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 def _progress() -> Progress:
     """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=stderr, transient=True, disable=not stderr.is_terminal,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
     )
 
 
@@ -63,8 +68,9 @@ def _render_summary(s: TraceSummary) -> None:
         head.add_row(f"metadata.{key}", Text(str(value)))
     head.add_row("nodes", f"{s.num_nodes:,}")
     head.add_row("deps", f"{s.num_data_deps:,} data, {s.num_ctrl_deps:,} ctrl")
-    head.add_row("durations", f"{_fmt_us(s.total_dur_us)} total, {_fmt_us(s.cpu_dur_us)} CPU, "
-                  f"{_fmt_us(s.device_dur_us)} device")
+    head.add_row(
+        "durations", f"{_fmt_us(s.total_dur_us)} total, {_fmt_us(s.cpu_dur_us)} CPU, {_fmt_us(s.device_dur_us)} device"
+    )
     head.add_row("time span", _fmt_us(s.span_us))
     head.add_row("comm bytes", _fmt_bytes(s.comm_bytes))
     stdout.print(head)
@@ -124,8 +130,14 @@ def info(
 def _render_findings(title: str, findings: list[Finding]) -> None:
     counts = count_by_severity(findings)
     status = Text("OK", style="bold green") if not counts[ERROR] else Text("FAILED", style="bold red")
-    stdout.print(Text.assemble((title, "bold"), "  ", status, f"  {counts['error']} errors, "
-                               f"{counts['warning']} warnings, {counts['info']} notes"))
+    stdout.print(
+        Text.assemble(
+            (title, "bold"),
+            "  ",
+            status,
+            f"  {counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes",
+        )
+    )
     if not findings:
         return
     table = Table(show_edge=False, pad_edge=False)
@@ -137,8 +149,12 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
         message = Text(f.message)
         if f.hint:
             message.append(f"\nfix: {f.hint}", style="dim")
-        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.code,
-                      "" if f.node_id is None else str(f.node_id), message)
+        table.add_row(
+            Text(f.severity, style=SEVERITY_STYLE[f.severity]),
+            f.code,
+            "" if f.node_id is None else str(f.node_id),
+            message,
+        )
     stdout.print(table)
 
 
@@ -153,8 +169,11 @@ def _targets_of(inputs: list[Path]) -> list[tuple[str, object]]:
                 out.append(("set", TraceSet.discover(item)))
             except ChakraInputError:
                 if not item.exists():
-                    raise ChakraInputError("no such file, workload prefix or directory", path=item,
-                                           hint="pass .et files, a PREFIX of PREFIX.{rank}.et, or their directory") from None
+                    raise ChakraInputError(
+                        "no such file, workload prefix or directory",
+                        path=item,
+                        hint="pass .et files, a PREFIX of PREFIX.{rank}.et, or their directory",
+                    ) from None
                 raise
     return out
 
@@ -164,8 +183,12 @@ def validate(
     inputs: list[Path] = typer.Argument(..., help=".et files, or a workload PREFIX (PREFIX.{rank}.et) or directory."),
     target: str = typer.Option(None, "--target", help=f"Also check what a consumer needs: {', '.join(TARGETS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print findings as JSON."),
-    max_per_code: int = typer.Option(DEFAULT_LIMIT_PER_CODE, "--max-per-code", min=0,
-                                     help="List at most this many findings of one kind per file (0: all)."),
+    max_per_code: int = typer.Option(
+        DEFAULT_LIMIT_PER_CODE,
+        "--max-per-code",
+        min=0,
+        help="List at most this many findings of one kind per file (0: all).",
+    ),
 ) -> None:
     """Check traces for structural errors and consumer incompatibilities. Exit 1 when there are errors.
 
@@ -194,9 +217,17 @@ def validate(
                 progress.advance(task)
     failed = any(count_by_severity(f)[ERROR] for _, f in results)
     if as_json:
-        stdout.print_json(json.dumps({"ok": not failed, "files": [
-            {"file": name, "counts": count_by_severity(f), "findings": [x.to_dict() for x in f]}
-            for name, f in results]}))
+        stdout.print_json(
+            json.dumps(
+                {
+                    "ok": not failed,
+                    "files": [
+                        {"file": name, "counts": count_by_severity(f), "findings": [x.to_dict() for x in f]}
+                        for name, f in results
+                    ],
+                }
+            )
+        )
     else:
         for name, findings in results:
             _render_findings(name, findings)

@@ -17,8 +17,7 @@ EXIT_BAD_INPUT = 2
 
 app = typer.Typer(
     name="chakra",
-    help="Read, check and explain Chakra execution traces (.et files).\n\n"
-    "Example: chakra info llama.0.et",
+    help="Read, check and explain Chakra execution traces (.et files).\n\nExample: chakra info llama.0.et",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

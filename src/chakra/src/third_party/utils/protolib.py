@@ -10,7 +10,7 @@ instead of a bare protobuf error. New code should use :mod:`chakra.io`, which is
 from __future__ import annotations
 
 import gzip
-from typing import IO, Any
+from typing import IO
 
 from google.protobuf.message import DecodeError, Message
 
@@ -50,8 +50,11 @@ def decodeMessage(in_file: IO[bytes], message: Message) -> bool:
         return False
     payload = in_file.read(size)
     if len(payload) != size:
-        raise ChakraFormatError(f"record claims {size} bytes but the file ends after {len(payload)}",
-                                path=getattr(in_file, "name", None), hint="the file is truncated")
+        raise ChakraFormatError(
+            f"record claims {size} bytes but the file ends after {len(payload)}",
+            path=getattr(in_file, "name", None),
+            hint="the file is truncated",
+        )
     try:
         message.ParseFromString(payload)
     except DecodeError as exc:

@@ -1,0 +1,217 @@
+"""Shared fixtures and helpers for the chakra-et test suite.
+
+Helpers (plain functions, import them with ``from conftest import make_node, ...``):
+
+* :func:`require_shared` -- path of a file under the shared real-trace folder ``../shared/data``;
+  skips the test when the folder is absent, fails instead when ``CHAKRA_REQUIRE_SHARED_DATA=1``.
+* :func:`make_node`, :func:`make_metadata` -- build ``Node`` / ``GlobalMetadata`` messages in one line,
+  attributes written through :func:`chakra.attrs.set_attr` (canonical oneof members).
+* :func:`chain` -- ``n`` compute nodes, each depending on the previous one.
+* :func:`write_et` -- write nodes (and metadata) to an ``.et`` file with :func:`chakra.io.write`.
+* :func:`records` -- hand-built file bytes from raw payloads (for framing corner cases the writer refuses).
+* :func:`write_allreduce_workload` -- a small multi-rank workload ``PREFIX.{rank}.et`` (+ comm groups).
+
+Fixtures: ``shared_data``, ``upstream_et_gz``, ``upstream_et``, ``upstream_et_bytes``, ``allreduce_workload``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chakra import io
+from chakra.attrs import set_attr
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_REDUCE,
+    COMM_COLL_NODE,
+    COMP_NODE,
+    GlobalMetadata,
+    Node,
+)
+
+#: The shared folder of real traces: ``../shared/data`` beside the project checkout.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+#: Set to ``1`` (CI does) to turn "shared data missing" from a skip into a failure.
+REQUIRE_SHARED_ENV = "CHAKRA_REQUIRE_SHARED_DATA"
+
+#: ``upstream-chakra/chakra.0.et.gz``: gzip of a raw ``.et`` from the upstream 2023/2024 PyTorch converter.
+UPSTREAM_ET_GZ = "upstream-chakra/chakra.0.et.gz"
+UPSTREAM_NODE_COUNT = 3664
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared real-trace data
+
+
+def require_shared(relpath: str | os.PathLike[str] = "") -> Path:
+    """Path of ``relpath`` inside the shared data folder (the folder itself for ``""``).
+
+    When it is missing the calling test is skipped with the reason, or failed when
+    ``CHAKRA_REQUIRE_SHARED_DATA=1`` is set (the data README's rule: CI must not skip silently).
+    """
+    path = SHARED_DATA / relpath
+    if not path.exists():
+        reason = f"shared test data not found: {path} (expected ../shared/data beside the checkout)"
+        if os.environ.get(REQUIRE_SHARED_ENV) == "1":
+            pytest.fail(f"{reason}; {REQUIRE_SHARED_ENV}=1 requires it", pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The shared real-trace folder (skip/fail as in :func:`require_shared` when absent)."""
+    return require_shared()
+
+
+@pytest.fixture(scope="session")
+def upstream_et_gz() -> Path:
+    """The gzip-compressed upstream trace, read in place (read-only)."""
+    return require_shared(UPSTREAM_ET_GZ)
+
+
+@pytest.fixture(scope="session")
+def upstream_et_bytes(upstream_et_gz: Path) -> bytes:
+    """The raw bytes of the decompressed upstream ``chakra.0.et`` (3,664 nodes)."""
+    return gzip.decompress(upstream_et_gz.read_bytes())
+
+
+@pytest.fixture
+def upstream_et(tmp_path: Path, upstream_et_bytes: bytes) -> Path:
+    """The upstream ``chakra.0.et`` decompressed into a fresh tmp dir as a plain file (3,664 nodes)."""
+    path = tmp_path / "chakra.0.et"
+    path.write_bytes(upstream_et_bytes)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Building messages and files
+
+
+def make_node(
+    id: int,  # mirrors the protobuf field name
+    name: str | None = None,
+    type: int = COMP_NODE,
+    data_deps: Iterable[int] = (),
+    ctrl_deps: Iterable[int] = (),
+    *,
+    duration_micros: int = 0,
+    start_time_micros: int = 0,
+    **attrs: Any,
+) -> Node:
+    """A ``Node`` with the given fields; every extra keyword becomes an attribute via ``set_attr``.
+
+    ``name`` defaults to ``f"node{id}"`` so the node never serializes to zero bytes. Attributes keep
+    keyword order. Example: ``make_node(3, "ar", COMM_COLL_NODE, [2], comm_type=0, comm_size=1 << 20)``.
+    """
+    node = Node(
+        id=id,
+        name=f"node{id}" if name is None else name,
+        type=type,
+        data_deps=list(data_deps),
+        ctrl_deps=list(ctrl_deps),
+        duration_micros=duration_micros,
+        start_time_micros=start_time_micros,
+    )
+    for attr_name, value in attrs.items():
+        set_attr(node, attr_name, value)
+    return node
+
+
+def make_metadata(version: str = io.FORMAT_VERSION, **attrs: Any) -> GlobalMetadata:
+    """A ``GlobalMetadata`` with ``version`` and attributes (type inferred as in ``set_attr``)."""
+    metadata = GlobalMetadata(version=version)
+    for attr_name, value in attrs.items():
+        set_attr(metadata, attr_name, value)  # type: ignore[arg-type]  # same repeated attr field
+    return metadata
+
+
+def chain(n: int, *, first_id: int = 0, duration_micros: int = 1, name_prefix: str = "op") -> list[Node]:
+    """``n`` compute nodes with ids ``first_id, first_id+1, ...``, each data-dependent on the previous."""
+    return [
+        make_node(
+            first_id + i,
+            f"{name_prefix}{first_id + i}",
+            COMP_NODE,
+            data_deps=[first_id + i - 1] if i else (),
+            duration_micros=duration_micros,
+        )
+        for i in range(n)
+    ]
+
+
+def write_et(path: str | os.PathLike[str], nodes: Iterable[Node], metadata: GlobalMetadata | None = None) -> Path:
+    """Write ``nodes`` to ``path`` (compression by suffix) and return the path."""
+    io.write(path, metadata, nodes)
+    return Path(path)
+
+
+def records(*payloads: bytes | Node | GlobalMetadata) -> bytes:
+    """File bytes built record by record: each payload (raw bytes or a message) is framed as-is.
+
+    Unlike the writer this allows zero-length records (``b""``), a missing metadata record, etc.
+    """
+    out = bytearray()
+    for payload in payloads:
+        raw = payload if isinstance(payload, bytes) else payload.SerializeToString()
+        out += io.frame(raw)
+    return bytes(out)
+
+
+def allreduce_rank_nodes(rank: int, *, comm_size: int = 1 << 20, pg_name: str = "0") -> list[Node]:
+    """One rank's nodes: compute -> all-reduce (``comm_size`` bytes, group ``pg_name``) -> compute."""
+    return [
+        make_node(0, f"fwd_rank{rank}", COMP_NODE, duration_micros=10 + rank, is_cpu_op=False, num_ops=1000),
+        make_node(
+            1,
+            "all_reduce",
+            COMM_COLL_NODE,
+            data_deps=[0],
+            is_cpu_op=False,
+            comm_type=ALL_REDUCE,
+            comm_size=comm_size,
+            pg_name=pg_name,
+        ),
+        make_node(2, f"bwd_rank{rank}", COMP_NODE, data_deps=[1], duration_micros=20, is_cpu_op=False),
+    ]
+
+
+def write_allreduce_workload(
+    directory: str | os.PathLike[str],
+    prefix: str = "workload",
+    num_ranks: int = 4,
+    *,
+    comm_size: int = 1 << 20,
+    comm_groups: dict[int, Sequence[int]] | None = None,
+    suffix: str = ".et",
+) -> Path:
+    """Write ``PREFIX.{rank}.et`` for ranks ``0..num_ranks-1`` (see :func:`allreduce_rank_nodes`).
+
+    With ``comm_groups`` the collectives use group ``min(comm_groups)`` and ``PREFIX.comm_groups.json``
+    is written. ``suffix`` may be ``.et.gz``/``.et.zst``. Returns the prefix path (``directory/prefix``).
+    """
+    from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
+
+    directory = Path(directory)
+    pg_name = str(min(comm_groups)) if comm_groups else "0"
+    for rank in range(num_ranks):
+        write_et(
+            directory / f"{prefix}.{rank}{suffix}",
+            allreduce_rank_nodes(rank, comm_size=comm_size, pg_name=pg_name),
+            make_metadata(rank=rank),
+        )
+    if comm_groups:
+        write_comm_groups(directory / f"{prefix}{COMM_GROUPS_SUFFIX}", {k: list(v) for k, v in comm_groups.items()})
+    return directory / prefix
+
+
+@pytest.fixture
+def allreduce_workload(tmp_path: Path) -> Path:
+    """A 4-rank all-reduce workload in a fresh tmp dir; returns its prefix ``tmp/workload``."""
+    return write_allreduce_workload(tmp_path, "workload", 4)

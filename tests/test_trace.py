@@ -1,0 +1,351 @@
+"""chakra.trace: one rank as a Trace, a multi-rank workload as a TraceSet, ASTRA-sim comm group files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_allreduce_workload, write_et
+
+from chakra import io
+from chakra.errors import ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, GlobalMetadata, Node
+from chakra.trace import Trace, TraceSet, rank_of, read_comm_groups, write_comm_groups
+
+# ---------------------------------------------------------------------------------------------
+# Trace: loading and saving
+
+
+def test_load_reads_metadata_nodes_path_and_rank(tmp_path):
+    path = write_et(tmp_path / "llama.3.et", chain(4), make_metadata("1.0.0"))
+
+    trace = Trace.load(path)
+
+    assert trace.metadata.version == "1.0.0"
+    assert trace.nodes == chain(4)
+    assert (trace.path, trace.rank, len(trace)) == (path, 3, 4)
+    assert list(trace) == trace.nodes
+
+
+def test_load_of_a_missing_file_is_an_input_error(tmp_path):
+    with pytest.raises(ChakraInputError):
+        Trace.load(tmp_path / "absent.0.et")
+
+
+def test_save_then_load_round_trips(tmp_path):
+    trace = Trace(make_metadata("1.0.0", pid=7), chain(5))
+    trace.save(tmp_path / "t.0.et")
+
+    loaded = Trace.load(tmp_path / "t.0.et")
+
+    assert (loaded.metadata, loaded.nodes) == (trace.metadata, trace.nodes)
+
+
+def test_save_compresses_by_suffix_unless_told_otherwise(tmp_path):
+    trace = Trace(nodes=chain(2))
+    trace.save(tmp_path / "t.0.et.gz")
+    trace.save(tmp_path / "plain.0.et.gz", compress=None)
+
+    assert (tmp_path / "t.0.et.gz").read_bytes().startswith(io.GZIP_MAGIC)
+    assert not (tmp_path / "plain.0.et.gz").read_bytes().startswith(io.GZIP_MAGIC)
+    assert Trace.load(tmp_path / "t.0.et.gz").nodes == chain(2)
+
+
+def test_a_new_trace_has_metadata_with_the_format_version_and_no_path():
+    trace = Trace()
+
+    assert trace.metadata == GlobalMetadata(version=io.FORMAT_VERSION)
+    assert (trace.path, trace.rank, len(trace)) == (None, None, 0)
+
+
+def test_upstream_trace_loads_as_a_trace(upstream_et):
+    trace = Trace.load(upstream_et)
+
+    assert len(trace) == UPSTREAM_NODE_COUNT
+    assert trace.rank == 0
+    assert trace.node(216).name == "aten::flatten_dense_tensors(0)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace: index and structure
+
+
+def test_node_finds_a_node_by_id_not_by_position():
+    trace = Trace(nodes=[make_node(10, "a"), make_node(5, "b"), make_node(7, "c")])
+
+    assert trace.node(5).name == "b"
+    assert trace.index == {10: 0, 5: 1, 7: 2}
+    assert 7 in trace and 8 not in trace
+
+
+def test_node_with_an_unknown_id_raises_key_error():
+    with pytest.raises(KeyError):
+        Trace(nodes=chain(2)).node(99)
+
+
+def test_a_duplicated_id_indexes_the_last_node_as_the_cpp_feeders_do():
+    trace = Trace(nodes=[make_node(1, "first"), make_node(1, "second")])
+
+    assert trace.node(1).name == "second"
+
+
+def test_add_copies_the_node_and_keeps_the_index_current():
+    trace = Trace(nodes=chain(2))
+    assert 1 in trace  # index built
+    original = make_node(9, "added", data_deps=[1])
+
+    stored = trace.add(original)
+    original.name = "changed afterwards"
+
+    assert trace.node(9) is stored
+    assert stored.name == "added"
+    assert trace.graph().num_nodes == 3
+
+
+def test_reindex_is_needed_after_editing_nodes_in_place():
+    trace = Trace(nodes=chain(2))
+    assert 1 in trace and trace.graph().num_nodes == 2  # index and graph cached
+    trace.nodes.append(make_node(2, "appended", data_deps=[1]))
+
+    assert 2 not in trace and trace.graph().num_nodes == 2
+    trace.reindex()
+    assert 2 in trace
+    assert trace.graph().num_nodes == 3
+
+
+def test_graph_is_built_once_and_cached():
+    trace = Trace(nodes=chain(3))
+
+    assert trace.graph() is trace.graph()
+
+
+def test_children_maps_each_parent_to_dependents_over_data_and_ctrl_edges():
+    trace = Trace(
+        nodes=[
+            make_node(1, "root"),
+            make_node(2, "both", data_deps=[1], ctrl_deps=[1]),
+            make_node(3, "ctrl", ctrl_deps=[1]),
+            make_node(4, "data", data_deps=[2, 3]),
+            make_node(5, "dangling", data_deps=[42]),
+        ]
+    )
+
+    assert trace.children() == {1: [2, 3], 2: [4], 3: [4], 42: [5]}
+
+
+def test_topological_order_puts_every_node_after_its_dependencies():
+    nodes = [make_node(3, "c", data_deps=[2]), make_node(1, "a"), make_node(2, "b", ctrl_deps=[1])]
+    trace = Trace(nodes=nodes)
+
+    assert [n.id for n in trace.topological_order()] == [1, 2, 3]
+
+
+def test_topological_order_raises_on_a_cycle():
+    trace = Trace(nodes=[make_node(1, "a", data_deps=[2]), make_node(2, "b", ctrl_deps=[1]), make_node(3, "c")])
+
+    with pytest.raises(ChakraInputError, match="cycle") as info:
+        trace.topological_order()
+    assert "2 nodes cannot be ordered" in str(info.value)
+
+
+def test_durations_are_the_duration_micros_in_file_order():
+    trace = Trace(nodes=[make_node(1, "a", duration_micros=5), make_node(2, "b", duration_micros=0)])
+
+    assert trace.durations_us().tolist() == [5, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank file names
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("llama.0.et", 0),
+        ("llama.12.et", 12),
+        ("dir.with.dots.3.et", 3),
+        ("llama.1.et.gz", 1),
+        ("llama.2.et.zst", 2),
+        ("llama.2.et.zstd", 2),
+        ("llama.et", None),
+        ("llama.x.et", None),
+        ("llama.0.json", None),
+        ("0.et", None),
+    ],
+)
+def test_rank_is_read_from_prefix_dot_rank_dot_et(name, rank):
+    assert rank_of(name) == rank
+
+
+# ---------------------------------------------------------------------------------------------
+# TraceSet discovery
+
+
+def test_discover_from_the_prefix(allreduce_workload):
+    workload = TraceSet.discover(allreduce_workload)
+
+    assert workload.prefix == allreduce_workload
+    assert workload.num_ranks == len(workload) == 4
+    assert workload.ranks == {r: allreduce_workload.parent / f"workload.{r}.et" for r in range(4)}
+
+
+def test_discover_from_a_directory_holding_one_workload(allreduce_workload):
+    assert TraceSet.discover(allreduce_workload.parent).prefix == allreduce_workload
+
+
+def test_discover_from_one_member_file(allreduce_workload):
+    workload = TraceSet.discover(allreduce_workload.parent / "workload.2.et")
+
+    assert workload.prefix == allreduce_workload
+    assert sorted(workload.ranks) == [0, 1, 2, 3]
+
+
+def test_discover_finds_compressed_rank_files(tmp_path):
+    prefix = write_allreduce_workload(tmp_path, "zipped", 2, suffix=".et.gz")
+
+    workload = TraceSet.discover(prefix)
+
+    assert sorted(workload.ranks) == [0, 1]
+    assert len(workload.load(1)) == 3
+
+
+def test_discover_ignores_other_workloads_beside_the_prefix(tmp_path):
+    write_allreduce_workload(tmp_path, "llama", 2)
+    write_allreduce_workload(tmp_path, "llama2", 3)
+
+    assert TraceSet.discover(tmp_path / "llama").num_ranks == 2
+    assert TraceSet.discover(tmp_path / "llama2").num_ranks == 3
+
+
+def test_discover_refuses_a_directory_with_several_workloads(tmp_path):
+    write_allreduce_workload(tmp_path, "a", 1)
+    write_allreduce_workload(tmp_path, "b", 1)
+
+    with pytest.raises(ChakraInputError, match="found: a, b"):
+        TraceSet.discover(tmp_path)
+
+
+def test_discover_refuses_a_directory_without_workload(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+
+    with pytest.raises(ChakraInputError, match="found: none"):
+        TraceSet.discover(tmp_path)
+
+
+def test_discover_refuses_a_prefix_without_files(tmp_path):
+    with pytest.raises(ChakraInputError, match="no files"):
+        TraceSet.discover(tmp_path / "nothing")
+
+
+def test_discover_refuses_a_rank_present_both_plain_and_compressed(tmp_path):
+    write_allreduce_workload(tmp_path, "w", 2)
+    write_et(tmp_path / "w.1.et.gz", chain(1))
+
+    with pytest.raises(ChakraInputError, match="rank 1 exists twice"):
+        TraceSet.discover(tmp_path / "w")
+
+
+def test_iterating_a_trace_set_loads_each_rank_in_rank_order(tmp_path):
+    for rank in (10, 2, 1):  # ranks sort numerically, not as text
+        write_et(tmp_path / f"w.{rank}.et", chain(rank))
+
+    workload = TraceSet.discover(tmp_path / "w")
+
+    assert [(rank, len(trace), trace.rank) for rank, trace in workload] == [(1, 1, 1), (2, 2, 2), (10, 10, 10)]
+
+
+def test_missing_ranks_are_the_gaps_below_the_highest_rank(tmp_path):
+    for rank in (0, 2, 5):
+        write_et(tmp_path / f"w.{rank}.et", chain(1))
+
+    assert TraceSet.discover(tmp_path / "w").missing_ranks == [1, 3, 4]
+
+
+def test_a_complete_workload_has_no_missing_ranks(allreduce_workload):
+    assert TraceSet.discover(allreduce_workload).missing_ranks == []
+
+
+def test_allreduce_workload_helper_writes_one_collective_per_rank(allreduce_workload):
+    for _, trace in TraceSet.discover(allreduce_workload):
+        assert [n.type for n in trace.topological_order()].count(COMM_COLL_NODE) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Comm groups
+
+
+def test_discover_reads_the_comm_groups_file_beside_the_ranks(tmp_path):
+    prefix = write_allreduce_workload(tmp_path, "w", 4, comm_groups={1: [0, 1], 2: [2, 3]})
+
+    assert TraceSet.discover(prefix).comm_groups == {1: [0, 1], 2: [2, 3]}
+
+
+def test_a_workload_without_comm_groups_file_has_none(allreduce_workload):
+    assert TraceSet.discover(allreduce_workload).comm_groups is None
+
+
+def test_comm_groups_are_written_in_astra_sim_format_and_read_back(tmp_path):
+    path = tmp_path / "w.comm_groups.json"
+    write_comm_groups(path, {2: [2, 3], 1: [0, 1]})
+
+    assert json.loads(path.read_text()) == {"1": [0, 1], "2": [2, 3]}
+    assert list(json.loads(path.read_text())) == ["1", "2"]  # sorted by group id
+    assert read_comm_groups(path) == {1: [0, 1], 2: [2, 3]}
+
+
+def test_writing_comm_groups_into_a_missing_directory_is_an_input_error(tmp_path):
+    with pytest.raises(ChakraInputError):
+        write_comm_groups(tmp_path / "nowhere" / "g.json", {1: [0]})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        ("[[0, 1]]", "JSON object"),
+        ('{"tp_group": [0, 1]}', "not a decimal integer"),
+        ('{"-1": [0, 1]}', "not a decimal integer"),
+        ('{"\u00b2": [0, 1]}', "not a decimal integer"),  # superscript two: isdigit() but not int()
+        ('{"1": 0}', "list of integers"),
+        ('{"1": [0, "1"]}', "list of integers"),
+        ('{"1": [true, false]}', "list of integers"),
+        ('{"1": [0.5]}', "list of integers"),
+    ],
+)
+def test_bad_comm_groups_files_are_input_errors(tmp_path, content, message):
+    path = tmp_path / "w.comm_groups.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+
+    with pytest.raises(ChakraInputError, match=message) as info:
+        read_comm_groups(path)
+    assert info.value.path == str(path)
+
+
+def test_a_missing_comm_groups_file_is_an_input_error(tmp_path):
+    with pytest.raises(ChakraInputError, match="no such"):
+        read_comm_groups(tmp_path / "absent.json")
+
+
+def test_a_directory_in_place_of_the_comm_groups_file_is_an_input_error(tmp_path):
+    write_et(tmp_path / "w.0.et", chain(1))
+    (tmp_path / "w.comm_groups.json").mkdir()
+
+    with pytest.raises(ChakraInputError, match="cannot read"):
+        TraceSet.discover(tmp_path / "w")
+
+
+def test_trace_set_can_be_built_directly():
+    workload = TraceSet("runs/w", {1: "runs/w.1.et", 0: "runs/w.0.et"}, {1: [0, 1]})
+
+    assert list(workload.ranks) == [0, 1]
+    assert "2 ranks" in repr(workload)
+
+
+def test_repr_names_the_path_and_node_count(tmp_path):
+    path = write_et(tmp_path / "w.0.et", [Node(id=1, name="a")])
+
+    assert repr(Trace.load(path)) == f"<Trace {path}: 1 nodes>"
