@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra import io
-from chakra.attrs import WELL_KNOWN, canonical_member_problem, get_attr
+from chakra.attrs import INT_MEMBERS, WELL_KNOWN, canonical_member_problem, get_attr
 from chakra.errors import AttrKindError, ChakraFormatError
 from chakra.graph import find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
@@ -38,6 +38,15 @@ DEFAULT_LIMIT_PER_CODE = 20
 #: Node ids of a cycle quoted in its message.
 CYCLE_IDS_SHOWN = 12
 
+# plain ints: the enum wrapper's attribute lookup is slow in per-node loops
+INVALID, METADATA, COLL, SEND, RECV = (
+    NodeType.INVALID_NODE,
+    NodeType.METADATA_NODE,
+    NodeType.COMM_COLL_NODE,
+    NodeType.COMM_SEND_NODE,
+    NodeType.COMM_RECV_NODE,
+)
+CANONICAL_MEMBER = {name: spec.member for name, spec in WELL_KNOWN.items()}
 COMM_TYPES = frozenset({NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE})
 MEM_TYPES = frozenset({NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
 KNOWN_NODE_TYPES = frozenset(NodeType.values())
@@ -102,16 +111,12 @@ class _Collector:
         return out
 
 
-def _attr_map(node: Node) -> tuple[dict[str, AttributeProto], list[str]]:
-    """First attribute of each name (the one FeederV3 reads) and the names that occur twice."""
-    first: dict[str, AttributeProto] = {}
-    repeated: list[str] = []
-    for attr in node.attr:
-        if attr.name in first:
-            repeated.append(attr.name)
-        else:
-            first[attr.name] = attr
-    return first, repeated
+def _truthy(attr: AttributeProto) -> bool:
+    """A bool-like attribute's value; a member of the wrong family (reported as attr-kind) is false."""
+    member = attr.WhichOneof("value")
+    if member == "bool_val":
+        return attr.bool_val
+    return member in INT_MEMBERS and bool(getattr(attr, member))
 
 
 def _int_attr(node: Node, name: str) -> int | None:
@@ -251,10 +256,11 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
     """Per-node attribute checks; returns the numeric pg_name values used by collectives."""
     pg_used: set[int] = set()
     overlap_breakers = 0
+    repeated_here: set[str] = set()
     for node in trace.nodes:
         node_id = node.id
         ntype = node.type
-        if node.ByteSize() == 0:
+        if node_id == 0 and ntype == INVALID and not node.name and node.ByteSize() == 0:
             out.add(
                 WARNING,
                 "empty-record",
@@ -271,34 +277,34 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
                 node_id,
                 hint="ASTRA-sim exits with 'Unknown node type'",
             )
-        attrs, repeated = _attr_map(node)
-        for name in dict.fromkeys(repeated):
-            out.add(
-                WARNING,
-                "duplicate-attr",
-                f"attribute {name!r} appears more than once; FeederV3 reads the first, the v2 feeder the last",
-                node_id,
-                hint="write each attribute once (chakra.attrs.set_attr)",
-            )
-        for name, attr in attrs.items():
-            if name in WELL_KNOWN:
+        # one pass over the attributes: first of each name (what FeederV3 reads), repeats, kinds
+        attrs: dict[str, AttributeProto] = {}
+        for attr in node.attr:
+            name = attr.name
+            if name in attrs:
+                if name not in repeated_here:
+                    repeated_here.add(name)
+                    out.add(
+                        WARNING,
+                        "duplicate-attr",
+                        f"attribute {name!r} appears more than once; FeederV3 reads the first, the v2 feeder the last",
+                        node_id,
+                        hint="write each attribute once (chakra.attrs.set_attr)",
+                    )
+                continue
+            attrs[name] = attr
+            canonical = CANONICAL_MEMBER.get(name)
+            if canonical is not None and attr.WhichOneof("value") not in (canonical, None):
                 problem = canonical_member_problem(attr)
                 if problem is not None:
                     severity, why = problem
                     out.add(
-                        severity,
-                        "attr-kind",
-                        f"attribute {name!r} {why}",
-                        node_id,
-                        hint=f"write {name} as {WELL_KNOWN[name].member}",
+                        severity, "attr-kind", f"attribute {name!r} {why}", node_id, hint=f"write {name} as {canonical}"
                     )
+        if repeated_here:
+            repeated_here = set()
         is_cpu = attrs.get("is_cpu_op")
-        cpu_flag = False
-        if is_cpu is not None:
-            try:
-                cpu_flag = bool(get_attr(node, "is_cpu_op"))
-            except AttrKindError:
-                cpu_flag = False
+        cpu_flag = is_cpu is not None and _truthy(is_cpu)
         if ntype in COMM_TYPES:
             if cpu_flag:
                 out.add(
@@ -316,11 +322,11 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
                     node_id,
                     hint="set comm_size (bytes, int64_val)",
                 )
-        if ntype == NodeType.COMM_COLL_NODE:
+        if ntype == COLL:
             _check_collective(node, attrs, out, astra, pg_used)
-        elif ntype in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+        elif ntype in (SEND, RECV):
             _check_p2p(node, attrs, out, astra, rank)
-        elif ntype == NodeType.METADATA_NODE:
+        elif ntype == METADATA:
             _check_metadata_node(node, out, astra, groups_defined)
         elif ntype in MEM_TYPES and astra and "tensor_size" not in attrs:
             out.add(
@@ -330,7 +336,7 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
                 node_id,
                 hint="set tensor_size (bytes, uint64_val); FeederV3 throws 'Attribute tensor_size not found'",
             )
-        if cpu_flag or ntype in MEM_TYPES or ntype == NodeType.INVALID_NODE:
+        if cpu_flag or ntype in MEM_TYPES or ntype == INVALID:
             overlap_breakers += 1
     if astra and overlap_breakers:
         out.add(
