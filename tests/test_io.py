@@ -12,6 +12,9 @@ import warnings
 
 import pytest
 from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, write_et
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import metadatas, nodes
 
 from chakra import io
 from chakra.errors import ChakraFormatError, ChakraInputError
@@ -501,3 +504,18 @@ def test_tests_needing_absent_shared_data_fail_when_ci_requires_it(monkeypatch, 
 
     with pytest.raises(pytest.fail.Exception, match="CHAKRA_REQUIRE_SHARED_DATA=1"):
         conftest.require_shared(conftest.UPSTREAM_ET_GZ)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(metadata=metadatas(), nodes=st.lists(nodes().filter(lambda n: n.ByteSize() > 0), max_size=6))
+def test_any_written_file_reads_back_equal_and_rewrites_to_identical_bytes(tmp_path, metadata, nodes):
+    first = tmp_path / "first.0.et"
+    second = tmp_path / "second.0.et"
+    io.write(first, metadata, nodes)
+
+    read_metadata, read_nodes = io.read(first)
+    io.write(second, read_metadata, read_nodes)
+
+    # compared as bytes: a NaN attribute makes message equality false
+    assert [n.SerializeToString() for n in read_nodes] == [n.SerializeToString() for n in nodes]
+    assert second.read_bytes() == first.read_bytes()

@@ -329,14 +329,20 @@ class EtReader:
             buf = self._buf
             pos = self._pos
             end = len(buf)
-            starts: list[int] = []
+            batch_start = pos
             node_index = self.node_count
             incomplete = False
             while pos < end:
+                # fast paths: a one- or two-byte length prefix (records under 16 KiB) whose record
+                # is fully buffered; everything else takes the checked path
                 byte = buf[pos]
-                if byte < 0x80 and pos + 1 + byte <= end:  # fast path: short record, fully buffered
+                if byte < 0x80:
                     stop = pos + 1 + byte
+                elif pos + 1 < end and buf[pos + 1] < 0x80:
+                    stop = pos + 2 + ((byte & 0x7F) | (buf[pos + 1] << 7))
                 else:
+                    stop = end + 1
+                if stop > end:
                     bounds = self._record_bounds(pos, node_index)
                     if bounds is None or bounds[1] > end:
                         incomplete = True
@@ -344,12 +350,11 @@ class EtReader:
                     stop = bounds[1]
                 pieces.append(_BATCH_FIELD_TAG)
                 pieces.append(buf[pos:stop])
-                starts.append(pos)
                 node_index += 1
                 pos = stop
             self._pos = pos
-            if starts:
-                batch = self._parse_batch(pieces, starts)
+            if pieces:
+                batch = self._parse_batch(pieces, batch_start)
                 if len(batch) or self._pending_error is None:
                     return batch
                 raise self._pending_error
@@ -367,23 +372,23 @@ class EtReader:
             bounds = self._record_bounds(pos, node_index) if incomplete else None
             self._fill(bounds[1] - pos if bounds else pending + 1)
 
-    def _parse_batch(self, pieces: list[bytes], starts: list[int]) -> Any:
+    def _parse_batch(self, pieces: list[bytes], batch_start: int) -> Any:
         """Parse the framed records as one batch. On a corrupt record, return the good records
         before it and keep the error for the next call, so a stream yields every readable node."""
         batch = _NodeBatch()
         try:
             batch.ParseFromString(b"".join(pieces))
         except DecodeError:
-            bad, self._pending_error = self._find_bad_record(pieces, starts)
+            bad, self._pending_error = self._find_bad_record(pieces, batch_start)
             batch = _NodeBatch()
             batch.ParseFromString(b"".join(pieces[: 2 * bad]))
         self.node_count += len(batch.nodes)
         return batch.nodes
 
-    def _find_bad_record(self, pieces: list[bytes], starts: list[int]) -> tuple[int, ChakraFormatError]:
+    def _find_bad_record(self, pieces: list[bytes], batch_start: int) -> tuple[int, ChakraFormatError]:
         """Index in the batch of the first record that does not parse, and the error for it."""
-        for k, start in enumerate(starts):
-            record = pieces[2 * k + 1]
+        start = batch_start
+        for k, record in enumerate(pieces[1::2]):
             bounds = self._record_bounds(start, self.node_count + k)
             assert bounds is not None  # the batch holds complete records only
             try:
@@ -395,8 +400,9 @@ class EtReader:
                     self.node_count + k,
                     hint="the file is corrupt; regenerate it from the source trace",
                 )
+            start += len(record)
         # each record parses alone but not together: cannot happen with protobuf's framing rules
-        return 0, self._error("records do not parse", self._base + starts[0], self.node_count)
+        return 0, self._error("records do not parse", self._base + batch_start, self.node_count)
 
 
 def read(path: PathLike) -> tuple[GlobalMetadata, list[Node]]:
