@@ -23,7 +23,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py

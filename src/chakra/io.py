@@ -132,20 +132,41 @@ def frame(payload: bytes) -> bytes:
 
 
 #: What gzip and zstd raise for corrupt input (``zlib.error`` and ``ZstdError`` are no ``OSError``).
-_DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
 
-def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None, BinaryIO]:
-    """Open ``path`` for reading: (stream, size in bytes if known, i.e. plain files, raw file).
+class _ClosingStream:
+    """A decompressing stream that also closes the file under it (``GzipFile`` leaves it open)."""
 
-    The caller closes both the stream and the raw file (``GzipFile`` leaves its ``fileobj`` open).
+    def __init__(self, stream: Any, raw: BinaryIO):
+        self._stream = stream
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self._stream.read(n)
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            self._raw.close()
+
+
+def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[BinaryIO, int | None]:
+    """Open ``path`` for binary reading, decompressing gzip or zstd (by suffix, else by magic number).
+
+    Returns ``(stream, size)``: ``size`` is the file size in bytes for plain files and ``None`` for
+    compressed ones (whose length is unknown until read). Closing the stream closes the file.
+    Raises :class:`ChakraInputError` for files that cannot be opened; ``what`` names the expected
+    kind of file in that message.
     """
+    path = Path(path)
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned stream
     except FileNotFoundError:
         raise ChakraInputError("no such file", path=path, hint="check the path") from None
     except IsADirectoryError:
-        raise ChakraInputError("is a directory, not an .et file", path=path) from None
+        raise ChakraInputError(f"is a directory, not {what}", path=path) from None
     except OSError as exc:
         raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
     kind = compression_for(path)
@@ -157,10 +178,10 @@ def _open_decompressed(path: Path) -> tuple[BinaryIO, int | None, BinaryIO]:
         elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
             kind = "gzip"
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), None, raw  # type: ignore[return-value]
+        return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw), None  # type: ignore[return-value]
     if kind == "zstd":
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None, raw  # type: ignore[return-value]
-    return raw, os.fstat(raw.fileno()).st_size, raw
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
+    return raw, os.fstat(raw.fileno()).st_size
 
 
 class EtReader:
@@ -178,7 +199,7 @@ class EtReader:
     def __init__(self, path: PathLike):
         self.path = Path(path)
         self.node_count = 0  # nodes yielded so far
-        self._stream, self._size, self._raw = _open_decompressed(self.path)
+        self._stream, self._size = open_decompressed(self.path)
         self._buf = b""
         self._pos = 0  # position in _buf
         self._base = 0  # stream offset of _buf[0]
@@ -198,10 +219,7 @@ class EtReader:
         self.close()
 
     def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            self._raw.close()
+        self._stream.close()
 
     # -- public iteration ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Node]:
@@ -234,7 +252,7 @@ class EtReader:
                 if self._size is None:  # compressed: the record length was not checked against the data
                     want = min(want, MAX_READ_CALL_BYTES)
                 chunk = self._stream.read(max(READ_CHUNK_BYTES, want))
-            except _DECOMPRESS_ERRORS as exc:
+            except DECOMPRESS_ERRORS as exc:
                 # gzip/zstd report their own corruption (bad CRC, truncated stream) here
                 raise self._error(
                     f"cannot decompress: {exc}",

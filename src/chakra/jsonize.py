@@ -45,13 +45,11 @@ import json
 import math
 import re
 import struct
-import sys
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Literal
+from typing import IO, Any, Literal
 
 import orjson
 from google.protobuf import json_format
@@ -920,56 +918,6 @@ def _unknown_error(src: PathLike, node_index: int | None) -> ChakraFormatError:
 # JSON -> .et
 
 
-def _decompress_errors() -> tuple[type[BaseException], ...]:
-    """What gzip/zstd raise for corrupt or truncated input (``zlib.error`` is no ``OSError``)."""
-    errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
-    zstd = sys.modules.get("zstandard")
-    return (*errors, zstd.ZstdError) if zstd is not None else errors
-
-
-def _open_text_bytes(path: Path) -> BinaryIO:
-    """Open a JSON file for binary reading, decompressing gzip/zstd (by suffix or magic number)."""
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    except FileNotFoundError:
-        raise ChakraInputError("no such file", path=path, hint="check the path") from None
-    except IsADirectoryError:
-        raise ChakraInputError("is a directory, not a JSON file", path=path) from None
-    except OSError as exc:
-        raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
-    head = raw.read(len(io.ZSTD_MAGIC))
-    raw.seek(0)
-    kind = io.compression_for(path)
-    if kind is None and head.startswith(io.GZIP_MAGIC):
-        kind = "gzip"
-    elif kind is None and head.startswith(io.ZSTD_MAGIC):
-        kind = "zstd"
-    if kind == "gzip":
-        return _ClosingWrapper(gzip.GzipFile(fileobj=raw, mode="rb"), raw)  # type: ignore[return-value]
-    if kind == "zstd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
-    return raw
-
-
-class _ClosingWrapper:
-    """A decompressing stream that also closes the raw file under it (GzipFile leaves it open)."""
-
-    def __init__(self, stream: Any, raw: BinaryIO):
-        self._stream = stream
-        self._raw = raw
-
-    def read(self, n: int = -1) -> bytes:
-        return self._stream.read(n)
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            self._raw.close()
-
-
 class _JsonText:
     """Incremental reader of JSON values from a text file, with line/column/byte positions for errors.
 
@@ -980,7 +928,7 @@ class _JsonText:
 
     def __init__(self, path: PathLike):
         self.path = Path(path)
-        self._stream = _open_text_bytes(self.path)
+        self._stream, _ = io.open_decompressed(self.path, what="a JSON file")
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._raw_decode = json.JSONDecoder().raw_decode
         self.buf = ""
@@ -1021,7 +969,7 @@ class _JsonText:
             pending = len(self._decoder.getstate()[0])  # bytes of a character cut by the last chunk
             try:
                 chunk = self._stream.read(max(want_chars - got, chunk_chars))
-            except _decompress_errors() as exc:
+            except io.DECOMPRESS_ERRORS as exc:
                 raise ChakraFormatError(
                     f"cannot decompress: {exc}",
                     path=self.path,
