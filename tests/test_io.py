@@ -11,7 +11,7 @@ import os
 import warnings
 
 import pytest
-from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, write_et
+from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, require_shared, write_et
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import metadatas, nodes
@@ -519,3 +519,39 @@ def test_any_written_file_reads_back_equal_and_rewrites_to_identical_bytes(tmp_p
     # compared as bytes: a NaN attribute makes message equality false
     assert [n.SerializeToString() for n in read_nodes] == [n.SerializeToString() for n in nodes]
     assert second.read_bytes() == first.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "relpath",
+    ["upstream-chakra/small_chakra.0.json", "param/linear_et.json.gz", "hta/alexnet_kineto.json.gz"],
+)
+def test_json_traces_read_as_et_are_named_as_json(relpath):
+    path = require_shared(relpath)
+    with pytest.raises(ChakraFormatError, match="this is JSON text") as info:
+        io.read(path)
+    assert "dejsonize" in str(info.value)
+
+
+def test_a_metadata_record_of_123_bytes_is_not_mistaken_for_json(tmp_path):
+    # 123 is the code of "{": the length prefix of a valid file may look like JSON's first byte
+    metadata = GlobalMetadata(version="v" * 121)
+    assert len(metadata.SerializeToString()) == 0x7B
+    path = write_et(tmp_path / "w.0.et", chain(2), metadata)
+
+    assert path.read_bytes()[:1] == b"{"
+    assert len(io.read(path)[1]) == 2
+
+
+def test_writing_to_a_directory_path_is_an_input_error(tmp_path):
+    with pytest.raises(ChakraInputError, match="is a directory"):
+        io.write(tmp_path, None, chain(1))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_writing_into_a_read_only_directory_is_an_input_error(tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(ChakraInputError, match="cannot create"):
+            io.write(tmp_path / "w.0.et", None, chain(1))
+    finally:
+        tmp_path.chmod(0o700)

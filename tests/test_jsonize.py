@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import require_shared
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -477,3 +478,18 @@ def test_error_position_stays_right_when_the_buffer_moves(tmp_path: Path, monkey
 def test_binary_et_given_to_dejsonize_is_explained(small_et: Path, tmp_path: Path) -> None:
     with pytest.raises(ChakraFormatError, match=r"not UTF-8|invalid JSON"):
         dejsonize(small_et, tmp_path / "back.et")
+
+
+@pytest.mark.parametrize(
+    ("relpath", "named"),
+    [
+        ("upstream-chakra/small_chakra.0.json", "workload_graph"),
+        ("upstream-chakra/1.0.2-chakra.0.0.4.json", "PyTorch execution trace"),
+        ("param/resnet_1gpu_et.json.gz", "PyTorch execution trace"),
+        ("hta/benchmark_simple_add_trace.json.gz", "Kineto"),
+    ],
+)
+def test_dejsonize_names_json_formats_that_are_not_chakra_json(tmp_path: Path, relpath: str, named: str):
+    with pytest.raises(ChakraFormatError, match=named):
+        dejsonize(require_shared(relpath), tmp_path / "x.0.et")
+    assert not (tmp_path / "x.0.et").exists()

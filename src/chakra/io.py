@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -60,6 +61,11 @@ MAX_RECORD_BYTES = (1 << 31) - 1
 MAX_VARINT32_BYTES = 5
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+#: The start of a JSON object or array (what host traces, Kineto traces and jsonized ETs begin
+#: with), looked for in the first bytes of a file whose first record does not parse.
+_JSON_START = re.compile(rb'\s*[\[{]\s*["\[{\]}]')
+_JSON_SNIFF_BYTES = 64
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: Wire tag of field 1 with wire type LEN: put in front of each record it turns the framed file
@@ -318,16 +324,23 @@ class EtReader:
                 None,
                 hint="the producer wrote nothing; regenerate the trace",
             )
-        bounds = self._record_bounds(0, None)
-        if bounds is None or bounds[1] > len(self._buf):
-            self._fill(bounds[1] if bounds else MAX_VARINT32_BYTES + 1)
+        try:
             bounds = self._record_bounds(0, None)
             if bounds is None or bounds[1] > len(self._buf):
-                raise self._error("file ends inside the GlobalMetadata record", 0, None, hint="the file is truncated")
+                self._fill(bounds[1] if bounds else MAX_VARINT32_BYTES + 1)
+                bounds = self._record_bounds(0, None)
+                if bounds is None or bounds[1] > len(self._buf):
+                    raise self._error(
+                        "file ends inside the GlobalMetadata record", 0, None, hint="the file is truncated"
+                    )
+        except ChakraFormatError:
+            self._refuse_json()
+            raise
         start, end = bounds
         try:
             metadata = GlobalMetadata.FromString(self._buf[start:end])
         except DecodeError as exc:
+            self._refuse_json()
             raise self._error(
                 f"GlobalMetadata does not parse ({exc})",
                 0,
@@ -337,6 +350,17 @@ class EtReader:
             ) from None
         self._pos = end
         return metadata
+
+    def _refuse_json(self) -> None:
+        """Called when the first record is broken: say so if the file is really JSON text."""
+        if _JSON_START.match(self._buf, 0, _JSON_SNIFF_BYTES):
+            raise self._error(
+                "this is JSON text, not a binary Chakra .et file",
+                0,
+                None,
+                hint="JSON from `chakra jsonize` goes back with `chakra dejsonize`; PyTorch host and Kineto "
+                "traces are converted by the PyTorch front end",
+            )
 
     def _next_batch(self) -> Any:
         """Parse every complete record in the buffer (refilling once if none is complete)."""
@@ -472,17 +496,26 @@ class AtomicFile:
         directory = self.path.parent
         if not directory.is_dir():
             raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        if self.path.is_dir():
+            raise ChakraInputError("output path is a directory", path=self.path, hint="give a file name")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise ChakraInputError(f"cannot create a file here: {exc.strerror}", path=directory) from None
         self.tmp_path = Path(tmp)
         # mkstemp creates 0600; give the file the mode open() would (0666 less the umask)
         os.chmod(tmp, 0o666 & ~_current_umask())
         self.file: IO[bytes] = os.fdopen(fd, "wb")
 
     def commit(self) -> None:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        os.replace(self.tmp_path, self.path)
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.tmp_path, self.path)
+        except OSError as exc:
+            self.abort()
+            raise ChakraInputError(f"cannot write: {exc.strerror}", path=self.path) from None
 
     def abort(self) -> None:
         self.file.close()

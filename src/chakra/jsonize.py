@@ -1195,6 +1195,27 @@ def iter_json_messages(src: PathLike) -> Iterator[dict[str, Any]]:
         text.close()
 
 
+#: Top-level keys that identify JSON files that are not Chakra JSON, and what they are.
+_OTHER_JSON_FORMATS = (
+    ("workload_graph", "the mlcommons C++ feeder's JSON workload form (`workload_graph`), not proto3 JSON of an ET"),
+    ("traceEvents", "a Kineto/Chrome trace (GPU timeline), not a Chakra ET"),
+    ("nodes", "a PyTorch execution trace (host trace JSON), not a Chakra ET; convert it with the PyTorch front end"),
+)
+
+
+def _refuse_other_json_formats(first: Any, src: PathLike) -> None:
+    """Name the JSON formats that are often mistaken for Chakra JSON instead of failing on a key."""
+    if type(first) is not dict:
+        return
+    for key, what in _OTHER_JSON_FORMATS:
+        if key in first:
+            raise ChakraFormatError(
+                f"this is {what}",
+                path=src,
+                hint="dejsonize reads the output of `chakra jsonize` or upstream chakra_jsonizer",
+            )
+
+
 def dejsonize(src: PathLike, dst: PathLike, *, compress: str | None = "auto") -> int:
     """Write the ``.et`` file ``dst`` from JSON ``src`` (any form :func:`iter_json_messages` reads).
 
@@ -1209,6 +1230,7 @@ def dejsonize(src: PathLike, dst: PathLike, *, compress: str | None = "auto") ->
             raise ChakraFormatError(
                 "no GlobalMetadata object found", path=src, hint="the first JSON object must be the GlobalMetadata"
             )
+        _refuse_other_json_formats(first, src)
         metadata = dict_to_metadata(first, path=src)
         with io.EtWriter(dst, metadata, compress=compress) as writer:
             write = writer.write
