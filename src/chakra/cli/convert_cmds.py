@@ -8,7 +8,7 @@ import typer
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
-from chakra.cli.main import app, stderr, stdout
+from chakra.cli.main import app, busy, stderr, stdout
 
 
 @app.command()
@@ -21,7 +21,8 @@ def jsonize(
 
     Example: chakra jsonize llama.0.et llama.0.json
     """
-    result = jsonize_lib.jsonize(input_file, output_file, lines=lines)
+    with busy(f"writing {output_file}"):
+        result = jsonize_lib.jsonize(input_file, output_file, lines=lines)
     stdout.print(Text(f"wrote {result.nodes:,} nodes to {output_file}"))
     if result.nodes_with_unknown_fields:
         stderr.print(
@@ -44,5 +45,6 @@ def dejsonize(
 
     Example: chakra dejsonize llama.0.json llama.0.et
     """
-    count = jsonize_lib.dejsonize(input_file, output_file)
+    with busy(f"writing {output_file}"):
+        count = jsonize_lib.dejsonize(input_file, output_file)
     stdout.print(Text(f"wrote {count:,} nodes to {output_file}"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
@@ -39,6 +41,16 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Read, check and explain Chakra execution traces."""
+
+
+@contextmanager
+def busy(message: str) -> Iterator[None]:
+    """A spinner on stderr while long work runs (nothing when stderr is not a terminal)."""
+    if not stderr.is_terminal:
+        yield
+        return
+    with stderr.status(message):
+        yield
 
 
 def report_error(error: ChakraError) -> None:
