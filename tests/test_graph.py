@@ -130,6 +130,16 @@ def test_topological_order_breaks_ties_by_file_position_not_by_id():
     assert topological_order(build_graph(nodes)).tolist() == [0, 1, 2]
 
 
+def test_topological_order_can_break_ties_by_id_like_astra_sim():
+    g = build_graph([make_node(5), make_node(3), make_node(9, data_deps=[3]), make_node(4, data_deps=[3])])
+    assert g.ids[topological_order(g, tie_break="id")].tolist() == [3, 4, 5, 9]
+
+
+def test_topological_order_refuses_an_unknown_tie_break():
+    with pytest.raises(ValueError, match="tie_break"):
+        topological_order(build_graph([]), tie_break="name")
+
+
 def test_topological_order_issues_the_smallest_ready_position_first():
     # position 0 becomes ready only after position 2, so it comes last
     nodes = [make_node(2, "waits", data_deps=[1]), make_node(3, "root a"), make_node(1, "root b")]

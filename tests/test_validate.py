@@ -10,7 +10,16 @@ from conftest import make_node
 
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import Trace, TraceSet, write_comm_groups
-from chakra.validate import ERROR, INFO, WARNING, count_by_severity, validate_file, validate_set, validate_trace
+from chakra.validate import (
+    ERROR,
+    INFO,
+    WARNING,
+    astra_group_id,
+    count_by_severity,
+    validate_file,
+    validate_set,
+    validate_trace,
+)
 
 
 def _codes(findings, severity=None):
@@ -124,10 +133,20 @@ def test_comm_node_marked_cpu_is_an_error():
     assert "comm-on-cpu" in _codes(validate_trace(_trace(node)), ERROR)
 
 
-def test_process_group_metadata_that_astra_sim_cannot_parse_is_an_error():
+@pytest.mark.parametrize(
+    "groups",
+    [
+        "[{pg_name: 0}]",  # not JSON
+        '[{"pg_name": 1, "ranks": [0, 1]}]',  # pg_name must be a string
+        '[{"pg_name": "1"}]',  # ranks missing
+        '[{"pg_name": "1", "ranks": ["0", 1.5]}]',  # ranks must be integers
+    ],
+)
+def test_process_group_metadata_that_astra_sim_cannot_parse_is_an_error_for_astra(groups):
     node = make_node(0, "## process_group:init ##", NodeType.METADATA_NODE, is_cpu_op=True)
-    node.inputs.values = '["[{pg_name: 0}]"]'
-    assert "metadata-parse" in _codes(validate_trace(_trace(node)), ERROR)
+    node.inputs.values = f"['{groups}']"
+    assert "metadata-parse" in _codes(validate_trace(_trace(node), target="astra-sim"), ERROR)
+    assert "metadata-parse" in _codes(validate_trace(_trace(node)), WARNING)
 
 
 def test_process_group_metadata_in_the_converter_wrapping_parses():
@@ -163,6 +182,17 @@ def test_astra_target_rejects_collectives_it_does_not_simulate():
 
 def test_astra_target_rejects_non_numeric_pg_name():
     node = _allreduce(0, pg_name="tp_group")
+    assert "astra-pg-name" in _codes(validate_trace(_trace(node), target="astra-sim"), ERROR)
+
+
+@pytest.mark.parametrize(("pg_name", "group"), [("", None), ("0", None), ("00", 0), (" 1", 1), ("+2", 2), ("3x", 3)])
+def test_pg_name_is_read_like_astra_sims_stoi(pg_name, group):
+    assert astra_group_id(pg_name) == group
+
+
+@pytest.mark.parametrize("pg_name", ["tp_group", "²", "--5", "99999999999"])
+def test_pg_name_that_stoi_refuses_is_an_error_for_astra(pg_name):
+    node = _allreduce(0, pg_name=pg_name)
     assert "astra-pg-name" in _codes(validate_trace(_trace(node), target="astra-sim"), ERROR)
 
 
@@ -249,6 +279,55 @@ def test_collectives_of_a_subgroup_are_compared_among_its_members_only(tmp_path:
     _write_workload(tmp_path, {0: [_allreduce(0, pg_name="1")], 1: [_allreduce(0, pg_name="1")], 2: [_comp(0)]})
     write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
     assert validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim") == []
+
+
+def _gather(node_id: int, *deps: int, **attrs) -> Node:
+    return make_node(
+        node_id,
+        f"ag{node_id}",
+        NodeType.COMM_COLL_NODE,
+        data_deps=deps,
+        is_cpu_op=False,
+        comm_type=CollectiveCommType.ALL_GATHER,
+        comm_size=64,
+        **attrs,
+    )
+
+
+def test_collective_order_is_astra_sims_issue_order_by_id_not_file_order(tmp_path: Path):
+    """Both ranks list all-reduce then all-gather, but rank 1's ids make ASTRA-sim issue the
+    all-gather first: a tag mismatch that hangs the simulation."""
+    workload = _write_workload(tmp_path, {0: [_allreduce(1), _gather(2)], 1: [_allreduce(2), _gather(1)]})
+    assert "collective-mismatch" in _codes(validate_set(workload), ERROR)
+
+
+def test_same_issue_order_in_a_different_file_order_is_clean(tmp_path: Path):
+    workload = _write_workload(tmp_path, {0: [_allreduce(1), _gather(2)], 1: [_gather(2), _allreduce(1)]})
+    assert validate_set(workload) == []
+
+
+def _pg_metadata(groups: str) -> Node:
+    node = make_node(0, "## process_group:init ##", NodeType.METADATA_NODE, is_cpu_op=True)
+    node.inputs.values = f"['{groups}']"
+    return node
+
+
+def test_groups_defined_by_metadata_nodes_limit_who_must_issue_their_collectives(tmp_path: Path):
+    groups = '[{"pg_name": "1", "ranks": [0, 1]}, {"pg_name": "2", "ranks": [2, 3]}]'
+    per_rank = {r: [_pg_metadata(groups), _allreduce(1, pg_name="1" if r < 2 else "2")] for r in range(4)}
+    assert count_by_severity(validate_set(_write_workload(tmp_path, per_rank), target="astra-sim"))[ERROR] == 0
+
+
+def test_rank_issuing_collectives_of_a_group_it_is_not_in_is_reported(tmp_path: Path):
+    write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
+    workload = _write_workload(tmp_path, {r: [_allreduce(0, pg_name="1")] for r in range(3)})
+    assert "collective-non-member" in _codes(validate_set(workload), ERROR)
+
+
+def test_single_rank_file_uses_the_comm_groups_file_beside_it(tmp_path: Path):
+    write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
+    _trace(_allreduce(0, pg_name="1")).save(tmp_path / "w.0.et")
+    assert validate_file(tmp_path / "w.0.et", target="astra-sim") == []
 
 
 def test_missing_rank_file_is_reported(tmp_path: Path):

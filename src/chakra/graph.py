@@ -132,30 +132,46 @@ def build_graph(nodes: Sequence[Node]) -> TraceGraph:
     )
 
 
-def topological_order(graph: TraceGraph) -> np.ndarray:
+def topological_order(graph: TraceGraph, *, tie_break: str = "position") -> np.ndarray:
     """Positions in dependency order (every node after all its parents).
 
-    Ties are broken by file position, smallest first, which for files written in id order is
-    ASTRA-sim's issue order. Nodes on or behind a cycle are left out, so a result shorter than
-    ``graph.num_nodes`` means the graph is not a DAG (see :func:`find_cycle`).
+    Among ready nodes the smallest file position goes first (``tie_break="position"``) or the
+    smallest node id (``"id"``: ASTRA-sim's issue order, which differs when a file is not sorted
+    by id). Nodes on or behind a cycle are left out, so a result shorter than ``graph.num_nodes``
+    means the graph is not a DAG (see :func:`find_cycle`).
     """
+    if tie_break not in ("position", "id"):
+        raise ValueError(f"tie_break must be 'position' or 'id', not {tie_break!r}")
     n = graph.num_nodes
     indegree = np.diff(graph.dep_ptr).tolist()
     child_ptr, child_pos = graph.children_csr()
     child_ptr_l = child_ptr.tolist()
     child_pos_l = child_pos.tolist()
-    ready = [i for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
     order: list[int] = []
     push, pop, append = heapq.heappush, heapq.heappop, order.append
-    while ready:
-        i = pop(ready)
-        append(i)
-        for k in range(child_ptr_l[i], child_ptr_l[i + 1]):
-            c = child_pos_l[k]
-            indegree[c] -= 1
-            if indegree[c] == 0:
-                push(ready, c)
+    if tie_break == "position":
+        ready = [i for i in range(n) if indegree[i] == 0]
+        heapq.heapify(ready)
+        while ready:
+            i = pop(ready)
+            append(i)
+            for k in range(child_ptr_l[i], child_ptr_l[i + 1]):
+                c = child_pos_l[k]
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    push(ready, c)
+    else:
+        ids = graph.ids.tolist()
+        ready_by_id = [(ids[i], i) for i in range(n) if indegree[i] == 0]
+        heapq.heapify(ready_by_id)
+        while ready_by_id:
+            _, i = pop(ready_by_id)
+            append(i)
+            for k in range(child_ptr_l[i], child_ptr_l[i + 1]):
+                c = child_pos_l[k]
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    push(ready_by_id, (ids[c], c))
     return np.asarray(order, dtype=np.int64)
 
 

@@ -160,6 +160,15 @@ def read_comm_groups(path: str | Path) -> dict[int, list[int]]:
     return groups
 
 
+def comm_groups_beside(path: str | Path) -> dict[int, list[int]] | None:
+    """The groups of ``PREFIX.comm_groups.json`` next to a ``PREFIX.{rank}.et`` file, if there is one."""
+    match = _RANK_FILE.match(Path(path).name)
+    if match is None:
+        return None
+    groups_path = Path(path).with_name(match.group("prefix") + COMM_GROUPS_SUFFIX)
+    return read_comm_groups(groups_path) if groups_path.is_file() else None
+
+
 def write_comm_groups(path: str | Path, groups: dict[int, list[int]]) -> None:
     """Write groups in ASTRA-sim's format, atomically."""
     text = json.dumps({str(k): list(v) for k, v in sorted(groups.items())}, indent=2) + "\n"

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from chakra.attrs import INT_MEMBERS, WELL_KNOWN, canonical_member_problem, get_
 from chakra.errors import AttrKindError, ChakraFormatError
 from chakra.graph import find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
-from chakra.trace import Trace, TraceSet
+from chakra.trace import Trace, TraceSet, comm_groups_beside, rank_of
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -127,21 +128,51 @@ def _int_attr(node: Node, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-def parse_process_groups(values: str) -> list[dict[str, object]]:
-    """Process groups of a METADATA node the way ASTRA-sim reads them (astra-sim.md §2.5).
+#: What C++ ``std::stoi`` reads: optional white space and sign, then decimal digits (the rest is ignored).
+_STOI_PREFIX = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
-    Raises ``ValueError`` when ASTRA-sim would fail to parse them (it then prints an error and
-    runs without the groups).
+
+def astra_group_id(pg_name: str) -> int | None:
+    """The communicator group ASTRA-sim uses for a collective's ``pg_name`` (astra-sim.md §2.5).
+
+    ``None`` for the default group (the strings ``""`` and ``"0"``: all ranks); otherwise the
+    integer ``std::stoi`` reads (so ``"00"`` is group 0 and ``" 1"`` group 1). Raises
+    ``ValueError`` where ``stoi`` throws (no leading digits, or out of int32 range).
+    """
+    if pg_name in ("", "0"):
+        return None
+    match = _STOI_PREFIX.match(pg_name)
+    if match is None:
+        raise ValueError(f"pg_name {pg_name!r} does not start with an integer")
+    value = int(match.group())
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise ValueError(f"pg_name {pg_name!r} is out of int range")
+    return value
+
+
+def parse_process_groups(values: str) -> dict[int, list[int]]:
+    """Process groups of a METADATA node, read the way ASTRA-sim reads them (astra-sim.md §2.5):
+    strip the 2+2 wrapper characters, JSON-parse a list of ``{"pg_name": "<int>", "ranks": [...]}``.
+
+    Returns group id -> ranks (empty = all ranks). Raises ``ValueError`` where ASTRA-sim's parse
+    fails (it then prints an error and drops the node's remaining groups).
     """
     inner = values[PG_WRAPPER_CHARS:-PG_WRAPPER_CHARS] if len(values) >= 2 * PG_WRAPPER_CHARS else ""
-    groups = json.loads(inner)
-    if not isinstance(groups, list) or not all(isinstance(g, dict) and "pg_name" in g for g in groups):
-        raise ValueError("expected a list of objects with pg_name and ranks")
-    for g in groups:
-        if not str(g["pg_name"]).lstrip("-").isdigit():
-            raise ValueError(f"pg_name {g['pg_name']!r} is not an integer")
-        if not isinstance(g.get("ranks", []), list):
-            raise ValueError("ranks must be a list")
+    entries = json.loads(inner)
+    if not isinstance(entries, list):
+        raise ValueError("expected a JSON list of process groups")
+    groups: dict[int, list[int]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
+            raise ValueError("each group needs pg_name as a string")
+        ranks = entry.get("ranks")
+        if not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
+            raise ValueError(f"group {entry['pg_name']!r}: ranks must be a list of integers")
+        match = _STOI_PREFIX.match(entry["pg_name"])
+        if match is None:
+            raise ValueError(f"pg_name {entry['pg_name']!r} is not an integer")
+        groups[int(match.group())] = ranks
     return groups
 
 
@@ -386,19 +417,22 @@ def _check_collective(
             node_id,
             hint="set duration_micros to the measured time",
         )
-    if "pg_name" in attrs:
-        pg_name = attrs["pg_name"].string_val if attrs["pg_name"].WhichOneof("value") == "string_val" else None
-        if pg_name is not None and pg_name != "":
-            if pg_name.isdigit():
-                pg_used.add(int(pg_name))
-            else:
-                out.add(
-                    ERROR,
-                    "astra-pg-name",
-                    f"pg_name {pg_name!r} is not a decimal integer; ASTRA-sim throws from stoi",
-                    node_id,
-                    hint="map process groups to ids 1, 2, ... and write a comm groups file",
-                )
+    pg_attr = attrs.get("pg_name")
+    if pg_attr is None or pg_attr.WhichOneof("value") != "string_val":
+        return  # absent: default group; another member is reported as attr-kind
+    try:
+        group = astra_group_id(pg_attr.string_val)
+    except ValueError as exc:
+        out.add(
+            ERROR,
+            "astra-pg-name",
+            f"{exc}; ASTRA-sim throws from stoi",
+            node_id,
+            hint="map process groups to ids 1, 2, ... and write a comm groups file",
+        )
+        return
+    if group is not None:
+        pg_used.add(group)
 
 
 def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool, rank: int | None) -> None:
@@ -444,16 +478,15 @@ def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_define
         groups = parse_process_groups(values)
     except (ValueError, json.JSONDecodeError) as exc:
         out.add(
-            ERROR,
+            ERROR if astra else WARNING,
             "metadata-parse",
             f"METADATA inputs.values do not parse as process groups ({exc})",
             node.id,
-            hint="keep the Python ['...'] wrapper around the JSON list byte-exact; ASTRA-sim "
-            "drops the groups silently otherwise",
+            hint='keep the Python [\'...\'] wrapper around a JSON list of {"pg_name": "<int>", "ranks": [...]} '
+            "byte-exact; ASTRA-sim drops the groups otherwise",
         )
         return
-    for group in groups:
-        groups_defined.add(int(str(group["pg_name"])))
+    groups_defined.update(groups)
     if astra:
         out.add(
             INFO,
@@ -486,14 +519,31 @@ def validate_file(
     comm_groups: dict[int, list[int]] | None = None,
     limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
 ) -> list[Finding]:
-    """Load and check one file; a file that does not parse is one ``format`` error finding."""
+    """Load and check one file; a file that does not parse is one ``format`` error finding.
+
+    Without ``comm_groups``, the workload's ``PREFIX.comm_groups.json`` beside a ``PREFIX.{rank}.et``
+    file is used when it exists.
+    """
+    if comm_groups is None:
+        comm_groups = comm_groups_beside(path)
     try:
         trace = Trace.load(path)
     except ChakraFormatError as exc:
-        from chakra.trace import rank_of
-
         return [Finding(ERROR, "format", exc.message, None, exc.hint, rank_of(path))]
     return validate_trace(trace, target=target, comm_groups=comm_groups, limit_per_code=limit_per_code)
+
+
+#: Label of the default communicator (all ranks) in cross-rank findings.
+DEFAULT_GROUP = "all ranks"
+
+
+def _group_label(pg_name: str) -> str:
+    """How cross-rank checks key a collective's group: its ASTRA-sim group id, or the raw name."""
+    try:
+        group = astra_group_id(pg_name)
+    except ValueError:
+        return pg_name
+    return DEFAULT_GROUP if group is None else str(group)
 
 
 @dataclass
@@ -502,36 +552,39 @@ class _RankSummary:
 
     sends: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)  # (src, dst, tag, size)
     recvs: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)
+    # group label -> (comm_type, comm_size) in issue order
     collectives: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    groups: dict[int, list[int]] = field(default_factory=dict)  # defined by METADATA nodes
 
 
 def _summarize(trace: Trace, rank: int) -> _RankSummary:
+    """Point-to-point transfers and collectives of one rank. Collectives are listed in the order
+    ASTRA-sim issues them: dependency order, ties broken by ascending node id."""
     summary = _RankSummary()
-    for node in trace.nodes:
+    for pos in topological_order(trace.graph(), tie_break="id").tolist():
+        node = trace.nodes[pos]
         ntype = node.type
-        if ntype in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
-            try:
+        try:
+            if ntype in (SEND, RECV):
                 size = get_attr(node, "comm_size")
                 tag = get_attr(node, "comm_tag", 0)
-                if ntype == NodeType.COMM_SEND_NODE:
-                    dst = get_attr(node, "comm_dst")
-                    if dst is not None and size is not None:
-                        summary.sends[(rank, int(dst), int(tag), int(size))] += 1
+                peer = get_attr(node, "comm_dst" if ntype == SEND else "comm_src")
+                if peer is None or size is None:
+                    continue
+                if ntype == SEND:
+                    summary.sends[(rank, int(peer), int(tag), int(size))] += 1
                 else:
-                    src = get_attr(node, "comm_src")
-                    if src is not None and size is not None:
-                        summary.recvs[(int(src), rank, int(tag), int(size))] += 1
-            except AttrKindError:
-                continue
-        elif ntype == NodeType.COMM_COLL_NODE:
-            try:
-                pg = get_attr(node, "pg_name", "") or "0"
+                    summary.recvs[(int(peer), rank, int(tag), int(size))] += 1
+            elif ntype == COLL:
                 comm_type = get_attr(node, "comm_type")
                 size = get_attr(node, "comm_size")
-            except AttrKindError:
-                continue
-            if comm_type is not None and size is not None:
-                summary.collectives[str(pg)].append((int(comm_type), int(size)))
+                if comm_type is not None and size is not None:
+                    label = _group_label(get_attr(node, "pg_name", ""))
+                    summary.collectives[label].append((int(comm_type), int(size)))
+            elif ntype == METADATA and node.inputs.values:
+                summary.groups.update(parse_process_groups(node.inputs.values))
+        except (AttrKindError, ValueError):
+            continue  # reported by the per-rank checks
     return summary
 
 
@@ -594,13 +647,23 @@ def _cross_rank_findings(
                 hint="send and receive must agree on peer, tag and size, or the run hangs",
             )
     by_group: dict[str, dict[int, list[tuple[int, int]]]] = defaultdict(dict)
+    defined: dict[int, list[int]] = {}
     for rank, summary in summaries.items():
-        for pg, seq in summary.collectives.items():
-            by_group[pg][rank] = seq
-    groups = workload.comm_groups or {}
-    for pg, per_rank in sorted(by_group.items()):
-        members = groups.get(int(pg)) if pg.isdigit() and pg != "0" else None
-        expected = sorted(summaries) if members is None else [r for r in members if r in summaries]
+        defined.update(summary.groups)
+        for label, seq in summary.collectives.items():
+            by_group[label][rank] = seq
+    defined.update(workload.comm_groups or {})  # the groups file wins, as in ASTRA-sim
+    all_ranks = sorted(summaries)
+    for label, per_rank in sorted(by_group.items()):
+        members = defined.get(int(label)) if label.lstrip("-").isdigit() else None
+        expected = all_ranks if not members else [r for r in sorted(members) if r in summaries]
+        for r in sorted(set(per_rank) - set(expected)):
+            out.add(
+                ERROR,
+                "collective-non-member",
+                f"rank {r} issues collectives on group {label}, which does not include it",
+                hint="a rank may only issue collectives of its own groups",
+            )
         reference_rank = next((r for r in expected if r in per_rank), None)
         if reference_rank is None:
             continue
@@ -608,13 +671,14 @@ def _cross_rank_findings(
         for r in expected:
             seq = per_rank.get(r, [])
             if seq != reference:
+                detail = "" if len(seq) != len(reference) else " (same count, different types, sizes or order)"
                 out.add(
                     ERROR,
                     "collective-mismatch",
-                    f"group {pg}: rank {r} issues {len(seq)} collectives, rank {reference_rank} {len(reference)}"
-                    + ("" if len(seq) != len(reference) else " (same count, different types or sizes/order)"),
-                    hint="every member must issue a group's collectives in the same order with "
-                    "matching sizes, or the simulation hangs",
+                    f"group {label}: rank {r} issues {len(seq)} collectives, rank {reference_rank} "
+                    f"{len(reference)}{detail}",
+                    hint="every member must issue a group's collectives in the same order (by dependencies, "
+                    "then ascending node id) with matching sizes, or the simulation hangs",
                 )
     return out.result()
 
