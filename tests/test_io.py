@@ -555,3 +555,38 @@ def test_a_directory_where_no_file_can_be_created_is_an_input_error(tmp_path, mo
     monkeypatch.setattr(io.tempfile, "mkstemp", refuse)
     with pytest.raises(ChakraInputError, match="cannot create a file here: Permission denied"):
         io.write(tmp_path / "w.0.et", None, chain(1))
+
+
+def test_a_pipe_can_be_read(tmp_path):
+    path = write_et(tmp_path / "w.0.et", chain(50))
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(write_fd, "wb") as w:
+        w.write(path.read_bytes())  # small enough for the pipe buffer
+    fifo = f"/dev/fd/{read_fd}"
+    try:
+        assert len(io.read(fifo)[1]) == 50
+    finally:
+        os.close(read_fd)
+
+
+def test_writer_refuses_an_empty_node_but_keeps_going(tmp_path):
+    path = tmp_path / "w.0.et"
+    with io.EtWriter(path) as writer:
+        writer.write(make_node(1))
+        with pytest.raises(ChakraInputError, match="empty"):
+            writer.write(Node())
+        writer.write(make_node(2))
+    assert [n.id for n in io.read(path)[1]] == [1, 2]
+
+
+def test_writing_after_close_is_an_error_not_a_silent_loss(tmp_path):
+    writer = io.EtWriter(tmp_path / "w.0.et")
+    writer.close()
+    with pytest.raises(ChakraInputError, match="after close"):
+        writer.write(make_node(1))
+
+
+def test_a_writer_that_fails_to_start_leaves_no_temp_file(tmp_path):
+    with pytest.raises(AttributeError):
+        io.EtWriter(tmp_path / "w.0.et", metadata={"version": "1"})  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

@@ -349,6 +349,25 @@ def test_streaming_yields_every_node_before_a_corrupt_record_then_raises(tmp_pat
     assert error is not None and error.node_index == 2
 
 
+def test_streaming_yields_every_node_before_a_truncated_last_record_then_raises(tmp_path):
+    path = tmp_path / "cut.0.et"
+    path.write_bytes(BEFORE_NODE_2 + records(NODES[3])[:-2])
+
+    nodes, error = stream_all(path)
+
+    assert [n.id for n in nodes] == [n.id for n in NODES[:2]]
+    assert error is not None and error.node_index == 2 and "remain" in error.message
+
+
+def test_a_corrupt_record_is_reported_before_a_truncation_after_it(tmp_path):
+    path = tmp_path / "bad.0.et"
+    path.write_bytes(BEFORE_NODE_2 + records(b"\x12\x05ab") + records(NODES[3])[:-2])
+
+    nodes, error = stream_all(path)
+
+    assert len(nodes) == 2 and error is not None and error.node_index == 2 and "does not parse" in error.message
+
+
 def test_metadata_from_the_pre_october_2023_schema_is_refused_with_a_hint(tmp_path):
     # before v0.0.4, GlobalMetadata.attr was field 1: an AttributeProto where a string is expected
     old_metadata = b"\x0a\x04" + b"\x0a\x02\xff\xfe"  # field 1 holding invalid UTF-8 for `version`

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from chakra.attrs import get_attr
+from chakra.errors import ChakraFormatError
 from chakra.schema.protobuf import et_def_pb2
 from chakra.src.third_party.utils import protolib
 from chakra.trace import Trace, TraceSet
@@ -60,3 +63,17 @@ def test_protolib_treats_a_zero_length_record_as_an_empty_node_not_end_of_file(t
         node = et_def_pb2.Node()
         assert protolib.decodeMessage(f, node) and node.id == 0
         assert protolib.decodeMessage(f, node) and node.name == "after"
+
+
+def test_protolib_refuses_a_huge_length_prefix_without_allocating_it(tmp_path: Path):
+    path = tmp_path / "w.0.et"
+    path.write_bytes(b"\xff\xff\xff\xff\x0f" + b"x" * 10)  # claims 4 GiB
+    with protolib.openFileRd(str(path)) as f, pytest.raises(ChakraFormatError, match="claims"):
+        protolib.decodeMessage(f, et_def_pb2.GlobalMetadata())
+
+
+def test_protolib_reports_a_truncated_record(tmp_path: Path):
+    path = tmp_path / "w.0.et"
+    path.write_bytes(b"\x40" + b"x" * 10)  # claims 64 bytes, has 10
+    with protolib.openFileRd(str(path)) as f, pytest.raises(ChakraFormatError, match="truncated"):
+        protolib.decodeMessage(f, et_def_pb2.GlobalMetadata())

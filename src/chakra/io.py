@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import stat
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -177,8 +178,7 @@ def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[Bin
         raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
     kind = compression_for(path)
     if kind is None:
-        head = raw.read(4)
-        raw.seek(0)
+        head = raw.peek(len(ZSTD_MAGIC))[: len(ZSTD_MAGIC)]  # peek works on pipes too
         if head.startswith(ZSTD_MAGIC):
             kind = "zstd"
         elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
@@ -187,7 +187,9 @@ def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[Bin
         return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw), None  # type: ignore[return-value]
     if kind == "zstd":
         return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
-    return raw, os.fstat(raw.fileno()).st_size
+    info = os.fstat(raw.fileno())
+    # only a regular file's size bounds its records; a pipe reports 0
+    return raw, info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 class EtReader:
@@ -385,7 +387,13 @@ class EtReader:
                 else:
                     stop = end + 1
                 if stop > end:
-                    bounds = self._record_bounds(pos, node_index)
+                    try:
+                        bounds = self._record_bounds(pos, node_index)
+                    except ChakraFormatError as error:
+                        if not pieces:
+                            raise
+                        self._pending_error = error  # after the good records before it
+                        break
                     if bounds is None or bounds[1] > end:
                         incomplete = True
                         break
@@ -396,6 +404,7 @@ class EtReader:
                 pos = stop
             self._pos = pos
             if pieces:
+                # a corrupt record among these takes precedence over a framing error after them
                 batch = self._parse_batch(pieces, batch_start)
                 if len(batch) or self._pending_error is None:
                     return batch
@@ -550,6 +559,13 @@ class EtWriter:
             raise ChakraInputError(f"unknown compression {compress!r}", hint="use gzip, zstd or none")
         self._atomic = AtomicFile(path)
         self._closed = False
+        try:
+            self._open_sink(kind, metadata)
+        except BaseException:
+            self._atomic.abort()
+            raise
+
+    def _open_sink(self, kind: str | None, metadata: GlobalMetadata | None) -> None:
         self._sink: IO[bytes]
         if kind == "gzip":
             # mtime=0 keeps the bytes reproducible for the same content
@@ -568,10 +584,12 @@ class EtWriter:
 
     def write(self, node: Node) -> None:
         """Append one node."""
+        if self._closed:
+            raise ChakraInputError("write after close or abort", path=self.path, hint="open a new EtWriter")
         payload = node.SerializeToString()
         n = len(payload)
         if n == 0:
-            self.abort()
+            # refused without aborting: the caller may skip the node and go on
             raise ChakraInputError(
                 f"node #{self.node_count} is empty (id 0, no name, INVALID_NODE) and would be a "
                 "zero-length record, which the upstream Python reader takes for end of file",

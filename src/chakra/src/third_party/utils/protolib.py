@@ -15,7 +15,7 @@ from typing import IO
 from google.protobuf.message import DecodeError, Message
 
 from chakra.errors import ChakraFormatError
-from chakra.io import GZIP_MAGIC, MAX_VARINT32_BYTES, encode_varint
+from chakra.io import GZIP_MAGIC, MAX_RECORD_BYTES, MAX_VARINT32_BYTES, READ_CHUNK_BYTES, encode_varint
 
 
 def openFileRd(in_file: str) -> IO[bytes]:
@@ -48,7 +48,22 @@ def decodeMessage(in_file: IO[bytes], message: Message) -> bool:
     size = _read_varint32(in_file)
     if size is None:
         return False
-    payload = in_file.read(size)
+    if size > MAX_RECORD_BYTES:
+        raise ChakraFormatError(
+            f"length prefix claims {size} bytes, more than protobuf allows",
+            path=getattr(in_file, "name", None),
+            hint="the file is corrupt",
+        )
+    # read in pieces: a corrupt prefix must not allocate what it claims
+    pieces = []
+    remaining = size
+    while remaining:
+        piece = in_file.read(min(remaining, READ_CHUNK_BYTES))
+        if not piece:
+            break
+        pieces.append(piece)
+        remaining -= len(piece)
+    payload = b"".join(pieces)
     if len(payload) != size:
         raise ChakraFormatError(
             f"record claims {size} bytes but the file ends after {len(payload)}",
