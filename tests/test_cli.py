@@ -147,3 +147,15 @@ def test_upstream_named_jsonizer_bad_input_exits_2(tmp_path: Path):
         text=True,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_info_prints_metadata_names_literally_not_as_markup(tmp_path: Path):
+    from chakra import io
+    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+
+    metadata = GlobalMetadata(version="1.0.0")
+    metadata.attr.add(name="[/]oops", string_val="[bold]x")
+    io.write(tmp_path / "w.0.et", metadata, [Node(id=1, name="n")])
+    result = run("info", str(tmp_path / "w.0.et"))
+    assert result.returncode == 0, result.stderr
+    assert "metadata.[/]oops" in result.stdout and "[bold]x" in result.stdout

@@ -161,6 +161,23 @@ def member_value(attr: AttributeProto) -> Any:
     return value
 
 
+def flag_value(attr: AttributeProto) -> bool:
+    """A bool-like attribute (``is_cpu_op``) as tolerant consumers read it: ``bool_val``, or any
+    integer member's truthiness; members of another family (reported by validation) read false."""
+    member = attr.WhichOneof("value")
+    if member == "bool_val":
+        return attr.bool_val
+    return member in INT_MEMBERS and bool(getattr(attr, member))
+
+
+def int_value(attr: AttributeProto) -> int | None:
+    """An integer attribute from any integer-like member (bool included), else ``None``."""
+    member = attr.WhichOneof("value")
+    if member in INT_MEMBERS or member == "bool_val":
+        return int(getattr(attr, member))
+    return None
+
+
 def find_attr(node: Node, name: str) -> AttributeProto | None:
     """The first attribute called ``name`` (the one FeederV3 reads), or ``None``."""
     for attr in node.attr:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra import io
-from chakra.attrs import INT_MEMBERS, WELL_KNOWN, canonical_member_problem, get_attr
+from chakra.attrs import WELL_KNOWN, canonical_member_problem, flag_value, get_attr
 from chakra.errors import AttrKindError, ChakraFormatError
 from chakra.graph import find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
@@ -110,14 +110,6 @@ class _Collector:
             out.append(Finding(severity, code, f"... and {extra} more like this", None, hint, self.rank, extra))
         out.sort(key=lambda f: SEVERITY_ORDER[f.severity])
         return out
-
-
-def _truthy(attr: AttributeProto) -> bool:
-    """A bool-like attribute's value; a member of the wrong family (reported as attr-kind) is false."""
-    member = attr.WhichOneof("value")
-    if member == "bool_val":
-        return attr.bool_val
-    return member in INT_MEMBERS and bool(getattr(attr, member))
 
 
 def _int_attr(node: Node, name: str) -> int | None:
@@ -335,7 +327,7 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
         if repeated_here:
             repeated_here = set()
         is_cpu = attrs.get("is_cpu_op")
-        cpu_flag = is_cpu is not None and _truthy(is_cpu)
+        cpu_flag = is_cpu is not None and flag_value(is_cpu)
         if ntype in COMM_TYPES:
             if cpu_flag:
                 out.add(

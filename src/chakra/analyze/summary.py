@@ -5,18 +5,20 @@ iterable of nodes. The result is plain data (``TraceSummary.to_dict()`` is JSON-
 
 Example:
     >>> s = summarize_file("llama.0.et")          # doctest: +SKIP
-    >>> s.by_type["COMP_NODE"], s.comm_bytes
+    >>> s.by_type["COMP_NODE"], s.comm_size_total
 """
 
 from __future__ import annotations
 
+import base64
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chakra import io
-from chakra.attrs import member_value
+from chakra.attrs import flag_value, int_value, member_value
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import rank_of
 
@@ -31,7 +33,17 @@ def _collective_name(value: int) -> str:
 
 @dataclass
 class TraceSummary:
-    """Counts for one file. Times in µs, sizes in bytes."""
+    """Counts for one file. Times in µs, sizes in bytes.
+
+    * ``comm_size_total``: the sum of ``comm_size`` over collectives and sends (receives are not
+      counted again). ``comm_size`` means different things per collective (all-gather: the per-rank
+      input; all-reduce, reduce-scatter, all-to-all: the whole buffer), so this is a volume of
+      communication requests, not bytes on the wire.
+    * ``total_dur_us`` and the CPU/device split add up ``duration_micros`` of every node; upstream
+      PyTorch conversions store exclusive times for host ops, so nesting is not counted twice.
+    * ``span_us``: from the first start to the last end among nodes with ``start_time_micros``;
+      a start of 0 means "not recorded" (proto3 cannot tell 0 from absent).
+    """
 
     path: str | None
     rank: int | None
@@ -43,7 +55,7 @@ class TraceSummary:
     by_type: Counter[str] = field(default_factory=Counter)
     collectives: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> {count, bytes}
     p2p: dict[str, dict[str, int]] = field(default_factory=dict)  # send/recv -> {count, bytes}
-    comm_bytes: int = 0  # bytes this rank sends: collectives plus point-to-point sends (receives not counted twice)
+    comm_size_total: int = 0
     total_dur_us: int = 0
     cpu_dur_us: int = 0
     device_dur_us: int = 0
@@ -71,7 +83,7 @@ class TraceSummary:
             "by_type": dict(sorted(self.by_type.items())),
             "collectives": self.collectives,
             "p2p": self.p2p,
-            "comm_bytes": self.comm_bytes,
+            "comm_size_total": self.comm_size_total,
             "total_dur_us": self.total_dur_us,
             "cpu_dur_us": self.cpu_dur_us,
             "device_dur_us": self.device_dur_us,
@@ -87,12 +99,19 @@ class TraceSummary:
         }
 
 
+def _json_safe(value: object) -> object:
+    """A metadata attribute value as JSON can hold it (bytes as base64, non-finite floats as text)."""
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
+
+
 def _metadata_dict(metadata: GlobalMetadata) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for attr in metadata.attr:
-        value = member_value(attr)
-        out[attr.name] = value if isinstance(value, (str, int, float, bool, list)) else repr(value)
-    return out
+    return {attr.name: _json_safe(member_value(attr)) for attr in metadata.attr}
 
 
 def _bump(table: dict[str, dict[str, int]], key: str, size: int) -> None:
@@ -139,15 +158,11 @@ def summarize_nodes(metadata: GlobalMetadata, nodes: Iterable[Node], *, path: st
             attr_nodes[name] += 1
             attr_members[name][member or "unset"] += 1
             if name == "is_cpu_op":
-                is_cpu = bool(getattr(attr, member)) if member and not member.endswith("_list") else False
-            elif (
-                name == "comm_type" and member and member.endswith("_val") and member not in ("string_val", "bytes_val")
-            ):
-                comm_type = int(getattr(attr, member))
-            elif (
-                name == "comm_size" and member and member.endswith("_val") and member not in ("string_val", "bytes_val")
-            ):
-                comm_size = int(getattr(attr, member))
+                is_cpu = flag_value(attr)
+            elif name == "comm_type":
+                comm_type = int_value(attr)
+            elif name == "comm_size":
+                comm_size = int_value(attr)
         if is_cpu:
             summary.cpu_dur_us += dur
         else:
@@ -155,10 +170,10 @@ def summarize_nodes(metadata: GlobalMetadata, nodes: Iterable[Node], *, path: st
         size = comm_size or 0
         if ntype == NodeType.COMM_COLL_NODE:
             _bump(summary.collectives, _collective_name(comm_type) if comm_type is not None else "MISSING", size)
-            summary.comm_bytes += size
+            summary.comm_size_total += size
         elif ntype == NodeType.COMM_SEND_NODE:
             _bump(summary.p2p, "send", size)
-            summary.comm_bytes += size
+            summary.comm_size_total += size
         elif ntype == NodeType.COMM_RECV_NODE:
             _bump(summary.p2p, "recv", size)
     summary.by_type = Counter({_type_name(t): c for t, c in by_type.items()})

@@ -65,14 +65,14 @@ def _render_summary(s: TraceSummary) -> None:
     head.add_row("rank", str(s.rank) if s.rank is not None else "-")
     head.add_row("version", Text(s.version or "(empty)"))
     for key, value in s.metadata.items():
-        head.add_row(f"metadata.{key}", Text(str(value)))
+        head.add_row(Text(f"metadata.{key}"), Text(str(value)))
     head.add_row("nodes", f"{s.num_nodes:,}")
     head.add_row("deps", f"{s.num_data_deps:,} data, {s.num_ctrl_deps:,} ctrl")
     head.add_row(
         "durations", f"{_fmt_us(s.total_dur_us)} total, {_fmt_us(s.cpu_dur_us)} CPU, {_fmt_us(s.device_dur_us)} device"
     )
     head.add_row("time span", _fmt_us(s.span_us))
-    head.add_row("comm bytes", _fmt_bytes(s.comm_bytes))
+    head.add_row("comm_size total", _fmt_bytes(s.comm_size_total))
     stdout.print(head)
 
     types = Table(title="node types", title_justify="left")
