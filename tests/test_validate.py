@@ -359,3 +359,21 @@ def test_demo_workload_is_clean(tmp_path: Path, target):
     prefix = build_workload(tmp_path)
     findings = validate_set(TraceSet.discover(prefix), target=target)
     assert count_by_severity(findings)[ERROR] == 0, findings
+
+
+def test_streaming_validation_finds_what_in_memory_validation_finds(upstream_et: Path):
+    from chakra import io
+    from chakra.validate import validate_nodes
+
+    with io.EtReader(upstream_et) as reader:
+        streamed = validate_nodes(reader.metadata, reader, path=upstream_et, target="astra-sim")
+    assert streamed == validate_trace(Trace.load(upstream_et), target="astra-sim")
+
+
+def test_a_corrupt_rank_is_a_format_error_and_the_others_are_still_checked(tmp_path: Path):
+    workload = _write_workload(tmp_path, {0: [_allreduce(0)], 1: [_allreduce(0)]})
+    path = workload.ranks[1]
+    path.write_bytes(path.read_bytes()[:-2])
+    (finding,) = validate_set(workload)
+    assert (finding.rank, finding.code) == (1, "format")
+    assert "byte" in finding.message and "node #0" in finding.message

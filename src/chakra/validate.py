@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from chakra import io
-from chakra.attrs import WELL_KNOWN, canonical_member_problem, flag_value, get_attr
+from chakra.attrs import WELL_KNOWN, canonical_member_problem, flag_value, get_attr, int_value
 from chakra.errors import AttrKindError, ChakraFormatError
-from chakra.graph import find_cycle, roots, topological_order
-from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
+from chakra.graph import GraphBuilder, TraceGraph, find_cycle, roots, topological_order
+from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import Trace, TraceSet, comm_groups_beside, rank_of
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -181,30 +181,76 @@ def validate_trace(
     ``rank`` defaults to the rank in the file name; ``comm_groups`` (group id -> ranks) lets the
     ASTRA-sim checks know which ``pg_name`` values are defined besides METADATA nodes.
     """
+    return validate_nodes(
+        trace.metadata,
+        trace.nodes,
+        path=trace.path,
+        target=target,
+        rank=rank,
+        comm_groups=comm_groups,
+        limit_per_code=limit_per_code,
+    )
+
+
+def validate_nodes(
+    metadata: GlobalMetadata,
+    nodes: Iterable[Node],
+    *,
+    path: str | Path | None = None,
+    target: str | None = None,
+    rank: int | None = None,
+    comm_groups: dict[int, list[int]] | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """:func:`validate_trace` over any iterable of nodes, e.g. a streaming :class:`chakra.io.EtReader`:
+    the nodes are checked as they come and not kept (memory: the graph arrays only)."""
+    return _validate_rank(metadata, nodes, path, target, rank, comm_groups, limit_per_code)[0]
+
+
+def _validate_rank(
+    metadata: GlobalMetadata,
+    nodes: Iterable[Node],
+    path: str | Path | None,
+    target: str | None,
+    rank: int | None,
+    comm_groups: dict[int, list[int]] | None,
+    limit_per_code: int | None,
+) -> tuple[list[Finding], _RankSummary]:
+    """Findings of one rank and what the cross-rank checks need from it."""
     if target is not None and target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    if rank is None:
-        rank = trace.rank
+    if rank is None and path is not None:
+        rank = rank_of(path)
     out = _Collector(rank, limit_per_code)
     astra = target == "astra-sim"
-    _check_metadata(trace, out)
-    _check_structure(trace, out, astra)
+    builder = GraphBuilder()
+    summary = _RankSummary()
     groups_defined = set(comm_groups or {})
-    pg_names_used = _check_nodes(trace, out, astra, rank, groups_defined)
+    pg_used = _check_nodes(nodes, builder, out, astra, rank, groups_defined, summary)
+    graph = builder.build()
+    _check_metadata(metadata, graph.num_nodes, out)
+    order = _check_structure(graph, out, astra)
+    summary.order_collectives(order, graph.num_nodes)
     if astra:
-        _check_astra_file(trace, out)
-        for pg in sorted(pg_names_used - groups_defined - {0}):
+        if path is not None and io.compression_for(path) is not None:
+            out.add(
+                ERROR,
+                "astra-compressed",
+                "ASTRA-sim reads plain files only; this one is compressed",
+                hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)",
+            )
+        for pg in sorted(pg_used - groups_defined):
             out.add(
                 ERROR,
                 "astra-unknown-group",
                 f"pg_name {pg} is used but no communicator group {pg} is defined",
                 hint='write PREFIX.comm_groups.json ({"1": [ranks...]}) or a METADATA process-group node',
             )
-    return out.result()
+    return out.result(), summary
 
 
-def _check_metadata(trace: Trace, out: _Collector) -> None:
-    if trace.metadata.ByteSize() == 0:
+def _check_metadata(metadata: GlobalMetadata, num_nodes: int, out: _Collector) -> None:
+    if metadata.ByteSize() == 0:
         out.add(
             WARNING,
             "empty-metadata",
@@ -212,12 +258,13 @@ def _check_metadata(trace: Trace, out: _Collector) -> None:
             "which the upstream Python reader takes for end of file (hiding every node)",
             hint="set GlobalMetadata.version (chakra-et's writer does this)",
         )
-    if not trace.nodes:
+    if not num_nodes:
         out.add(WARNING, "no-nodes", "the file has no nodes")
 
 
-def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
-    graph = trace.graph()
+def _check_structure(graph: TraceGraph, out: _Collector, astra: bool) -> np.ndarray:
+    """Duplicate ids, missing deps, cycles, unreachable nodes; returns the topological order
+    (ASTRA-sim's: ties broken by id) of the nodes that can run."""
     for node_id in graph.duplicate_ids:
         out.add(
             ERROR,
@@ -238,8 +285,8 @@ def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
     if not graph.num_nodes:
         if astra:
             out.add(ERROR, "astra-no-root", "no nodes: ASTRA-sim aborts with 'No dependancy free nodes found'")
-        return
-    order = topological_order(graph)
+        return np.zeros(0, dtype=np.int64)
+    order = topological_order(graph, tie_break="id")
     if len(order) < graph.num_nodes:
         placed = np.zeros(graph.num_nodes, dtype=bool)
         placed[order] = True
@@ -273,14 +320,26 @@ def _check_structure(trace: Trace, out: _Collector, astra: bool) -> None:
             "no node without dependencies: ASTRA-sim aborts with "
             "'No dependancy free nodes found, there might be deadlocks'",
         )
+    return order
 
 
-def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, groups_defined: set[int]) -> set[int]:
-    """Per-node attribute checks; returns the numeric pg_name values used by collectives."""
+def _check_nodes(
+    nodes: Iterable[Node],
+    builder: GraphBuilder,
+    out: _Collector,
+    astra: bool,
+    rank: int | None,
+    groups_defined: set[int],
+    summary: _RankSummary,
+) -> set[int]:
+    """Per-node checks in one streaming pass, which also feeds ``builder`` and the cross-rank
+    ``summary``; returns the group ids that collectives use."""
     pg_used: set[int] = set()
     overlap_breakers = 0
     repeated_here: set[str] = set()
-    for node in trace.nodes:
+    add = builder.add
+    for node in nodes:
+        pos = add(node)
         node_id = node.id
         ntype = node.type
         if node_id == 0 and ntype == INVALID and not node.name and node.ByteSize() == 0:
@@ -347,10 +406,13 @@ def _check_nodes(trace: Trace, out: _Collector, astra: bool, rank: int | None, g
                 )
         if ntype == COLL:
             _check_collective(node, attrs, out, astra, pg_used)
+            summary.note_collective(pos, attrs)
         elif ntype in (SEND, RECV):
             _check_p2p(node, attrs, out, astra, rank)
+            if rank is not None:
+                summary.note_p2p(ntype == SEND, rank, attrs)
         elif ntype == METADATA:
-            _check_metadata_node(node, out, astra, groups_defined)
+            summary.groups.update(_check_metadata_node(node, out, astra, groups_defined))
         elif ntype in MEM_TYPES and astra and "tensor_size" not in attrs:
             out.add(
                 ERROR,
@@ -462,10 +524,11 @@ def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, as
         )
 
 
-def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_defined: set[int]) -> None:
+def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_defined: set[int]) -> dict[int, list[int]]:
+    """Checks a METADATA node's process groups; returns them (group id -> ranks)."""
     values = node.inputs.values
     if not values:
-        return
+        return {}
     try:
         groups = parse_process_groups(values)
     except (ValueError, json.JSONDecodeError) as exc:
@@ -477,7 +540,7 @@ def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_define
             hint='keep the Python [\'...\'] wrapper around a JSON list of {"pg_name": "<int>", "ranks": [...]} '
             "byte-exact; ASTRA-sim drops the groups otherwise",
         )
-        return
+        return {}
     groups_defined.update(groups)
     if astra:
         out.add(
@@ -488,16 +551,7 @@ def _check_metadata_node(node: Node, out: _Collector, astra: bool, groups_define
             node.id,
             hint="use a release build, or move the groups to a comm groups file",
         )
-
-
-def _check_astra_file(trace: Trace, out: _Collector) -> None:
-    if trace.path is not None and io.compression_for(trace.path) is not None:
-        out.add(
-            ERROR,
-            "astra-compressed",
-            "ASTRA-sim reads plain files only; this one is compressed",
-            hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)",
-        )
+    return groups
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,18 +565,33 @@ def validate_file(
     comm_groups: dict[int, list[int]] | None = None,
     limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
 ) -> list[Finding]:
-    """Load and check one file; a file that does not parse is one ``format`` error finding.
+    """Check one file, streaming it; a file that does not parse is one ``format`` error finding.
 
     Without ``comm_groups``, the workload's ``PREFIX.comm_groups.json`` beside a ``PREFIX.{rank}.et``
     file is used when it exists.
     """
     if comm_groups is None:
         comm_groups = comm_groups_beside(path)
+    findings, _ = _validate_file(path, target, rank_of(path), comm_groups, limit_per_code)
+    return findings
+
+
+def _validate_file(
+    path: str | Path,
+    target: str | None,
+    rank: int | None,
+    comm_groups: dict[int, list[int]] | None,
+    limit_per_code: int | None,
+) -> tuple[list[Finding], _RankSummary | None]:
     try:
-        trace = Trace.load(path)
+        with io.EtReader(path) as reader:
+            return _validate_rank(reader.metadata, reader, path, target, rank, comm_groups, limit_per_code)
     except ChakraFormatError as exc:
-        return [Finding(ERROR, "format", exc.message, None, exc.hint, rank_of(path))]
-    return validate_trace(trace, target=target, comm_groups=comm_groups, limit_per_code=limit_per_code)
+        where = ""
+        if exc.offset is not None:
+            record = f"node #{exc.node_index}" if exc.node_index is not None else "GlobalMetadata record"
+            where = f" (byte {exc.offset}, {record})"
+        return [Finding(ERROR, "format", exc.message + where, None, exc.hint, rank)], None
 
 
 #: Label of the default communicator (all ranks) in cross-rank findings.
@@ -544,58 +613,52 @@ class _RankSummary:
 
     sends: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)  # (src, dst, tag, size)
     recvs: Counter[tuple[int, int, int, int]] = field(default_factory=Counter)
-    # group label -> (comm_type, comm_size) in issue order
+    # group label -> (comm_type, comm_size) in issue order, filled by order_collectives()
     collectives: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
     groups: dict[int, list[int]] = field(default_factory=dict)  # defined by METADATA nodes
+    _seen: list[tuple[int, str, int, int]] = field(default_factory=list)  # (position, label, type, size)
 
+    def note_collective(self, pos: int, attrs: dict[str, AttributeProto]) -> None:
+        comm_type = int_value(attrs["comm_type"]) if "comm_type" in attrs else None
+        size = int_value(attrs["comm_size"]) if "comm_size" in attrs else None
+        if comm_type is None or size is None:
+            return  # reported by the per-rank checks
+        pg = attrs.get("pg_name")
+        label = _group_label(pg.string_val if pg is not None and pg.WhichOneof("value") == "string_val" else "")
+        self._seen.append((pos, label, comm_type, size))
 
-def _summarize(trace: Trace, rank: int) -> _RankSummary:
-    """Point-to-point transfers and collectives of one rank. Collectives are listed in the order
-    ASTRA-sim issues them: dependency order, ties broken by ascending node id."""
-    summary = _RankSummary()
-    for pos in topological_order(trace.graph(), tie_break="id").tolist():
-        node = trace.nodes[pos]
-        ntype = node.type
-        try:
-            if ntype in (SEND, RECV):
-                size = get_attr(node, "comm_size")
-                tag = get_attr(node, "comm_tag", 0)
-                peer = get_attr(node, "comm_dst" if ntype == SEND else "comm_src")
-                if peer is None or size is None:
-                    continue
-                if ntype == SEND:
-                    summary.sends[(rank, int(peer), int(tag), int(size))] += 1
-                else:
-                    summary.recvs[(int(peer), rank, int(tag), int(size))] += 1
-            elif ntype == COLL:
-                comm_type = get_attr(node, "comm_type")
-                size = get_attr(node, "comm_size")
-                if comm_type is not None and size is not None:
-                    label = _group_label(get_attr(node, "pg_name", ""))
-                    summary.collectives[label].append((int(comm_type), int(size)))
-            elif ntype == METADATA and node.inputs.values:
-                summary.groups.update(parse_process_groups(node.inputs.values))
-        except (AttrKindError, ValueError):
-            continue  # reported by the per-rank checks
-    return summary
+    def note_p2p(self, is_send: bool, rank: int, attrs: dict[str, AttributeProto]) -> None:
+        peer_attr = attrs.get("comm_dst" if is_send else "comm_src")
+        size = int_value(attrs["comm_size"]) if "comm_size" in attrs else None
+        peer = int_value(peer_attr) if peer_attr is not None else None
+        tag = int_value(attrs["comm_tag"]) if "comm_tag" in attrs else 0
+        if peer is None or size is None or tag is None:
+            return
+        if is_send:
+            self.sends[(rank, peer, tag, size)] += 1
+        else:
+            self.recvs[(peer, rank, tag, size)] += 1
+
+    def order_collectives(self, order: np.ndarray, num_nodes: int) -> None:
+        """Sort the collectives seen into issue order (``order``: topological, ties by id);
+        nodes that can never run (behind a cycle) go last."""
+        issue_rank = np.full(num_nodes, num_nodes, dtype=np.int64)
+        issue_rank[order] = np.arange(len(order))
+        for _, label, comm_type, size in sorted(self._seen, key=lambda c: (issue_rank[c[0]], c[0])):
+            self.collectives[label].append((comm_type, size))
+        self._seen = []
 
 
 def iter_validate_set(
     workload: TraceSet, *, target: str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
 ) -> Iterator[tuple[int | None, list[Finding]]]:
     """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
-    and holds the cross-rank findings. Only one rank's trace is in memory at a time."""
+    and holds the cross-rank findings. Each rank is streamed: no trace is held in memory."""
     summaries: dict[int, _RankSummary] = {}
     for rank, path in workload.ranks.items():
-        try:
-            trace = Trace.load(path)
-        except ChakraFormatError as exc:
-            yield rank, [Finding(ERROR, "format", exc.message, None, exc.hint, rank)]
-            continue
-        findings = validate_trace(
-            trace, target=target, rank=rank, comm_groups=workload.comm_groups, limit_per_code=limit_per_code
-        )
-        summaries[rank] = _summarize(trace, rank)
+        findings, summary = _validate_file(path, target, rank, workload.comm_groups, limit_per_code)
+        if summary is not None:
+            summaries[rank] = summary
         yield rank, findings
     yield None, _cross_rank_findings(workload, summaries, target, limit_per_code)
 
