@@ -24,6 +24,7 @@ test: $(STAMP) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts examples
+	$(BIN)/mypy
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py

@@ -46,7 +46,7 @@ def build_rank(rank: int) -> Trace:
 
     def add(name: str, node_type: int, deps: list[int], dur_us: int = 0, **attrs: object) -> int:
         nonlocal next_id
-        node = Node(id=next_id, name=name, type=node_type, duration_micros=dur_us)
+        node = Node(id=next_id, name=name, type=node_type, duration_micros=dur_us)  # type: ignore[arg-type]  # enum values are ints
         node.data_deps.extend(deps)
         for key, value in attrs.items():
             set_attr(node, key, value)

@@ -6,7 +6,9 @@ the class they care about. Nothing here imports any other part of the package.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
+PathLike = str | os.PathLike[str]
 
 
 class ChakraError(Exception):
@@ -15,9 +17,9 @@ class ChakraError(Exception):
     ``path`` is the file involved (if any), ``hint`` a short suggestion how to fix the input.
     """
 
-    def __init__(self, message: str, *, path: str | Path | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, path: PathLike | None = None, hint: str | None = None):
         self.message = message
-        self.path = str(path) if path is not None else None
+        self.path = os.fspath(path) if path is not None else None
         self.hint = hint
         super().__init__(self.__str__())
 
@@ -38,7 +40,7 @@ class ChakraFormatError(ChakraError):
         self,
         message: str,
         *,
-        path: str | Path | None = None,
+        path: PathLike | None = None,
         offset: int | None = None,
         node_index: int | None = None,
         hint: str | None = None,

@@ -328,8 +328,9 @@ _TO_DICT: dict[type, Callable[[Any], dict[str, Any]]] = {
     IOInfo: _io_to_dict,
 }
 for _list_member in _LIST_MEMBERS:
-    _list_field = AttributeProto.DESCRIPTOR.fields_by_name[_list_member]
-    _TO_DICT[getattr(pb, _list_field.message_type.name)] = _ATTR_OUT[_list_member][1]  # type: ignore[assignment]
+    _list_type = AttributeProto.DESCRIPTOR.fields_by_name[_list_member].message_type
+    assert _list_type is not None  # every *_list member is a message field
+    _TO_DICT[getattr(pb, _list_type.name)] = _ATTR_OUT[_list_member][1]  # type: ignore[assignment]
 
 
 def message_to_dict(msg: Message) -> dict[str, Any]:

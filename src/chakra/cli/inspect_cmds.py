@@ -158,23 +158,23 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
     stdout.print(table)
 
 
-def _targets_of(inputs: list[Path]) -> list[tuple[str, object]]:
+def _targets_of(inputs: list[Path]) -> list[Path | TraceSet]:
     """Each input is a file (checked alone) or a workload prefix/directory (checked across ranks)."""
-    out: list[tuple[str, object]] = []
+    out: list[Path | TraceSet] = []
     for item in inputs:
         if item.is_file():
-            out.append(("file", item))
-        else:
-            try:
-                out.append(("set", TraceSet.discover(item)))
-            except ChakraInputError:
-                if not item.exists():
-                    raise ChakraInputError(
-                        "no such file, workload prefix or directory",
-                        path=item,
-                        hint="pass .et files, a PREFIX of PREFIX.{rank}.et, or their directory",
-                    ) from None
-                raise
+            out.append(item)
+            continue
+        try:
+            out.append(TraceSet.discover(item))
+        except ChakraInputError:
+            if not item.exists():
+                raise ChakraInputError(
+                    "no such file, workload prefix or directory",
+                    path=item,
+                    hint="pass .et files, a PREFIX of PREFIX.{rank}.et, or their directory",
+                ) from None
+            raise
     return out
 
 
@@ -202,17 +202,16 @@ def validate(
     limit = max_per_code or None
     results: list[tuple[str, list[Finding]]] = []
     work = _targets_of(inputs)
-    total = sum(1 if kind == "file" else len(obj) + 1 for kind, obj in work)  # type: ignore[arg-type]
+    total = sum(len(item) + 1 if isinstance(item, TraceSet) else 1 for item in work)
     with _progress() as progress:
         task = progress.add_task("validating", total=total)
-        for kind, obj in work:
-            if kind == "file":
-                results.append((str(obj), validate_file(obj, target=target, limit_per_code=limit)))  # type: ignore[arg-type]
+        for item in work:
+            if isinstance(item, Path):
+                results.append((str(item), validate_file(item, target=target, limit_per_code=limit)))
                 progress.advance(task)
                 continue
-            workload: TraceSet = obj  # type: ignore[assignment]
-            for rank, findings in iter_validate_set(workload, target=target, limit_per_code=limit):
-                name = str(workload.ranks[rank]) if rank is not None else f"{workload.prefix} (across ranks)"
+            for rank, findings in iter_validate_set(item, target=target, limit_per_code=limit):
+                name = str(item.ranks[rank]) if rank is not None else f"{item.prefix} (across ranks)"
                 results.append((name, findings))
                 progress.advance(task)
     failed = any(count_by_severity(f)[ERROR] for _, f in results)
