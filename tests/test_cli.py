@@ -159,3 +159,9 @@ def test_info_prints_metadata_names_literally_not_as_markup(tmp_path: Path):
     result = run("info", str(tmp_path / "w.0.et"))
     assert result.returncode == 0, result.stderr
     assert "metadata.[/]oops" in result.stdout and "[bold]x" in result.stdout
+
+
+def test_info_takes_a_workload_prefix(demo: Path):
+    result = run("info", str(demo), "--json")
+    assert result.returncode == 0, result.stderr
+    assert [s["rank"] for s in json.loads(result.stdout)] == [0, 1, 2, 3]

@@ -590,3 +590,8 @@ def test_a_writer_that_fails_to_start_leaves_no_temp_file(tmp_path):
     with pytest.raises(AttributeError):
         io.EtWriter(tmp_path / "w.0.et", metadata={"version": "1"})  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stream_yields_the_nodes_of_a_file(tmp_path):
+    path = write_et(tmp_path / "w.0.et", chain(4))
+    assert [n.id for n in io.stream(path)] == [0, 1, 2, 3]

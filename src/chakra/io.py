@@ -13,6 +13,7 @@ That moves the per-node work into C and keeps the nodes in one arena per buffer.
 Examples:
     >>> from chakra import io
     >>> metadata, nodes = io.read("workload.0.et")          # doctest: +SKIP
+    >>> for node in io.stream("workload.0.et"): ...          # doctest: +SKIP
     >>> with io.EtReader("workload.0.et") as reader:         # doctest: +SKIP
     ...     for node in reader: ...
     >>> with io.EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
@@ -463,6 +464,13 @@ def read(path: PathLike) -> tuple[GlobalMetadata, list[Node]]:
         for batch in reader.batches():
             nodes.extend(batch)
         return reader.metadata, nodes
+
+
+def stream(path: PathLike) -> Iterator[Node]:
+    """The nodes of ``path`` one at a time, in constant memory (use :class:`EtReader` to also get
+    the metadata, or :func:`read_metadata`)."""
+    with EtReader(path) as reader:
+        yield from reader
 
 
 def read_metadata(path: PathLike) -> GlobalMetadata:

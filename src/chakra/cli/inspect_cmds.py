@@ -105,13 +105,14 @@ def _render_summary(s: TraceSummary) -> None:
 
 @app.command()
 def info(
-    files: list[Path] = typer.Argument(..., help="One or more .et files (plain, .gz or .zst)."),
+    inputs: list[Path] = typer.Argument(..., help=".et files (plain, .gz or .zst), or a workload PREFIX or directory."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Show what a trace holds: node and collective counts, bytes, time span, attribute coverage.
 
     Example: chakra info llama.0.et llama.1.et --json
     """
+    files = [p for item in _targets_of(inputs) for p in (item.ranks.values() if isinstance(item, TraceSet) else [item])]
     summaries = []
     with _progress() as progress:
         task = progress.add_task("reading", total=len(files))
