@@ -1,0 +1,385 @@
+"""Load PyTorch host execution traces ("host ET", ``ExecutionTraceObserver`` JSON) of every schema.
+
+Both node layouts (``reference/pytorch-traces.md`` §1.3-1.4) are read into one form,
+:class:`HostNode`: the flat ``1.0.1`` layout (``parent``, ``input_shapes``, ... and attributes as
+top-level keys) and the grouped Chakra layout (``1.0.2-chakra.0.0.4`` through
+``1.1.1-chakra.1.0.0``: ``ctrl_deps``, ``inputs``/``outputs`` objects, typed ``attrs`` list). The
+layout is recognised by the fields present, not by the version string, which does not reliably say
+what a file holds. Plain and gzip files are accepted. A file cut short by a process that died before
+the observer finalised it (ends after a node and a comma) is repaired and the repair reported.
+
+Speed and memory: the JSON is decoded by msgspec into typed structs, with the bulky operator
+``inputs``/``outputs`` lists kept as raw JSON until asked for (:class:`IOLists`). Measured on a
+94 MB, 115k-node trace: 0.58 s (199k nodes/s) and 380 MB peak including the file's bytes, against
+4.6 s and 860 MB on top of the bytes for ``orjson.loads`` into dicts.
+
+Example:
+    >>> trace = load_host_trace("traces/host.0.json")      # doctest: +SKIP
+    >>> trace.schema, len(trace.nodes), trace.process_groups()
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import re
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from chakra.errors import ChakraFormatError, ChakraInputError
+
+PathLike = str | Path
+
+#: Attributes every node of either layout carries, with the value a missing one means.
+CORE_ATTRS: dict[str, Any] = {
+    "rf_id": 0,
+    "fw_parent": 0,
+    "seq_id": -1,
+    "scope": 0,
+    "tid": 0,
+    "fw_tid": 0,
+    "op_schema": "",
+}
+
+#: Names of the process-group record and of the roots the observer writes (§1.9, §1.10).
+PROCESS_GROUP_NODE = "## process_group:init ##"
+THREAD_ROOT_NAMES = ("[pytorch|profiler|execution_trace|thread]", "[pytorch|profiler|execution_graph|thread]")
+PROCESS_ROOT_NAMES = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_graph|process]")
+
+#: Schema strings seen in the wild (§1.2); others are read by field presence and reported.
+KNOWN_SCHEMAS = (
+    "1.0.1",
+    "1.0.2-chakra.0.0.4",
+    "1.0.3-chakra.0.0.4",
+    "1.0.4-chakra.0.0.4",
+    "1.1.0-chakra.0.0.4",
+    "1.1.1-chakra.0.0.4",
+    "1.1.1-chakra.1.0.0",
+)
+
+_EMPTY_LIST = msgspec.Raw(b"[]")
+_decode_any = msgspec.json.Decoder().decode
+
+
+class _Attr(msgspec.Struct, gc=False):
+    name: str
+    value: Any = None
+    type: str = ""
+
+
+class _IO(msgspec.Struct, gc=False):
+    values: msgspec.Raw = _EMPTY_LIST
+    shapes: msgspec.Raw = _EMPTY_LIST
+    types: msgspec.Raw = _EMPTY_LIST
+    strides: msgspec.Raw | None = None
+
+
+class _GroupedNode(msgspec.Struct, gc=False):
+    """A node of the grouped (Chakra) layout as it is on disk."""
+
+    id: int
+    name: str = ""
+    ctrl_deps: int = 0
+    inputs: _IO | None = None
+    outputs: _IO | None = None
+    attrs: list[_Attr] = msgspec.field(default_factory=list)
+
+
+class _FlatNode(msgspec.Struct, gc=False):
+    """A node of the flat ``1.0.1`` layout as it is on disk."""
+
+    id: int
+    name: str = ""
+    parent: int = 0
+    inputs: msgspec.Raw = _EMPTY_LIST
+    input_shapes: msgspec.Raw = _EMPTY_LIST
+    input_types: msgspec.Raw = _EMPTY_LIST
+    outputs: msgspec.Raw = _EMPTY_LIST
+    output_shapes: msgspec.Raw = _EMPTY_LIST
+    output_types: msgspec.Raw = _EMPTY_LIST
+    rf_id: int = 0
+    fw_parent: int = 0
+    seq_id: int = -1
+    scope: int = 0
+    tid: int = 0
+    fw_tid: int = 0
+    op_schema: str = ""
+
+
+class _GroupedTrace(msgspec.Struct):
+    nodes: list[_GroupedNode]
+    schema: str = ""
+    pid: int | None = None
+    time: str | None = None
+    start_ts: int | None = None
+    finish_ts: int | None = None
+
+
+class _FlatTrace(msgspec.Struct):
+    nodes: list[_FlatNode]
+    schema: str = ""
+    pid: int | None = None
+    time: str | None = None
+    start_ts: int | None = None
+    finish_ts: int | None = None
+
+
+class IOLists(msgspec.Struct, gc=False):
+    """An operator's inputs or outputs: ``values``, ``shapes``, ``types`` (and ``strides`` from
+    schema 1.1.1), kept as raw JSON and decoded on first use by the methods of the same name."""
+
+    raw_values: msgspec.Raw = _EMPTY_LIST
+    raw_shapes: msgspec.Raw = _EMPTY_LIST
+    raw_types: msgspec.Raw = _EMPTY_LIST
+    raw_strides: msgspec.Raw | None = None
+
+    def values(self) -> list[Any]:
+        return _decode_any(self.raw_values)
+
+    def shapes(self) -> list[Any]:
+        return _decode_any(self.raw_shapes)
+
+    def types(self) -> list[str]:
+        return _decode_any(self.raw_types)
+
+    def strides(self) -> list[Any] | None:
+        return None if self.raw_strides is None else _decode_any(self.raw_strides)
+
+
+class HostNode(msgspec.Struct, gc=False):
+    """One host operator, the same whatever the file's layout.
+
+    ``parent`` is the call-stack parent (``ctrl_deps`` or ``parent`` on disk); ``attrs`` holds
+    every attribute beyond the core ones (collective metadata, ``kernel_backend``, ...).
+    """
+
+    id: int
+    name: str
+    parent: int
+    rf_id: int
+    tid: int
+    fw_parent: int
+    seq_id: int
+    scope: int
+    fw_tid: int
+    op_schema: str
+    inputs: IOLists
+    outputs: IOLists
+    attrs: dict[str, Any]
+
+
+@dataclass
+class HostTrace:
+    """A host execution trace: header fields and nodes in file order (post-order, see §1.9).
+
+    ``start_ts``/``finish_ts`` are steady-clock milliseconds (not comparable with Kineto times).
+    ``layout`` is ``"flat"`` or ``"grouped"``; ``notes`` says what was unusual (an unknown schema
+    string, a repaired truncated file).
+    """
+
+    path: Path | None
+    schema: str
+    layout: str
+    nodes: list[HostNode]
+    pid: int | None = None
+    time: str | None = None
+    start_ts: int | None = None
+    finish_ts: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def process_groups(self) -> list[dict[str, Any]]:
+        """The groups of the ``## process_group:init ##`` record (``[]`` when there is none)."""
+        for node in self.nodes:
+            if node.name == PROCESS_GROUP_NODE:
+                values = node.inputs.values()
+                if values and isinstance(values[0], str):
+                    groups = _decode_any(values[0].encode())
+                    return groups if isinstance(groups, list) else []
+        return []
+
+    def by_id(self) -> dict[int, HostNode]:
+        return {node.id: node for node in self.nodes}
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic objects are built: it would
+    otherwise rescan them again and again (3x the decoding time, measured)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ChakraInputError("no such file", path=path, hint="check the path") from None
+    except IsADirectoryError:
+        raise ChakraInputError("is a directory, not a host trace", path=path) from None
+    except OSError as exc:
+        raise ChakraInputError(f"cannot read: {exc.strerror}", path=path) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the gzip file is corrupt") from None
+    return data
+
+
+#: The tail of a host trace whose process died before the observer finalised it: the last node's
+#: closing brace, maybe a comma and white space, and nothing after (§1.1).
+_UNFINISHED_TAIL = re.compile(rb"\}\s*,?\s*$")
+
+
+def _repair_unfinished(data: bytes) -> bytes | None:
+    """Close the node list and the object of a trace cut after a complete node, else ``None``."""
+    if b'"nodes"' not in data[:4096] or not _UNFINISHED_TAIL.search(data[-64:]):
+        return None
+    return data.rstrip().rstrip(b",") + b"]}"
+
+
+def _line_col(data: bytes, pos: int) -> str:
+    line = data.count(b"\n", 0, pos) + 1
+    col = pos - (data.rfind(b"\n", 0, pos) + 1) + 1
+    return f"line {line}, column {col}"
+
+
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    "grouped": msgspec.json.Decoder(_GroupedTrace),
+    "flat": msgspec.json.Decoder(_FlatTrace),
+}
+_BYTE_POS = re.compile(r"byte (\d+)")
+
+#: Keys that only the grouped layout has; looked for in the first node (the layouts never mix).
+_GROUPED_KEYS = re.compile(rb'"(?:ctrl_deps|attrs)"\s*:')
+_LAYOUT_SNIFF_BYTES = 1 << 16
+
+
+def _layout_of(data: bytes) -> str:
+    """``"grouped"`` or ``"flat"``, from the keys of the first node."""
+    start = data.find(b'"nodes"')
+    head = data[start : start + _LAYOUT_SNIFF_BYTES] if start >= 0 else data[:_LAYOUT_SNIFF_BYTES]
+    return "grouped" if _GROUPED_KEYS.search(head) else "flat"
+
+
+def _decode(data: bytes, layout: str, path: Path | None) -> tuple[Any, list[str]]:
+    notes: list[str] = []
+    decoder = _DECODERS[layout]
+    try:
+        return decoder.decode(data), notes
+    except msgspec.DecodeError as exc:
+        first_error = exc
+    if data.lstrip()[:1] == b"{" and b'"traceEvents"' in data[: 1 << 16] and b'"nodes"' not in data[: 1 << 16]:
+        raise ChakraFormatError(
+            "this is a Kineto (device) trace, not a host execution trace",
+            path=path,
+            hint="pass it as the device trace",
+        )
+    repaired = _repair_unfinished(data)
+    if repaired is not None:
+        try:
+            trace = decoder.decode(repaired)
+        except msgspec.DecodeError:
+            pass
+        else:
+            notes.append(
+                "the file was not finalised (the observer was never unregistered); closed it after its "
+                "last complete node: the process root node and finish_ts are missing"
+            )
+            return trace, notes
+    message = str(first_error)
+    match = _BYTE_POS.search(message)
+    where = f" ({_line_col(data, int(match.group(1)))})" if match else ""
+    raise ChakraFormatError(
+        f"not a host execution trace: {message}{where}",
+        path=path,
+        hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",
+    )
+
+
+def _io_lists(io: _IO | None) -> IOLists:
+    if io is None:
+        return IOLists()
+    return IOLists(io.values, io.shapes, io.types, io.strides)
+
+
+def _from_grouped(raw: _GroupedNode) -> HostNode:
+    core = dict(CORE_ATTRS)
+    extra: dict[str, Any] = {}
+    for attr in raw.attrs:
+        if attr.name in core:
+            core[attr.name] = attr.value
+        else:
+            extra[attr.name] = attr.value
+    return HostNode(
+        id=raw.id,
+        name=raw.name,
+        parent=raw.ctrl_deps,
+        rf_id=core["rf_id"],
+        tid=core["tid"],
+        fw_parent=core["fw_parent"],
+        seq_id=core["seq_id"],
+        scope=core["scope"],
+        fw_tid=core["fw_tid"],
+        op_schema=core["op_schema"],
+        inputs=_io_lists(raw.inputs),
+        outputs=_io_lists(raw.outputs),
+        attrs=extra,
+    )
+
+
+def _from_flat(raw: _FlatNode) -> HostNode:
+    return HostNode(
+        id=raw.id,
+        name=raw.name,
+        parent=raw.parent,
+        rf_id=raw.rf_id,
+        tid=raw.tid,
+        fw_parent=raw.fw_parent,
+        seq_id=raw.seq_id,
+        scope=raw.scope,
+        fw_tid=raw.fw_tid,
+        op_schema=raw.op_schema,
+        inputs=IOLists(raw.inputs, raw.input_shapes, raw.input_types),
+        outputs=IOLists(raw.outputs, raw.output_shapes, raw.output_types),
+        attrs={},
+    )
+
+
+def load_host_trace(path: PathLike) -> HostTrace:
+    """Read a host execution trace (plain or gzip JSON), either layout, repairing an unfinished file.
+
+    Raises :class:`ChakraFormatError` (with line and column) for files that are not host traces and
+    :class:`ChakraInputError` for files that cannot be read.
+    """
+    path = Path(path)
+    data = _read_bytes(path)
+    layout = _layout_of(data)
+    with _gc_paused():
+        raw, notes = _decode(data, layout, path)
+        convert = _from_grouped if layout == "grouped" else _from_flat
+        nodes = [convert(n) for n in raw.nodes]
+    if raw.schema not in KNOWN_SCHEMAS:
+        notes.append(f"schema {raw.schema!r} is not one this tool was tested with; read by its fields")
+    return HostTrace(
+        path=path,
+        schema=raw.schema,
+        layout=layout,
+        nodes=nodes,
+        pid=raw.pid,
+        time=raw.time,
+        start_ts=raw.start_ts,
+        finish_ts=raw.finish_ts,
+        notes=notes,
+    )

@@ -1,0 +1,114 @@
+"""chakra.pytorch.host: host execution traces of every schema, read into one form."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_shared
+
+from chakra.errors import ChakraFormatError, ChakraInputError
+from chakra.pytorch.host import PROCESS_ROOT_NAMES, load_host_trace
+
+#: Every host trace in ../shared/data: (path, schema, layout, node count).
+SHARED_HOST_TRACES = [
+    ("param/linear_et.json.gz", "1.0.1", "flat", 931),
+    ("hta/benchmark_simple_add_et.json.gz", "1.0.1", "flat", 38),
+    ("upstream-chakra/1.0.2-chakra.0.0.4.json", "1.0.2-chakra.0.0.4", "grouped", 263),
+    ("param/resnet_1gpu_et.json.gz", "1.0.3-chakra.0.0.4", "grouped", 14391),
+    ("param/resnet_2gpu_et.json.gz", "1.1.0-chakra.0.0.4", "grouped", 14392),
+]
+
+
+@pytest.mark.parametrize(("relpath", "schema", "layout", "count"), SHARED_HOST_TRACES)
+def test_every_shared_host_trace_loads_with_its_schema_and_layout(relpath, schema, layout, count):
+    trace = load_host_trace(require_shared(relpath))
+    assert (trace.schema, trace.layout, len(trace.nodes), trace.notes) == (schema, layout, count, [])
+
+
+@pytest.mark.parametrize(("relpath", "schema", "layout", "count"), SHARED_HOST_TRACES)
+def test_both_layouts_give_the_same_node_fields(relpath, schema, layout, count):
+    trace = load_host_trace(require_shared(relpath))
+    ids = {n.id for n in trace.nodes}
+    process_root = next(n for n in trace.nodes if n.name in PROCESS_ROOT_NAMES)
+    assert process_root.id == 1
+    assert all(n.parent in ids for n in trace.nodes)  # every call-stack parent is in the file
+    assert any(n.rf_id > 0 for n in trace.nodes) and any(n.tid > 0 for n in trace.nodes)
+
+
+def test_flat_layout_maps_parent_and_positional_lists():
+    trace = load_host_trace(require_shared("param/linear_et.json.gz"))
+    addmm = next(n for n in trace.nodes if n.name == "aten::addmm")
+    assert addmm.parent == 9 and addmm.op_schema.startswith("aten::addmm(")
+    assert addmm.inputs.types()[:3] == ["Tensor(float)"] * 3
+    assert addmm.inputs.shapes()[1] == [512, 1024]
+    assert addmm.inputs.values()[1] == [3, 4, 0, 524288, 4, "cuda:0"]
+
+
+def test_grouped_layout_keeps_collective_attributes():
+    trace = load_host_trace(require_shared("param/resnet_2gpu_et.json.gz"))
+    comm = next(n for n in trace.nodes if n.name == "record_param_comms")
+    assert comm.attrs["collective_name"] == "broadcast"
+    assert comm.attrs["in_msg_nelems"] == 53120 and comm.attrs["pg_name"] == "0"
+    assert "rf_id" not in comm.attrs  # core attributes are fields
+
+
+def test_process_groups_come_from_the_process_group_record():
+    trace = load_host_trace(require_shared("param/resnet_2gpu_et.json.gz"))
+    assert trace.process_groups() == [
+        {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cuda:nccl",
+            "ranks": [],
+            "group_size": 2,
+            "group_count": 1,
+        }
+    ]
+
+
+def test_a_trace_the_observer_never_finalised_is_repaired_and_says_so(tmp_path: Path):
+    text = require_shared("upstream-chakra/1.0.2-chakra.0.0.4.json").read_text()
+    document = json.loads(text)
+    nodes = document.pop("nodes")[:10]
+    head = json.dumps(document)[:-1] + ', "nodes": ['
+    path = tmp_path / "host.0.json"
+    path.write_text(head + ",\n".join(json.dumps(n) for n in nodes) + ",\n")
+
+    trace = load_host_trace(path)
+
+    assert len(trace.nodes) == 10
+    assert "not finalised" in trace.notes[0]
+
+
+def test_gzip_and_plain_files_read_the_same(tmp_path: Path):
+    plain = require_shared("upstream-chakra/1.0.2-chakra.0.0.4.json")
+    packed = tmp_path / "host.0.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert load_host_trace(packed).nodes == load_host_trace(plain).nodes
+
+
+def test_an_unknown_schema_string_is_read_by_its_fields_and_noted(tmp_path: Path):
+    path = tmp_path / "host.0.json"
+    path.write_text(json.dumps({"schema": "9.9.9-chakra.9.9.9", "nodes": [{"id": 1, "name": "x", "ctrl_deps": 1}]}))
+    trace = load_host_trace(path)
+    assert trace.layout == "grouped" and "9.9.9" in trace.notes[0]
+
+
+def test_a_kineto_trace_is_named_as_such():
+    with pytest.raises(ChakraFormatError, match="Kineto"):
+        load_host_trace(require_shared("hta/benchmark_simple_add_trace.json.gz"))
+
+
+def test_broken_json_is_reported_with_line_and_column(tmp_path: Path):
+    path = tmp_path / "host.0.json"
+    path.write_text('{"schema": "1.0.1",\n "nodes": [{"id": 1, "name": }]}')
+    with pytest.raises(ChakraFormatError, match="line 2, column"):
+        load_host_trace(path)
+
+
+def test_a_missing_file_is_an_input_error(tmp_path: Path):
+    with pytest.raises(ChakraInputError, match="no such file"):
+        load_host_trace(tmp_path / "host.0.json")
