@@ -1,1 +1,2 @@
-"""PyTorch front end: load host execution traces (more to come: Kineto traces, linking, conversion)."""
+"""PyTorch front end. So far: loading host execution traces (``host``) and Kineto traces (``kineto``);
+collection, linking and conversion are to come."""

@@ -20,19 +20,15 @@ Example:
 
 from __future__ import annotations
 
-import gc
-import gzip
 import re
-import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from chakra.errors import ChakraFormatError, ChakraInputError
+from chakra.errors import ChakraFormatError
+from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
 
 PathLike = str | Path
 
@@ -207,36 +203,6 @@ class HostTrace:
         return {node.id: node for node in self.nodes}
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of acyclic objects are built: it would
-    otherwise rescan them again and again (3x the decoding time, measured)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ChakraInputError("no such file", path=path, hint="check the path") from None
-    except IsADirectoryError:
-        raise ChakraInputError("is a directory, not a host trace", path=path) from None
-    except OSError as exc:
-        raise ChakraInputError(f"cannot read: {exc.strerror}", path=path) from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the gzip file is corrupt") from None
-    return data
-
-
 #: The tail of a host trace whose process died before the observer finalised it: the last node's
 #: closing brace, maybe a comma and white space, and nothing after (§1.1).
 _UNFINISHED_TAIL = re.compile(rb"\}\s*,?\s*$")
@@ -249,17 +215,10 @@ def _repair_unfinished(data: bytes) -> bytes | None:
     return data.rstrip().rstrip(b",") + b"]}"
 
 
-def _line_col(data: bytes, pos: int) -> str:
-    line = data.count(b"\n", 0, pos) + 1
-    col = pos - (data.rfind(b"\n", 0, pos) + 1) + 1
-    return f"line {line}, column {col}"
-
-
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
     "grouped": msgspec.json.Decoder(_GroupedTrace),
     "flat": msgspec.json.Decoder(_FlatTrace),
 }
-_BYTE_POS = re.compile(r"byte (\d+)")
 
 #: Keys that only the grouped layout has; looked for in the first node (the layouts never mix).
 _GROUPED_KEYS = re.compile(rb'"(?:ctrl_deps|attrs)"\s*:')
@@ -299,10 +258,8 @@ def _decode(data: bytes, layout: str, path: Path | None) -> tuple[Any, list[str]
             )
             return trace, notes
     message = str(first_error)
-    match = _BYTE_POS.search(message)
-    where = f" ({_line_col(data, int(match.group(1)))})" if match else ""
     raise ChakraFormatError(
-        f"not a host execution trace: {message}{where}",
+        f"not a host execution trace: {message}{position_of(message, data)}",
         path=path,
         hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",
     )
@@ -364,9 +321,9 @@ def load_host_trace(path: PathLike) -> HostTrace:
     :class:`ChakraInputError` for files that cannot be read.
     """
     path = Path(path)
-    data = _read_bytes(path)
+    data = read_json_bytes(path, "a host trace")
     layout = _layout_of(data)
-    with _gc_paused():
+    with gc_paused():
         raw, notes = _decode(data, layout, path)
         convert = _from_grouped if layout == "grouped" else _from_flat
         nodes = [convert(n) for n in raw.nodes]

@@ -1,0 +1,203 @@
+"""Load Kineto device traces (``torch.profiler`` Chrome-trace JSON) and sort their events by role.
+
+:func:`load_kineto_trace` reads plain or gzip JSON into :class:`KinetoEvent` structs (msgspec,
+typed, no dict per event beyond ``args``); :func:`classify` splits the events into what linking
+needs (``reference/pytorch-traces.md`` §2-3): host operators and annotations, runtime launches
+indexed by ``correlation``, device activity (kernels, memcpy, memset), synchronisation events.
+
+Times are those of the file: ``ts``/``dur`` in µs, ``ts`` based on the Unix epoch.
+
+Example:
+    >>> trace = load_kineto_trace("traces/device.0.json")     # doctest: +SKIP
+    >>> events = classify(trace)
+    >>> len(events.host_ops), len(events.device_ops), trace.rank
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from chakra.errors import ChakraFormatError
+from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
+
+PathLike = str | Path
+
+#: Host-side operator categories (``user_annotation`` covers ``record_function`` ranges).
+HOST_OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator"})  # "Operator": old Kineto
+#: Runtime/driver API call categories.
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+#: Work that runs on a device stream.
+DEVICE_OP_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
+SYNC_CATEGORY = "cuda_sync"
+
+#: Runtime calls that put work on a stream (Chakra's linker list plus memset and graph launches,
+#: reference §3.1), and the ones that make the host or a stream wait.
+LAUNCH_NAMES = frozenset({
+    "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaMemset", "cudaMemsetAsync",
+    "cudaGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel",
+    "hipMemcpyWithStream", "hipMemcpyAsync", "hipMemsetAsync", "hipGraphLaunch",
+})  # fmt: skip
+SYNC_CALL_NAMES = frozenset({
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize", "hipStreamWaitEvent",
+})  # fmt: skip
+
+#: Host operators that only mark profiler steps; linkers skip them as parents of device work.
+PROFILER_STEP_PREFIX = "ProfilerStep"
+
+
+class KinetoEvent(msgspec.Struct, gc=False):
+    """One trace event as Kineto writes it. ``ts``/``dur`` in µs; for device events ``pid`` is the
+    device and ``tid`` the stream."""
+
+    name: str = ""
+    cat: str = ""
+    ph: str = ""
+    pid: Any = 0
+    tid: Any = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    id: Any = None
+    bp: str | None = None
+
+    @property
+    def external_id(self) -> int | None:
+        return self.args.get("External id")
+
+    @property
+    def correlation(self) -> int | None:
+        return self.args.get("correlation")
+
+    @property
+    def rf_id(self) -> int | None:
+        """``Record function id``: joins to the host trace's ``rf_id`` (0/absent when no observer ran)."""
+        value = self.args.get("Record function id")
+        return value if value else None
+
+
+class _KinetoFile(msgspec.Struct):
+    traceEvents: list[KinetoEvent] = msgspec.field(default_factory=list)
+    schemaVersion: int | None = None
+    distributedInfo: dict[str, Any] = msgspec.field(default_factory=dict)
+    deviceProperties: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    baseTimeNanoseconds: int | None = None
+    traceName: str | None = None
+
+
+@dataclass
+class KinetoTrace:
+    """A device trace: its header and events in file order."""
+
+    path: Path | None
+    events: list[KinetoEvent]
+    schema_version: int | None = None
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    base_time_ns: int | None = None
+    trace_name: str | None = None
+
+    @property
+    def rank(self) -> int | None:
+        """The rank recorded in ``distributedInfo`` (absent when torch.distributed was not initialised)."""
+        rank = self.distributed_info.get("rank")
+        return rank if isinstance(rank, int) else None
+
+    def process_groups(self) -> list[dict[str, Any]]:
+        """``distributedInfo.pg_config``: the process groups with their ranks."""
+        groups = self.distributed_info.get("pg_config", [])
+        return groups if isinstance(groups, list) else []
+
+
+@dataclass
+class KinetoEvents:
+    """The events of a trace sorted by role, each list in time order (``ts``, then longer first)."""
+
+    host_ops: list[KinetoEvent] = field(default_factory=list)  # cpu_op + user_annotation
+    launches: dict[int, KinetoEvent] = field(default_factory=dict)  # correlation -> runtime launch
+    sync_calls: list[KinetoEvent] = field(default_factory=list)  # host-side waits (cudaStreamSynchronize, ...)
+    device_ops: list[KinetoEvent] = field(default_factory=list)  # kernels, memcpy, memset
+    syncs: list[KinetoEvent] = field(default_factory=list)  # cuda_sync activities on the device timeline
+    duplicate_correlations: list[int] = field(default_factory=list)  # ids seen on more than one launch
+    other: int = 0  # events with no role in linking (flows, metadata, instants, python stacks, ...)
+
+
+def classify(trace: KinetoTrace) -> KinetoEvents:
+    """Split ``trace.events`` by role. A correlation id used by two launches is kept for the first
+    and listed in ``duplicate_correlations`` (the upstream linker aborts on it)."""
+    out = KinetoEvents()
+    for event in trace.events:
+        if event.ph != "X":
+            out.other += 1
+            continue
+        cat = event.cat
+        if cat in HOST_OP_CATEGORIES:
+            out.host_ops.append(event)
+        elif cat in RUNTIME_CATEGORIES:
+            if event.name in LAUNCH_NAMES:
+                corr = event.correlation
+                if corr is None:
+                    out.other += 1
+                elif corr in out.launches:
+                    out.duplicate_correlations.append(corr)
+                else:
+                    out.launches[corr] = event
+            elif event.name in SYNC_CALL_NAMES:
+                out.sync_calls.append(event)
+            else:
+                out.other += 1
+        elif cat in DEVICE_OP_CATEGORIES:
+            out.device_ops.append(event)
+        elif cat == SYNC_CATEGORY:
+            out.syncs.append(event)
+        else:
+            out.other += 1
+
+    def by_time(e: KinetoEvent) -> tuple[float, float]:
+        return (e.ts, -e.dur)
+
+    for events in (out.host_ops, out.sync_calls, out.device_ops, out.syncs):
+        events.sort(key=by_time)
+    return out
+
+
+_DECODER = msgspec.json.Decoder(_KinetoFile)
+
+
+def load_kineto_trace(path: PathLike) -> KinetoTrace:
+    """Read a Kineto trace (plain or gzip JSON).
+
+    Raises :class:`ChakraFormatError` (with line and column) for files that are not Kineto traces
+    and :class:`ChakraInputError` for files that cannot be read.
+    """
+    path = Path(path)
+    data = read_json_bytes(path, "a Kineto trace")
+    try:
+        with gc_paused():
+            raw = _DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ChakraFormatError(
+            f"not a Kineto trace: {exc}{position_of(str(exc), data)}",
+            path=path,
+            hint="expected the JSON written by torch.profiler's export_chrome_trace",
+        ) from None
+    if not raw.traceEvents and b'"nodes"' in data[: 1 << 16]:
+        raise ChakraFormatError(
+            "this is a host execution trace, not a Kineto (device) trace",
+            path=path,
+            hint="pass it as the host trace",
+        )
+    return KinetoTrace(
+        path=path,
+        events=raw.traceEvents,
+        schema_version=raw.schemaVersion,
+        distributed_info=raw.distributedInfo,
+        device_properties=raw.deviceProperties,
+        base_time_ns=raw.baseTimeNanoseconds,
+        trace_name=raw.traceName,
+    )
