@@ -60,6 +60,8 @@ KNOWN_SCHEMAS = (
 )
 
 _EMPTY_LIST = msgspec.Raw(b"[]")
+#: ``strides`` exist from schema 1.1.1 only; absent ones read as JSON null.
+_NULL = msgspec.Raw(b"null")
 _decode_any = msgspec.json.Decoder().decode
 
 
@@ -73,7 +75,7 @@ class _IO(msgspec.Struct, gc=False):
     values: msgspec.Raw = _EMPTY_LIST
     shapes: msgspec.Raw = _EMPTY_LIST
     types: msgspec.Raw = _EMPTY_LIST
-    strides: msgspec.Raw | None = None
+    strides: msgspec.Raw = _NULL
 
 
 class _GroupedNode(msgspec.Struct, gc=False):
@@ -133,7 +135,7 @@ class IOLists(msgspec.Struct, gc=False):
     raw_values: msgspec.Raw = _EMPTY_LIST
     raw_shapes: msgspec.Raw = _EMPTY_LIST
     raw_types: msgspec.Raw = _EMPTY_LIST
-    raw_strides: msgspec.Raw | None = None
+    raw_strides: msgspec.Raw = _NULL
 
     def values(self) -> list[Any]:
         return _decode_any(self.raw_values)
@@ -145,7 +147,8 @@ class IOLists(msgspec.Struct, gc=False):
         return _decode_any(self.raw_types)
 
     def strides(self) -> list[Any] | None:
-        return None if self.raw_strides is None else _decode_any(self.raw_strides)
+        """Per-input strides (schema 1.1.1 and later), ``None`` for older traces."""
+        return _decode_any(self.raw_strides)
 
 
 class HostNode(msgspec.Struct, gc=False):
