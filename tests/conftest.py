@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,3 +218,41 @@ def write_allreduce_workload(
 def allreduce_workload(tmp_path: Path) -> Path:
     """A 4-rank all-reduce workload in a fresh tmp dir; returns its prefix ``tmp/workload``."""
     return write_allreduce_workload(tmp_path, "workload", 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Real PyTorch traces, recorded live
+
+
+#: Ranks and steps of the recorded gloo job (examples/collect_gloo.py; the first step is warm-up).
+GLOO_RANKS = 2
+GLOO_STEPS = 3
+#: The job takes about 5 s; this is only a guard against a hang.
+GLOO_TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of host.{rank}.json + device.{rank}.json recorded from a real 2-rank gloo job
+    (DDP training plus every collective and a send/recv ring), once per test session."""
+    out = tmp_path_factory.mktemp("gloo_traces")
+    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
+    command = [
+        sys.executable,
+        str(example),
+        str(out),
+        "--ranks",
+        str(GLOO_RANKS),
+        "--steps",
+        str(GLOO_STEPS),
+        "--port",
+        str(_free_port()),
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
+    return out

@@ -1,2 +1,2 @@
-"""PyTorch front end. So far: loading host execution traces (``host``) and Kineto traces (``kineto``);
-collection, linking and conversion are to come."""
+"""PyTorch front end. So far: ``collect`` (record host + device traces), ``host`` and ``kineto``
+(load them), ``link`` (join them); conversion to Chakra ETs is to come."""

@@ -1,0 +1,264 @@
+"""Join a host execution trace with its Kineto trace: timing for host ops, device work under them.
+
+No HolisticTraceAnalysis or PARAM: the joins are the ids of ``reference/pytorch-traces.md`` §3.
+
+* host op <-> Kineto host op: host ``rf_id`` = Kineto ``Record function id``; for traces without
+  record-function ids (PyTorch 2.0/2.1, host schema 1.0.1) host ``rf_id`` = Kineto ``External id``;
+* device activity (kernel, memcpy, memset, sync) -> its runtime call by ``correlation`` -> the
+  innermost Kineto host op on the runtime call's thread that encloses it in time -> host op;
+* exclusive durations per thread: an op's time minus its direct children's (stack sweep).
+
+Everything runs in one sort per thread plus linear sweeps. :func:`link` returns a
+:class:`LinkedTrace` with a :class:`LinkReport` that counts and names every host op without timing
+and every device activity left unattached, with the reason. Traces from different runs are
+refused: their ids may coincide, but the names of the joined ops do not.
+
+Example:
+    >>> linked = link(load_host_trace("host.0.json"), load_kineto_trace("device.0.json"))   # doctest: +SKIP
+    >>> linked.report.host_matched, linked.timing[42].dur_us
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.errors import ChakraInputError
+from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoTrace, classify
+
+#: Below this share of joined ops whose names agree, the two traces are from different runs
+#: (the mismatched PARAM pair: 23 %; traces of one session: 100 %).
+MIN_NAME_AGREEMENT = 0.9
+
+#: Host ops the observer adds itself: they have no Kineto counterpart by design.
+SYNTHETIC_HOST_OPS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
+
+#: How many unmatched items a report lists by name (all are counted).
+REPORT_EXAMPLES = 20
+
+
+@dataclass(frozen=True)
+class HostTiming:
+    """Measured timing of one host op (µs; ``ts_us`` on the Kineto clock, Unix epoch)."""
+
+    ts_us: float
+    dur_us: float
+    exclusive_us: float
+    thread: Any  # the Kineto tid
+
+
+@dataclass(frozen=True)
+class DeviceActivity:
+    """One kernel, memcpy, memset or sync on a device stream, attached to the host op that launched it."""
+
+    name: str
+    cat: str
+    device: Any
+    stream: Any
+    ts_us: float
+    dur_us: float
+    correlation: int | None
+    host_id: int | None  # the launching host op, None when it could not be found
+    launch: str  # the runtime call that issued it
+    args: dict[str, Any]
+
+
+@dataclass
+class LinkReport:
+    """What joined and what did not, with reasons (counts and a few examples of each)."""
+
+    join_key: str  # "Record function id" or "External id"
+    host_ops: int = 0
+    host_matched: int = 0
+    host_unmatched: Counter[str] = field(default_factory=Counter)  # reason -> count
+    host_unmatched_examples: list[tuple[int, str, str]] = field(default_factory=list)  # (id, name, reason)
+    kineto_ops: int = 0
+    kineto_matched: int = 0
+    name_agreement: float = 1.0
+    device_activities: int = 0
+    device_attached: int = 0
+    device_unattached: Counter[str] = field(default_factory=Counter)
+    device_unattached_examples: list[tuple[str, str]] = field(default_factory=list)  # (name, reason)
+    duplicate_correlations: int = 0
+
+    @property
+    def host_match_rate(self) -> float:
+        return self.host_matched / self.host_ops if self.host_ops else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "join_key": self.join_key,
+            "host_ops": self.host_ops,
+            "host_matched": self.host_matched,
+            "host_unmatched": dict(self.host_unmatched),
+            "kineto_ops": self.kineto_ops,
+            "kineto_matched": self.kineto_matched,
+            "name_agreement": self.name_agreement,
+            "device_activities": self.device_activities,
+            "device_attached": self.device_attached,
+            "device_unattached": dict(self.device_unattached),
+            "duplicate_correlations": self.duplicate_correlations,
+        }
+
+
+@dataclass
+class LinkedTrace:
+    """The host trace with ``timing`` (host id -> :class:`HostTiming`) and the device activities
+    in time order, ``activities_of`` grouping them by launching host op."""
+
+    host: HostTrace
+    device: KinetoTrace
+    timing: dict[int, HostTiming]
+    activities: list[DeviceActivity]
+    report: LinkReport
+
+    def activities_of(self) -> dict[int, list[DeviceActivity]]:
+        grouped: dict[int, list[DeviceActivity]] = defaultdict(list)
+        for activity in self.activities:
+            if activity.host_id is not None:
+                grouped[activity.host_id].append(activity)
+        return grouped
+
+
+def _join_key(host_ops: list[KinetoEvent]) -> str:
+    """Record-function ids when the Kineto trace has them (observer attached), else External ids."""
+    with_rf = sum(1 for e in host_ops if e.rf_id is not None)
+    return "Record function id" if with_rf >= len(host_ops) / 2 and with_rf else "External id"
+
+
+def _nest(events: list[KinetoEvent]) -> dict[int, float]:
+    """Exclusive µs of each event (by ``id()``) of one thread sorted by (ts, -dur): its duration
+    minus its direct children's, children being events that start inside it."""
+    exclusive: dict[int, float] = {}
+    stack: list[KinetoEvent] = []
+    for event in events:
+        while stack and event.ts >= stack[-1].ts + stack[-1].dur:
+            stack.pop()
+        exclusive[id(event)] = event.dur
+        if stack:
+            exclusive[id(stack[-1])] -= min(event.dur, stack[-1].ts + stack[-1].dur - event.ts)
+        stack.append(event)
+    return {key: max(value, 0.0) for key, value in exclusive.items()}
+
+
+def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> dict[int, KinetoEvent]:
+    """For each launch (by ``id()``), the innermost host op of the same thread that encloses it.
+    ``ProfilerStep#N`` annotations never count as launchers."""
+    by_thread: dict[Any, list[tuple[float, int, KinetoEvent]]] = defaultdict(list)
+    for op in host_ops:
+        if not op.name.startswith(PROFILER_STEP_PREFIX):
+            by_thread[op.tid].append((op.ts, 0, op))
+    for launch in launches:
+        by_thread[launch.tid].append((launch.ts, 1, launch))
+    result: dict[int, KinetoEvent] = {}
+    for items in by_thread.values():
+        items.sort(key=lambda item: (item[0], item[1], -item[2].dur))
+        stack: list[KinetoEvent] = []
+        for ts, is_launch, event in items:
+            while stack and ts >= stack[-1].ts + stack[-1].dur:
+                stack.pop()
+            if is_launch:
+                if stack:
+                    result[id(event)] = stack[-1]
+            else:
+                stack.append(event)
+    return result
+
+
+def link(host: HostTrace, device: KinetoTrace, *, min_name_agreement: float = MIN_NAME_AGREEMENT) -> LinkedTrace:
+    """Join ``host`` and ``device`` (one rank). Raises :class:`ChakraInputError` when they come from
+    different runs (names of id-joined ops disagree), naming the measured rates."""
+    events = classify(device)
+    key = _join_key(events.host_ops)
+    report = LinkReport(join_key=key, kineto_ops=len(events.host_ops))
+    report.duplicate_correlations = len(events.duplicate_correlations)
+
+    kineto_by_key: dict[int, KinetoEvent] = {}
+    for event in events.host_ops:
+        value = event.rf_id if key == "Record function id" else event.external_id
+        if value is not None:
+            kineto_by_key.setdefault(value, event)  # first = outermost for shared External ids
+
+    by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)
+    for event in events.host_ops:
+        by_thread[event.tid].append(event)
+    exclusive: dict[int, float] = {}
+    for thread_events in by_thread.values():
+        exclusive.update(_nest(thread_events))  # host_ops are already in (ts, -dur) order
+
+    timing: dict[int, HostTiming] = {}
+    host_of_kineto: dict[int, int] = {}
+    agree = joined = 0
+    for node in host.nodes:
+        if node.name in SYNTHETIC_HOST_OPS:
+            continue
+        report.host_ops += 1
+        match = kineto_by_key.get(node.rf_id) if node.rf_id else None
+        if match is None:
+            if node.name == PROCESS_GROUP_NODE:
+                reason = "process-group record (written when the observer starts, no Kineto event by design)"
+            elif not node.rf_id:
+                reason = "no rf_id (op recorded without an id)"
+            else:
+                reason = "no Kineto op with this id (outside the profiled window?)"
+            report.host_unmatched[reason] += 1
+            if len(report.host_unmatched_examples) < REPORT_EXAMPLES:
+                report.host_unmatched_examples.append((node.id, node.name, reason))
+            continue
+        joined += 1
+        agree += match.name == node.name
+        timing[node.id] = HostTiming(match.ts, match.dur, exclusive.get(id(match), match.dur), match.tid)
+        host_of_kineto[id(match)] = node.id
+    report.host_matched = len(timing)
+    report.kineto_matched = len(host_of_kineto)
+    report.name_agreement = agree / joined if joined else 1.0
+    if joined and report.name_agreement < min_name_agreement:
+        raise ChakraInputError(
+            f"host and device traces are from different runs: {joined} of {report.host_ops} host ops share an "
+            f"id with a Kineto op, but only {report.name_agreement:.0%} of those have the same name",
+            path=device.path,
+            hint="record both in one profiler session (chakra.pytorch.collect does)",
+        )
+
+    calls = dict(events.launches)  # correlation -> the runtime call that caused device work
+    for call in events.sync_calls:
+        if call.correlation is not None:
+            calls.setdefault(call.correlation, call)
+    enclosing = _enclosing_ops(events.host_ops, list(calls.values()))
+    activities: list[DeviceActivity] = []
+    for event in events.device_ops + events.syncs:
+        report.device_activities += 1
+        launch = calls.get(event.correlation) if event.correlation is not None else None
+        host_id: int | None = None
+        if launch is None:
+            reason = "no runtime call with its correlation id"
+        elif id(launch) not in enclosing:
+            reason = "its runtime call is outside every recorded host op"
+        elif (host_id := host_of_kineto.get(id(enclosing[id(launch)]))) is None:
+            reason = "the host op that launched it is not in the host trace"
+        else:
+            reason = ""
+        if reason:
+            report.device_unattached[reason] += 1
+            if len(report.device_unattached_examples) < REPORT_EXAMPLES:
+                report.device_unattached_examples.append((event.name, reason))
+        else:
+            report.device_attached += 1
+        activities.append(
+            DeviceActivity(
+                name=event.name,
+                cat=event.cat,
+                device=event.pid,
+                stream=event.args.get("stream", event.tid),
+                ts_us=event.ts,
+                dur_us=event.dur,
+                correlation=event.correlation,
+                host_id=host_id,
+                launch=launch.name if launch is not None else "",
+                args=event.args,
+            )
+        )
+    activities.sort(key=lambda a: a.ts_us)
+    return LinkedTrace(host, device, timing, activities, report)
