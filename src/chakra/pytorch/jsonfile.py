@@ -1,38 +1,30 @@
-"""Reading the big JSON files PyTorch writes: bytes (plain or gzip), a GC pause for decoding, and
+"""Reading the big JSON files PyTorch writes: bytes (plain, gzip or zstd), a GC pause for decoding, and
 decode errors that name the line and column."""
 
 from __future__ import annotations
 
 import gc
-import gzip
 import re
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chakra.errors import ChakraFormatError, ChakraInputError
+from chakra import io
+from chakra.errors import ChakraFormatError
 
-GZIP_MAGIC = b"\x1f\x8b"
 _BYTE_POS = re.compile(r"byte (\d+)")
 
 
 def read_json_bytes(path: Path, what: str) -> bytes:
-    """The bytes of a JSON file, gunzipped when it is gzip; ``what`` names the expected file kind."""
+    """The bytes of a JSON file, decompressed when it is gzip or zstd; ``what`` names the expected
+    file kind in errors."""
+    stream, _ = io.open_decompressed(path, what=what)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ChakraInputError("no such file", path=path, hint="check the path") from None
-    except IsADirectoryError:
-        raise ChakraInputError(f"is a directory, not {what}", path=path) from None
-    except OSError as exc:
-        raise ChakraInputError(f"cannot read: {exc.strerror}", path=path) from None
-    if data[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the gzip file is corrupt") from None
-    return data
+        return stream.read()
+    except io.DECOMPRESS_ERRORS as exc:
+        raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the compressed file is corrupt") from None
+    finally:
+        stream.close()
 
 
 @contextmanager
