@@ -82,45 +82,34 @@ def test_exclusive_time_subtracts_direct_children_only(tmp_path: Path):
     assert (timing[2].exclusive_us, timing[3].exclusive_us, timing[4].exclusive_us) == (50, 25, 5)
 
 
+def _kernel(ts: float, correlation: int) -> dict:
+    return {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts, "dur": 5,
+            "args": {"correlation": correlation, "stream": 7}}  # fmt: skip
+
+
+def _launch(ts: float, correlation: int) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": ts, "dur": 2,
+            "args": {"correlation": correlation}}  # fmt: skip
+
+
 def test_device_work_without_its_runtime_call_is_reported_unattached(tmp_path: Path):
-    kernel = {
-        "ph": "X",
-        "cat": "kernel",
-        "name": "k",
-        "pid": 0,
-        "tid": 7,
-        "ts": 20,
-        "dur": 5,
-        "args": {"correlation": 99, "stream": 7},
-    }
-    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), kernel])
+    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _kernel(20, 99)])
     report = link(host, device).report
     assert report.device_unattached == {"no runtime call with its correlation id": 1}
 
 
-def test_launch_outside_every_host_op_is_reported(tmp_path: Path):
-    launch = {
-        "ph": "X",
-        "cat": "cuda_runtime",
-        "name": "cudaLaunchKernel",
-        "tid": 1,
-        "ts": 500,
-        "dur": 2,
-        "args": {"correlation": 5},
-    }
-    kernel = {
-        "ph": "X",
-        "cat": "kernel",
-        "name": "k",
-        "pid": 0,
-        "tid": 7,
-        "ts": 510,
-        "dur": 5,
-        "args": {"correlation": 5, "stream": 7},
-    }
-    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), launch, kernel])
+def test_launch_inside_a_host_op_attaches_its_kernel_to_that_op(tmp_path: Path):
+    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _launch(50, 5), _kernel(60, 5)])
     (activity,) = link(host, device).activities
+    assert activity.host_id == 2
+
+
+def test_launch_outside_every_host_op_is_reported(tmp_path: Path):
+    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _launch(500, 5), _kernel(510, 5)])
+    linked = link(host, device)
+    (activity,) = linked.activities
     assert activity.host_id is None and activity.launch == "cudaLaunchKernel"
+    assert linked.report.device_unattached == {"its runtime call is outside every recorded host op": 1}
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
