@@ -31,6 +31,7 @@ TOKENS = 2048
 FWD_KERNEL_US = 850
 BWD_KERNEL_US = 1700
 LAUNCH_US = 12
+ACTIVATION_TAG = 7  # any tag works as long as sender and receiver agree
 
 
 def _group_of(rank: int, groups: dict[int, list[int]]) -> int:
@@ -88,7 +89,7 @@ def build_rank(rank: int) -> Trace:
         is_cpu_op=False,
         comm_src=rank,
         comm_dst=peer_next,
-        comm_tag=7,
+        comm_tag=ACTIVATION_TAG,
         comm_size=activation_bytes,
     )
     recv = add(
@@ -98,7 +99,7 @@ def build_rank(rank: int) -> Trace:
         is_cpu_op=False,
         comm_src=peer_prev,
         comm_dst=rank,
-        comm_tag=7,
+        comm_tag=ACTIVATION_TAG,
         comm_size=activation_bytes,
     )
     last = add(

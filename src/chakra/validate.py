@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from chakra import io
-from chakra.attrs import WELL_KNOWN, canonical_member_problem, flag_value, get_attr, int_value
-from chakra.errors import AttrKindError, ChakraFormatError
+from chakra.attrs import WELL_KNOWN, canonical_member_problem, flag_value, int_value
+from chakra.errors import ChakraFormatError
 from chakra.graph import GraphBuilder, TraceGraph, find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import Trace, TraceSet, comm_groups_beside, rank_of
@@ -110,14 +110,6 @@ class _Collector:
             out.append(Finding(severity, code, f"... and {extra} more like this", None, hint, self.rank, extra))
         out.sort(key=lambda f: SEVERITY_ORDER[f.severity])
         return out
-
-
-def _int_attr(node: Node, name: str) -> int | None:
-    try:
-        value = get_attr(node, name)
-    except AttrKindError:
-        return None  # reported as attr-kind already
-    return None if value is None else int(value)
 
 
 #: What C++ ``std::stoi`` reads: optional white space and sign, then decimal digits (the rest is ignored).
@@ -447,7 +439,7 @@ def _check_collective(
             hint="set comm_type (CollectiveCommType value, int64_val)",
         )
         return
-    comm_type = _int_attr(node, "comm_type")
+    comm_type = int_value(attrs["comm_type"])  # None for another family: reported as attr-kind
     if comm_type is None:
         return
     if comm_type not in KNOWN_COLLECTIVES:
@@ -512,7 +504,7 @@ def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, as
             node_id,
             hint="set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'",
         )
-    own_value = _int_attr(node, own) if own in attrs else None
+    own_value = int_value(attrs[own]) if own in attrs else None
     if rank is not None and own_value is not None and own_value != rank:
         role = "sender" if is_send else "receiver"
         out.add(

@@ -83,10 +83,6 @@ class LinkReport:
     device_unattached_examples: list[tuple[str, str]] = field(default_factory=list)  # (name, reason)
     duplicate_correlations: int = 0
 
-    @property
-    def host_match_rate(self) -> float:
-        return self.host_matched / self.host_ops if self.host_ops else 1.0
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "join_key": self.join_key,
@@ -106,20 +102,13 @@ class LinkReport:
 @dataclass
 class LinkedTrace:
     """The host trace with ``timing`` (host id -> :class:`HostTiming`) and the device activities
-    in time order, ``activities_of`` grouping them by launching host op."""
+    in time order (``host_id`` names the launching host op)."""
 
     host: HostTrace
     device: KinetoTrace
     timing: dict[int, HostTiming]
     activities: list[DeviceActivity]
     report: LinkReport
-
-    def activities_of(self) -> dict[int, list[DeviceActivity]]:
-        grouped: dict[int, list[DeviceActivity]] = defaultdict(list)
-        for activity in self.activities:
-            if activity.host_id is not None:
-                grouped[activity.host_id].append(activity)
-        return grouped
 
 
 def _join_key(host_ops: list[KinetoEvent]) -> str:
