@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +56,20 @@ from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_R
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import REPORT_EXAMPLES, DeviceActivity, LinkedTrace, LinkReport, link
 from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    BARRIER,
     COMM_COLL_NODE,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     COMP_NODE,
+    GATHER,
     METADATA_NODE,
+    REDUCE,
+    REDUCE_SCATTER,
+    SCATTER,
     AttributeProto,
+    CollectiveCommType,
     GlobalMetadata,
     IOInfo,
     Node,
@@ -82,6 +89,12 @@ SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 #: Busy time an op spends after one of its children becomes a node of its own from this length on
 #: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
 PART_MIN_US = 20.0
+#: Collectives ASTRA-sim refuses ("Unsupported collective comm type"), and the supported one with
+#: the same traffic each is written as when ``astra_compatible`` (the original stays in
+#: ``original_comm_type``): a barrier is an all-reduce of (next to) nothing in both gloo and NCCL; a
+#: reduce moves what an all-reduce's first half does, so the all-reduce is an upper bound; gather
+#: and scatter move what all-gather and reduce-scatter move, with the same ``comm_size`` meaning.
+ASTRA_STAND_INS = {BARRIER: ALL_REDUCE, REDUCE: ALL_REDUCE, GATHER: ALL_GATHER, SCATTER: REDUCE_SCATTER}
 #: Kineto ``cuda_sync`` kind that orders one stream after another (reference §2.7).
 STREAM_WAIT_EVENT = "Stream Wait Event"
 
@@ -260,7 +273,10 @@ def _thread_ids(items: list[_Item]) -> dict[Any, int]:
 class _Builder:
     """Holds the state of one conversion; :func:`convert` drives it."""
 
-    def __init__(self, host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool):
+    def __init__(
+        self, host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, astra_compatible: bool
+    ):
+        self.astra_compatible = astra_compatible
         self.host = host
         self.linked = linked
         self.rank = rank
@@ -440,7 +456,12 @@ class _Builder:
         self.report.comm[_comm_label(call)] += 1
         self.report.comm_notes[f"size from {call.size_source or 'nothing'}"] += 1
         if call.node_type == COMM_COLL_NODE:
-            transfer.attrs.append(("comm_type", call.comm_type))
+            comm_type = call.comm_type
+            if self.astra_compatible and comm_type in ASTRA_STAND_INS:
+                transfer.attrs.append(("original_comm_type", comm_type))
+                self.report.comm_notes[f"{_comm_label(call)} written as {CollectiveCommType.Name(ASTRA_STAND_INS[comm_type])} for ASTRA-sim"] += 1
+                comm_type = ASTRA_STAND_INS[comm_type]
+            transfer.attrs.append(("comm_type", comm_type))
         transfer.attrs.append(("comm_size", call.size_bytes))
         if call.root is not None:
             transfer.attrs.append(("comm_root", call.root))
@@ -779,8 +800,6 @@ class _Builder:
 
 
 def _comm_label(call: CommCall) -> str:
-    from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
-
     if call.node_type == COMM_COLL_NODE and call.comm_type is not None:
         return CollectiveCommType.Name(call.comm_type)
     return _COMM_KIND_LABEL[call.node_type]
@@ -833,15 +852,20 @@ def convert(
     rank: int | None = None,
     data_deps: bool = False,
     linked: LinkedTrace | None = None,
+    astra_compatible: bool = True,
 ) -> Conversion:
     """Convert one rank: ``host`` with its Kineto ``device`` trace (or an already ``linked`` pair),
     or host-only when neither is given. Raises :class:`~chakra.errors.ChakraInputError` when the two
-    traces come from different runs."""
+    traces come from different runs.
+
+    ``astra_compatible`` writes the collectives ASTRA-sim cannot simulate as the ones it can
+    (``ASTRA_STAND_INS``), keeping the recorded type in ``original_comm_type``; pass ``False`` to
+    write the recorded types only."""
     if linked is None and device is not None:
         linked = link(host, device)
     if rank is None and linked is not None:
         rank = linked.device.rank
-    builder = _Builder(host, linked, rank, data_deps)
+    builder = _Builder(host, linked, rank, data_deps, astra_compatible)
     builder.add_host_ops()
     builder.add_device_activities()
     comm_nodes = builder.attach_comm()
@@ -916,7 +940,7 @@ def convert_files(
     *,
     rank: int | None = None,
     data_deps: bool = False,
-    progress: Callable[[str], None] | None = None,
+    astra_compatible: bool = True,
 ) -> Conversion:
     """Load, link, convert and write one rank; returns the :class:`Conversion` (nodes included)."""
     from chakra.pytorch.host import load_host_trace
@@ -924,8 +948,6 @@ def convert_files(
 
     host = load_host_trace(host_path)
     device = load_kineto_trace(device_path) if device_path is not None else None
-    conversion = convert(host, device, rank=rank, data_deps=data_deps)
+    conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(Path(out_path))
     return conversion
-
-

@@ -1,0 +1,232 @@
+"""Convert a multi-rank PyTorch job: every rank's traces to ``PREFIX.{rank}.et`` plus the groups.
+
+:func:`convert_workload` finds the rank files from patterns with a ``{rank}`` placeholder
+(``traces/host.{rank}.json``), converts the ranks in parallel through :mod:`chakra.parallel`
+(local processes, or a Dask cluster), then settles what needs every rank at once: which process
+group each collective used where the traces do not say (:mod:`chakra.pytorch.groups`), global
+peers of sends and receives, and consistent ``comm_seq`` numbers. Ranks whose group-dependent
+attributes change are rewritten. ``PREFIX.comm_groups.json`` lists the non-default groups in
+ASTRA-sim's format. With ``check=True`` each rank is replayed with its recorded durations
+(:func:`chakra.analyze.replay.replay_file`) and the predicted span compared with the measured one.
+
+Example:
+    >>> result = convert_workload("traces/host.{rank}.json", "traces/device.{rank}.json", "out/job")  # doctest: +SKIP
+    >>> result.paths[0], result.reports[0].node_count, result.fidelity[0].error
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra import io
+from chakra.analyze.replay import ReplayResult, replay_file
+from chakra.attrs import set_attr
+from chakra.errors import ChakraInputError
+from chakra.parallel import map_ranks
+from chakra.pytorch.comms import CommNode
+from chakra.pytorch.convert import ConversionReport, convert
+from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
+from chakra.trace import write_comm_groups
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+def rank_files(pattern: str) -> dict[int, Path]:
+    """Files matching ``pattern`` (a path with ``{rank}``), by rank. A pattern without the
+    placeholder names one file (rank from its name's last number, else 0)."""
+    if RANK_PLACEHOLDER not in pattern:
+        path = Path(pattern)
+        if not path.exists():
+            raise ChakraInputError("no such file", path=path, hint="check the path")
+        numbers = re.findall(r"\d+", path.name)
+        return {int(numbers[-1]) if numbers else 0: path}
+    head, _, tail = pattern.partition(RANK_PLACEHOLDER)
+    regex = re.compile(re.escape(head) + r"(\d+)" + re.escape(tail) + r"\Z")
+    found: dict[int, Path] = {}
+    for name in glob.glob(glob.escape(head) + "*" + glob.escape(tail)):
+        match = regex.match(name)
+        if match:
+            found[int(match.group(1))] = Path(name)
+    if not found:
+        raise ChakraInputError(
+            f"no files match {pattern!r}", hint="use {rank} where the rank number is, e.g. traces/host.{rank}.json"
+        )
+    return dict(sorted(found.items()))
+
+
+@dataclass
+class RankResult:
+    """What a worker sends back for one rank (small: no nodes)."""
+
+    rank: int
+    path: Path
+    report: ConversionReport
+    comm_nodes: list[CommNode]
+    group_records: list[list[dict[str, Any]]]
+    world_size: int
+    written_attrs: dict[int, list[tuple[str, Any]]]
+
+
+@dataclass
+class WorkloadResult:
+    """Every rank's output path and report, the groups file, how groups were found, fidelity."""
+
+    prefix: Path
+    paths: dict[int, Path]
+    reports: dict[int, ConversionReport]
+    comm_groups_path: Path
+    comm_groups: dict[int, list[int]]
+    group_methods: Counter[str] = field(default_factory=Counter)
+    rewritten: list[int] = field(default_factory=list)
+    fidelity: dict[int, ReplayResult] = field(default_factory=dict)
+    missing_device: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prefix": str(self.prefix),
+            "paths": {r: str(p) for r, p in self.paths.items()},
+            "comm_groups_path": str(self.comm_groups_path),
+            "comm_groups": self.comm_groups,
+            "group_methods": dict(self.group_methods),
+            "rewritten": self.rewritten,
+            "missing_device": self.missing_device,
+            "reports": {r: rep.to_dict() for r, rep in self.reports.items()},
+            "fidelity": {r: f.to_dict() for r, f in self.fidelity.items()},
+        }
+
+
+def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResult:
+    """Worker: convert and write one rank (runs in another process)."""
+    from chakra.pytorch.host import load_host_trace
+    from chakra.pytorch.kineto import load_kineto_trace
+
+    rank, host_path, device_path, out_path, data_deps, astra_compatible = job
+    host = load_host_trace(host_path)
+    device = load_kineto_trace(device_path) if device_path else None
+    conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    conversion.write(out_path)
+    records = [host.process_groups()]
+    world_size = 0
+    if device is not None:
+        records.append(device.process_groups())
+        world_size = int(device.distributed_info.get("world_size") or 0)
+    written = {
+        n.id: [(a.name, _value(a)) for a in n.attr if a.name in _GROUP_ATTRS]
+        for n in conversion.nodes
+        if n.id in {c.node_id for c in conversion.comm_nodes}
+    }
+    return RankResult(rank, Path(out_path), conversion.report, conversion.comm_nodes, records, world_size, written)
+
+
+_GROUP_ATTRS = frozenset({"pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq", "comm_root"})
+
+
+def _value(attr: Any) -> Any:
+    member = attr.WhichOneof("value")
+    return getattr(attr, member) if member else None
+
+
+def _fidelity_one(path: str) -> ReplayResult:
+    return replay_file(path)
+
+
+def _rewrite(path: Path, changes: dict[int, list[tuple[str, Any]]]) -> None:
+    """Set the given attributes on the given nodes of an .et file (atomically)."""
+    metadata, nodes = io.read(path)
+    for node in nodes:
+        for name, value in changes.get(node.id, ()):
+            set_attr(node, name, value)
+    io.write(path, metadata, nodes)
+
+
+def convert_workload(
+    host_pattern: str,
+    device_pattern: str | None,
+    out_prefix: str | Path,
+    *,
+    data_deps: bool = False,
+    astra_compatible: bool = True,
+    check: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> WorkloadResult:
+    """Convert every rank of a job. ``progress(stage, done, total)`` is told how far each stage got.
+
+    Ranks with a host trace but no device trace are converted host-only (listed in
+    ``missing_device``); a device trace without its host trace is an error.
+    """
+    hosts = rank_files(host_pattern)
+    devices = rank_files(device_pattern) if device_pattern else {}
+    orphans = sorted(set(devices) - set(hosts))
+    if orphans:
+        raise ChakraInputError(
+            f"device traces of ranks {orphans} have no host trace", hint=f"check the --host pattern {host_pattern!r}"
+        )
+    prefix = Path(out_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    jobs = [
+        (rank, str(path), str(devices[rank]) if rank in devices else None, f"{prefix}.{rank}.et", data_deps, astra_compatible)
+        for rank, path in hosts.items()
+    ]
+
+    def tell(stage: str) -> Callable[[int, int], None] | None:
+        return (lambda done, total: progress(stage, done, total)) if progress else None
+
+    results: list[RankResult] = map_ranks(
+        _convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
+    )
+    by_rank = {r.rank: r for r in results}
+    world_size = max([r.world_size for r in results] + [max(by_rank) + 1])
+    records = [entries for r in results for entries in r.group_records]
+    groups = group_table(*records, world_size=world_size)
+    have_records = any(records)
+    resolution = resolve({r: res.comm_nodes for r, res in by_rank.items()}, groups, world_size, have_records=have_records)
+
+    group_methods: Counter[str] = Counter()
+    rewritten: list[int] = []
+    used: set[str] = set()
+    for rank, result in by_rank.items():
+        found = resolution[rank]
+        group_methods.update(res.method for res in found.values())
+        used.update(res.pg_name for res in found.values())
+        result.report.comm_groups = Counter(res.method for res in found.values())
+        wanted = node_attributes(result.comm_nodes, found, groups, rank)
+        changes = {
+            node_id: attrs for node_id, attrs in wanted.items() if sorted(attrs) != sorted(result.written_attrs.get(node_id, []))
+        }
+        if changes:
+            _rewrite(result.path, changes)
+            rewritten.append(rank)
+
+    comm_groups = comm_groups_json(groups, used - {DEFAULT_GROUP}, world_size)
+    groups_path = Path(f"{prefix}.comm_groups.json")
+    write_comm_groups(groups_path, comm_groups)
+
+    fidelity: dict[int, ReplayResult] = {}
+    if check:
+        replays = map_ranks(
+            _fidelity_one,
+            [str(by_rank[r].path) for r in sorted(by_rank)],
+            workers=workers,
+            scheduler=scheduler,
+            progress=tell("checking"),
+        )
+        fidelity = dict(zip(sorted(by_rank), replays, strict=True))
+    return WorkloadResult(
+        prefix=prefix,
+        paths={r: by_rank[r].path for r in sorted(by_rank)},
+        reports={r: by_rank[r].report for r in sorted(by_rank)},
+        comm_groups_path=groups_path,
+        comm_groups=comm_groups,
+        group_methods=group_methods,
+        rewritten=rewritten,
+        fidelity=fidelity,
+        missing_device=sorted(set(hosts) - set(devices)) if device_pattern else [],
+    )
