@@ -256,3 +256,40 @@ def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-made PyTorch traces (host execution trace + Kineto events), for linking and converting
+
+
+def host_node(node_id: int, name: str, rf_id: int, parent: int = 1, **attrs: Any) -> dict:
+    """A grouped-layout host trace node; extra keyword attributes (``tid=2``) become typed attrs."""
+    node_attrs = [{"name": "rf_id", "value": rf_id}] + [{"name": k, "value": v} for k, v in attrs.items()]
+    return {"id": node_id, "name": name, "ctrl_deps": parent, "attrs": node_attrs}
+
+
+def kineto_op(name: str, rf_id: int, ts: float, dur: float, tid: int = 1) -> dict:
+    """A Kineto ``cpu_op`` event joined to the host node with the same ``rf_id``."""
+    return {"ph": "X", "cat": "cpu_op", "name": name, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"Record function id": rf_id}}  # fmt: skip
+
+
+def kineto_kernel(ts: float, correlation: int, stream: int = 7, dur: float = 5, name: str = "k") -> dict:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "stream": stream}}  # fmt: skip
+
+
+def kineto_launch(ts: float, correlation: int, tid: int = 1, name: str = "cudaLaunchKernel", dur: float = 2) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation}}  # fmt: skip
+
+
+def write_trace_pair(folder: Path, host_nodes: list[dict], events: list[dict], rank: int = 0) -> tuple[Path, Path]:
+    """Write ``host.{rank}.json`` (schema 1.1.1) and ``device.{rank}.json``; returns both paths."""
+    import json
+
+    host = folder / f"host.{rank}.json"
+    host.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": host_nodes}))
+    device = folder / f"device.{rank}.json"
+    device.write_text(json.dumps({"traceEvents": events}))
+    return host, device

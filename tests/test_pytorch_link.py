@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from conftest import GLOO_RANKS, require_shared
+from conftest import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_op, require_shared, write_trace_pair
 
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import load_host_trace
@@ -49,63 +48,34 @@ def test_mismatched_runs_are_refused_with_the_measured_rate():
 
 
 def _write(tmp_path: Path, host_nodes: list[dict], events: list[dict]):
-    host = tmp_path / "host.0.json"
-    host.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": host_nodes}))
-    device = tmp_path / "device.0.json"
-    device.write_text(json.dumps({"traceEvents": events}))
+    host, device = write_trace_pair(tmp_path, host_nodes, events)
     return load_host_trace(host), load_kineto_trace(device)
-
-
-def _host(node_id: int, name: str, rf_id: int, parent: int = 1) -> dict:
-    return {"id": node_id, "name": name, "ctrl_deps": parent, "attrs": [{"name": "rf_id", "value": rf_id}]}
-
-
-def _op(name: str, rf_id: int, ts: float, dur: float, tid: int = 1) -> dict:
-    return {
-        "ph": "X",
-        "cat": "cpu_op",
-        "name": name,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": {"Record function id": rf_id},
-    }
 
 
 def test_exclusive_time_subtracts_direct_children_only(tmp_path: Path):
     host, device = _write(
         tmp_path,
-        [_host(2, "outer", 1), _host(3, "child", 2, 2), _host(4, "grandchild", 3, 3), _host(5, "child2", 4, 2)],
-        [_op("outer", 1, 0, 100), _op("child", 2, 10, 30), _op("grandchild", 3, 15, 5), _op("child2", 4, 50, 20)],
+        [host_node(2, "outer", 1), host_node(3, "child", 2, 2), host_node(4, "grandchild", 3, 3), host_node(5, "child2", 4, 2)],
+        [kineto_op("outer", 1, 0, 100), kineto_op("child", 2, 10, 30), kineto_op("grandchild", 3, 15, 5), kineto_op("child2", 4, 50, 20)],
     )
     timing = link(host, device).timing
     assert (timing[2].exclusive_us, timing[3].exclusive_us, timing[4].exclusive_us) == (50, 25, 5)
 
 
-def _kernel(ts: float, correlation: int) -> dict:
-    return {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts, "dur": 5,
-            "args": {"correlation": correlation, "stream": 7}}  # fmt: skip
-
-
-def _launch(ts: float, correlation: int) -> dict:
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": ts, "dur": 2,
-            "args": {"correlation": correlation}}  # fmt: skip
-
-
 def test_device_work_without_its_runtime_call_is_reported_unattached(tmp_path: Path):
-    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _kernel(20, 99)])
+    host, device = _write(tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_kernel(20, 99)])
     report = link(host, device).report
     assert report.device_unattached == {"no runtime call with its correlation id": 1}
 
 
-def test_launch_inside_a_host_op_attaches_its_kernel_to_that_op(tmp_path: Path):
-    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _launch(50, 5), _kernel(60, 5)])
+def test_launch_inside_a_host_op_attaches_its_kernel_to_thatkineto_op(tmp_path: Path):
+    host, device = _write(tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(50, 5), kineto_kernel(60, 5)])
     (activity,) = link(host, device).activities
     assert activity.host_id == 2
 
 
 def test_launch_outside_every_host_op_is_reported(tmp_path: Path):
-    host, device = _write(tmp_path, [_host(2, "op", 1)], [_op("op", 1, 0, 100), _launch(500, 5), _kernel(510, 5)])
+    host, device = _write(tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(500, 5), kineto_kernel(510, 5)])
     linked = link(host, device)
     (activity,) = linked.activities
     assert activity.host_id is None and activity.launch == "cudaLaunchKernel"

@@ -1,14 +1,23 @@
-"""``chakra jsonize`` and ``chakra dejsonize``: .et <-> JSON."""
+"""``chakra jsonize``/``dejsonize`` (.et <-> JSON) and ``chakra convert`` (other formats -> .et)."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
-from chakra.cli.main import app, busy, stderr, stdout
+from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, stderr, stdout
+from chakra.io import AtomicFile
+
+if TYPE_CHECKING:
+    from chakra.pytorch.workload import WorkloadResult
 
 
 @app.command()
@@ -48,3 +57,135 @@ def dejsonize(
     with busy(f"writing {output_file}"):
         count = jsonize_lib.dejsonize(input_file, output_file)
     stdout.print(Text(f"wrote {count:,} nodes to {output_file}"))
+
+
+convert_app = typer.Typer(
+    help="Produce Chakra ETs from other formats.\n\nExample: chakra convert pytorch --host 'traces/host.{rank}.json' "
+    "--device 'traces/device.{rank}.json' -o out/job",
+    no_args_is_help=True,
+)
+app.add_typer(convert_app, name="convert")
+
+#: ``--check`` fails (exit 1) when a rank's replayed span is further than this from the measured one.
+FIDELITY_TOLERANCE = 0.05
+
+
+@convert_app.command("pytorch")
+def convert_pytorch(
+    host: str = typer.Option(..., "--host", help="Host execution traces: a path with {rank}, or one file."),
+    device: str | None = typer.Option(
+        None, "--device", help="Kineto traces, same form. Without it: host-only (no timing, no device work)."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{rank}.et."),
+    data_deps: bool = typer.Option(False, "--data-deps", help="Also add tensor producer -> consumer edges."),
+    keep_collective_types: bool = typer.Option(
+        False,
+        "--keep-collective-types",
+        help="Write reduce, gather, scatter and barrier as such (ASTRA-sim refuses them); by default they are "
+        "written as the collective ASTRA-sim simulates with the same traffic, the recorded type kept in "
+        "original_comm_type.",
+    ),
+    check: bool = typer.Option(
+        False, "--check", help=f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}."
+    ),
+    workers: int | None = typer.Option(None, "--workers", help="Ranks converted at once (default: CPU count)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address (tcp://host:8786), or 'local' for a local Dask cluster."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write the full conversion report as JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+) -> None:
+    """Convert a PyTorch job (host execution traces + Kineto traces, one pair per rank) to Chakra ETs.
+
+    Writes PREFIX.{rank}.et for every rank and PREFIX.comm_groups.json (ASTRA-sim's format).
+
+    Example: chakra convert pytorch --host 'traces/host.{rank}.json' --device 'traces/device.{rank}.json' -o out/job --check
+    """
+    from chakra.pytorch.workload import convert_workload
+
+    with _stage_progress() as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def tell(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done)
+
+        result = convert_workload(
+            host,
+            device,
+            output,
+            data_deps=data_deps,
+            astra_compatible=not keep_collective_types,
+            check=check,
+            workers=workers,
+            scheduler=scheduler,
+            progress=tell,
+        )
+    summary = result.to_dict()
+    if report is not None:
+        _write_json(report, summary)
+    if as_json:
+        stdout.print_json(json.dumps(summary))
+    else:
+        _print_conversion(result)
+    off = {r: f.error for r, f in result.fidelity.items() if f.error is None or abs(f.error) > FIDELITY_TOLERANCE}
+    if check and off:
+        stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def _comm_summary(comm: Counter[str]) -> str:
+    """``14 collectives, 2 send, 2 recv`` (the types are in the JSON report)."""
+    collectives = sum(count for kind, count in comm.items() if kind not in ("send", "recv"))
+    parts = [f"{collectives} collectives"] if collectives else []
+    parts += [f"{comm[kind]} {kind}" for kind in ("send", "recv") if comm.get(kind)]
+    return ", ".join(parts) or "-"
+
+
+def _stage_progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    )
+
+
+def _write_json(path: Path, data: object) -> None:
+    with AtomicFile(path) as handle:
+        handle.write(json.dumps(data, indent=1).encode())
+
+
+def _print_conversion(result: WorkloadResult) -> None:
+    table = Table(title=f"{result.prefix}.{{rank}}.et", title_justify="left")
+    for column in ("rank", "mode", "nodes", "comm", "dropped", "waits", "fidelity"):
+        table.add_column(column, justify="right" if column not in ("mode", "comm") else "left")
+    for rank, rep in result.reports.items():
+        fidelity = result.fidelity.get(rank)
+        table.add_row(
+            str(rank),
+            rep.mode,
+            f"{rep.node_count:,}",
+            _comm_summary(rep.comm),
+            f"{sum(rep.dropped.values()):,}",
+            f"{rep.waits:,}",
+            "-" if fidelity is None or fidelity.error is None else f"{fidelity.error:+.1%}",
+        )
+    stdout.print(table)
+    if result.group_methods:
+        stdout.print(
+            "process groups: " + "; ".join(f"{count} {method}" for method, count in result.group_methods.most_common())
+        )
+    dropped: Counter[str] = Counter()
+    for rep in result.reports.values():
+        dropped.update(rep.dropped)
+    for reason, count in dropped.most_common():
+        stdout.print(Text(f"dropped {count:,}: {reason}", style="dim"))
+    lacking = next((rep for rep in result.reports.values() if rep.lacks), None)
+    if lacking is not None:
+        stderr.print(Text(f"{lacking.mode}: the ETs lack " + "; ".join(lacking.lacks), style="yellow"))
+    stdout.print(f"wrote {len(result.paths)} rank files and {result.comm_groups_path}")

@@ -37,15 +37,18 @@ from chakra.trace import write_comm_groups
 RANK_PLACEHOLDER = "{rank}"
 
 
+#: Key of the one file a pattern without ``{rank}`` names: its rank is read from the device trace.
+SINGLE = -1
+
+
 def rank_files(pattern: str) -> dict[int, Path]:
     """Files matching ``pattern`` (a path with ``{rank}``), by rank. A pattern without the
-    placeholder names one file (rank from its name's last number, else 0)."""
+    placeholder names one file, returned under the key ``SINGLE``."""
     if RANK_PLACEHOLDER not in pattern:
         path = Path(pattern)
         if not path.exists():
             raise ChakraInputError("no such file", path=path, hint="check the path")
-        numbers = re.findall(r"\d+", path.name)
-        return {int(numbers[-1]) if numbers else 0: path}
+        return {SINGLE: path}
     head, _, tail = pattern.partition(RANK_PLACEHOLDER)
     regex = re.compile(re.escape(head) + r"(\d+)" + re.escape(tail) + r"\Z")
     found: dict[int, Path] = {}
@@ -106,9 +109,12 @@ def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResul
     from chakra.pytorch.host import load_host_trace
     from chakra.pytorch.kineto import load_kineto_trace
 
-    rank, host_path, device_path, out_path, data_deps, astra_compatible = job
+    rank, host_path, device_path, prefix, data_deps, astra_compatible = job
     host = load_host_trace(host_path)
     device = load_kineto_trace(device_path) if device_path else None
+    if rank == SINGLE:
+        rank = device.rank if device is not None and device.rank is not None else 0
+    out_path = f"{prefix}.{rank}.et"
     conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(out_path)
     records = [host.process_groups()]
@@ -164,6 +170,11 @@ def convert_workload(
     """
     hosts = rank_files(host_pattern)
     devices = rank_files(device_pattern) if device_pattern else {}
+    if (SINGLE in hosts) != (SINGLE in devices) and devices:
+        raise ChakraInputError(
+            "give both --host and --device with {rank}, or both as single files",
+            hint=f"--host {host_pattern!r}, --device {device_pattern!r}",
+        )
     orphans = sorted(set(devices) - set(hosts))
     if orphans:
         raise ChakraInputError(
@@ -172,7 +183,7 @@ def convert_workload(
     prefix = Path(out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     jobs = [
-        (rank, str(path), str(devices[rank]) if rank in devices else None, f"{prefix}.{rank}.et", data_deps, astra_compatible)
+        (rank, str(path), str(devices[rank]) if rank in devices else None, str(prefix), data_deps, astra_compatible)
         for rank, path in hosts.items()
     ]
 
