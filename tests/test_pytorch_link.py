@@ -55,8 +55,18 @@ def _write(tmp_path: Path, host_nodes: list[dict], events: list[dict]):
 def test_exclusive_time_subtracts_direct_children_only(tmp_path: Path):
     host, device = _write(
         tmp_path,
-        [host_node(2, "outer", 1), host_node(3, "child", 2, 2), host_node(4, "grandchild", 3, 3), host_node(5, "child2", 4, 2)],
-        [kineto_op("outer", 1, 0, 100), kineto_op("child", 2, 10, 30), kineto_op("grandchild", 3, 15, 5), kineto_op("child2", 4, 50, 20)],
+        [
+            host_node(2, "outer", 1),
+            host_node(3, "child", 2, 2),
+            host_node(4, "grandchild", 3, 3),
+            host_node(5, "child2", 4, 2),
+        ],
+        [
+            kineto_op("outer", 1, 0, 100),
+            kineto_op("child", 2, 10, 30),
+            kineto_op("grandchild", 3, 15, 5),
+            kineto_op("child2", 4, 50, 20),
+        ],
     )
     timing = link(host, device).timing
     assert (timing[2].exclusive_us, timing[3].exclusive_us, timing[4].exclusive_us) == (50, 25, 5)
@@ -68,14 +78,18 @@ def test_device_work_without_its_runtime_call_is_reported_unattached(tmp_path: P
     assert report.device_unattached == {"no runtime call with its correlation id": 1}
 
 
-def test_launch_inside_a_host_op_attaches_its_kernel_to_thatkineto_op(tmp_path: Path):
-    host, device = _write(tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(50, 5), kineto_kernel(60, 5)])
+def test_launch_inside_a_host_op_attaches_its_kernel_to_that_op(tmp_path: Path):
+    host, device = _write(
+        tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(50, 5), kineto_kernel(60, 5)]
+    )
     (activity,) = link(host, device).activities
     assert activity.host_id == 2
 
 
 def test_launch_outside_every_host_op_is_reported(tmp_path: Path):
-    host, device = _write(tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(500, 5), kineto_kernel(510, 5)])
+    host, device = _write(
+        tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(500, 5), kineto_kernel(510, 5)]
+    )
     linked = link(host, device)
     (activity,) = linked.activities
     assert activity.host_id is None and activity.launch == "cudaLaunchKernel"

@@ -86,7 +86,9 @@ def convert_pytorch(
         "original_comm_type.",
     ),
     check: bool = typer.Option(
-        False, "--check", help=f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}."
+        False,
+        "--check",
+        help=f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}.",
     ),
     workers: int | None = typer.Option(None, "--workers", help="Ranks converted at once (default: CPU count)."),
     scheduler: str | None = typer.Option(
@@ -99,7 +101,8 @@ def convert_pytorch(
 
     Writes PREFIX.{rank}.et for every rank and PREFIX.comm_groups.json (ASTRA-sim's format).
 
-    Example: chakra convert pytorch --host 'traces/host.{rank}.json' --device 'traces/device.{rank}.json' -o out/job --check
+    Example: chakra convert pytorch --host 'traces/host.{rank}.json'
+    --device 'traces/device.{rank}.json' -o out/job --check
     """
     from chakra.pytorch.workload import convert_workload
 

@@ -271,6 +271,7 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
 
     calls: dict[int, CommCall] = {}
     works: list[HostNode] = []
+    call: CommCall | None
     for node in sorted(by_id.values(), key=lambda n: n.id):  # ids follow op entry: issue order
         if not _is_call_op(node):
             continue

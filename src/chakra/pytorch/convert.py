@@ -2,16 +2,19 @@
 
 What becomes what:
 
-| source | Chakra node |
-|---|---|
-| host op (ATen op, ``record_function`` range, ``ProfilerStep#N``) | ``COMP_NODE``, ``is_cpu_op`` true, its **exclusive** time |
-| ``## process_group:init ##`` | ``METADATA_NODE`` with the record's ``inputs.values`` kept in the ``['...']`` form ASTRA-sim parses |
-| kernel, memcpy, memset | ``COMP_NODE``, ``is_cpu_op`` false, ``stream`` |
-| the transfer of a communication call (NCCL kernel, else the ``gloo:``/``nccl:`` work op, else the call's innermost op) | ``COMM_COLL_NODE`` / ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``, ``is_cpu_op`` false |
-| observer roots ``[pytorch|profiler|execution_trace|...]`` | dropped (no work of their own) |
+* host op (ATen op, ``record_function`` range, ``ProfilerStep#N``): ``COMP_NODE``, ``is_cpu_op``
+  true, with its **exclusive** time;
+* ``## process_group:init ##``: ``METADATA_NODE`` keeping the record's ``inputs.values`` in the
+  ``['...']`` form ASTRA-sim parses;
+* kernel, memcpy, memset: ``COMP_NODE``, ``is_cpu_op`` false, ``stream``;
+* the transfer of a communication call (the NCCL kernel, else the ``gloo:``/``nccl:`` work op,
+  else the call's innermost op): ``COMM_COLL_NODE``/``COMM_SEND_NODE``/``COMM_RECV_NODE``,
+  ``is_cpu_op`` false;
+* observer roots ``[pytorch|profiler|execution_trace|...]``: dropped (no work of their own).
 
-Node ids are the host trace's ids (device activities get ids after the largest one, in time order),
-so a node can be traced back to its host op; ``rf_id`` joins it to Kineto.
+Node ids number the nodes from 0 in time order (start, then longer first), so consumers that issue
+ready nodes by ascending id (ASTRA-sim) follow the recorded order; ``rf_id`` joins a node to its
+host op and Kineto event, ``correlation`` a device node to its launch.
 
 Dependencies (all point from an earlier to a later start, so the graph is acyclic by construction;
 ``data_deps`` gate every consumer, ``ctrl_deps`` hold the call-tree parent):
@@ -38,6 +41,7 @@ thread. It has no durations, start times or device activities, and the report sa
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,19 +93,22 @@ SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 #: Busy time an op spends after one of its children becomes a node of its own from this length on
 #: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
 PART_MIN_US = 20.0
+#: Longest hand-over delay between an issuer and the worker thread that runs its transfer that
+#: counts as pickup (µs); longer gaps are the worker being busy or idle, modelled by its own chain.
+PICKUP_MAX_US = 500.0
 #: Collectives ASTRA-sim refuses ("Unsupported collective comm type"), and the supported one with
 #: the same traffic each is written as when ``astra_compatible`` (the original stays in
 #: ``original_comm_type``): a barrier is an all-reduce of (next to) nothing in both gloo and NCCL; a
 #: reduce moves what an all-reduce's first half does, so the all-reduce is an upper bound; gather
 #: and scatter move what all-gather and reduce-scatter move, with the same ``comm_size`` meaning.
-ASTRA_STAND_INS = {BARRIER: ALL_REDUCE, REDUCE: ALL_REDUCE, GATHER: ALL_GATHER, SCATTER: REDUCE_SCATTER}
+ASTRA_STAND_INS: dict[int, int] = {BARRIER: ALL_REDUCE, REDUCE: ALL_REDUCE, GATHER: ALL_GATHER, SCATTER: REDUCE_SCATTER}
 #: Kineto ``cuda_sync`` kind that orders one stream after another (reference §2.7).
 STREAM_WAIT_EVENT = "Stream Wait Event"
 
 #: Labels of the node kinds the report counts.
 KIND_CPU, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC = "cpu op", "kernel", "memcpy", "memset", "sync"
 KIND_COLL, KIND_SEND, KIND_RECV, KIND_METADATA = "collective", "send", "recv", "metadata"
-_COMM_KIND_LABEL = {COMM_COLL_NODE: KIND_COLL, COMM_SEND_NODE: KIND_SEND, COMM_RECV_NODE: KIND_RECV}
+_COMM_KIND_LABEL: dict[int, str] = {COMM_COLL_NODE: KIND_COLL, COMM_SEND_NODE: KIND_SEND, COMM_RECV_NODE: KIND_RECV}
 
 _decode_json = msgspec.json.Decoder().decode
 
@@ -357,7 +364,7 @@ class _Builder:
     def chain(self, by_thread: dict[Any, list[_Item]]) -> None:
         """Each op of a thread or stream after the one before it."""
         for items in by_thread.values():
-            for prev, item in zip(items, items[1:], strict=False):
+            for prev, item in itertools.pairwise(items):
                 item.data.append(prev.node_id)
             if self.metadata_item is not None and items:
                 items[0].data.append(self.metadata_item.node_id)
@@ -370,22 +377,12 @@ class _Builder:
             if isinstance(thread, tuple):  # device streams have no nesting
                 continue
             segs: list[_Segment] = []
-            stack: list[list[Any]] = []  # [item, cursor]
-
-            def close(entry: list[Any]) -> None:
-                owner, cursor = entry
-                if owner.end_us > cursor:
-                    segs.append(_Segment(cursor, owner.end_us, owner, cursor == (owner.ts_us or 0.0)))
-                if stack:
-                    stack[-1][1] = max(stack[-1][1], owner.end_us)
-                else:
-                    top_cursor[0] = max(top_cursor[0], owner.end_us)
-
-            top_cursor = [float("-inf")]
+            stack: list[list[Any]] = []  # [item, cursor: where its exclusive time resumes]
+            top_cursor = float("-inf")
             for item in items:
                 ts = item.ts_us or 0.0
                 while stack and ts >= stack[-1][0].end_us:
-                    close(stack.pop())
+                    top_cursor = _close(stack, segs, top_cursor)
                 if stack:
                     parent, cursor = stack[-1]
                     if ts > cursor:
@@ -395,13 +392,19 @@ class _Builder:
                     if item.host is not None and item.host.parent == parent.node_id:
                         item.ctrl.append(parent.node_id)
                 else:
-                    if top_cursor[0] != float("-inf") and ts > top_cursor[0]:
-                        segs.append(_Segment(top_cursor[0], ts, None, False))
+                    if top_cursor != float("-inf") and ts > top_cursor:
+                        segs.append(_Segment(top_cursor, ts, None, False))
                     item.depth = 0
                 stack.append([item, ts])
             while stack:
-                close(stack.pop())
+                top_cursor = _close(stack, segs, top_cursor)
             segments[thread] = segs
+            # exclusive time = the op's segments, consistent with how children were assigned above
+            for item in items:
+                item.excl_us = 0.0
+            for segment in segs:
+                if segment.owner is not None:
+                    segment.owner.excl_us += segment.end_us - segment.start_us
         return segments
 
     # -- communication ----------------------------------------------------------------------
@@ -459,8 +462,9 @@ class _Builder:
             comm_type = call.comm_type
             if self.astra_compatible and comm_type in ASTRA_STAND_INS:
                 transfer.attrs.append(("original_comm_type", comm_type))
-                self.report.comm_notes[f"{_comm_label(call)} written as {CollectiveCommType.Name(ASTRA_STAND_INS[comm_type])} for ASTRA-sim"] += 1
                 comm_type = ASTRA_STAND_INS[comm_type]
+                stand_in = CollectiveCommType.Name(comm_type)  # type: ignore[arg-type]
+                self.report.comm_notes[f"{_comm_label(call)} written as {stand_in} for ASTRA-sim"] += 1
             transfer.attrs.append(("comm_type", comm_type))
         transfer.attrs.append(("comm_size", call.size_bytes))
         if call.root is not None:
@@ -481,6 +485,37 @@ class _Builder:
         )
 
     # -- waits and inter-thread edges ----------------------------------------------------------
+
+    def split_at_issue(self, segments: dict[Any, list[_Segment]]) -> None:
+        """Where work on another thread started while the op that issued it was still running
+        (a gloo ``c10d::`` op that stays busy after handing its work to the worker), split the
+        issuer's time at that moment: the work depends on the issuer's first piece, the rest
+        becomes a part (or a wait, if the issuer then waited for the work)."""
+        by_owner: dict[int, list[_Segment]] = defaultdict(list)
+        for segs in segments.values():
+            for segment in segs:
+                if segment.owner is not None:
+                    by_owner[segment.owner.node_id].append(segment)
+        for item in self.items.values():
+            if item.ts_us is None or isinstance(item.thread, tuple):
+                continue
+            for dep in item.data:
+                issuer = self.items.get(dep)
+                if (
+                    issuer is None
+                    or issuer.ts_us is None
+                    or isinstance(issuer.thread, tuple)
+                    or issuer.thread == item.thread
+                    or not issuer.ts_us < item.ts_us < issuer.end_us - PART_MIN_US
+                ):
+                    continue
+                for segment in by_owner.get(issuer.node_id, []):
+                    if segment.start_us < item.ts_us < segment.end_us - PART_MIN_US:
+                        rest = _Segment(item.ts_us, segment.end_us, issuer, False)
+                        segment.end_us = item.ts_us
+                        segments[issuer.thread].append(rest)
+                        by_owner[issuer.node_id].append(rest)
+                        break
 
     def waits(self, by_thread: dict[Any, list[_Item]], segments: dict[Any, list[_Segment]]) -> None:
         """Dependencies for the places a thread waited (see the module docstring)."""
@@ -554,7 +589,6 @@ class _Builder:
                     self.wait_edges[segment.edge] = (waited, part)
                 part.depth = owner.depth + 1
                 part.ctrl.append(owner.node_id)
-                part.attrs.append(("part_of", owner.node_id))
                 part.part_of = owner
                 owner.excl_us = max(0.0, owner.excl_us - length)
                 self.items[node_id] = part
@@ -575,6 +609,28 @@ class _Builder:
             last = items[k] if k >= 0 and items[k].key >= waited.key else waited
             if last.node_id not in resumed.data and last is not resumed:
                 resumed.data.append(last.node_id)
+
+    def absorb_pickup(self, by_thread: dict[Any, list[_Item]]) -> None:
+        """A transfer run by a worker thread (gloo) starts some µs after its issuer handed it over
+        and the worker was free; that pickup delay is part of the communication as the program
+        sees it, so the transfer node starts at the hand-over (up to ``PICKUP_MAX_US`` earlier)."""
+        for thread, items in by_thread.items():
+            if isinstance(thread, tuple):
+                continue
+            for k, item in enumerate(items):
+                if item.node_type not in _COMM_KIND_LABEL or item.ts_us is None:
+                    continue
+                issuers = [self.items[d] for d in item.data if d in self.items and self.items[d].thread != thread]
+                ready_us = max([i.end_us for i in issuers if i.ts_us is not None], default=None)
+                if ready_us is None:
+                    continue
+                if k > 0:
+                    ready_us = max(ready_us, items[k - 1].end_us)
+                delay_us = item.ts_us - ready_us
+                if 0 < delay_us <= PICKUP_MAX_US:
+                    item.ts_us -= delay_us
+                    item.dur_us += delay_us
+                    item.excl_us += delay_us
 
     def inter_thread(self, by_thread: dict[Any, list[_Item]]) -> None:
         """A top-level op that starts a busy period of its thread depends on the op that finished
@@ -680,9 +736,24 @@ class _Builder:
 
     # -- output -------------------------------------------------------------------------------
 
+    def mark_costed_ancestors(self) -> None:
+        """Ops with a modelled op below them (``linear`` over ``addmm``, ``conv2d`` over
+        ``convolution``) get no cost of their own: the work would be counted twice."""
+        self.costed_below: set[int] = set()
+        for node in self.host.nodes:
+            if node.name not in MODELED_OPS or node.id not in self.items:
+                continue
+            parent = self.by_host_id.get(node.parent)
+            while parent is not None and parent.id not in self.costed_below and parent.id != parent.parent:
+                self.costed_below.add(parent.id)
+                parent = self.by_host_id.get(parent.parent)
+
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
-        items = sorted(self.items.values(), key=lambda i: i.node_id)
-        key_of = {i.node_id: i.key for i in items}
+        """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
+        ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
+        self.mark_costed_ancestors()
+        items = sorted(self.items.values(), key=lambda i: i.key)
+        new_id = {item.node_id: index for index, item in enumerate(items)}
         thread_ids = _thread_ids(items) if self.linked else {}
         io_cache: dict[bytes, str] = {}
         nodes: list[Node] = []
@@ -690,18 +761,24 @@ class _Builder:
         if starts:
             self.report.measured_span_us = max(i.end_us for i in items if i.ts_us is not None) - min(starts)
         for item in items:
-            data = _dedupe([d for d in item.data if d in key_of and d != item.node_id])
-            ctrl = _dedupe([d for d in item.ctrl if d in key_of and d != item.node_id])
-            kept_data = [d for d in data if key_of[d] < item.key]
-            kept_ctrl = [d for d in ctrl if key_of[d] < item.key]
+            own = new_id[item.node_id]
+            data = _dedupe([new_id[d] for d in item.data if d in new_id])
+            ctrl = _dedupe([new_id[d] for d in item.ctrl if d in new_id])
+            kept_data = [d for d in data if d < own]
+            kept_ctrl = [d for d in ctrl if d < own]
             self.report.edges_against_time += len(data) - len(kept_data) + len(ctrl) - len(kept_ctrl)
-            node = Node(id=item.node_id, name=item.name, type=item.node_type, data_deps=kept_data, ctrl_deps=kept_ctrl)
+            node = Node(id=own, name=item.name, data_deps=kept_data, ctrl_deps=kept_ctrl)
+            node.type = item.node_type  # type: ignore[assignment]
             if item.ts_us is not None:
                 node.start_time_micros = max(0, round(item.ts_us))
                 node.duration_micros = max(0, round(item.excl_us))
             self._attributes(node, item, thread_ids, io_cache)
+            if item.part_of is not None:
+                set_attr(node, "part_of", new_id[item.part_of.node_id])
             nodes.append(node)
             self.report.nodes[self._kind_label(item)] += 1
+        for comm in comm_nodes:
+            comm.node_id = new_id[comm.node_id]
         metadata = self._metadata()
         return Conversion(metadata, nodes, comm_nodes, self.report, self.rank, self.groups)
 
@@ -748,7 +825,7 @@ class _Builder:
                 ("op_schema", host.op_schema),
             ):
                 set_attr(node, name, value)
-            if host.name in MODELED_OPS and item.node_type == COMP_NODE:
+            if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
                 cost = _cost(host)
                 if cost is not None:
                     set_attr(node, "num_ops", cost.num_ops)
@@ -797,6 +874,21 @@ class _Builder:
                 attr.int64_val = value
             metadata.attr.append(attr)
         return metadata
+
+
+def _close(stack: list[list[Any]], segs: list[_Segment], top_cursor: float) -> float:
+    """Pop the innermost open op: its last exclusive segment, and move its parent's cursor (or the
+    thread's, returned) past everything below it."""
+    owner, cursor = stack.pop()
+    if owner.end_us > cursor:
+        segs.append(_Segment(cursor, owner.end_us, owner, cursor == (owner.ts_us or 0.0)))
+    # a child may outlast its parent (gloo's recv runs on after c10d::recv_ returns): that time
+    # is the child's, not the grandparent's
+    subtree_end = max(owner.end_us, cursor)
+    if stack:
+        stack[-1][1] = max(stack[-1][1], subtree_end)
+        return top_cursor
+    return max(top_cursor, subtree_end)
 
 
 def _comm_label(call: CommCall) -> str:
@@ -873,11 +965,13 @@ def convert(
     report = builder.report
     if linked is not None:
         segments = builder.nest(by_thread)
+        builder.split_at_issue(segments)
         builder.waits(by_thread, segments)
         builder.split_parts(by_thread, segments)
         builder.tie_waits(by_thread)
         builder.chain(by_thread)
         builder.inter_thread(by_thread)
+        builder.absorb_pickup(by_thread)
         builder.stream_waits(by_thread)
     else:
         builder.host_only_structure(by_thread)
@@ -889,8 +983,10 @@ def convert(
         ]
     if data_deps:
         builder.tensor_deps()
-    if linked is not None and not linked.activities and any(
-        "nccl" in str(group.get("backend_config", "")) for group in builder.groups
+    if (
+        linked is not None
+        and not linked.activities
+        and any("nccl" in str(group.get("backend_config", "")) for group in builder.groups)
     ):
         report.notes.append("the process groups use CUDA but the Kineto trace has no device activity")
     report.notes.extend(host.notes)
@@ -946,8 +1042,8 @@ def convert_files(
     from chakra.pytorch.host import load_host_trace
     from chakra.pytorch.kineto import load_kineto_trace
 
-    host = load_host_trace(host_path)
-    device = load_kineto_trace(device_path) if device_path is not None else None
+    host = load_host_trace(Path(host_path))
+    device = load_kineto_trace(Path(device_path)) if device_path is not None else None
     conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(Path(out_path))
     return conversion

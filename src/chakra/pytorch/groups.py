@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.pytorch.comms import CommNode
-from chakra.schema.protobuf.et_def_pb2 import ALL_TO_ALL, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, GATHER, SCATTER
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_TO_ALL,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    GATHER,
+    SCATTER,
+)
 
 DEFAULT_GROUP = "0"
 
@@ -241,8 +248,7 @@ def _peers(
         known = out[rank].get(node.node_id)
         # a transfer is confirmed when both sides posted the same (src, dst, tag, size)
         confirmed = [o for o in options if posted[(*o[1], node.tag or 0, node.size_bytes)] >= 2]
-        pick = (confirmed or options or [(known.pg_name if known else DEFAULT_GROUP, None)])[0]
-        name, ends = pick
+        name, ends = (confirmed or options or [(known.pg_name if known else DEFAULT_GROUP, None)])[0]  # type: ignore[list-item]
         peer = None if ends is None else (ends[1] if node.node_type == COMM_SEND_NODE else ends[0])
         if known is not None:
             known.peer_rank = peer

@@ -198,7 +198,9 @@ def convert_workload(
     records = [entries for r in results for entries in r.group_records]
     groups = group_table(*records, world_size=world_size)
     have_records = any(records)
-    resolution = resolve({r: res.comm_nodes for r, res in by_rank.items()}, groups, world_size, have_records=have_records)
+    resolution = resolve(
+        {r: res.comm_nodes for r, res in by_rank.items()}, groups, world_size, have_records=have_records
+    )
 
     group_methods: Counter[str] = Counter()
     rewritten: list[int] = []
@@ -210,7 +212,9 @@ def convert_workload(
         result.report.comm_groups = Counter(res.method for res in found.values())
         wanted = node_attributes(result.comm_nodes, found, groups, rank)
         changes = {
-            node_id: attrs for node_id, attrs in wanted.items() if sorted(attrs) != sorted(result.written_attrs.get(node_id, []))
+            node_id: attrs
+            for node_id, attrs in wanted.items()
+            if sorted(attrs) != sorted(result.written_attrs.get(node_id, []))
         }
         if changes:
             _rewrite(result.path, changes)
