@@ -165,3 +165,27 @@ def test_info_takes_a_workload_prefix(demo: Path):
     result = run("info", str(demo), "--json")
     assert result.returncode == 0, result.stderr
     assert [s["rank"] for s in json.loads(result.stdout)] == [0, 1, 2, 3]
+
+
+def test_convert_pytorch_writes_every_rank_and_reports_fidelity(gloo_traces: Path, tmp_path: Path):
+    result = run(
+        "convert", "pytorch", "--host", str(gloo_traces / "host.{rank}.json"),
+        "--device", str(gloo_traces / "device.{rank}.json"), "-o", str(tmp_path / "out" / "job"), "--check", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert sorted(summary["paths"]) == ["0", "1"]
+    assert all(abs(f["error"]) <= 0.05 for f in summary["fidelity"].values())
+    assert (tmp_path / "out" / "job.comm_groups.json").exists()
+
+
+def test_convert_pytorch_without_matching_files_says_how_to_name_them(tmp_path: Path):
+    result = run("convert", "pytorch", "--host", str(tmp_path / "host.{rank}.json"), "-o", str(tmp_path / "x"))
+    assert_one_line_error(result, "no files match", "{rank}")
+
+
+def test_convert_pytorch_refuses_a_device_trace_given_as_host(tmp_path: Path):
+    kineto = tmp_path / "device.0.json"
+    kineto.write_text('{"traceEvents": []}')
+    result = run("convert", "pytorch", "--host", str(kineto), "-o", str(tmp_path / "x"))
+    assert_one_line_error(result, "Kineto", "pass it as the device trace")

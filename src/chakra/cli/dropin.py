@@ -1,7 +1,13 @@
 """Commands named and flagged like upstream Chakra's, for scripts that call them.
 
-``chakra_jsonizer --input_filename X --output_filename Y`` writes the same text as upstream
-(each message's proto3 JSON, back to back). Bad input gives one line and exit code 2.
+* ``chakra_jsonizer --input_filename X --output_filename Y`` writes the same text as upstream
+  (each message's proto3 JSON, back to back);
+* ``chakra_trace_link --rank R --chakra-host-trace H --chakra-device-trace D --output-file O``
+  writes the linked JSON upstream's linker writes, without HolisticTraceAnalysis or PARAM;
+* ``chakra_converter [--log-filename F] PyTorch --input LINKED --output OUT.et [--simulate]``
+  converts it (or a host trace alone) with :func:`chakra.pytorch.convert.convert`.
+
+Bad input gives one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -34,3 +40,88 @@ def jsonizer_main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     jsonizer_main()
+
+
+def trace_link_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``chakra_trace_link``: host + Kineto trace -> linked JSON (no HTA, no PARAM)."""
+    parser = argparse.ArgumentParser(
+        prog="chakra_trace_link",
+        description="Link a PyTorch host execution trace with its Kineto trace into one JSON file. Example: "
+        "chakra_trace_link --rank 0 --chakra-host-trace host.0.json --chakra-device-trace device.0.json "
+        "--output-file linked.0.json",
+    )
+    parser.add_argument("--rank", type=int, required=True, help="rank of the traces (kept for upstream scripts)")
+    parser.add_argument("--chakra-host-trace", required=True, help="host execution trace (JSON or .gz)")
+    parser.add_argument("--chakra-device-trace", required=True, help="Kineto trace (JSON or .gz)")
+    parser.add_argument("--output-file", required=True, help="linked JSON to write")
+    parser.add_argument("--log-level", default="INFO", help="INFO prints the link report; WARNING and up only problems")
+    args = parser.parse_args(argv)
+    from chakra.pytorch.host import load_host_trace
+    from chakra.pytorch.kineto import load_kineto_trace
+    from chakra.pytorch.link import link
+    from chakra.pytorch.linked_json import write_linked_json
+
+    try:
+        device = load_kineto_trace(args.chakra_device_trace)
+        if not device.distributed_info.get("rank"):
+            device.distributed_info.setdefault("rank", args.rank)
+        linked = link(load_host_trace(args.chakra_host_trace), device)
+        count = write_linked_json(linked, args.output_file)
+    except ChakraError as error:
+        print(f"chakra_trace_link: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    report = linked.report
+    if args.log_level.upper() in ("DEBUG", "INFO"):
+        print(
+            f"chakra_trace_link: {report.host_matched:,} of {report.host_ops:,} host ops timed "
+            f"(by {report.join_key}), {report.device_attached:,} of {report.device_activities:,} device "
+            f"activities attached; wrote {count:,} nodes to {args.output_file}",
+            file=sys.stderr,
+        )
+    for reason, n in list(report.host_unmatched.items()) + list(report.device_unattached.items()):
+        print(f"chakra_trace_link: {n:,} not joined: {reason}", file=sys.stderr)
+
+
+def converter_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``chakra_converter``: ``PyTorch --input LINKED.json --output OUT.et``."""
+    parser = argparse.ArgumentParser(
+        prog="chakra_converter",
+        description="Convert traces to Chakra ETs. Example: chakra_converter PyTorch --input linked.0.json "
+        "--output chakra_trace.0.et",
+    )
+    parser.add_argument("--log-filename", default=None, help="write the conversion report (JSON) here")
+    sub = parser.add_subparsers(dest="format", required=True)
+    pytorch = sub.add_parser("PyTorch", help="linked JSON from chakra_trace_link (or a host trace alone) -> .et")
+    pytorch.add_argument("--input", required=True, help="linked JSON (or a host execution trace: host-only)")
+    pytorch.add_argument("--output", required=True, help="the .et file to write")
+    pytorch.add_argument("--simulate", action="store_true", help="replay the result and print its predicted span")
+    args = parser.parse_args(argv)
+    import json
+
+    from chakra.analyze.replay import replay
+    from chakra.errors import ChakraFormatError
+    from chakra.pytorch.convert import convert
+    from chakra.pytorch.host import load_host_trace
+    from chakra.pytorch.linked_json import load_linked_json
+
+    try:
+        try:
+            linked = load_linked_json(args.input)
+            conversion = convert(linked.host, linked=linked, rank=linked.device.rank)
+        except ChakraFormatError as error:
+            if "not a linked one" not in str(error):
+                raise
+            conversion = convert(load_host_trace(args.input))
+        conversion.write(args.output)
+        if args.log_filename:
+            with open(args.log_filename, "w") as log:
+                json.dump(conversion.report.to_dict(), log, indent=1)
+    except (ChakraError, OSError) as error:
+        print(f"chakra_converter: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    report = conversion.report
+    print(f"chakra_converter: wrote {report.node_count:,} nodes ({report.mode}) to {args.output}", file=sys.stderr)
+    if args.simulate:
+        result = replay(conversion.nodes)
+        measured = "" if result.measured_span_us is None else f", measured {result.measured_span_us:,.0f} µs"
+        print(f"chakra_converter: simulated span {result.predicted_span_us:,.0f} µs{measured}", file=sys.stderr)

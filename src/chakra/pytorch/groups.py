@@ -7,8 +7,9 @@ Gloo records none: the group is an opaque argument. Then, in this order:
 2. several candidates: the ranks' collective sequences are *aligned*. A group's members issue its
    collectives in the same order with the same kind and size (and root), so the heads of the
    members' sequences are matched group by group; when several groups fit, the one whose members
-   finished the collective closest together in time wins (one clock on one machine), else the
-   larger group;
+   finished the collective closest together in time wins (one clock on one machine). When nothing
+   tells them apart (no timing, or the same spread), the larger group is taken and the node is
+   marked ambiguous;
 3. nothing fits: the default group, marked ambiguous.
 
 Every answer carries the method, which the conversion report counts. Group names become the
@@ -188,13 +189,17 @@ def _align(
         ends = [n.end_us for _, n in found if n.end_us is not None]
         return max(ends) - min(ends) if len(ends) == len(found) else float("inf")
 
-    remaining = sum(len(seq) for seq in collectives.values())
-    while remaining:
-        progressed = False
-        for rank, seq in collectives.items():
-            if head[rank] >= len(seq):
-                continue
-            node = seq[head[rank]]
+    def urgency(rank: int) -> tuple[float, int, int]:
+        """Heads are settled earliest-finished first (else least advanced first), so no group's
+        members run ahead of a group that shares members with it."""
+        node = collectives[rank][head[rank]]
+        return (node.end_us if node.end_us is not None else float("inf"), head[rank], rank)
+
+    while True:
+        waiting = sorted((r for r, seq in collectives.items() if head[r] < len(seq)), key=urgency)
+        settled = False
+        for rank in waiting:
+            node = collectives[rank][head[rank]]
             known = out[rank].get(node.node_id)
             names = [known.pg_name] if known else _candidates(node, rank, groups)
             options = []
@@ -205,12 +210,14 @@ def _align(
                 continue
             options.sort(key=lambda o: (o[0], o[1], o[2]))
             name, found = options[0][2], options[0][3]
+            # several groups fit and timing does not single one out: the data cannot tell
+            decided = len(options) == 1 or options[0][0] < options[1][0]
             for member, member_node in found:
-                out[member].setdefault(member_node.node_id, Resolution(name, ALIGNED))
+                out[member].setdefault(member_node.node_id, Resolution(name, ALIGNED if decided else AMBIGUOUS))
                 head[member] += 1
-                remaining -= 1
-            progressed = True
-        if not progressed:
+            settled = True
+            break
+        if not settled:
             break
     for rank, seq in collectives.items():
         for node in seq[head[rank] :]:
