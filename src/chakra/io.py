@@ -592,9 +592,12 @@ class EtWriter:
 
     def write(self, node: Node) -> None:
         """Append one node."""
+        self.write_serialized(node.SerializeToString())
+
+    def write_serialized(self, payload: bytes) -> None:
+        """Append one node given as its serialized ``Node`` message (see :mod:`chakra.wire`)."""
         if self._closed:
             raise ChakraInputError("write after close or abort", path=self.path, hint="open a new EtWriter")
-        payload = node.SerializeToString()
         n = len(payload)
         if n == 0:
             # refused without aborting: the caller may skip the node and go on

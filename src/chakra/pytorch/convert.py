@@ -50,7 +50,6 @@ from typing import Any
 import msgspec
 
 from chakra import __version__
-from chakra.attrs import set_attr
 from chakra.errors import PathLike
 from chakra.io import FORMAT_VERSION, EtWriter
 from chakra.pytorch.comms import CommCall, CommNode, comm_kind, find_calls, is_nccl_kernel
@@ -75,9 +74,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
     AttributeProto,
     CollectiveCommType,
     GlobalMetadata,
-    IOInfo,
     Node,
 )
+from chakra.wire import AttrEncoder, encode_node
 
 #: A thread that resumes this soon after an activity it waited for finished is taken to have
 #: waited for it. Measured resume latencies: 5-40 µs after a gloo work completes (Python returning
@@ -93,9 +92,6 @@ SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 #: Busy time an op spends after one of its children becomes a node of its own from this length on
 #: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
 PART_MIN_US = 20.0
-#: Longest hand-over delay between an issuer and the worker thread that runs its transfer that
-#: counts as pickup (µs); longer gaps are the worker being busy or idle, modelled by its own chain.
-PICKUP_MAX_US = 500.0
 #: Collectives ASTRA-sim refuses ("Unsupported collective comm type"), and the supported one with
 #: the same traffic each is written as when ``astra_compatible`` (the original stays in
 #: ``original_comm_type``): a barrier is an all-reduce of (next to) nothing in both gloo and NCCL; a
@@ -218,20 +214,34 @@ class _Item:
 
 @dataclass
 class Conversion:
-    """The result for one rank: metadata, nodes in id order, its communication nodes and the report."""
+    """The result for one rank: metadata, the encoded nodes (id ``i`` at position ``i``), its
+    communication nodes and the report. ``nodes`` decodes them into messages on first use."""
 
     metadata: GlobalMetadata
-    nodes: list[Node]
+    payloads: list[bytes]
     comm_nodes: list[CommNode]
     report: ConversionReport
     rank: int | None
     process_groups: list[dict[str, Any]]
     groups: dict[str, ProcessGroup] = field(default_factory=dict)
+    _nodes: list[Node] | None = None
+
+    @property
+    def nodes(self) -> list[Node]:
+        if self._nodes is None:
+            self._nodes = [Node.FromString(payload) for payload in self.payloads]
+        return self._nodes
+
+    def add_attrs(self, node_id: int, fields: list[bytes]) -> None:
+        """Append encoded attributes (:class:`chakra.wire.AttrEncoder`) to node ``node_id``."""
+        self.payloads[node_id] += b"".join(fields)
+        self._nodes = None
 
     def write(self, path: PathLike, *, compress: str | None = "auto") -> None:
-        """Write the ET atomically (node attributes in their canonical value kinds)."""
+        """Write the ET atomically."""
         with EtWriter(path, self.metadata, compress=compress) as writer:
-            writer.write_many(self.nodes)
+            for payload in self.payloads:
+                writer.write_serialized(payload)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -611,9 +621,10 @@ class _Builder:
                 resumed.data.append(last.node_id)
 
     def absorb_pickup(self, by_thread: dict[Any, list[_Item]]) -> None:
-        """A transfer run by a worker thread (gloo) starts some µs after its issuer handed it over
-        and the worker was free; that pickup delay is part of the communication as the program
-        sees it, so the transfer node starts at the hand-over (up to ``PICKUP_MAX_US`` earlier)."""
+        """A transfer run by a worker thread (gloo) starts some time after its issuer handed it over
+        and the worker was free (µs normally, ms for a group's first collective); nothing else
+        explains that delay, so it counts as part of the communication as the program sees it:
+        the transfer node starts at the hand-over."""
         for thread, items in by_thread.items():
             if isinstance(thread, tuple):
                 continue
@@ -627,7 +638,7 @@ class _Builder:
                 if k > 0:
                     ready_us = max(ready_us, items[k - 1].end_us)
                 delay_us = item.ts_us - ready_us
-                if 0 < delay_us <= PICKUP_MAX_US:
+                if delay_us > 0:
                     item.ts_us -= delay_us
                     item.dur_us += delay_us
                     item.excl_us += delay_us
@@ -755,32 +766,49 @@ class _Builder:
         items = sorted(self.items.values(), key=lambda i: i.key)
         new_id = {item.node_id: index for index, item in enumerate(items)}
         thread_ids = _thread_ids(items) if self.linked else {}
-        io_cache: dict[bytes, str] = {}
-        nodes: list[Node] = []
+        self.io_cache: dict[bytes, str] = {}
+        self.encode = AttrEncoder()
+        payloads: list[bytes] = []
         starts = [i.ts_us for i in items if i.ts_us is not None]
         if starts:
             self.report.measured_span_us = max(i.end_us for i in items if i.ts_us is not None) - min(starts)
-        for item in items:
-            own = new_id[item.node_id]
-            data = _dedupe([new_id[d] for d in item.data if d in new_id])
-            ctrl = _dedupe([new_id[d] for d in item.ctrl if d in new_id])
-            kept_data = [d for d in data if d < own]
-            kept_ctrl = [d for d in ctrl if d < own]
+        kinds = self.report.nodes
+        for own, item in enumerate(items):
+            data = [new_id[d] for d in item.data if d in new_id]
+            ctrl = [new_id[d] for d in item.ctrl if d in new_id]
+            kept_data = _dedupe([d for d in data if d < own])
+            kept_ctrl = _dedupe([d for d in ctrl if d < own])
             self.report.edges_against_time += len(data) - len(kept_data) + len(ctrl) - len(kept_ctrl)
-            node = Node(id=own, name=item.name, data_deps=kept_data, ctrl_deps=kept_ctrl)
-            node.type = item.node_type  # type: ignore[assignment]
-            if item.ts_us is not None:
-                node.start_time_micros = max(0, round(item.ts_us))
-                node.duration_micros = max(0, round(item.excl_us))
-            self._attributes(node, item, thread_ids, io_cache)
+            attrs = self._attributes(item, thread_ids)
             if item.part_of is not None:
-                set_attr(node, "part_of", new_id[item.part_of.node_id])
-            nodes.append(node)
-            self.report.nodes[self._kind_label(item)] += 1
+                attrs.append(self.encode("part_of", new_id[item.part_of.node_id]))
+            timed = item.ts_us is not None
+            payloads.append(
+                encode_node(
+                    own,
+                    item.name,
+                    item.node_type,
+                    kept_ctrl,
+                    kept_data,
+                    max(0, round(item.ts_us)) if timed else 0,  # type: ignore[arg-type]
+                    max(0, round(item.excl_us)) if timed else 0,
+                    self._io(item.host.inputs) if item.host is not None else None,
+                    self._io(item.host.outputs) if item.host is not None and item.node_type != METADATA_NODE else None,
+                    attrs,
+                )
+            )
+            kinds[self._kind_label(item)] += 1
         for comm in comm_nodes:
             comm.node_id = new_id[comm.node_id]
-        metadata = self._metadata()
-        return Conversion(metadata, nodes, comm_nodes, self.report, self.rank, self.groups)
+        return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank, self.groups)
+
+    def _io(self, lists: Any) -> tuple[str, str, str]:
+        """The host trace's IO lists in upstream's text form (values unique, shapes/types repeat)."""
+        return (
+            _python_repr_of_json(lists.raw_values),
+            _python_repr_of_json(lists.raw_shapes, self.io_cache),
+            _python_repr_of_json(lists.raw_types, self.io_cache),
+        )
 
     def _kind_label(self, item: _Item) -> str:
         if item.node_type == METADATA_NODE:
@@ -793,63 +821,46 @@ class _Builder:
             )
         return KIND_CPU
 
-    def _attributes(self, node: Node, item: _Item, thread_ids: dict[Any, int], io_cache: dict[bytes, str]) -> None:
+    def _attributes(self, item: _Item, thread_ids: dict[Any, int]) -> list[bytes]:
+        """The node's attributes, encoded, in the registered value kinds."""
+        encode = self.encode
+        out: list[bytes] = []
         host = item.host
         if item.node_type != METADATA_NODE:
-            set_attr(node, "is_cpu_op", item.is_cpu)
+            out.append(encode("is_cpu_op", item.is_cpu))
         if host is not None:
-            inputs, outputs = host.inputs, host.outputs
-            node.inputs.CopyFrom(
-                IOInfo(
-                    values=_python_repr_of_json(inputs.raw_values),
-                    shapes=_python_repr_of_json(inputs.raw_shapes, io_cache),
-                    types=_python_repr_of_json(inputs.raw_types, io_cache),
-                )
-            )
-            if item.node_type != METADATA_NODE:
-                node.outputs.CopyFrom(
-                    IOInfo(
-                        values=_python_repr_of_json(outputs.raw_values),
-                        shapes=_python_repr_of_json(outputs.raw_shapes, io_cache),
-                        types=_python_repr_of_json(outputs.raw_types, io_cache),
-                    )
-                )
             tid = thread_ids.get(item.thread, host.tid) if self.linked else host.tid
-            for name, value in (
-                ("rf_id", host.rf_id),
-                ("fw_parent", host.fw_parent),
-                ("seq_id", host.seq_id),
-                ("scope", host.scope),
-                ("tid", tid),
-                ("fw_tid", host.fw_tid),
-                ("op_schema", host.op_schema),
-            ):
-                set_attr(node, name, value)
+            out += [
+                encode("rf_id", host.rf_id),
+                encode("fw_parent", host.fw_parent),
+                encode("seq_id", host.seq_id),
+                encode("scope", host.scope),
+                encode("tid", tid),
+                encode("fw_tid", host.fw_tid),
+                encode("op_schema", host.op_schema),
+            ]
             if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
                 cost = _cost(host)
                 if cost is not None:
-                    set_attr(node, "num_ops", cost.num_ops)
-                    set_attr(node, "tensor_size", cost.tensor_size)
+                    out += [encode("num_ops", cost.num_ops), encode("tensor_size", cost.tensor_size)]
         elif item.part_of is not None and item.part_of.host is not None:
             owner = item.part_of.host
-            set_attr(node, "rf_id", owner.rf_id)
-            set_attr(node, "tid", thread_ids.get(item.thread, owner.tid))
+            out += [encode("rf_id", owner.rf_id), encode("tid", thread_ids.get(item.thread, owner.tid))]
         elif item.activity is not None:
             activity = item.activity
-            stream = activity.stream if isinstance(activity.stream, int) else 0
-            set_attr(node, "stream", stream)
+            out.append(encode("stream", activity.stream if isinstance(activity.stream, int) else 0))
             if isinstance(activity.device, int):
-                set_attr(node, "device", activity.device)
+                out.append(encode("device", activity.device))
             if activity.correlation is not None:
-                set_attr(node, "correlation", int(activity.correlation))
+                out.append(encode("correlation", int(activity.correlation)))
             launcher = self.items.get(activity.host_id) if activity.host_id is not None else None
             if launcher is not None and launcher.host is not None:
-                set_attr(node, "rf_id", launcher.host.rf_id)
+                out.append(encode("rf_id", launcher.host.rf_id))
             nbytes = activity.args.get("bytes")
             if isinstance(nbytes, int) and item.node_type == COMP_NODE:
-                set_attr(node, "tensor_size", nbytes)
-        for name, value in item.attrs:
-            set_attr(node, name, value)
+                out.append(encode("tensor_size", nbytes))
+        out += [encode(name, value) for name, value in item.attrs]
+        return out
 
     def _metadata(self) -> GlobalMetadata:
         metadata = GlobalMetadata(version=FORMAT_VERSION)
@@ -1018,14 +1029,10 @@ def apply_groups(conversion: Conversion, resolution: dict[int, Resolution], grou
     """Write the group-dependent attributes (:func:`~chakra.pytorch.groups.node_attributes`) of the
     conversion's communication nodes and count how each group was found."""
     rank = conversion.rank or 0
-    attrs = node_attributes(conversion.comm_nodes, resolution, groups, rank)
-    index = {node.id: node for node in conversion.nodes} if attrs else {}
+    encode = AttrEncoder()
     conversion.report.comm_groups = Counter(r.method for r in resolution.values())
-    for node_id, values in attrs.items():
-        node = index.get(node_id)
-        if node is not None:
-            for name, value in values:
-                set_attr(node, name, value)
+    for node_id, values in node_attributes(conversion.comm_nodes, resolution, groups, rank).items():
+        conversion.add_attrs(node_id, [encode(name, value) for name, value in values])
     conversion.groups = groups
 
 

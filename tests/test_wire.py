@@ -1,0 +1,71 @@
+"""chakra.wire: the hand-written encoder writes exactly what protobuf writes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chakra.attrs import WELL_KNOWN, set_attr
+from chakra.errors import AttrKindError
+from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node
+from chakra.wire import AttrEncoder, encode_node, varint
+
+#: A value of each well-known attribute's kind, defaults included (oneof members have presence).
+SAMPLE_VALUES = {"bool": [True, False], "int": [0, 1, 300, -1, 1 << 40], "str": ["", "aten::mm(Tensor self)"]}
+
+
+def _value_samples():
+    for name, spec in WELL_KNOWN.items():
+        for value in SAMPLE_VALUES.get(spec.kind, []):
+            if spec.member.startswith("uint") and isinstance(value, int) and value < 0:
+                continue
+            if spec.member == "int32_val" and isinstance(value, int) and abs(value) >= 1 << 31:
+                continue
+            yield name, value
+
+
+@pytest.mark.parametrize(("name", "value"), list(_value_samples()))
+def test_well_known_attributes_encode_like_protobuf(name, value):
+    expected = Node()
+    set_attr(expected, name, value)
+    assert AttrEncoder()(name, value) == expected.SerializeToString()
+
+
+@pytest.mark.parametrize("value", [7, "text", 2.5, True, [1, 2], ["a", "b"]])
+def test_other_attributes_take_the_member_their_python_type_asks_for(value):
+    expected = Node()
+    set_attr(expected, "custom", value)
+    assert AttrEncoder()("custom", value) == expected.SerializeToString()
+
+
+def test_values_the_member_cannot_hold_are_refused():
+    with pytest.raises(AttrKindError):
+        AttrEncoder()("comm_src", 1 << 40)  # int32
+
+
+@given(
+    node_id=st.integers(0, 1 << 40),
+    name=st.text(max_size=20),
+    node_type=st.integers(0, 7),
+    ctrl=st.lists(st.integers(0, 1 << 50), max_size=4),
+    data=st.lists(st.integers(0, 1 << 50), max_size=4),
+    start=st.integers(0, 1 << 60),
+    dur=st.integers(0, 1 << 30),
+    io=st.one_of(st.none(), st.tuples(st.text(max_size=10), st.text(max_size=10), st.text(max_size=10))),
+)
+def test_nodes_encode_like_protobuf(node_id, name, node_type, ctrl, data, start, dur, io):
+    expected = Node(
+        id=node_id, name=name, type=node_type, ctrl_deps=ctrl, data_deps=data,
+        start_time_micros=start, duration_micros=dur,
+    )  # fmt: skip
+    if io is not None:
+        expected.inputs.CopyFrom(IOInfo(values=io[0], shapes=io[1], types=io[2]))
+    set_attr(expected, "is_cpu_op", True)
+    attrs = [AttrEncoder()("is_cpu_op", True)]
+    payload = encode_node(node_id, name, node_type, ctrl, data, start, dur, io, None, attrs)
+    assert payload == expected.SerializeToString()
+
+
+def test_negative_numbers_are_64_bit_twos_complement_varints():
+    assert varint(-1) == b"\xff" * 9 + b"\x01"
