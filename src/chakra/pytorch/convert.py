@@ -56,6 +56,7 @@ from chakra.pytorch.comms import CommCall, CommNode, comm_kind, find_calls, is_n
 from chakra.pytorch.flops import MODELED_OPS, op_cost
 from chakra.pytorch.groups import DEFAULT_GROUP, ProcessGroup, Resolution, group_table, node_attributes, resolve
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
+from chakra.pytorch.jsonfile import gc_paused
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import REPORT_EXAMPLES, DeviceActivity, LinkedTrace, LinkReport, link
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -173,7 +174,7 @@ class ConversionReport:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     """A stretch of an op's exclusive time on its thread (``owner`` None: between top-level ops)."""
 
@@ -186,7 +187,7 @@ class _Segment:
     edge: int = -1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     """One node under construction. ``key`` orders nodes in time (ties: parents first)."""
 
@@ -247,16 +248,16 @@ class Conversion:
 # ---------------------------------------------------------------------------------------------
 
 
-def _python_repr_of_json(raw: msgspec.Raw, cache: dict[bytes, str] | None = None) -> str:
-    """The text upstream stores for an IO list: Python ``str()`` of the parsed JSON
-    (``reference/chakra-format.md`` §7); shapes and types repeat, so callers pass a cache."""
+def _python_repr_of_json(raw: msgspec.Raw, cache: dict[bytes, bytes] | None = None) -> bytes:
+    """The text upstream stores for an IO list, UTF-8 encoded: Python ``str()`` of the parsed
+    JSON (``reference/chakra-format.md`` §7); shapes and types repeat, so callers pass a cache."""
     if cache is not None:
         key = bytes(raw)
         text = cache.get(key)
         if text is None:
-            text = cache[key] = str(_decode_json(key))
+            text = cache[key] = str(_decode_json(key)).encode()
         return text
-    return str(_decode_json(raw))
+    return str(_decode_json(raw)).encode()
 
 
 def _thread_ids(items: list[_Item]) -> dict[Any, int]:
@@ -476,9 +477,7 @@ class _Builder:
                 stand_in = CollectiveCommType.Name(comm_type)  # type: ignore[arg-type]
                 self.report.comm_notes[f"{_comm_label(call)} written as {stand_in} for ASTRA-sim"] += 1
             transfer.attrs.append(("comm_type", comm_type))
-        transfer.attrs.append(("comm_size", call.size_bytes))
-        if call.root is not None:
-            transfer.attrs.append(("comm_root", call.root))
+        transfer.attrs.append(("comm_size", call.size_bytes))  # comm_root, pg_name, peers: apply_groups
         transfer.attrs.append(("comm_call", call.name))
         return CommNode(
             node_id=transfer.node_id,
@@ -766,8 +765,9 @@ class _Builder:
         items = sorted(self.items.values(), key=lambda i: i.key)
         new_id = {item.node_id: index for index, item in enumerate(items)}
         thread_ids = _thread_ids(items) if self.linked else {}
-        self.io_cache: dict[bytes, str] = {}
+        self.io_cache: dict[bytes, bytes] = {}
         self.encode = AttrEncoder()
+        self.shared_attrs: dict[tuple[Any, ...], bytes] = {}
         payloads: list[bytes] = []
         starts = [i.ts_us for i in items if i.ts_us is not None]
         if starts:
@@ -802,7 +802,7 @@ class _Builder:
             comm.node_id = new_id[comm.node_id]
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank, self.groups)
 
-    def _io(self, lists: Any) -> tuple[str, str, str]:
+    def _io(self, lists: Any) -> tuple[bytes, bytes, bytes]:
         """The host trace's IO lists in upstream's text form (values unique, shapes/types repeat)."""
         return (
             _python_repr_of_json(lists.raw_values),
@@ -830,15 +830,21 @@ class _Builder:
             out.append(encode("is_cpu_op", item.is_cpu))
         if host is not None:
             tid = thread_ids.get(item.thread, host.tid) if self.linked else host.tid
-            out += [
-                encode("rf_id", host.rf_id),
-                encode("fw_parent", host.fw_parent),
-                encode("seq_id", host.seq_id),
-                encode("scope", host.scope),
-                encode("tid", tid),
-                encode("fw_tid", host.fw_tid),
-                encode("op_schema", host.op_schema),
-            ]
+            out += [encode.int64("rf_id", host.rf_id), encode("fw_parent", host.fw_parent)]
+            out.append(encode.int64("seq_id", host.seq_id))
+            # these four repeat together (one op kind on one thread): encoded once per combination
+            key = (host.scope, tid, host.fw_tid, host.op_schema)
+            shared = self.shared_attrs.get(key)
+            if shared is None:
+                shared = self.shared_attrs[key] = b"".join(
+                    [
+                        encode("scope", key[0]),
+                        encode("tid", key[1]),
+                        encode("fw_tid", key[2]),
+                        encode("op_schema", key[3]),
+                    ]
+                )
+            out.append(shared)
             if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
                 cost = _cost(host)
                 if cost is not None:
@@ -966,6 +972,15 @@ def convert(
     write the recorded types only."""
     if linked is None and device is not None:
         linked = link(host, device)
+    # the builder allocates a few objects per op and frees none until the end: the cyclic
+    # collector would rescan the whole trace again and again (a third of the time)
+    with gc_paused():
+        return _convert(host, linked, rank, data_deps, astra_compatible)
+
+
+def _convert(
+    host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, astra_compatible: bool
+) -> Conversion:
     if rank is None and linked is not None:
         rank = linked.device.rank
     builder = _Builder(host, linked, rank, data_deps, astra_compatible)
@@ -1050,7 +1065,11 @@ def convert_files(
     from chakra.pytorch.kineto import load_kineto_trace
 
     host = load_host_trace(Path(host_path))
-    device = load_kineto_trace(Path(device_path)) if device_path is not None else None
-    conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    linked = None
+    if device_path is not None:
+        device = load_kineto_trace(Path(device_path))
+        linked = link(host, device)
+        device.events = []  # classified and joined: free them before the conversion's peak
+    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(Path(out_path))
     return conversion

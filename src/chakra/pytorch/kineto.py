@@ -51,6 +51,55 @@ SYNC_CALL_NAMES = frozenset({
 PROFILER_STEP_PREFIX = "ProfilerStep"
 
 
+#: The ``args`` keys linking and converting read, by attribute name. Everything else in ``args``
+#: (occupancy, grid, call stacks, input dims, ...) is skipped while decoding: kept as dicts, the
+#: args were most of a Kineto trace's memory.
+_ARG_KEYS = {
+    "external_id": "External id",
+    "rf_id": "Record function id",
+    "correlation": "correlation",
+    "stream": "stream",
+    "device": "device",
+    "bytes": "bytes",
+    "cuda_sync_kind": "cuda_sync_kind",
+    "wait_on_stream": "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id": "wait_on_cuda_event_record_corr_id",
+    "collective_name": "Collective name",
+    "in_msg_nelems": "In msg nelems",
+    "out_msg_nelems": "Out msg nelems",
+    "dtype": "dtype",
+    "pg_name": "Process Group Name",
+    "group_size": "Group size",
+}
+_ATTR_OF_KEY = {key: attr for attr, key in _ARG_KEYS.items()}
+
+
+class KinetoArgs(msgspec.Struct, gc=False, rename=_ARG_KEYS):
+    """The ``args`` of an event that matter here; :meth:`get` reads them by their Kineto key."""
+
+    external_id: Any = None
+    rf_id: Any = None
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    bytes: Any = None
+    cuda_sync_kind: Any = None
+    wait_on_stream: Any = None
+    wait_on_cuda_event_record_corr_id: Any = None
+    collective_name: Any = None
+    in_msg_nelems: Any = None
+    out_msg_nelems: Any = None
+    dtype: Any = None
+    pg_name: Any = None
+    group_size: Any = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of Kineto arg ``key`` (``"External id"``, ``"stream"``, ...), else ``default``."""
+        attr = _ATTR_OF_KEY.get(key)
+        value = getattr(self, attr) if attr is not None else None
+        return default if value is None else value
+
+
 class KinetoEvent(msgspec.Struct, gc=False):
     """One trace event as Kineto writes it. ``ts``/``dur`` in µs; for device events ``pid`` is the
     device and ``tid`` the stream."""
@@ -62,7 +111,7 @@ class KinetoEvent(msgspec.Struct, gc=False):
     tid: Any = 0
     ts: float = 0.0
     dur: float = 0.0
-    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)
     id: Any = None
     bp: str | None = None
 

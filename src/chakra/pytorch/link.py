@@ -26,6 +26,7 @@ from typing import Any
 
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
+from chakra.pytorch.jsonfile import gc_paused
 from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoTrace, classify
 
 #: Below this share of joined ops whose names agree, the two traces are from different runs
@@ -62,7 +63,7 @@ class DeviceActivity:
     correlation: int | None
     host_id: int | None  # the launching host op, None when it could not be found
     launch: str  # the runtime call that issued it
-    args: dict[str, Any]
+    args: Any  # KinetoArgs (read with .get), or a dict
 
 
 @dataclass
@@ -159,6 +160,11 @@ def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> 
 def link(host: HostTrace, device: KinetoTrace, *, min_name_agreement: float = MIN_NAME_AGREEMENT) -> LinkedTrace:
     """Join ``host`` and ``device`` (one rank). Raises :class:`ChakraInputError` when they come from
     different runs (names of id-joined ops disagree), naming the measured rates."""
+    with gc_paused():  # builds a few objects per op and frees none: see jsonfile.gc_paused
+        return _link(host, device, min_name_agreement)
+
+
+def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> LinkedTrace:
     events = classify(device)
     key = _join_key(events.host_ops)
     report = LinkReport(join_key=key, kineto_ops=len(events.host_ops))

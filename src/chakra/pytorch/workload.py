@@ -32,6 +32,7 @@ from chakra.parallel import map_ranks
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.convert import ConversionReport, convert
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
+from chakra.pytorch.link import link
 from chakra.trace import write_comm_groups
 
 RANK_PLACEHOLDER = "{rank}"
@@ -111,17 +112,22 @@ def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResul
 
     rank, host_path, device_path, prefix, data_deps, astra_compatible = job
     host = load_host_trace(host_path)
-    device = load_kineto_trace(device_path) if device_path else None
-    if rank == SINGLE:
-        rank = device.rank if device is not None and device.rank is not None else 0
-    out_path = f"{prefix}.{rank}.et"
-    conversion = convert(host, device, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
-    conversion.write(out_path)
     records = [host.process_groups()]
     world_size = 0
-    if device is not None:
+    linked = None
+    if device_path:
+        device = load_kineto_trace(device_path)
         records.append(device.process_groups())
         world_size = int(device.distributed_info.get("world_size") or 0)
+        if rank == SINGLE:
+            rank = device.rank if device.rank is not None else 0
+        linked = link(host, device)
+        device.events = []  # classified and joined: free them before the conversion's peak
+    if rank == SINGLE:
+        rank = 0
+    out_path = f"{prefix}.{rank}.et"
+    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    conversion.write(out_path)
     written = {
         n.id: [(a.name, _value(a)) for a in n.attr if a.name in _GROUP_ATTRS]
         for n in conversion.nodes
