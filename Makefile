@@ -31,6 +31,7 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/io_bench.py
+	$(BIN)/python benchmarks/convert_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output
