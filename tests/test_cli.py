@@ -189,3 +189,11 @@ def test_convert_pytorch_refuses_a_device_trace_given_as_host(tmp_path: Path):
     kineto.write_text('{"traceEvents": []}')
     result = run("convert", "pytorch", "--host", str(kineto), "-o", str(tmp_path / "x"))
     assert_one_line_error(result, "Kineto", "pass it as the device trace")
+
+
+def test_convert_pytorch_names_the_rank_file_that_is_broken(gloo_traces: Path, tmp_path: Path):
+    traces = tmp_path / "traces"
+    shutil.copytree(gloo_traces, traces)
+    (traces / "host.1.json").write_text('{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "name": ')
+    result = run("convert", "pytorch", "--host", str(traces / "host.{rank}.json"), "-o", str(tmp_path / "x"))
+    assert_one_line_error(result, "host.1.json")

@@ -327,3 +327,24 @@ def test_ids_never_depend_on_a_later_start(gloo_workload):
             for dep in list(node.data_deps) + list(node.ctrl_deps):
                 assert starts[dep][0] <= starts[node.id][0] or nodes[0].type == METADATA_NODE
     assert all(rep.edges_against_time == 0 for rep in gloo_workload.reports.values())
+
+
+def test_tensor_data_dependencies_tie_consumers_to_the_transfers_that_wrote_their_tensors(gloo_traces: Path):
+    host = load_host_trace(gloo_traces / "host.0.json")
+    conversion = convert(host, load_kineto_trace(gloo_traces / "device.0.json"), data_deps=True)
+    assert conversion.report.data_deps > 0
+    by_id = {n.id: n for n in conversion.nodes}
+    fed_by_comm = [n for n in conversion.nodes if any(by_id[d].type == COMM_COLL_NODE for d in n.data_deps)]
+    assert fed_by_comm
+
+
+def test_ranks_convert_the_same_on_a_dask_cluster(gloo_traces: Path, gloo_workload, tmp_path: Path):
+    result = convert_workload(
+        str(gloo_traces / "host.{rank}.json"),
+        str(gloo_traces / "device.{rank}.json"),
+        tmp_path / "dask",
+        scheduler="local",
+        workers=GLOO_RANKS,
+    )
+    for rank in range(GLOO_RANKS):
+        assert result.paths[rank].read_bytes() == gloo_workload.paths[rank].read_bytes()
