@@ -20,10 +20,15 @@ Dependencies (all point from an earlier to a later start, so the graph is acycli
 ``data_deps`` gate every consumer, ``ctrl_deps`` hold the call-tree parent):
 
 * per thread, every op after the op before it in start order (parents before children, so nesting
-  is not double counted: each op carries its exclusive time);
+  is not double counted: each op carries its exclusive time). Busy time an op spends after one of
+  its children (``PART_MIN_US`` or more, or anything after a wait) becomes a *part*: a node of the
+  same name with ``part_of``, placed where it happened, so the op's own time does not delay its
+  children;
 * a kernel after the host op that launched it, and after the previous activity of its stream;
   ``Stream Wait Event`` sync activities order one stream after another;
-* a communication transfer after the op that issued it;
+* a communication transfer after the op that issued it; when the work started while the issuer was
+  still running, the issuer is split at that moment (the rest becomes a part), and the delay
+  between hand-over and a worker thread starting the work counts as part of the transfer;
 * **waits**: where a thread sat idle (a gap inside an op between its children, or between ops) until
   an asynchronous activity it issued, or an op on another thread, finished -- the thread resumes
   within ``WAIT_RESUME_TOLERANCE_US`` (or a quarter of the wait) -- the op it resumed with depends on
