@@ -71,11 +71,13 @@ _ID, _NAME, _TYPE, _CTRL, _DATA, _START, _DUR, _INPUTS, _OUTPUTS, _ATTR = (
 
 def _io_info(io: tuple[str | bytes, str | bytes, str | bytes]) -> bytes:
     """``IOInfo`` (values, shapes, types; text or UTF-8 bytes) as a Node field, empty ones omitted."""
+    small, limit = _SMALL, _SMALL_LIMIT
     out = b""
     for tag, text in zip((b"\x0a", b"\x12", b"\x1a"), io, strict=True):
         if text:
             data = text.encode() if isinstance(text, str) else text
-            out += tag + varint(len(data)) + data
+            n = len(data)
+            out += tag + (small[n] if n < limit else varint(n)) + data
     return out
 
 
@@ -92,25 +94,29 @@ def encode_node(
     attrs: Sequence[bytes],
 ) -> bytes:
     """A ``Node`` message's bytes; ``attrs`` are fields from :class:`AttrEncoder`."""
+    # hot path: varints of small values are inlined table lookups
+    small, limit = _SMALL, _SMALL_LIMIT
     parts = []
     if node_id:
-        parts.append(_ID + varint(node_id))
+        parts.append(_ID + (small[node_id] if 0 < node_id < limit else varint(node_id)))
     if name:
-        parts.append(_len_field(_NAME, name.encode()))
+        data = name.encode()
+        parts.append(_NAME + (small[len(data)] if len(data) < limit else varint(len(data))) + data)
     if node_type:
         parts.append(_TYPE + varint(node_type))
-    if ctrl_deps:
-        parts.append(_len_field(_CTRL, b"".join(map(varint, ctrl_deps))))
-    if data_deps:
-        parts.append(_len_field(_DATA, b"".join(map(varint, data_deps))))
+    for tag, deps in ((_CTRL, ctrl_deps), (_DATA, data_deps)):
+        if deps:
+            packed = b"".join([small[d] if 0 <= d < limit else varint(d) for d in deps])
+            parts.append(tag + (small[len(packed)] if len(packed) < limit else varint(len(packed))) + packed)
     if start_time_micros:
         parts.append(_START + varint(start_time_micros))
     if duration_micros:
-        parts.append(_DUR + varint(duration_micros))
-    if inputs is not None and (body := _io_info(inputs)):
-        parts.append(_len_field(_INPUTS, body))
-    if outputs is not None and (body := _io_info(outputs)):
-        parts.append(_len_field(_OUTPUTS, body))
+        parts.append(_DUR + (small[duration_micros] if 0 < duration_micros < limit else varint(duration_micros)))
+    for tag, io in ((_INPUTS, inputs), (_OUTPUTS, outputs)):
+        if io is not None:
+            body = _io_info(io)
+            if body:
+                parts.append(tag + (small[len(body)] if len(body) < limit else varint(len(body))) + body)
     parts.extend(attrs)
     return b"".join(parts)
 
