@@ -220,7 +220,7 @@ def get_attr(node: Node, name: str, default: Any = None) -> Any:
     return value
 
 
-def _member_for_python_value(value: Any) -> str:
+def member_for_python_value(value: Any) -> str:
     """The member an unregistered attribute gets from its Python type."""
     if isinstance(value, bool):
         return "bool_val"
@@ -235,11 +235,11 @@ def _member_for_python_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         if not value:
             raise AttrKindError("cannot infer the kind of an empty list; register the attribute or pass member=")
-        return _member_for_python_value(value[0]).replace("_val", "_list")
+        return member_for_python_value(value[0]).replace("_val", "_list")
     raise AttrKindError(f"no attribute kind for Python type {type(value).__name__}")
 
 
-def _check_value(name: str, member: str, value: Any) -> None:
+def check_value(name: str, member: str, value: Any) -> None:
     """Refuse values the member cannot hold exactly (a float in an int, a rank beyond int32)."""
     scalar = member.replace("_list", "_val")
     values: Iterable[Any] = value if member in LIST_MEMBERS else (value,)
@@ -270,8 +270,8 @@ def set_attr(node: Node, name: str, value: Any, *, member: str | None = None) ->
             raise AttrKindError(f"attribute {name!r} must be written as {spec.member}, not {member}")
         member = spec.member
     elif member is None:
-        member = _member_for_python_value(value)
-    _check_value(name, member, value)
+        member = member_for_python_value(value)
+    check_value(name, member, value)
 
     attr = None
     duplicates = []

@@ -21,7 +21,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from chakra.attrs import WELL_KNOWN, _check_value, _member_for_python_value, set_attr
+from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
 from chakra.schema.protobuf.et_def_pb2 import Node
 
 _MASK64 = (1 << 64) - 1
@@ -146,7 +146,7 @@ class AttrEncoder:
         known = self._names.get(name)
         if known is None:
             spec = WELL_KNOWN.get(name)
-            member = spec.member if spec is not None else _member_for_python_value(value)
+            member = spec.member if spec is not None else member_for_python_value(value)
             known = (_len_field(b"\x0a", name.encode()), member)
             if spec is not None:
                 self._names[name] = known
@@ -167,7 +167,7 @@ class AttrEncoder:
         if cached is not None:
             return cached
         name_field, member = self._name(name, value)
-        _check_value(name, member, value)
+        check_value(name, member, value)
         # a oneof member is written even when it holds its default (0, false, ""): it has presence
         tag = _VARINT_MEMBERS.get(member)
         if tag is not None:

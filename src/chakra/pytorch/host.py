@@ -81,7 +81,7 @@ class _IO(msgspec.Struct, gc=False):
     strides: msgspec.Raw = _NULL
 
 
-class _GroupedNode(msgspec.Struct, gc=False):
+class GroupedRecord(msgspec.Struct, gc=False):
     """A node of the grouped (Chakra) layout as it is on disk."""
 
     id: int
@@ -116,7 +116,7 @@ class _FlatNode(msgspec.Struct, gc=False):
 
 
 class _GroupedTrace(msgspec.Struct):
-    nodes: list[_GroupedNode]
+    nodes: list[GroupedRecord]
     schema: str = ""
     pid: int | None = None
     time: str | None = None
@@ -279,7 +279,7 @@ def _io_lists(io: _IO | None) -> IOLists:
     return IOLists(io.values, io.shapes, io.types, io.strides)
 
 
-def _from_grouped(raw: _GroupedNode) -> HostNode:
+def host_node_from_record(raw: GroupedRecord) -> HostNode:
     core = dict(CORE_ATTRS)
     extra: dict[str, Any] = {}
     for attr in _decode_attrs(raw.attrs):
@@ -350,7 +350,7 @@ def load_host_trace(path: PathLike) -> HostTrace:
     layout = _layout_of(data)
     with gc_paused():
         raw, notes = _decode(data, layout, path)
-        convert = _from_grouped if layout == "grouped" else _from_flat
+        convert = host_node_from_record if layout == "grouped" else _from_flat
         nodes: list[Any] = raw.nodes
         # in place, so each on-disk struct is freed as soon as it is converted (halves the peak)
         for i, node in enumerate(nodes):

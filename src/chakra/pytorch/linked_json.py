@@ -23,7 +23,7 @@ import msgspec
 
 from chakra.errors import ChakraFormatError, PathLike
 from chakra.io import AtomicFile
-from chakra.pytorch.host import CORE_ATTRS, HostNode, HostTrace, _from_grouped, _GroupedNode
+from chakra.pytorch.host import CORE_ATTRS, GroupedRecord, HostNode, HostTrace, host_node_from_record
 from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import DeviceActivity, HostTiming, LinkedTrace, LinkReport
@@ -110,7 +110,7 @@ def write_linked_json(linked: LinkedTrace, path: PathLike) -> int:
     return len(nodes)
 
 
-class _LinkedNode(_GroupedNode, gc=False):
+class _LinkedNode(GroupedRecord, gc=False):
     ts: float | None = None
     inclusive_dur: float | None = None
     exclusive_dur: float | None = None
@@ -149,7 +149,7 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
     activities: list[DeviceActivity] = []
     for node in raw.nodes:
         if node.cat is None:
-            host_node = _from_grouped(node)
+            host_node = host_node_from_record(node)
             host_nodes.append(host_node)
             if node.ts is not None and node.inclusive_dur is not None:
                 thread = node.kineto_tid if node.kineto_tid is not None else host_node.tid
