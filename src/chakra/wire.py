@@ -113,10 +113,9 @@ def encode_node(
     if duration_micros:
         parts.append(_DUR + (small[duration_micros] if 0 < duration_micros < limit else varint(duration_micros)))
     for tag, io in ((_INPUTS, inputs), (_OUTPUTS, outputs)):
-        if io is not None:
+        if io is not None:  # a given IOInfo is written even when empty, as protobuf writes a set field
             body = _io_info(io)
-            if body:
-                parts.append(tag + (small[len(body)] if len(body) < limit else varint(len(body))) + body)
+            parts.append(tag + (small[len(body)] if len(body) < limit else varint(len(body))) + body)
     parts.extend(attrs)
     return b"".join(parts)
 
