@@ -1,0 +1,1 @@
+"""Simulation of Chakra workloads with ASTRA-sim's semantics: configuration files, network, collectives, engine."""

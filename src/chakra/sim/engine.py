@@ -1,0 +1,485 @@
+"""Discrete-event simulation of a multi-rank Chakra workload, with ASTRA-sim's issue semantics.
+
+Per rank (``reference/astra-sim.md`` §2.2-2.4):
+
+* a node is *ready* when every node in its ``data_deps`` and ``ctrl_deps`` has finished (FeederV3
+  gates on both); ready nodes are issued in ascending id order when their hardware slot is free;
+* slots: CPU (``is_cpu_op`` true), GPU compute (other ``COMP_NODE``), GPU comm (collectives, sends,
+  memory, metadata) -- one node each at a time; receives need no slot;
+* compute: the recorded ``duration_micros`` (× ``compute_scale``; 1 ns when 0), or the roofline time
+  from ``num_ops`` and ``tensor_size`` when the system enables it (GPU nodes);
+* collectives: the k-th collective a rank issues on a group is matched with the k-th of every other
+  member (ASTRA-sim's rule: members issue a group's collectives in the same order); it starts when
+  the last member arrives and lasts :func:`chakra.sim.collectives.collective_time_ns`;
+* sends and receives match on (source, destination, tag, size) in order; a send completes when its
+  message arrives, a receive at ``max(arrival, posting)``;
+* memory loads/stores: remote-memory latency + bytes / bandwidth, one at a time per rank.
+
+A workload that can never finish (a collective a member never reaches, a receive without a send, a
+dependency cycle) ends with :class:`SimulationStuck`, which names the ranks and nodes that wait and
+on what. Time is integer nanoseconds (ASTRA-sim's cycles).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra import io
+from chakra.attrs import int_value, member_value
+from chakra.errors import ChakraError, ChakraInputError
+from chakra.graph import GraphBuilder
+from chakra.schema.protobuf.et_def_pb2 import (
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    MEM_LOAD_NODE,
+    MEM_STORE_NODE,
+    CollectiveCommType,
+)
+from chakra.sim.collectives import collective_time_ns, p2p_time_ns
+
+NS_PER_US = 1000
+#: ASTRA-sim runs a zero-duration node for one cycle (``reference/astra-sim.md`` §5.2).
+MIN_NODE_NS = 1
+#: The group every rank belongs to: ``pg_name`` empty or "0" (§2.5).
+DEFAULT_GROUPS = frozenset({"", "0"})
+
+#: Hardware slots (§2.3).
+SLOT_CPU, SLOT_GPU, SLOT_COMM, NO_SLOT = 0, 1, 2, 3
+SLOT_NAMES = ("CPU", "GPU compute", "GPU comm", "none")
+
+#: What a node does when issued.
+DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV, DO_MEMORY, DO_INSTANT = range(6)
+
+
+class SimulationStuck(ChakraError):
+    """The workload cannot finish; ``waiting`` lists ``(rank, node id, name, what it waits for)``."""
+
+    def __init__(self, message: str, waiting: list[tuple[int, int, str, str]], **kwargs: Any):
+        super().__init__(message, **kwargs)
+        self.waiting = waiting
+
+
+@dataclass
+class RankProgram:
+    """One rank's nodes as flat lists (position = file order)."""
+
+    rank: int
+    path: Path
+    ids: list[int]
+    names: list[str]
+    action: list[int]
+    slot: list[int]
+    time_ns: list[int]  # recorded compute duration; 0 for the others
+    dep_count: list[int]
+    children: list[list[int]]
+    comm: dict[int, tuple[int, int, str, int, int, int]]  # pos -> (comm_type, size, pg_name, src, dst, tag)
+    roofline: dict[int, tuple[int, int]]  # pos -> (num_ops, tensor_size) of GPU compute nodes
+    memory_bytes: dict[int, int]  # pos -> tensor_size of memory loads and stores
+    missing_deps: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    """The first attribute of each name (the one consumers read), as Python values."""
+    out: dict[str, Any] = {}
+    for attr in node.attr:
+        if attr.name not in out:
+            out[attr.name] = attr
+    return out
+
+
+def load_rank(path: str | Path, rank: int) -> RankProgram:
+    """Read one rank's ET into a :class:`RankProgram` (streamed; the messages are not kept)."""
+    path = Path(path)
+    builder = GraphBuilder()
+    names: list[str] = []
+    action: list[int] = []
+    slot: list[int] = []
+    time_ns: list[int] = []
+    comm: dict[int, tuple[int, int, str, int, int, int]] = {}
+    roofline: dict[int, tuple[int, int]] = {}
+    memory_bytes: dict[int, int] = {}
+    for node in io.stream(path):
+        pos = builder.add(node)
+        names.append(node.name)
+        attrs = _attrs(node)
+        cpu_attr = attrs.get("is_cpu_op")
+        is_cpu = bool(member_value(cpu_attr)) if cpu_attr is not None else False
+        node_type = node.type
+        duration = node.duration_micros * NS_PER_US
+        if node_type == COMP_NODE:
+            action.append(DO_COMPUTE)
+            slot.append(SLOT_CPU if is_cpu else SLOT_GPU)
+            time_ns.append(duration)
+            if not is_cpu and "num_ops" in attrs and "tensor_size" in attrs:
+                roofline[pos] = (int_value(attrs["num_ops"]) or 0, int_value(attrs["tensor_size"]) or 0)
+        elif node_type in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
+            if is_cpu:
+                raise ChakraInputError(
+                    f"node {node.id} ({node.name}) is a communication node marked is_cpu_op",
+                    path=path,
+                    hint="communication runs on the device: set is_cpu_op false (ASTRA-sim aborts too)",
+                )
+            action.append({COMM_COLL_NODE: DO_COLLECTIVE, COMM_SEND_NODE: DO_SEND}.get(node_type, DO_RECV))
+            slot.append(NO_SLOT if node_type == COMM_RECV_NODE else SLOT_COMM)
+            time_ns.append(0)
+            comm[pos] = _comm_attrs(node, attrs, rank, path)
+        elif node_type in (MEM_LOAD_NODE, MEM_STORE_NODE):
+            action.append(DO_MEMORY)
+            slot.append(SLOT_COMM)
+            size = attrs.get("tensor_size")
+            memory_bytes[pos] = (int_value(size) or 0) if size is not None else 0
+            time_ns.append(0)
+        else:  # METADATA_NODE, INVALID_NODE: finish at once (§2.4)
+            action.append(DO_INSTANT)
+            slot.append(SLOT_COMM)
+            time_ns.append(0)
+    graph = builder.build()
+    n = graph.num_nodes
+    dep_ptr = graph.dep_ptr.tolist()
+    dep_pos = graph.dep_pos.tolist()
+    children: list[list[int]] = [[] for _ in range(n)]
+    dep_count = [0] * n
+    for child in range(n):
+        parents = set(dep_pos[dep_ptr[child] : dep_ptr[child + 1]])  # an id in both fields counts once
+        dep_count[child] = len(parents)
+        for parent in parents:
+            children[parent].append(child)
+    return RankProgram(
+        rank=rank,
+        path=path,
+        ids=graph.ids.tolist(),
+        names=names,
+        action=action,
+        slot=slot,
+        time_ns=time_ns,
+        dep_count=dep_count,
+        children=children,
+        comm=comm,
+        roofline=roofline,
+        memory_bytes=memory_bytes,
+        missing_deps=len(graph.missing_deps),
+    )
+
+
+def _comm_attrs(node: Any, attrs: dict[str, Any], rank: int, path: Path) -> tuple[int, int, str, int, int, int]:
+    def number(name: str, default: int | None = None) -> int:
+        attr = attrs.get(name)
+        value = int_value(attr) if attr is not None else None
+        if value is None:
+            if default is None:
+                raise ChakraInputError(
+                    f"node {node.id} ({node.name}) has no {name}",
+                    path=path,
+                    hint="run chakra validate --target astra-sim on the workload",
+                )
+            return default
+        return value
+
+    pg = attrs.get("pg_name")
+    pg_name = str(member_value(pg)) if pg is not None else ""
+    if node.type == COMM_COLL_NODE:
+        return (number("comm_type"), number("comm_size"), pg_name, rank, rank, 0)
+    src = number("comm_src", rank)
+    dst = number("comm_dst", rank)
+    return (0, number("comm_size"), pg_name, src, dst, number("comm_tag", 0))
+
+
+@dataclass
+class RankStats:
+    """What one rank did, in ns."""
+
+    rank: int
+    finish_ns: int = 0
+    cpu_ns: int = 0
+    gpu_compute_ns: int = 0
+    comm_ns: int = 0  # collectives and sends, issue to completion (the comm slot's busy time)
+    memory_ns: int = 0
+    nodes: int = 0
+
+    @property
+    def exposed_comm_ns(self) -> int:
+        """ASTRA-sim's "exposed communication": finish time minus GPU compute time."""
+        return self.finish_ns - self.gpu_compute_ns
+
+
+@dataclass
+class SimResult:
+    """Per-rank statistics, per-collective-type totals and, when asked, every node's interval."""
+
+    ranks: dict[int, RankStats]
+    collectives: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> count, bytes, time_ns
+    intervals: dict[int, list[tuple[int, int, int, int]]] | None = None  # rank -> (node id, start, end, slot)
+    names: dict[int, list[str]] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def finish_ns(self) -> int:
+        return max((s.finish_ns for s in self.ranks.values()), default=0)
+
+    def astra_lines(self) -> list[str]:
+        """The per-rank lines ASTRA-sim prints."""
+        return [
+            f"sys[{r}] finished, {s.finish_ns} cycles, exposed communication {s.exposed_comm_ns} cycles."
+            for r, s in sorted(self.ranks.items())
+        ]
+
+
+def simulate(
+    programs: Mapping[int, RankProgram],
+    system: Any,
+    network: Any,
+    *,
+    remote_memory: Any = None,
+    comm_groups: Mapping[int, Sequence[int]] | None = None,
+    compute_scale: float = 1.0,
+    keep_intervals: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Run every rank of ``programs`` to completion (see the module docstring)."""
+    world = network.num_npus
+    missing = sorted(r for r in programs if r >= world)
+    if missing:
+        raise ChakraInputError(
+            f"ranks {missing} have ET files but the network has only {world} NPUs",
+            path=network.path,
+            hint="make npus_count in the network configuration multiply to the number of ranks",
+        )
+    groups: dict[str, tuple[int, ...] | None] = {name: None for name in DEFAULT_GROUPS}
+    for key, members in (comm_groups or {}).items():
+        groups[str(key)] = tuple(sorted(members))
+    roofline = bool(getattr(system, "roofline_enabled", False))
+    replay_only = bool(getattr(system, "replay_only", False))
+    peak_flops = getattr(system, "peak_perf_tflops", 0.0) * 1e12
+    mem_bytes_per_s = getattr(system, "local_mem_bw_gbps", 0.0) * 1e9
+
+    total = sum(len(p) for p in programs.values())
+    done = 0
+    stats = {r: RankStats(r, nodes=len(p)) for r, p in programs.items()}
+    intervals: dict[int, list[tuple[int, int, int, int]]] | None = {r: [] for r in programs} if keep_intervals else None
+    start_of: dict[tuple[int, int], int] = {}
+    remaining = {r: list(p.dep_count) for r, p in programs.items()}
+    ready: dict[int, list[list[tuple[int, int]]]] = {r: [[], [], [], []] for r in programs}
+    busy = {r: [False, False, False] for r in programs}
+    finished = {r: 0 for r in programs}
+    events: list[tuple[int, int, int, int]] = []  # (time, seq, rank, pos): node completes
+    seq = 0
+    coll_seen: dict[tuple[int, str], int] = defaultdict(int)
+    coll_waiting: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]] = {}
+    coll_totals: dict[str, dict[str, int]] = {}
+    messages: dict[tuple[int, int, int, int], deque[int]] = defaultdict(deque)  # key -> arrival times
+    posted: dict[tuple[int, int, int, int], deque[tuple[int, int, int]]] = defaultdict(deque)  # (rank, pos, t)
+    memory_free_at = dict.fromkeys(programs, 0)
+    warnings: list[str] = []
+
+    def complete_at(t: int, rank: int, pos: int) -> None:
+        nonlocal seq
+        heapq.heappush(events, (t, seq, rank, pos))
+        seq += 1
+
+    def compute_ns(program: RankProgram, pos: int) -> int:
+        if roofline and not replay_only and pos in program.roofline:
+            num_ops, tensor_size = program.roofline[pos]
+            if tensor_size == 0 or peak_flops <= 0 or mem_bytes_per_s <= 0:
+                return 0
+            return int(max(num_ops / peak_flops, tensor_size / mem_bytes_per_s) * 1e9)
+        t = program.time_ns[pos]
+        return max(MIN_NODE_NS, int(t * compute_scale)) if t else MIN_NODE_NS
+
+    def start_collective(key: tuple[str, int], arrivals: dict[int, tuple[int, int, int, int]]) -> None:
+        t0 = max(a[0] for a in arrivals.values())
+        kinds = {(a[2], a[3]) for a in arrivals.values()}
+        comm_type, size = max(kinds, key=lambda kind: kind[1])
+        if len(kinds) > 1:
+            warnings.append(
+                f"collective #{key[1]} of group {key[0]}: members disagree on type/size {sorted(kinds)}; "
+                f"simulated as the largest"
+            )
+        members = groups[key[0]]
+        duration = collective_time_ns(comm_type, size, members, system, network)
+        for rank, (_, pos, _, _) in arrivals.items():
+            complete_at(t0 + duration, rank, pos)
+        name = CollectiveCommType.Name(comm_type) if comm_type in CollectiveCommType.values() else str(comm_type)
+        total_of = coll_totals.setdefault(name, {"count": 0, "bytes": 0, "time_ns": 0})
+        total_of["count"] += 1
+        total_of["bytes"] += size
+        total_of["time_ns"] += duration
+
+    def issue(rank: int, pos: int, now: int) -> None:
+        program = programs[rank]
+        action = program.action[pos]
+        if keep_intervals:
+            start_of[(rank, pos)] = now
+        if action == DO_COMPUTE:
+            complete_at(now + compute_ns(program, pos), rank, pos)
+        elif action == DO_INSTANT:
+            complete_at(now, rank, pos)
+        elif action == DO_MEMORY:
+            latency = getattr(remote_memory, "latency_ns", 0.0) if remote_memory is not None else 0.0
+            bandwidth = getattr(remote_memory, "bandwidth_bytes_per_ns", 0.0) if remote_memory is not None else 0.0
+            size = program.memory_bytes.get(pos, 0)
+            t0 = max(now, memory_free_at[rank])
+            t = t0 + int(latency) + (int(size / bandwidth) if bandwidth > 0 else 0)
+            memory_free_at[rank] = t
+            complete_at(t, rank, pos)
+        elif action == DO_COLLECTIVE:
+            comm_type, size, pg_name, *_ = program.comm[pos]
+            if pg_name not in groups:
+                raise ChakraInputError(
+                    f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) uses communicator group "
+                    f"{pg_name!r}, which no comm groups file defines",
+                    path=program.path,
+                    hint="pass --comm-groups PREFIX.comm_groups.json",
+                )
+            group_key = "0" if pg_name in DEFAULT_GROUPS else pg_name
+            k = coll_seen[(rank, group_key)]
+            coll_seen[(rank, group_key)] += 1
+            members = groups[pg_name]
+            present = [r for r in (members if members is not None else programs) if r in programs]
+            arrivals = coll_waiting.setdefault((group_key, k), {})
+            arrivals[rank] = (now, pos, comm_type, size)
+            if len(arrivals) == len(present):
+                del coll_waiting[(group_key, k)]
+                start_collective((group_key, k), arrivals)
+        elif action == DO_SEND:
+            _, size, _, src, dst, tag = program.comm[pos]
+            arrival = now + p2p_time_ns(src, dst, size, network)
+            complete_at(arrival, rank, pos)
+            key = (src, dst, tag, size)
+            waiting = posted.get(key)
+            if waiting:
+                r_rank, r_pos, r_time = waiting.popleft()
+                complete_at(max(arrival, r_time), r_rank, r_pos)
+            else:
+                messages[key].append(arrival)
+        else:  # DO_RECV
+            _, size, _, src, dst, tag = program.comm[pos]
+            key = (src, dst, tag, size)
+            arrived = messages.get(key)
+            if arrived:
+                complete_at(max(arrived.popleft(), now), rank, pos)
+            else:
+                posted[key].append((rank, pos, now))
+
+    def issue_ready(rank: int, now: int) -> None:
+        lanes = ready[rank]
+        slots = busy[rank]
+        for lane in (SLOT_CPU, SLOT_GPU, SLOT_COMM):
+            if not slots[lane] and lanes[lane]:
+                _, pos = heapq.heappop(lanes[lane])
+                slots[lane] = True
+                issue(rank, pos, now)
+        free = lanes[NO_SLOT]
+        while free:
+            _, pos = heapq.heappop(free)
+            issue(rank, pos, now)
+
+    for rank, program in programs.items():
+        for pos, count in enumerate(program.dep_count):
+            if count == 0:
+                heapq.heappush(ready[rank][program.slot[pos]], (program.ids[pos], pos))
+        issue_ready(rank, 0)
+
+    while events:
+        now, _, rank, pos = heapq.heappop(events)
+        program = programs[rank]
+        lane = program.slot[pos]
+        if lane != NO_SLOT:
+            busy[rank][lane] = False
+        finished[rank] += 1
+        done += 1
+        if progress is not None and done % 65536 == 0:
+            progress(done, total)
+        rank_stats = stats[rank]
+        rank_stats.finish_ns = max(rank_stats.finish_ns, now)
+        began = start_of.pop((rank, pos), now) if keep_intervals else None
+        action = program.action[pos]
+        if action == DO_COMPUTE:
+            took = compute_ns(program, pos)
+            if lane == SLOT_CPU:
+                rank_stats.cpu_ns += took
+            else:
+                rank_stats.gpu_compute_ns += took
+        if intervals is not None and began is not None:
+            intervals[rank].append((program.ids[pos], began, now, lane))
+        counts = remaining[rank]
+        lanes = ready[rank]
+        for child in program.children[pos]:
+            counts[child] -= 1
+            if counts[child] == 0:
+                heapq.heappush(lanes[program.slot[child]], (program.ids[child], child))
+        issue_ready(rank, now)
+
+    if done < total:
+        raise _diagnose(programs, remaining, finished, coll_waiting, posted, groups)
+    if progress is not None:
+        progress(total, total)
+    _comm_busy(programs, stats, intervals)
+    return SimResult(
+        stats,
+        coll_totals,
+        intervals,
+        {r: p.names for r, p in programs.items()} if keep_intervals else None,
+        warnings,
+    )
+
+
+def _comm_busy(
+    programs: Mapping[int, RankProgram],
+    stats: dict[int, RankStats],
+    intervals: dict[int, list[tuple[int, int, int, int]]] | None,
+) -> None:
+    if intervals is None:
+        return
+    for rank, spans in intervals.items():
+        stats[rank].comm_ns = sum(end - start for _, start, end, lane in spans if lane == SLOT_COMM)
+
+
+def _diagnose(
+    programs: Mapping[int, RankProgram],
+    remaining: dict[int, list[int]],
+    finished: dict[int, int],
+    coll_waiting: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]],
+    posted: dict[tuple[int, int, int, int], deque[tuple[int, int, int]]],
+    groups: Mapping[str, tuple[int, ...] | None],
+) -> SimulationStuck:
+    """Say who waits for what when no event is left but nodes are."""
+    waiting: list[tuple[int, int, str, str]] = []
+    for (group, k), arrivals in coll_waiting.items():
+        members = groups.get(group)
+        expected = [r for r in (members if members is not None else programs) if r in programs]
+        absent = [r for r in expected if r not in arrivals]
+        for rank, (_, pos, _, _) in arrivals.items():
+            program = programs[rank]
+            why = f"collective #{k} of group {group}: ranks {absent} never issue it"
+            waiting.append((rank, program.ids[pos], program.names[pos], why))
+    for (src, _dst, tag, size), posts in posted.items():
+        for rank, pos, _ in posts:
+            program = programs[rank]
+            why = f"a receive of {size} bytes from rank {src} (tag {tag}) that is never sent"
+            waiting.append((rank, program.ids[pos], program.names[pos], why))
+    blocked = 0
+    for rank, program in programs.items():
+        if finished[rank] < len(program):
+            stuck = [p for p, c in enumerate(remaining[rank]) if c > 0]
+            blocked += len(stuck)
+            if stuck and not any(w[0] == rank for w in waiting):
+                pos = stuck[0]
+                why = "dependencies that never finish (a cycle?)"
+                waiting.append((rank, program.ids[pos], program.names[pos], why))
+    lines = "; ".join(f"rank {r} node {i} ({n}) waits for {why}" for r, i, n, why in waiting[:8])
+    more = f" (+{len(waiting) - 8} more)" if len(waiting) > 8 else ""
+    return SimulationStuck(
+        f"the workload cannot finish: {lines}{more}; {blocked} nodes never became ready",
+        waiting,
+        hint="run chakra validate --target astra-sim on the workload",
+    )

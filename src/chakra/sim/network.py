@@ -1,0 +1,77 @@
+"""Congestion-unaware analytical network: the delay of one message, in integer ns.
+
+The model of ASTRA-sim's analytical backend (``reference/astra-sim.md`` §5.3): a message of ``m`` bytes
+between two NPUs costs ``trunc(hops · latency + m / B)`` ns, computed in the **lowest dimension in
+which the two NPUs' coordinates differ** (other differing dimensions cost nothing). Hops per
+dimension: Ring = the shorter way round (links are bidirectional), FullyConnected = 1, Switch = 2
+(NPU → switch → NPU). No queuing, no contention: concurrent messages do not slow each other.
+
+``network`` is duck-typed (:mod:`chakra.sim.config` builds it): it needs ``topology``,
+``npus_count``, ``latency_ns`` (per dimension), ``bandwidth_bytes_per_ns(dim)`` (already converted
+from GB/s with 2^30/1e9, §5.1) and ``coordinates(npu)`` (dimension 0 varies fastest).
+
+Example:
+    >>> message_delay_ns(network, src=0, dst=3, size_bytes=1 << 20)  # doctest: +SKIP
+    21471
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chakra.errors import ChakraInputError
+
+#: Topology names of the network YAML (§4.2) and the hop count of a message between two distinct
+#: NPUs of one dimension, where it does not depend on their distance.
+RING = "Ring"
+FULLY_CONNECTED = "FullyConnected"
+SWITCH = "Switch"
+FULLY_CONNECTED_HOPS = 1  # a direct link to every peer
+SWITCH_HOPS = 2  # NPU → switch → NPU: two link latencies (§4.2)
+
+
+def dimension_hops(network: Any, dim: int, a: int, b: int) -> int:
+    """Links a message crosses between local coordinates ``a`` and ``b`` of dimension ``dim``.
+
+    0 when ``a == b``; Ring: the shorter way round (``min(|a−b|, n−|a−b|)``); FullyConnected: 1;
+    Switch: 2.
+    """
+    if a == b:
+        return 0
+    topology = network.topology[dim]
+    if topology == RING:
+        n = network.npus_count[dim]
+        distance = abs(a - b) % n
+        return min(distance, n - distance)
+    if topology == FULLY_CONNECTED:
+        return FULLY_CONNECTED_HOPS
+    if topology == SWITCH:
+        return SWITCH_HOPS
+    raise ChakraInputError(
+        f"unknown topology {topology!r} in network dimension {dim}",
+        hint=f"use one of {RING}, {FULLY_CONNECTED}, {SWITCH}",
+    )
+
+
+def hop_delay_ns(network: Any, dim: int, hops: int, size_bytes: int) -> int:
+    """Delay in ns of ``size_bytes`` over ``hops`` links of dimension ``dim``: ``trunc(hops·L + m/B)``.
+
+    Latency ``L`` is ns per link, ``B`` bytes per ns; the sum is truncated once, as ASTRA-sim does
+    when it computes the delay of one message (§5.1).
+    """
+    return int(hops * network.latency_ns[dim] + size_bytes / network.bandwidth_bytes_per_ns(dim))
+
+
+def message_delay_ns(network: Any, src: int, dst: int, size_bytes: int) -> int:
+    """Delay in ns of one ``size_bytes`` message from NPU ``src`` to NPU ``dst`` (global ids).
+
+    Uses the lowest dimension in which the coordinates differ; ``src == dst`` costs 0.
+    """
+    if src == dst:
+        return 0
+    src_coords = network.coordinates(src)
+    dst_coords = network.coordinates(dst)
+    for dim, (a, b) in enumerate(zip(src_coords, dst_coords, strict=True)):
+        if a != b:
+            return hop_delay_ns(network, dim, dimension_hops(network, dim, a, b), size_bytes)
+    return 0  # distinct ids with equal coordinates cannot happen for ids inside the network

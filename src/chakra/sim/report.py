@@ -1,0 +1,51 @@
+"""A simulation's results as JSON or CSV (per rank, per collective type)."""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import json
+from pathlib import Path
+from typing import Any
+
+from chakra.io import AtomicFile
+from chakra.sim.engine import SimResult
+
+#: Per-rank columns of the CSV report (all ns).
+RANK_COLUMNS = ("rank", "finish_ns", "cpu_ns", "gpu_compute_ns", "exposed_comm_ns", "comm_ns", "nodes")
+
+
+def report_dict(result: SimResult) -> dict[str, Any]:
+    """Finish time, per-rank figures (ns), per-collective-type totals and warnings."""
+    return {
+        "finish_ns": result.finish_ns,
+        "ranks": [
+            {
+                "rank": stats.rank,
+                "finish_ns": stats.finish_ns,
+                "cpu_ns": stats.cpu_ns,
+                "gpu_compute_ns": stats.gpu_compute_ns,
+                "exposed_comm_ns": stats.exposed_comm_ns,
+                "comm_ns": stats.comm_ns,
+                "nodes": stats.nodes,
+            }
+            for _, stats in sorted(result.ranks.items())
+        ],
+        "collectives": result.collectives,
+        "warnings": result.warnings,
+    }
+
+
+def write_report(result: SimResult, path: str | Path) -> None:
+    """JSON (``.json``) or CSV of the per-rank rows (any other suffix), written atomically."""
+    data = report_dict(result)
+    if str(path).endswith(".json"):
+        text = json.dumps(data, indent=1)
+    else:
+        buffer = _io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=RANK_COLUMNS)
+        writer.writeheader()
+        writer.writerows(data["ranks"])
+        text = buffer.getvalue()
+    with AtomicFile(path) as handle:
+        handle.write(text.encode())

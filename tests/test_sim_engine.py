@@ -1,0 +1,171 @@
+"""chakra.sim.engine: issue order, hardware slots, matching across ranks, and workloads that hang."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import make_node, write_et
+
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_REDUCE,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    METADATA_NODE,
+)
+from chakra.sim.collectives import collective_time_ns, p2p_time_ns
+from chakra.sim.config import load_network, load_system
+from chakra.sim.engine import SimulationStuck, load_rank, simulate
+from chakra.sim.run import simulate_workload
+
+NS_PER_US = 1000
+SYSTEM_JSON = """{
+  "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+  "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
+  "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
+  "collective-optimization": "baseline", "local-mem-bw": 1600, "peak-perf": 900
+}"""
+
+
+def network_yaml(npus: int) -> str:
+    return f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
+
+
+@pytest.fixture
+def configs(tmp_path: Path):
+    """(system, network for 2 NPUs, network for 4 NPUs)."""
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    (tmp_path / "net2.yml").write_text(network_yaml(2))
+    (tmp_path / "net4.yml").write_text(network_yaml(4))
+    return load_system(tmp_path / "sys.json"), load_network(tmp_path / "net2.yml"), load_network(tmp_path / "net4.yml")
+
+
+def comp(node_id: int, dur_us: int, *deps: int, cpu: bool = False):
+    return make_node(node_id, type=COMP_NODE, duration_micros=dur_us, data_deps=list(deps), is_cpu_op=cpu)
+
+
+def allreduce(node_id: int, size: int, *deps: int):
+    return make_node(
+        node_id, type=COMM_COLL_NODE, data_deps=list(deps), is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=size
+    )
+
+
+def run(tmp_path: Path, per_rank: dict[int, list], system, network, **kwargs):
+    for rank, nodes in per_rank.items():
+        write_et(tmp_path / f"w.{rank}.et", nodes)
+    return simulate_workload(tmp_path / "w", system, network, **kwargs)
+
+
+def test_a_compute_chain_takes_the_sum_of_its_durations(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [comp(1, 5), comp(2, 7, 1), comp(3, 11, 2)]
+    result = run(tmp_path, {0: nodes, 1: nodes}, system, net2)
+    assert result.ranks[0].finish_ns == (5 + 7 + 11) * NS_PER_US
+    assert result.astra_lines()[0] == f"sys[0] finished, {23 * NS_PER_US} cycles, exposed communication 0 cycles."
+
+
+def test_independent_gpu_nodes_share_one_compute_slot(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [comp(1, 5), comp(2, 7)]
+    assert run(tmp_path, {0: nodes, 1: nodes}, system, net2).ranks[0].finish_ns == 12 * NS_PER_US
+
+
+def test_cpu_and_gpu_work_overlap_on_their_own_slots(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [comp(1, 5, cpu=True), comp(2, 7)]
+    assert run(tmp_path, {0: nodes, 1: nodes}, system, net2).ranks[0].finish_ns == 7 * NS_PER_US
+
+
+def test_a_zero_duration_node_takes_one_cycle(tmp_path, configs):
+    system, net2, _ = configs
+    assert run(tmp_path, {0: [comp(1, 0)], 1: [comp(1, 0)]}, system, net2).ranks[0].finish_ns == 1
+
+
+def test_a_collective_starts_when_the_last_member_arrives(tmp_path, configs):
+    system, net2, _ = configs
+    size = 1 << 20
+    late = 30  # µs of compute before rank 1 reaches the all-reduce
+    result = run(tmp_path, {0: [allreduce(1, size)], 1: [comp(1, late), allreduce(2, size, 1)]}, system, net2)
+    expected = late * NS_PER_US + collective_time_ns(ALL_REDUCE, size, None, system, net2)
+    assert result.ranks[0].finish_ns == result.ranks[1].finish_ns == expected
+    assert result.collectives["ALL_REDUCE"]["count"] == 1
+
+
+def test_compute_overlaps_a_collective_it_does_not_depend_on(tmp_path, configs):
+    system, net2, _ = configs
+    size = 1 << 20
+    coll_ns = collective_time_ns(ALL_REDUCE, size, None, system, net2)
+    long_us = coll_ns // NS_PER_US * 2
+    nodes = [allreduce(1, size), comp(2, long_us)]
+    result = run(tmp_path, {0: nodes, 1: nodes}, system, net2)
+    assert result.ranks[0].finish_ns == long_us * NS_PER_US
+    assert result.ranks[0].exposed_comm_ns == 0
+
+
+def test_sends_and_receives_match_by_peer_tag_and_size(tmp_path, configs):
+    system, net2, _ = configs
+    size = 4096
+    send = make_node(1, type=COMM_SEND_NODE, is_cpu_op=False, comm_src=0, comm_dst=1, comm_tag=7, comm_size=size)
+    recv = make_node(1, type=COMM_RECV_NODE, is_cpu_op=False, comm_src=0, comm_dst=1, comm_tag=7, comm_size=size)
+    after = comp(2, 3, 1)
+    result = run(tmp_path, {0: [send], 1: [recv, after]}, system, net2)
+    arrival = p2p_time_ns(0, 1, size, net2)
+    assert result.ranks[0].finish_ns == arrival
+    assert result.ranks[1].finish_ns == arrival + 3 * NS_PER_US
+
+
+def test_metadata_nodes_finish_at_once(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [make_node(0, type=METADATA_NODE), comp(1, 4, 0)]
+    assert run(tmp_path, {0: nodes, 1: nodes}, system, net2).ranks[0].finish_ns == 4 * NS_PER_US
+
+
+def test_subgroup_collectives_match_only_their_members(tmp_path, configs):
+    system, _, net4 = configs
+    size = 1 << 16
+    pair = [make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=size, pg_name="1")]
+    other = [make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=size, pg_name="2")]
+    (tmp_path / "groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
+    groups = tmp_path / "groups.json"
+    result = run(tmp_path, {0: pair, 1: pair, 2: other, 3: other}, system, net4, comm_groups_path=groups)
+    assert result.ranks[0].finish_ns == collective_time_ns(ALL_REDUCE, size, [0, 1], system, net4)
+    assert result.collectives["ALL_REDUCE"]["count"] == 2
+
+
+def test_a_collective_one_rank_never_reaches_is_diagnosed(tmp_path, configs):
+    system, net2, _ = configs
+    with pytest.raises(SimulationStuck, match=r"rank 0 node 1 .* ranks \[1\] never issue it"):
+        run(tmp_path, {0: [allreduce(1, 1024)], 1: [comp(1, 1)]}, system, net2)
+
+
+def test_a_receive_without_its_send_is_diagnosed(tmp_path, configs):
+    system, net2, _ = configs
+    recv = make_node(1, type=COMM_RECV_NODE, is_cpu_op=False, comm_src=0, comm_dst=1, comm_tag=1, comm_size=8)
+    with pytest.raises(SimulationStuck, match="receive of 8 bytes from rank 0"):
+        run(tmp_path, {0: [comp(1, 1)], 1: [recv]}, system, net2)
+
+
+def test_a_dependency_cycle_is_diagnosed(tmp_path, configs):
+    system, net2, _ = configs
+    cycle = [comp(1, 1, 2), comp(2, 1, 1)]
+    with pytest.raises(SimulationStuck, match="never finish"):
+        run(tmp_path, {0: cycle, 1: [comp(1, 1)]}, system, net2)
+
+
+def test_a_rank_without_its_file_is_an_error(tmp_path, configs):
+    from chakra.errors import ChakraInputError
+
+    system, _, net4 = configs
+    with pytest.raises(ChakraInputError, match=r"4 NPUs but ranks 2, 3 have no ET file"):
+        run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net4)
+
+
+def test_compute_scale_shrinks_compute_only(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [comp(1, 10)]
+    for rank in (0, 1):
+        write_et(tmp_path / f"w.{rank}.et", nodes)
+    programs = {rank: load_rank(tmp_path / f"w.{rank}.et", rank) for rank in (0, 1)}
+    assert simulate(programs, system, net2, compute_scale=0.5).ranks[0].finish_ns == 5 * NS_PER_US
