@@ -169,3 +169,26 @@ def test_compute_scale_shrinks_compute_only(tmp_path, configs):
         write_et(tmp_path / f"w.{rank}.et", nodes)
     programs = {rank: load_rank(tmp_path / f"w.{rank}.et", rank) for rank in (0, 1)}
     assert simulate(programs, system, net2, compute_scale=0.5).ranks[0].finish_ns == 5 * NS_PER_US
+
+
+def test_cpu_ops_of_different_threads_overlap_with_a_slot_per_thread(tmp_path, configs):
+    system, net2, _ = configs
+    nodes = [
+        make_node(1, type=COMP_NODE, duration_micros=5, is_cpu_op=True, tid=1),
+        make_node(2, type=COMP_NODE, duration_micros=7, is_cpu_op=True, tid=2),
+    ]
+    assert run(tmp_path, {0: nodes, 1: nodes}, system, net2).ranks[0].finish_ns == 12 * NS_PER_US  # ASTRA-sim
+    per_thread = run(tmp_path, {0: nodes, 1: nodes}, system, net2, cpu_per_thread=True)
+    assert per_thread.ranks[0].finish_ns == 7 * NS_PER_US
+
+
+def test_replay_only_replays_communication_with_its_recorded_duration(tmp_path, configs):
+    import dataclasses
+
+    system, net2, _ = configs
+    replaying = dataclasses.replace(system, replay_only=True)
+    coll = make_node(
+        1, type=COMM_COLL_NODE, duration_micros=40, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=1 << 20
+    )
+    result = run(tmp_path, {0: [coll], 1: [comp(1, 3)]}, replaying, net2)
+    assert (result.ranks[0].finish_ns, result.ranks[1].finish_ns) == (40 * NS_PER_US, 3 * NS_PER_US)

@@ -50,9 +50,11 @@ MIN_NODE_NS = 1
 #: The group every rank belongs to: ``pg_name`` empty or "0" (§2.5).
 DEFAULT_GROUPS = frozenset({"", "0"})
 
-#: Hardware slots (§2.3).
+#: Hardware slots (§2.3). With ``cpu_per_thread``/``gpu_per_stream`` a rank gets more slots, one per
+#: host thread (``tid``) or device stream (``stream``), numbered from ``FIRST_EXTRA_SLOT``.
 SLOT_CPU, SLOT_GPU, SLOT_COMM, NO_SLOT = 0, 1, 2, 3
 SLOT_NAMES = ("CPU", "GPU compute", "GPU comm", "none")
+FIRST_EXTRA_SLOT = 4
 
 #: What a node does when issued.
 DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV, DO_MEMORY, DO_INSTANT = range(6)
@@ -76,12 +78,14 @@ class RankProgram:
     names: list[str]
     action: list[int]
     slot: list[int]
-    time_ns: list[int]  # recorded compute duration; 0 for the others
+    time_ns: list[int]  # recorded duration; the time of compute nodes (all nodes in replay-only mode)
     dep_count: list[int]
     children: list[list[int]]
     comm: dict[int, tuple[int, int, str, int, int, int]]  # pos -> (comm_type, size, pg_name, src, dst, tag)
     roofline: dict[int, tuple[int, int]]  # pos -> (num_ops, tensor_size) of GPU compute nodes
     memory_bytes: dict[int, int]  # pos -> tensor_size of memory loads and stores
+    slot_names: list[str] = field(default_factory=lambda: list(SLOT_NAMES))
+    cpu_slots: frozenset[int] = frozenset({SLOT_CPU})
     missing_deps: int = 0
 
     def __len__(self) -> int:
@@ -97,9 +101,26 @@ def _attrs(node: Any) -> dict[str, Any]:
     return out
 
 
-def load_rank(path: str | Path, rank: int) -> RankProgram:
-    """Read one rank's ET into a :class:`RankProgram` (streamed; the messages are not kept)."""
+def load_rank(
+    path: str | Path, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
+) -> RankProgram:
+    """Read one rank's ET into a :class:`RankProgram` (streamed; the messages are not kept).
+
+    ASTRA-sim gives a rank one CPU and one GPU-compute slot. ``cpu_per_thread`` gives every host
+    thread (``tid``) its own CPU slot and ``gpu_per_stream`` every stream its own compute slot, as
+    the recorded job had them (a PyTorch trace's autograd and gloo threads run side by side).
+    """
     path = Path(path)
+    slot_names = list(SLOT_NAMES)
+    extra_slots: dict[tuple[str, int], int] = {}
+
+    def extra_slot(kind: str, key: int) -> int:
+        index = extra_slots.get((kind, key))
+        if index is None:
+            index = extra_slots[(kind, key)] = len(slot_names)
+            slot_names.append(f"{kind} {key}")
+        return index
+
     builder = GraphBuilder()
     names: list[str] = []
     action: list[int] = []
@@ -118,7 +139,15 @@ def load_rank(path: str | Path, rank: int) -> RankProgram:
         duration = node.duration_micros * NS_PER_US
         if node_type == COMP_NODE:
             action.append(DO_COMPUTE)
-            slot.append(SLOT_CPU if is_cpu else SLOT_GPU)
+            if is_cpu:
+                tid = attrs.get("tid")
+                slot.append(extra_slot("CPU thread", int_value(tid) or 0) if cpu_per_thread and tid else SLOT_CPU)
+            else:
+                stream = attrs.get("stream")
+                if gpu_per_stream and stream is not None:
+                    slot.append(extra_slot("GPU stream", int_value(stream) or 0))
+                else:
+                    slot.append(SLOT_GPU)
             time_ns.append(duration)
             if not is_cpu and "num_ops" in attrs and "tensor_size" in attrs:
                 roofline[pos] = (int_value(attrs["num_ops"]) or 0, int_value(attrs["tensor_size"]) or 0)
@@ -131,7 +160,7 @@ def load_rank(path: str | Path, rank: int) -> RankProgram:
                 )
             action.append({COMM_COLL_NODE: DO_COLLECTIVE, COMM_SEND_NODE: DO_SEND}.get(node_type, DO_RECV))
             slot.append(NO_SLOT if node_type == COMM_RECV_NODE else SLOT_COMM)
-            time_ns.append(0)
+            time_ns.append(duration)
             comm[pos] = _comm_attrs(node, attrs, rank, path)
         elif node_type in (MEM_LOAD_NODE, MEM_STORE_NODE):
             action.append(DO_MEMORY)
@@ -167,6 +196,8 @@ def load_rank(path: str | Path, rank: int) -> RankProgram:
         comm=comm,
         roofline=roofline,
         memory_bytes=memory_bytes,
+        slot_names=slot_names,
+        cpu_slots=frozenset({SLOT_CPU} | {i for (kind, _), i in extra_slots.items() if kind == "CPU thread"}),
         missing_deps=len(graph.missing_deps),
     )
 
@@ -245,7 +276,8 @@ def simulate(
     keep_intervals: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
-    """Run every rank of ``programs`` to completion (see the module docstring)."""
+    """Run every rank of ``programs`` to completion (see the module docstring). With the system's
+    ``replay-only`` every node takes its recorded duration and nothing is matched across ranks."""
     world = network.num_npus
     missing = sorted(r for r in programs if r >= world)
     if missing:
@@ -268,8 +300,9 @@ def simulate(
     intervals: dict[int, list[tuple[int, int, int, int]]] | None = {r: [] for r in programs} if keep_intervals else None
     start_of: dict[tuple[int, int], int] = {}
     remaining = {r: list(p.dep_count) for r, p in programs.items()}
-    ready: dict[int, list[list[tuple[int, int]]]] = {r: [[], [], [], []] for r in programs}
-    busy = {r: [False, False, False] for r in programs}
+    ready: dict[int, list[list[tuple[int, int]]]] = {r: [[] for _ in p.slot_names] for r, p in programs.items()}
+    busy = {r: [False] * len(p.slot_names) for r, p in programs.items()}
+    lanes_of = {r: [i for i in range(len(p.slot_names)) if i != NO_SLOT] for r, p in programs.items()}
     finished = {r: 0 for r in programs}
     events: list[tuple[int, int, int, int]] = []  # (time, seq, rank, pos): node completes
     seq = 0
@@ -319,7 +352,8 @@ def simulate(
         action = program.action[pos]
         if keep_intervals:
             start_of[(rank, pos)] = now
-        if action == DO_COMPUTE:
+        if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
+            # replay-only: every node takes its recorded time, communication included (§2.4)
             complete_at(now + compute_ns(program, pos), rank, pos)
         elif action == DO_INSTANT:
             complete_at(now, rank, pos)
@@ -373,7 +407,7 @@ def simulate(
     def issue_ready(rank: int, now: int) -> None:
         lanes = ready[rank]
         slots = busy[rank]
-        for lane in (SLOT_CPU, SLOT_GPU, SLOT_COMM):
+        for lane in lanes_of[rank]:
             if not slots[lane] and lanes[lane]:
                 _, pos = heapq.heappop(lanes[lane])
                 slots[lane] = True
@@ -403,9 +437,9 @@ def simulate(
         rank_stats.finish_ns = max(rank_stats.finish_ns, now)
         began = start_of.pop((rank, pos), now) if keep_intervals else None
         action = program.action[pos]
-        if action == DO_COMPUTE:
+        if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             took = compute_ns(program, pos)
-            if lane == SLOT_CPU:
+            if lane in program.cpu_slots:
                 rank_stats.cpu_ns += took
             else:
                 rank_stats.gpu_compute_ns += took

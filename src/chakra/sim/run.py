@@ -28,11 +28,14 @@ def simulate_workload(
     comm_groups_path: str | Path | None = None,
     compute_scale: float = 1.0,
     keep_intervals: bool = False,
+    cpu_per_thread: bool = False,
+    gpu_per_stream: bool = False,
 ) -> SimResult:
     """Run ``PREFIX.{rank}.et`` (a prefix, a folder or one file) on ``system``/``network``.
 
     Every rank the network has must have its file (ASTRA-sim stops on a missing one); groups come
     from ``comm_groups_path``, else ``PREFIX.comm_groups.json`` beside the files.
+    ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.engine.load_rank`.
     """
     traces = TraceSet.discover(workload)
     missing = [r for r in range(network.num_npus) if r not in traces.ranks]
@@ -49,7 +52,10 @@ def simulate_workload(
         groups = read_comm_groups(comm_groups_path)
     else:
         groups = traces.comm_groups
-    programs = {rank: load_rank(path, rank) for rank, path in sorted(traces.ranks.items())}
+    programs = {
+        rank: load_rank(path, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+        for rank, path in sorted(traces.ranks.items())
+    }
     return simulate(
         programs,
         system,
