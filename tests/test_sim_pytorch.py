@@ -1,0 +1,60 @@
+"""End to end: a real 2-rank PyTorch job, converted, simulated, and asked what-if questions."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from chakra.analyze.replay import replay_file
+from chakra.pytorch.workload import convert_workload
+from chakra.sim.config import load_network, load_system, scale_network
+from chakra.sim.run import simulate_workload
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
+#: A network fast enough that communication costs next to nothing next to gloo's CPU work.
+FAST_BANDWIDTH_GBPS, FAST_LATENCY_NS = 400.0, 500.0
+STEP_TOLERANCE = 0.10  # the issue's bound on simulated vs measured step time
+
+
+@pytest.fixture(scope="module")
+def converted(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    prefix = tmp_path_factory.mktemp("sim_pytorch") / "job"
+    convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), prefix)
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def system():
+    return load_system(EXAMPLES / "system.json")
+
+
+@pytest.fixture(scope="module")
+def fast_network():
+    network = load_network(EXAMPLES / "ring2.yml")
+    return dataclasses.replace(network, bandwidth_gbps=(FAST_BANDWIDTH_GBPS,), latency_ns=(FAST_LATENCY_NS,))
+
+
+def finish_us(prefix: Path, system, network, **options) -> float:
+    result = simulate_workload(prefix, system, network, cpu_per_thread=True, **options)
+    return result.finish_ns / 1e3
+
+
+def test_replay_only_reproduces_each_rank(converted, system, fast_network):
+    replaying = dataclasses.replace(system, replay_only=True)
+    result = simulate_workload(converted, replaying, fast_network, cpu_per_thread=True)
+    for rank, stats in result.ranks.items():
+        measured_us = replay_file(f"{converted}.{rank}.et").measured_span_us
+        assert abs(stats.finish_ns / 1e3 - measured_us) <= STEP_TOLERANCE * measured_us
+
+
+def test_halving_compute_time_halves_a_compute_bound_step(converted, system, fast_network):
+    ratio = finish_us(converted, system, fast_network, compute_scale=0.5) / finish_us(converted, system, fast_network)
+    assert 0.45 <= ratio <= 0.6
+
+
+def test_a_slower_network_makes_the_step_longer(converted, system, fast_network):
+    base = finish_us(converted, system, fast_network)
+    slow = scale_network(fast_network, bandwidth_scale=1e-4, latency_scale=1000)
+    assert finish_us(converted, system, slow) > base * 1.05
