@@ -192,3 +192,50 @@ def test_replay_only_replays_communication_with_its_recorded_duration(tmp_path, 
     )
     result = run(tmp_path, {0: [coll], 1: [comp(1, 3)]}, replaying, net2)
     assert (result.ranks[0].finish_ns, result.ranks[1].finish_ns) == (40 * NS_PER_US, 3 * NS_PER_US)
+
+
+def test_time_splits_into_compute_exposed_communication_overlap_and_idle(tmp_path, configs):
+    system, net2, _ = configs
+    size = 1 << 20
+    coll_ns = collective_time_ns(ALL_REDUCE, size, None, system, net2)
+    compute_us = 10
+    # rank 0: the all-reduce alongside 10 µs of compute; rank 1 reaches it only after 10 µs of compute
+    rank0 = [allreduce(1, size), comp(2, compute_us)]
+    rank1 = [comp(1, compute_us), allreduce(2, size, 1)]
+    stats = run(tmp_path, {0: rank0, 1: rank1}, system, net2).ranks
+    # rank 0 waits in the all-reduce from 0 until rank 1 arrives at 10 µs, then it runs coll_ns
+    assert (stats[0].overlap_ns, stats[0].comm_exposed_ns) == (compute_us * NS_PER_US, coll_ns)
+    assert (stats[1].compute_only_ns, stats[1].comm_exposed_ns, stats[1].idle_ns) == (
+        compute_us * NS_PER_US,
+        coll_ns,
+        0,
+    )
+    for s in stats.values():
+        assert s.compute_only_ns + s.comm_exposed_ns + s.overlap_ns + s.idle_ns == s.finish_ns
+
+
+def _remote_memory(memory_type: str, **extra):
+    from chakra.sim.config import RemoteMemoryConfig
+
+    return RemoteMemoryConfig(memory_type, latency_ns=100.0, bandwidth_bytes_per_ns=1.0, **extra)
+
+
+def test_remote_memory_accesses_take_latency_plus_bytes_over_bandwidth(tmp_path, configs):
+    from chakra.schema.protobuf.et_def_pb2 import MEM_LOAD_NODE
+
+    system, net2, _ = configs
+    loads = [make_node(i, type=MEM_LOAD_NODE, is_cpu_op=False, tensor_size=1000) for i in (1, 2)]
+    result = run(tmp_path, {0: loads, 1: loads}, system, net2, remote_memory=_remote_memory("PER_NPU_MEMORY_EXPANSION"))
+    assert result.ranks[0].finish_ns == 2 * (100 + 1000)  # one at a time per NPU
+    pooled = run(tmp_path, {0: loads, 1: loads}, system, net2, remote_memory=_remote_memory("MEMORY_POOL"))
+    assert pooled.finish_ns == 4 * (100 + 1000)  # one queue for everyone
+
+
+def test_memory_nodes_without_memory_expansion_are_refused(tmp_path, configs):
+    from chakra.errors import ChakraInputError
+    from chakra.schema.protobuf.et_def_pb2 import MEM_LOAD_NODE
+
+    system, net2, _ = configs
+    loads = [make_node(1, type=MEM_LOAD_NODE, is_cpu_op=False, tensor_size=1000)]
+    with pytest.raises(ChakraInputError, match="no memory expansion"):
+        run(tmp_path, {0: loads, 1: loads}, system, net2, remote_memory=_remote_memory("NO_MEMORY_EXPANSION"))

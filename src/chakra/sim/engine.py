@@ -58,6 +58,12 @@ FIRST_EXTRA_SLOT = 4
 
 #: What a node does when issued.
 DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV, DO_MEMORY, DO_INSTANT = range(6)
+#: How a running node counts in the time breakdown (memory and instant nodes count as neither).
+COMPUTING, COMMUNICATING = 1, 2
+KIND_OF_ACTION = {
+    DO_COMPUTE: COMPUTING, DO_COLLECTIVE: COMMUNICATING, DO_SEND: COMMUNICATING, DO_RECV: COMMUNICATING,
+    DO_MEMORY: 0, DO_INSTANT: 0,
+}  # fmt: skip
 
 
 class SimulationStuck(ChakraError):
@@ -231,11 +237,16 @@ class RankStats:
 
     rank: int
     finish_ns: int = 0
-    cpu_ns: int = 0
-    gpu_compute_ns: int = 0
+    cpu_ns: int = 0  # summed durations of CPU nodes
+    gpu_compute_ns: int = 0  # summed durations of GPU compute nodes (replay-only: every non-CPU node)
     comm_ns: int = 0  # collectives and sends, issue to completion (the comm slot's busy time)
-    memory_ns: int = 0
     nodes: int = 0
+    # time split by what was running (sums to finish_ns): compute only, communication only
+    # (exposed), both (overlapped), neither (idle); communication = collectives, sends, receives
+    compute_only_ns: int = 0
+    comm_exposed_ns: int = 0
+    overlap_ns: int = 0
+    idle_ns: int = 0
 
     @property
     def exposed_comm_ns(self) -> int:
@@ -311,8 +322,34 @@ def simulate(
     coll_totals: dict[str, dict[str, int]] = {}
     messages: dict[tuple[int, int, int, int], deque[int]] = defaultdict(deque)  # key -> arrival times
     posted: dict[tuple[int, int, int, int], deque[tuple[int, int, int]]] = defaultdict(deque)  # (rank, pos, t)
-    memory_free_at = dict.fromkeys(programs, 0)
+    memory_free_at: dict[int, int] = defaultdict(int)  # memory queue -> when it is free (§5.8)
+    memory_type = getattr(remote_memory, "memory_type", "NO_MEMORY_EXPANSION")
     warnings: list[str] = []
+    # per rank: [compute nodes running, communication nodes running, time of the last change]
+    activity = {r: [0, 0, 0] for r in programs}
+
+    def account(rank: int, now: int, compute_delta: int, comm_delta: int) -> None:
+        """Add the time since the last change to the bucket of what was running, then change."""
+        state = activity[rank]
+        elapsed = now - state[2]
+        if elapsed:
+            rank_stats = stats[rank]
+            if state[0] and state[1]:
+                rank_stats.overlap_ns += elapsed
+            elif state[0]:
+                rank_stats.compute_only_ns += elapsed
+            elif state[1]:
+                rank_stats.comm_exposed_ns += elapsed
+            else:
+                rank_stats.idle_ns += elapsed
+            state[2] = now
+        state[0] += compute_delta
+        state[1] += comm_delta
+
+    def memory_queue(rank: int) -> int:
+        if memory_type == "PER_NODE_MEMORY_EXPANSION":
+            return rank // max(1, getattr(remote_memory, "npus_per_node", None) or 1)
+        return 0 if memory_type == "MEMORY_POOL" else rank
 
     def complete_at(t: int, rank: int, pos: int) -> None:
         nonlocal seq
@@ -352,18 +389,29 @@ def simulate(
         action = program.action[pos]
         if keep_intervals:
             start_of[(rank, pos)] = now
+        kind = KIND_OF_ACTION[action]
+        if kind:
+            account(rank, now, kind == COMPUTING, kind == COMMUNICATING)
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             # replay-only: every node takes its recorded time, communication included (§2.4)
             complete_at(now + compute_ns(program, pos), rank, pos)
         elif action == DO_INSTANT:
             complete_at(now, rank, pos)
         elif action == DO_MEMORY:
-            latency = getattr(remote_memory, "latency_ns", 0.0) if remote_memory is not None else 0.0
-            bandwidth = getattr(remote_memory, "bandwidth_bytes_per_ns", 0.0) if remote_memory is not None else 0.0
+            if memory_type == "NO_MEMORY_EXPANSION":
+                raise ChakraInputError(
+                    f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) is a remote-memory access, "
+                    "but the remote memory configuration has no memory expansion",
+                    path=getattr(remote_memory, "path", None),
+                    hint="pass --remote-memory with a memory-type such as PER_NPU_MEMORY_EXPANSION",
+                )
+            latency = getattr(remote_memory, "latency_ns", 0.0)
+            bandwidth = getattr(remote_memory, "bandwidth_bytes_per_ns", 0.0)
             size = program.memory_bytes.get(pos, 0)
-            t0 = max(now, memory_free_at[rank])
+            queue = memory_queue(rank)
+            t0 = max(now, memory_free_at[queue])
             t = t0 + int(latency) + (int(size / bandwidth) if bandwidth > 0 else 0)
-            memory_free_at[rank] = t
+            memory_free_at[queue] = t
             complete_at(t, rank, pos)
         elif action == DO_COLLECTIVE:
             comm_type, size, pg_name, *_ = program.comm[pos]
@@ -437,6 +485,9 @@ def simulate(
         rank_stats.finish_ns = max(rank_stats.finish_ns, now)
         began = start_of.pop((rank, pos), now) if keep_intervals else None
         action = program.action[pos]
+        kind = KIND_OF_ACTION[action]
+        if kind:
+            account(rank, now, -(kind == COMPUTING), -(kind == COMMUNICATING))
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             took = compute_ns(program, pos)
             if lane in program.cpu_slots:
