@@ -239,3 +239,12 @@ def test_memory_nodes_without_memory_expansion_are_refused(tmp_path, configs):
     loads = [make_node(1, type=MEM_LOAD_NODE, is_cpu_op=False, tensor_size=1000)]
     with pytest.raises(ChakraInputError, match="no memory expansion"):
         run(tmp_path, {0: loads, 1: loads}, system, net2, remote_memory=_remote_memory("NO_MEMORY_EXPANSION"))
+
+
+def test_a_group_with_ranks_outside_the_network_is_refused(tmp_path, configs):
+    from chakra.errors import ChakraInputError
+
+    system, net2, _ = configs
+    (tmp_path / "groups.json").write_text('{"1": [0, 5]}')
+    with pytest.raises(ChakraInputError, match=r"group 1 lists ranks \[5\]"):
+        run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net2, comm_groups_path=tmp_path / "groups.json")

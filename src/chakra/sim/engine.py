@@ -299,6 +299,12 @@ def simulate(
         )
     groups: dict[str, tuple[int, ...] | None] = {name: None for name in DEFAULT_GROUPS}
     for key, members in (comm_groups or {}).items():
+        outside = sorted(r for r in members if not 0 <= r < world)
+        if outside:
+            raise ChakraInputError(
+                f"communicator group {key} lists ranks {outside}, outside the network's {world} NPUs",
+                hint="check the comm groups file against npus_count in the network configuration",
+            )
         groups[str(key)] = tuple(sorted(members))
     roofline = bool(getattr(system, "roofline_enabled", False))
     replay_only = bool(getattr(system, "replay_only", False))
