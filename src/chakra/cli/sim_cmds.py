@@ -1,4 +1,4 @@
-"""``chakra simulate``: run a workload on a modelled system (ASTRA-sim's inputs and output lines)."""
+"""``chakra simulate`` (a workload on a modelled system, ASTRA-sim's inputs and output lines) and ``chakra sweep``."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, stderr, stdout
+
+#: Table times are shown in ms; results are ns.
+NS_PER_MS = 1e6
 
 
 @app.command()
@@ -37,12 +41,22 @@ def simulate(
     network_overrides: list[str] = typer.Option(
         [], "--set-network", help="Override a network key: --set-network bandwidth=[100,50] (repeatable)."
     ),
+    cpu_per_thread: bool = typer.Option(
+        False, "--cpu-per-thread", help="A CPU slot per host thread (ASTRA-sim: one per rank); for PyTorch traces."
+    ),
+    gpu_per_stream: bool = typer.Option(
+        False, "--gpu-per-stream", help="A GPU compute slot per stream (ASTRA-sim: one per rank)."
+    ),
     report: Path | None = typer.Option(None, "--report", help="Write the report as JSON (.json) or CSV (.csv)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    timeline: Path | None = typer.Option(
+        None, "--timeline", help="Write every node's simulated interval as a Chrome/Perfetto trace JSON here."
+    ),
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system and print ASTRA-sim's per-rank lines.
 
     Example: chakra simulate --workload out/job --system sys.json --network net.yml --bandwidth-scale 2
+    --timeline job.trace.json
     """
     from chakra.sim import config
     from chakra.sim.engine import SimulationStuck
@@ -64,6 +78,9 @@ def simulate(
                 remote_memory=memory_config,
                 comm_groups_path=comm_groups,
                 compute_scale=compute_scale,
+                keep_intervals=timeline is not None,
+                cpu_per_thread=cpu_per_thread,
+                gpu_per_stream=gpu_per_stream,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)
@@ -71,6 +88,10 @@ def simulate(
     summary = report_dict(result)
     if report is not None:
         write_report(result, report)
+    if timeline is not None:
+        from chakra.sim.timeline import write_timeline
+
+        write_timeline(result, timeline)
     if as_json:
         stdout.print_json(json.dumps(summary))
         return
@@ -90,3 +111,108 @@ def simulate(
     stdout.print(table)
     for warning in result.warnings:
         stderr.print(Text(f"warning: {warning}", style="yellow"))
+
+
+@app.command()
+def sweep(
+    workload: str = typer.Option(
+        ..., "--workload", "--workload-configuration", help="Workload: PREFIX of PREFIX.{rank}.et (or its folder)."
+    ),
+    system: Path = typer.Option(..., "--system", "--system-configuration", help="ASTRA-sim system JSON."),
+    network: Path = typer.Option(..., "--network", "--network-configuration", help="ASTRA-sim network YAML."),
+    axes: list[str] = typer.Option(
+        [],
+        "--axis",
+        help="A knob and its values: compute-scale, bandwidth-scale, latency-scale, a system key or "
+        "network.<key>, e.g. --axis bandwidth-scale=0.5,1,2 (repeatable; every combination is simulated).",
+    ),
+    comm_groups: Path | None = typer.Option(
+        None,
+        "--comm-groups",
+        "--comm-group-configuration",
+        help="Communicator groups JSON (default: PREFIX.comm_groups.json when it exists).",
+    ),
+    remote_memory: Path | None = typer.Option(
+        None, "--remote-memory", "--remote-memory-configuration", help="ASTRA-sim remote memory JSON."
+    ),
+    plot: Path | None = typer.Option(None, "--plot", help="Plot finish time against the x axis (.png or .svg)."),
+    x_axis: str | None = typer.Option(None, "--x-axis", help="The axis the plot's x runs along (default: the first)."),
+    csv_path: Path | None = typer.Option(None, "--csv", help="Write one row per point (knobs, results in ns)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
+    workers: int | None = typer.Option(None, "--workers", help="Points simulated at once (default: CPU count)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address (tcp://host:8786), or 'local' for a local Dask cluster."
+    ),
+) -> None:
+    """Simulate a workload over every combination of what-if knobs and compare the finish times.
+
+    Example: chakra sweep --workload out/job --system sys.json --network net.yml
+    --axis bandwidth-scale=0.5,1,2,4 --axis compute-scale=0.5,1 --plot sweep.png
+    """
+    from chakra.errors import ChakraInputError
+    from chakra.sim import sweep as sw
+    from chakra.sim.engine import SimulationStuck
+
+    grid_axes: dict[str, list[object]] = {}
+    for text in axes:
+        name, values = sw.parse_axis(text)
+        if name in grid_axes:
+            raise ChakraInputError(f"axis {name!r} is given twice", hint=f"list every value once: --axis {name}=1,2")
+        grid_axes[name] = values
+    x_axis = x_axis or next(iter(grid_axes), sw.BANDWIDTH_SCALE)
+    if plot is not None and x_axis not in grid_axes:
+        shown = ", ".join(grid_axes) or "none"
+        raise ChakraInputError(f"--x-axis {x_axis!r} is not one of the swept axes ({shown})", hint="give it an --axis")
+    points = sw.grid(grid_axes)
+    try:
+        with _progress() as progress:
+            task = progress.add_task("simulating", total=len(points))
+            results = sw.run_sweep(
+                workload,
+                system,
+                network,
+                points,
+                comm_groups_path=comm_groups,
+                remote_memory_path=remote_memory,
+                workers=workers,
+                scheduler=scheduler,
+                progress=lambda done, _total: progress.update(task, completed=done),
+            )
+    except SimulationStuck as stuck:
+        stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)
+        raise typer.Exit(EXIT_CHECKS_FAILED) from None
+    if csv_path is not None:
+        sw.write_csv(results, csv_path)
+    if plot is not None:
+        sw.write_plot(results, plot, x_axis)
+    if as_json:
+        stdout.print_json(json.dumps(sw.sweep_dict(results)))
+        return
+    base = sw.baseline_index(results)
+    title = f"{len(results)} points; speed-up vs {results[base].point.label()}" if base is not None else ""
+    table = Table(title=title, title_justify="left")
+    columns = list(grid_axes)
+    for column in (*columns, "finish (ms)", "max exposed comm (ms)", "speed-up"):
+        table.add_column(column, justify="right")
+    for result, speedup in zip(results, sw.speedups(results), strict=True):
+        knobs = result.point.knobs()
+        table.add_row(
+            *(sw.show_value(knobs[name]) for name in columns),
+            f"{result.finish_ns / NS_PER_MS:,.3f}",
+            f"{result.max_exposed_comm_ns / NS_PER_MS:,.3f}",
+            f"{speedup:.2f}x" if speedup is not None else "-",
+        )
+    stdout.print(table)
+
+
+def _progress() -> Progress:
+    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    )

@@ -72,6 +72,15 @@ class SimulationStuck(ChakraError):
     def __init__(self, message: str, waiting: list[tuple[int, int, str, str]], **kwargs: Any):
         super().__init__(message, **kwargs)
         self.waiting = waiting
+        self._message, self._kwargs = message, kwargs
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt in the parent when raised in a worker process (chakra.parallel)
+        return (_rebuild_stuck, (self._message, self.waiting, self._kwargs))
+
+
+def _rebuild_stuck(message: str, waiting: list[tuple[int, int, str, str]], kwargs: dict[str, Any]) -> SimulationStuck:
+    return SimulationStuck(message, waiting, **kwargs)
 
 
 @dataclass
@@ -261,7 +270,8 @@ class SimResult:
     ranks: dict[int, RankStats]
     collectives: dict[str, dict[str, int]] = field(default_factory=dict)  # type -> count, bytes, time_ns
     intervals: dict[int, list[tuple[int, int, int, int]]] | None = None  # rank -> (node id, start, end, slot)
-    names: dict[int, list[str]] | None = None
+    names: dict[int, dict[int, str]] | None = None  # rank -> node id -> name (with intervals)
+    slot_names: dict[int, list[str]] = field(default_factory=dict)  # rank -> name of each slot
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -333,6 +343,7 @@ def simulate(
     warnings: list[str] = []
     # per rank: [compute nodes running, communication nodes running, time of the last change]
     activity = {r: [0, 0, 0] for r in programs}
+    comm_started: dict[tuple[int, int], int] = {}  # (rank, pos) -> issue time of comm-slot nodes
 
     def account(rank: int, now: int, compute_delta: int, comm_delta: int) -> None:
         """Add the time since the last change to the bucket of what was running, then change."""
@@ -398,6 +409,8 @@ def simulate(
         kind = KIND_OF_ACTION[action]
         if kind:
             account(rank, now, kind == COMPUTING, kind == COMMUNICATING)
+        if program.slot[pos] == SLOT_COMM:
+            comm_started[(rank, pos)] = now
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             # replay-only: every node takes its recorded time, communication included (§2.4)
             complete_at(now + compute_ns(program, pos), rank, pos)
@@ -494,6 +507,8 @@ def simulate(
         kind = KIND_OF_ACTION[action]
         if kind:
             account(rank, now, -(kind == COMPUTING), -(kind == COMMUNICATING))
+        if lane == SLOT_COMM:
+            rank_stats.comm_ns += now - comm_started.pop((rank, pos), now)
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             took = compute_ns(program, pos)
             if lane in program.cpu_slots:
@@ -514,25 +529,14 @@ def simulate(
         raise _diagnose(programs, remaining, finished, coll_waiting, posted, groups)
     if progress is not None:
         progress(total, total)
-    _comm_busy(programs, stats, intervals)
     return SimResult(
         stats,
         coll_totals,
         intervals,
-        {r: p.names for r, p in programs.items()} if keep_intervals else None,
+        {r: dict(zip(p.ids, p.names, strict=True)) for r, p in programs.items()} if keep_intervals else None,
+        {r: p.slot_names for r, p in programs.items()},
         warnings,
     )
-
-
-def _comm_busy(
-    programs: Mapping[int, RankProgram],
-    stats: dict[int, RankStats],
-    intervals: dict[int, list[tuple[int, int, int, int]]] | None,
-) -> None:
-    if intervals is None:
-        return
-    for rank, spans in intervals.items():
-        stats[rank].comm_ns = sum(end - start for _, start, end, lane in spans if lane == SLOT_COMM)
 
 
 def _diagnose(
