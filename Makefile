@@ -32,6 +32,7 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/io_bench.py
 	$(BIN)/python benchmarks/convert_bench.py
+	$(BIN)/python benchmarks/sim_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output

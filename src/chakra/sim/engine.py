@@ -23,6 +23,7 @@ on what. Time is integer nanoseconds (ASTRA-sim's cycles).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ from chakra.sim.collectives import collective_time_ns, p2p_time_ns
 NS_PER_US = 1000
 #: ASTRA-sim runs a zero-duration node for one cycle (``reference/astra-sim.md`` §5.2).
 MIN_NODE_NS = 1
+#: How many completed nodes between two progress reports.
+PROGRESS_EVERY = 1 << 16
 #: The group every rank belongs to: ``pg_name`` empty or "0" (§2.5).
 DEFAULT_GROUPS = frozenset({"", "0"})
 
@@ -332,7 +335,6 @@ def simulate(
     lanes_of = {r: [i for i in range(len(p.slot_names)) if i != NO_SLOT] for r, p in programs.items()}
     finished = {r: 0 for r in programs}
     events: list[tuple[int, int, int, int]] = []  # (time, seq, rank, pos): node completes
-    seq = 0
     coll_seen: dict[tuple[int, str], int] = defaultdict(int)
     coll_waiting: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]] = {}
     coll_totals: dict[str, dict[str, int]] = {}
@@ -368,19 +370,33 @@ def simulate(
             return rank // max(1, getattr(remote_memory, "npus_per_node", None) or 1)
         return 0 if memory_type == "MEMORY_POOL" else rank
 
-    def complete_at(t: int, rank: int, pos: int) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, rank, pos))
-        seq += 1
+    next_seq = itertools.count().__next__  # ties at one time run in insertion order (§5.9)
+    push, pop = heapq.heappush, heapq.heappop
 
-    def compute_ns(program: RankProgram, pos: int) -> int:
-        if roofline and not replay_only and pos in program.roofline:
-            num_ops, tensor_size = program.roofline[pos]
-            if tensor_size == 0 or peak_flops <= 0 or mem_bytes_per_s <= 0:
-                return 0
-            return int(max(num_ops / peak_flops, tensor_size / mem_bytes_per_s) * 1e9)
-        t = program.time_ns[pos]
-        return max(MIN_NODE_NS, int(t * compute_scale)) if t else MIN_NODE_NS
+    def complete_at(t: int, rank: int, pos: int) -> None:
+        push(events, (t, next_seq(), rank, pos))
+
+    def run_times(program: RankProgram) -> list[int]:
+        """Every node's time when it is compute (replay, scaled, or roofline), computed once."""
+        if compute_scale == 1.0:
+            times = [t or MIN_NODE_NS for t in program.time_ns]
+        else:
+            times = [max(MIN_NODE_NS, int(t * compute_scale)) if t else MIN_NODE_NS for t in program.time_ns]
+        if roofline and not replay_only:
+            for pos, (num_ops, tensor_size) in program.roofline.items():
+                if tensor_size == 0 or peak_flops <= 0 or mem_bytes_per_s <= 0:
+                    times[pos] = 0  # ASTRA-sim skips such nodes as invalid
+                else:
+                    times[pos] = int(max(num_ops / peak_flops, tensor_size / mem_bytes_per_s) * 1e9)
+        return times
+
+    run_ns = {r: run_times(p) for r, p in programs.items()}
+    members_present = {
+        name: sum(1 for r in (members if members is not None else programs) if r in programs)
+        for name, members in groups.items()
+    }
+    collective_ns: dict[tuple[int, int, str], int] = {}  # the model is pure: one call per distinct collective
+    type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
 
     def start_collective(key: tuple[str, int], arrivals: dict[int, tuple[int, int, int, int]]) -> None:
         t0 = max(a[0] for a in arrivals.values())
@@ -392,10 +408,13 @@ def simulate(
                 f"simulated as the largest"
             )
         members = groups[key[0]]
-        duration = collective_time_ns(comm_type, size, members, system, network)
+        cache_key = (comm_type, size, key[0])
+        duration = collective_ns.get(cache_key)
+        if duration is None:
+            duration = collective_ns[cache_key] = collective_time_ns(comm_type, size, members, system, network)
         for rank, (_, pos, _, _) in arrivals.items():
             complete_at(t0 + duration, rank, pos)
-        name = CollectiveCommType.Name(comm_type) if comm_type in CollectiveCommType.values() else str(comm_type)
+        name = type_names.get(comm_type, str(comm_type))
         total_of = coll_totals.setdefault(name, {"count": 0, "bytes": 0, "time_ns": 0})
         total_of["count"] += 1
         total_of["bytes"] += size
@@ -413,7 +432,7 @@ def simulate(
             comm_started[(rank, pos)] = now
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
             # replay-only: every node takes its recorded time, communication included (§2.4)
-            complete_at(now + compute_ns(program, pos), rank, pos)
+            complete_at(now + run_ns[rank][pos], rank, pos)
         elif action == DO_INSTANT:
             complete_at(now, rank, pos)
         elif action == DO_MEMORY:
@@ -444,11 +463,9 @@ def simulate(
             group_key = "0" if pg_name in DEFAULT_GROUPS else pg_name
             k = coll_seen[(rank, group_key)]
             coll_seen[(rank, group_key)] += 1
-            members = groups[pg_name]
-            present = [r for r in (members if members is not None else programs) if r in programs]
             arrivals = coll_waiting.setdefault((group_key, k), {})
             arrivals[rank] = (now, pos, comm_type, size)
-            if len(arrivals) == len(present):
+            if len(arrivals) == members_present[pg_name]:
                 del coll_waiting[(group_key, k)]
                 start_collective((group_key, k), arrivals)
         elif action == DO_SEND:
@@ -476,12 +493,12 @@ def simulate(
         slots = busy[rank]
         for lane in lanes_of[rank]:
             if not slots[lane] and lanes[lane]:
-                _, pos = heapq.heappop(lanes[lane])
+                _, pos = pop(lanes[lane])
                 slots[lane] = True
                 issue(rank, pos, now)
         free = lanes[NO_SLOT]
         while free:
-            _, pos = heapq.heappop(free)
+            _, pos = pop(free)
             issue(rank, pos, now)
 
     for rank, program in programs.items():
@@ -491,17 +508,17 @@ def simulate(
         issue_ready(rank, 0)
 
     while events:
-        now, _, rank, pos = heapq.heappop(events)
+        now, _, rank, pos = pop(events)
         program = programs[rank]
         lane = program.slot[pos]
         if lane != NO_SLOT:
             busy[rank][lane] = False
         finished[rank] += 1
         done += 1
-        if progress is not None and done % 65536 == 0:
+        if progress is not None and done % PROGRESS_EVERY == 0:
             progress(done, total)
         rank_stats = stats[rank]
-        rank_stats.finish_ns = max(rank_stats.finish_ns, now)
+        rank_stats.finish_ns = now  # events come in time order
         began = start_of.pop((rank, pos), now) if keep_intervals else None
         action = program.action[pos]
         kind = KIND_OF_ACTION[action]
@@ -510,7 +527,7 @@ def simulate(
         if lane == SLOT_COMM:
             rank_stats.comm_ns += now - comm_started.pop((rank, pos), now)
         if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
-            took = compute_ns(program, pos)
+            took = run_ns[rank][pos]
             if lane in program.cpu_slots:
                 rank_stats.cpu_ns += took
             else:
@@ -522,7 +539,7 @@ def simulate(
         for child in program.children[pos]:
             counts[child] -= 1
             if counts[child] == 0:
-                heapq.heappush(lanes[program.slot[child]], (program.ids[child], child))
+                push(lanes[program.slot[child]], (program.ids[child], child))
         issue_ready(rank, now)
 
     if done < total:
