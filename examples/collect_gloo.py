@@ -5,7 +5,10 @@ collective PyTorch offers on gloo (all_reduce, all_gather, reduce_scatter, broad
 barrier) plus a send/recv ring, so the traces hold every kind of communication.
 
 Usage: python examples/collect_gloo.py OUT_DIR [--ranks 2] [--steps 3] [--port 29511]
-Writes OUT_DIR/host.{rank}.json and OUT_DIR/device.{rank}.json for every rank.
+                                       [--hidden 64] [--batch 16] [--training-only]
+Writes OUT_DIR/host.{rank}.json and OUT_DIR/device.{rank}.json for every rank. ``--training-only``
+leaves out the extra collectives: a plain DDP job whose steps are mostly compute (with a larger
+``--hidden``/``--batch``), the kind a simulator is asked what-if questions about.
 """
 
 from __future__ import annotations
@@ -50,20 +53,22 @@ def communicate(rank: int, world: int) -> None:
         dist.send(outgoing, dst=nxt, tag=P2P_TAG)
 
 
-def run(rank: int, world: int, out_dir: str, steps: int, port: int) -> None:
+def run(rank: int, world: int, out_dir: str, steps: int, port: int, shape: tuple[int, int, bool]) -> None:
+    hidden, batch, training_only = shape
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, 1)))
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = torch.randn(BATCH, HIDDEN)
+    data = torch.randn(batch, hidden)
     with collect(out_dir, warmup_steps=WARMUP_STEPS, active_steps=steps - WARMUP_STEPS) as recorder:
         for _ in range(steps):
             optimizer.zero_grad()
             model(data).square().mean().backward()
             optimizer.step()
-            communicate(rank, world)
+            if not training_only:
+                communicate(rank, world)
             recorder.step()
     dist.barrier()
     dist.destroy_process_group()
@@ -75,10 +80,14 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3, help="training steps (the first one is warm-up)")
     parser.add_argument("--port", type=int, default=29511)
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="width of the two Linear layers")
+    parser.add_argument("--batch", type=int, default=BATCH, help="samples per step")
+    parser.add_argument("--training-only", action="store_true", help="no collectives beyond DDP's own")
     args = parser.parse_args()
     if args.steps <= WARMUP_STEPS:
         parser.error(f"--steps must be more than {WARMUP_STEPS}")
-    mp.spawn(run, args=(args.ranks, str(args.out_dir), args.steps, args.port), nprocs=args.ranks)
+    shape = (args.hidden, args.batch, args.training_only)
+    mp.spawn(run, args=(args.ranks, str(args.out_dir), args.steps, args.port, shape), nprocs=args.ranks)
 
 
 if __name__ == "__main__":

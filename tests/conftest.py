@@ -237,25 +237,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: A compute-bound DDP job (examples/collect_gloo.py --training-only): wide batches, small gradients,
+#: so that gloo's loopback communication is a few per cent of a step.
+TRAINING_JOB_ARGS = ("--hidden", "128", "--batch", "16384", "--training-only")
+
+
+def _record_gloo(out: Path, *extra: str) -> Path:
+    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
+    command = [
+        sys.executable, str(example), str(out), "--ranks", str(GLOO_RANKS), "--steps", str(GLOO_STEPS),
+        "--port", str(_free_port()), *extra,
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
+    return out
+
+
+@pytest.fixture(scope="session")
+def gloo_training_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """host/device traces of a real 2-rank gloo DDP training job whose steps are mostly compute."""
+    return _record_gloo(tmp_path_factory.mktemp("gloo_training"), *TRAINING_JOB_ARGS)
+
+
 @pytest.fixture(scope="session")
 def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of host.{rank}.json + device.{rank}.json recorded from a real 2-rank gloo job
     (DDP training plus every collective and a send/recv ring), once per test session."""
-    out = tmp_path_factory.mktemp("gloo_traces")
-    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
-    command = [
-        sys.executable,
-        str(example),
-        str(out),
-        "--ranks",
-        str(GLOO_RANKS),
-        "--steps",
-        str(GLOO_STEPS),
-        "--port",
-        str(_free_port()),
-    ]
-    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
-    return out
+    return _record_gloo(tmp_path_factory.mktemp("gloo_traces"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,14 @@ def converted(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="module")
+def converted_training(gloo_training_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    prefix = tmp_path_factory.mktemp("sim_training") / "job"
+    traces = gloo_training_traces
+    convert_workload(str(traces / "host.{rank}.json"), str(traces / "device.{rank}.json"), prefix)
+    return prefix
+
+
+@pytest.fixture(scope="module")
 def system():
     return load_system(EXAMPLES / "system.json")
 
@@ -39,6 +47,17 @@ def fast_network():
 def finish_us(prefix: Path, system, network, **options) -> float:
     result = simulate_workload(prefix, system, network, cpu_per_thread=True, **options)
     return result.finish_ns / 1e3
+
+
+def test_a_training_job_on_a_fast_network_lands_near_its_measured_step(converted_training, system, fast_network):
+    measured_us = max(replay_file(f"{converted_training}.{rank}.et").measured_span_us for rank in (0, 1))
+    simulated_us = finish_us(converted_training, system, fast_network)
+    assert abs(simulated_us - measured_us) <= STEP_TOLERANCE * measured_us, (simulated_us, measured_us)
+
+
+def test_halving_compute_halves_a_compute_bound_training_step(converted_training, system, fast_network):
+    base = finish_us(converted_training, system, fast_network)
+    assert 0.45 <= finish_us(converted_training, system, fast_network, compute_scale=0.5) / base <= 0.6
 
 
 def test_replay_only_reproduces_each_rank(converted, system, fast_network):
