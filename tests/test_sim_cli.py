@@ -59,3 +59,18 @@ def test_a_hanging_workload_exits_1_naming_who_waits(tmp_path: Path):
     result = run("simulate", "--workload", str(prefix), "--system", str(SYSTEM), "--network", str(RING2))
     assert result.returncode == 1
     assert "rank 0 node 2" in result.stderr and "ranks [1] never issue it" in result.stderr
+
+
+def test_a_workload_written_with_upstream_scripts_simulates(tmp_path: Path):
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "upstream_style_allreduce.py"
+    subprocess.run([sys.executable, str(example), str(tmp_path), "--npus", "8"], check=True, capture_output=True)
+    network = tmp_path / "switch8.yml"
+    network.write_text("topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 400.0 ]\nlatency: [ 936.25 ]\n")
+    result = run(
+        "simulate", "--workload", str(tmp_path / "all_reduce"), "--system", str(SYSTEM), "--network", str(network)
+    )
+    assert result.returncode == 0, result.stderr
+    assert sum(line.startswith("sys[") for line in result.stdout.splitlines()) == 8
