@@ -242,7 +242,8 @@ def _free_port() -> int:
 TRAINING_JOB_ARGS = ("--hidden", "128", "--batch", "16384", "--training-only")
 
 
-def _record_gloo(out: Path, *extra: str) -> Path:
+def record_gloo(out: Path, *extra: str) -> Path:
+    """Run examples/collect_gloo.py into ``out`` (GLOO_RANKS ranks, GLOO_STEPS steps, a free port)."""
     example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
     command = [
         sys.executable, str(example), str(out), "--ranks", str(GLOO_RANKS), "--steps", str(GLOO_STEPS),
@@ -255,14 +256,14 @@ def _record_gloo(out: Path, *extra: str) -> Path:
 @pytest.fixture(scope="session")
 def gloo_training_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """host/device traces of a real 2-rank gloo DDP training job whose steps are mostly compute."""
-    return _record_gloo(tmp_path_factory.mktemp("gloo_training"), *TRAINING_JOB_ARGS)
+    return record_gloo(tmp_path_factory.mktemp("gloo_training"), *TRAINING_JOB_ARGS)
 
 
 @pytest.fixture(scope="session")
 def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of host.{rank}.json + device.{rank}.json recorded from a real 2-rank gloo job
     (DDP training plus every collective and a send/recv ring), once per test session."""
-    return _record_gloo(tmp_path_factory.mktemp("gloo_traces"))
+    return record_gloo(tmp_path_factory.mktemp("gloo_traces"))
 
 
 # ---------------------------------------------------------------------------------------------
