@@ -343,8 +343,9 @@ def simulate(
     memory_free_at: dict[int, int] = defaultdict(int)  # memory queue -> when it is free (§5.8)
     memory_type = getattr(remote_memory, "memory_type", "NO_MEMORY_EXPANSION")
     warnings: list[str] = []
-    # per rank: [compute nodes running, communication nodes running, time of the last change]
-    activity = {r: [0, 0, 0] for r in programs}
+    # per rank: [compute nodes running, communication nodes running, time of the last change,
+    # then ns of compute only, exposed communication, overlap, idle]
+    activity = {r: [0, 0, 0, 0, 0, 0, 0] for r in programs}
     comm_started: dict[tuple[int, int], int] = {}  # (rank, pos) -> issue time of comm-slot nodes
 
     def account(rank: int, now: int, compute_delta: int, comm_delta: int) -> None:
@@ -352,15 +353,8 @@ def simulate(
         state = activity[rank]
         elapsed = now - state[2]
         if elapsed:
-            rank_stats = stats[rank]
-            if state[0] and state[1]:
-                rank_stats.overlap_ns += elapsed
-            elif state[0]:
-                rank_stats.compute_only_ns += elapsed
-            elif state[1]:
-                rank_stats.comm_exposed_ns += elapsed
-            else:
-                rank_stats.idle_ns += elapsed
+            # buckets: 3 compute only, 4 exposed communication, 5 overlap, 6 idle
+            state[(5 if state[1] else 3) if state[0] else (4 if state[1] else 6)] += elapsed
             state[2] = now
         state[0] += compute_delta
         state[1] += comm_delta
@@ -544,6 +538,9 @@ def simulate(
 
     if done < total:
         raise _diagnose(programs, remaining, finished, coll_waiting, posted, groups)
+    for rank, rank_stats in stats.items():
+        state = activity[rank]
+        rank_stats.compute_only_ns, rank_stats.comm_exposed_ns, rank_stats.overlap_ns, rank_stats.idle_ns = state[3:]
     if progress is not None:
         progress(total, total)
     return SimResult(
