@@ -114,6 +114,15 @@ def test_dask_local_cluster_returns_results_in_item_order() -> None:
     assert map_ranks(square_late_first, [0, 1, 2, 3], workers=2, scheduler="local") == [0, 1, 4, 9]
 
 
+def test_a_local_dask_cluster_leaves_the_callers_environment_as_it_was() -> None:
+    pytest.importorskip("distributed")
+    import os
+
+    before = dict(os.environ)
+    map_ranks(square_late_first, [0, 1], workers=2, scheduler="local")
+    assert dict(os.environ) == before  # Dask's nannies set OMP_NUM_THREADS=1 here otherwise
+
+
 def test_dask_scheduler_address_returns_results_in_item_order_with_progress(dask_scheduler: str) -> None:
     calls: list[tuple[int, int]] = []
     results = map_ranks(

@@ -132,6 +132,9 @@ def _map_dask(
         raise ChakraInputError("running on a Dask scheduler needs dask[distributed]", hint=DASK_INSTALL_HINT) from exc
     with ExitStack() as stack:
         if scheduler == LOCAL_CLUSTER:
+            # Dask's nannies set OMP_NUM_THREADS=1 and friends in *this* process's environment for
+            # the workers they spawn; give the caller (and the processes it starts later) its own back.
+            stack.callback(_restore_environment, dict(os.environ))
             # No dashboard: its fixed port would clash between concurrent calls and is not needed here.
             cluster = LocalCluster(processes=True, n_workers=workers, threads_per_worker=1, dashboard_address=None)
             stack.enter_context(cluster)
@@ -173,3 +176,10 @@ def _name_failed_item(exc: BaseException, index: int, items: Sequence[Any], desc
         return
     work = f"{description} of " if description else ""
     exc.add_note(f"while running {work}item {index} of {len(items)}: {reprlib.repr(items[index])}")
+
+
+def _restore_environment(saved: dict[str, str]) -> None:
+    """Put ``os.environ`` back as ``saved`` had it."""
+    for key in set(os.environ) - set(saved):
+        del os.environ[key]
+    os.environ.update(saved)

@@ -54,10 +54,9 @@ PROGRESS_EVERY = 1 << 16
 DEFAULT_GROUPS = frozenset({"", "0"})
 
 #: Hardware slots (§2.3). With ``cpu_per_thread``/``gpu_per_stream`` a rank gets more slots, one per
-#: host thread (``tid``) or device stream (``stream``), numbered from ``FIRST_EXTRA_SLOT``.
+#: host thread (``tid``) or device stream (``stream``), numbered after these.
 SLOT_CPU, SLOT_GPU, SLOT_COMM, NO_SLOT = 0, 1, 2, 3
 SLOT_NAMES = ("CPU", "GPU compute", "GPU comm", "none")
-FIRST_EXTRA_SLOT = 4
 
 #: What a node does when issued.
 DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV, DO_MEMORY, DO_INSTANT = range(6)
@@ -342,7 +341,12 @@ def simulate(
     posted: dict[tuple[int, int, int, int], deque[tuple[int, int, int]]] = defaultdict(deque)  # (rank, pos, t)
     memory_free_at: dict[int, int] = defaultdict(int)  # memory queue -> when it is free (§5.8)
     memory_type = getattr(remote_memory, "memory_type", "NO_MEMORY_EXPANSION")
-    warnings: list[str] = []
+    # FeederV3 refuses such files; the simulation goes on but says so
+    warnings: list[str] = [
+        f"rank {r}: {p.missing_deps} dependencies on node ids not in the file were ignored"
+        for r, p in programs.items()
+        if p.missing_deps
+    ]
     # per rank: [compute nodes running, communication nodes running, time of the last change,
     # then ns of compute only, exposed communication, overlap, idle]
     activity = {r: [0, 0, 0, 0, 0, 0, 0] for r in programs}
