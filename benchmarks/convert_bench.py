@@ -24,16 +24,15 @@ import argparse
 import itertools
 import json
 import math
-import os
 import pstats
-import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from harness import child_argv, peak_rss_bytes, pin_to_one_core, pyspy, spawn_json, verdict
 
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-convert-bench"
 DEFAULT_MIN_HOST_NODES = 60_000  # the issue asks for 50k+; a margin above it
@@ -53,7 +52,6 @@ MAX_COLLECTIONS = 5  # gives up growing after this many collections
 TARGET_NODES_PER_S = 100_000  # host nodes per second end to end, one core
 TARGET_RSS_RATIO = 3.0  # peak RSS at most this many times the input JSON bytes
 
-KIB = 1024  # ru_maxrss is in KiB on Linux
 MIB = 1024 * 1024
 PROFILE_TOP = 15  # functions listed by --profile
 PYSPY_RATE_HZ = 250  # py-spy samples per second
@@ -63,19 +61,6 @@ HOST_FILE = "host.0.json"
 DEVICE_FILE = "device.0.json"
 OUT_FILE = "bench.0.et"
 STAGES = ("load host", "load device", "link", "convert", "write")
-
-
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
-
-
-def _pin_to_one_core() -> int | None:
-    """Pin this process to the first CPU it may run on; the CPU, or None where unsupported."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return cpu
 
 
 # --- collection ------------------------------------------------------------------------------
@@ -130,7 +115,7 @@ def ensure_traces(data_dir: Path, min_host_nodes: int, recollect: bool) -> dict[
     for _ in range(MAX_COLLECTIONS):
         print(f"collecting {steps} active steps -> {data_dir}", file=sys.stderr)
         t0 = time.perf_counter()
-        counts = _spawn_json(["--collect-steps", str(steps), "--data-dir", str(data_dir)])
+        counts = spawn_json(__file__, ["--collect-steps", str(steps), "--data-dir", str(data_dir)])
         print(f"  {counts['host_nodes']:,} host nodes in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         if counts["host_nodes"] >= min_host_nodes:
             meta = {**_model_config(steps), **counts}
@@ -146,13 +131,13 @@ def ensure_traces(data_dir: Path, min_host_nodes: int, recollect: bool) -> dict[
 
 def run_case(case: str, data_dir: Path) -> dict[str, object]:
     """One measurement in this (fresh) process; the figures as a JSON-ready dict."""
-    cpu = _pin_to_one_core()
+    cpu = pin_to_one_core()
     from chakra.pytorch.convert import convert, convert_files
     from chakra.pytorch.host import load_host_trace
     from chakra.pytorch.kineto import load_kineto_trace
     from chakra.pytorch.link import link
 
-    baseline = _peak_rss_bytes()
+    baseline = peak_rss_bytes()
     result: dict[str, object] = {"cpu": cpu, "baseline_rss": baseline}
     if case == "baseline":
         return {**result, "peak_rss": baseline}
@@ -163,7 +148,7 @@ def run_case(case: str, data_dir: Path) -> dict[str, object]:
     def mark() -> None:
         marks.append(time.perf_counter())
         if case == "stages":
-            rss_after.append(_peak_rss_bytes())
+            rss_after.append(peak_rss_bytes())
 
     if case == "e2e":
         # the library's end-to-end path: load, link, free the Kineto events, convert, write
@@ -172,7 +157,7 @@ def run_case(case: str, data_dir: Path) -> dict[str, object]:
         return {
             **result,
             "seconds": marks[-1] - marks[0],
-            "peak_rss": _peak_rss_bytes(),
+            "peak_rss": peak_rss_bytes(),
             "host_nodes": conversion.report.host_ops,
             "out_nodes": len(conversion.payloads),
             "out_bytes": out_path.stat().st_size,
@@ -196,7 +181,7 @@ def run_case(case: str, data_dir: Path) -> dict[str, object]:
     result["rss_after"] = dict(zip(STAGES, rss_after, strict=True))
     return {
         **result,
-        "peak_rss": _peak_rss_bytes(),
+        "peak_rss": peak_rss_bytes(),
         "host_nodes": len(host.nodes),
         "device_events": device_events,
         "out_nodes": len(conversion.payloads),
@@ -204,19 +189,9 @@ def run_case(case: str, data_dir: Path) -> dict[str, object]:
     }
 
 
-def _child_argv(extra: list[str]) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), *extra]
-
-
-def _spawn_json(extra: list[str]) -> dict:
-    """Run this script with ``extra`` arguments in a new process; its JSON answer (last line)."""
-    out = subprocess.run(_child_argv(extra), check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def measure(case: str, data_dir: Path, repeat: int) -> dict:
     """Best time of ``repeat`` fresh runs, with the highest peak RSS seen among them."""
-    runs = [_spawn_json(["--case", case, "--data-dir", str(data_dir)]) for _ in range(repeat)]
+    runs = [spawn_json(__file__, ["--case", case, "--data-dir", str(data_dir)]) for _ in range(repeat)]
     best = min(runs, key=lambda r: r.get("seconds", 0.0))
     if case == "stages":
         best["stages"] = {s: min(r["stages"][s] for r in runs) for s in STAGES}
@@ -228,19 +203,14 @@ def measure(case: str, data_dir: Path, repeat: int) -> dict:
 # --- profile ---------------------------------------------------------------------------------
 
 
-def _pyspy() -> str | None:
-    local = Path(sys.executable).with_name("py-spy")
-    return str(local) if local.exists() else shutil.which("py-spy")
-
-
 def profile(data_dir: Path) -> None:
     """Print the ``PROFILE_TOP`` functions by own time of one ``e2e`` conversion."""
-    case_argv = _child_argv(["--case", "e2e", "--data-dir", str(data_dir)])
-    pyspy = _pyspy()
+    case_argv = child_argv(__file__, ["--case", "e2e", "--data-dir", str(data_dir)])
+    pyspy_path = pyspy()
     with tempfile.TemporaryDirectory() as tmp:
-        if pyspy:
+        if pyspy_path:
             raw = Path(tmp) / "stacks.txt"
-            cmd = [pyspy, "record", "--function", "--format", "raw", "--rate", str(PYSPY_RATE_HZ), "-o", str(raw)]
+            cmd = [pyspy_path, "record", "--function", "--format", "raw", "--rate", str(PYSPY_RATE_HZ), "-o", str(raw)]
             subprocess.run([*cmd, "--", *case_argv], check=True, capture_output=True)
             own: Counter[str] = Counter()
             for line in raw.read_text().splitlines():
@@ -260,10 +230,6 @@ def profile(data_dir: Path) -> None:
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
 
 
 def main() -> int:
@@ -323,8 +289,8 @@ def main() -> int:
     ratio = peak / input_bytes
     speed = f"{rate:,.0f} host nodes/s end to end (target >= {TARGET_NODES_PER_S:,})"
     memory = f"peak RSS {ratio:.2f}x the input JSON (target < {TARGET_RSS_RATIO:g}x)"
-    print(f"\n{_verdict(rate >= TARGET_NODES_PER_S)}: {speed}")
-    print(f"{_verdict(ratio < TARGET_RSS_RATIO)}: {memory}")
+    print(f"\n{verdict(rate >= TARGET_NODES_PER_S)}: {speed}")
+    print(f"{verdict(ratio < TARGET_RSS_RATIO)}: {memory}")
     if args.profile:
         profile(args.data_dir)
     return 0

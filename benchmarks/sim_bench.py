@@ -27,10 +27,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
-import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +35,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
+
+from harness import child_argv, peak_rss_bytes, pin_to_one_core, pyspy, spawn_json, verdict
 
 if TYPE_CHECKING:
     from chakra.wire import AttrEncoder
@@ -115,25 +114,11 @@ COLL_IMPLEMENTATIONS = (
 TRACE_PREFIX = "trace"  # rank files are PREFIX.{rank}.et, groups PREFIX.comm_groups.json
 META_FILE = "workload.json"
 SYSTEM_FILE = "system.json"
-KIB = 1024  # ru_maxrss is in KiB on Linux
 MIB = 1024 * 1024
 PROFILE_TOP = 15  # functions listed by --profile
 PYSPY_RATE_HZ = 250  # py-spy samples per second
 SIMULATE_FRAME = "simulate ("  # py-spy's frame of chakra.sim.engine.simulate starts with this
 ENGINE_FILE = "engine.py"
-
-
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB
-
-
-def _pin_to_one_core() -> int | None:
-    """Pin this process to the first CPU it may run on; the CPU, or None where unsupported."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return cpu
 
 
 # --- workloads -------------------------------------------------------------------------------
@@ -240,7 +225,7 @@ def ensure_workload(data_dir: Path, name: str, regenerate: bool) -> Path:
 
 def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dict[str, object]:
     """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
-    cpu = _pin_to_one_core()
+    cpu = pin_to_one_core()
     from chakra.sim.config import load_network, load_system
     from chakra.sim.engine import load_rank, simulate
     from chakra.trace import read_comm_groups
@@ -250,12 +235,12 @@ def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dic
     system = load_system(folder / SYSTEM_FILE)
     network = load_network(folder / _network_file(spec.npus))
     groups = read_comm_groups(folder / _groups_file(spec)) if WORKLOADS[spec.workload].grouped else None
-    baseline = _peak_rss_bytes()
+    baseline = peak_rss_bytes()
 
     t0 = time.perf_counter()
     programs = {rank: load_rank(folder / f"{TRACE_PREFIX}.{rank}.et", rank) for rank in range(spec.ranks)}
     t1 = time.perf_counter()
-    rss_loaded = _peak_rss_bytes()
+    rss_loaded = peak_rss_bytes()
     profiler = cProfile.Profile() if cprofile_out else None
     if profiler:
         profiler.enable()
@@ -276,25 +261,15 @@ def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dic
         "simulate_s": t2 - t1,
         "baseline_rss": baseline,
         "loaded_rss": rss_loaded,
-        "peak_rss": _peak_rss_bytes(),
+        "peak_rss": peak_rss_bytes(),
         "finish_ns": result.finish_ns,
         "collectives": sum(c["count"] for c in result.collectives.values()),
     }
 
 
-def _child_argv(extra: list[str]) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), *extra]
-
-
-def _spawn_json(extra: list[str]) -> dict:
-    """Run this script with ``extra`` arguments in a new process; its JSON answer (last line)."""
-    out = subprocess.run(_child_argv(extra), check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def measure(case: str, data_dir: Path, repeat: int) -> dict:
     """Best simulate time of ``repeat`` fresh runs (best load time apart), highest peak RSS among them."""
-    runs = [_spawn_json(["--case", case, "--data-dir", str(data_dir)]) for _ in range(repeat)]
+    runs = [spawn_json(__file__, ["--case", case, "--data-dir", str(data_dir)]) for _ in range(repeat)]
     best = min(runs, key=lambda r: r["simulate_s"])
     best["load_s"] = min(r["load_s"] for r in runs)
     best["peak_rss"] = max(r["peak_rss"] for r in runs)
@@ -305,24 +280,19 @@ def measure(case: str, data_dir: Path, repeat: int) -> dict:
 # --- profile ---------------------------------------------------------------------------------
 
 
-def _pyspy() -> str | None:
-    local = Path(sys.executable).with_name("py-spy")
-    return str(local) if local.exists() else shutil.which("py-spy")
-
-
 def profile(case: str, data_dir: Path) -> None:
     """Print the ``PROFILE_TOP`` functions by own time in the simulate stage of one run of ``case``."""
-    case_argv = _child_argv(["--case", case, "--data-dir", str(data_dir)])
-    pyspy = _pyspy()
+    case_argv = child_argv(__file__, ["--case", case, "--data-dir", str(data_dir)])
+    pyspy_path = pyspy()
     with tempfile.TemporaryDirectory() as tmp:
-        if not pyspy:
+        if not pyspy_path:
             stats_path = Path(tmp) / "simulate.pstats"
             subprocess.run([*case_argv, "--cprofile", str(stats_path)], check=True, capture_output=True)
             print(f"\ncProfile of simulate() in {case} (py-spy not found), by own time:")
             pstats.Stats(str(stats_path)).sort_stats("tottime").print_stats(PROFILE_TOP)
             return
         raw = Path(tmp) / "stacks.txt"
-        cmd = [pyspy, "record", "--function", "--format", "raw", "--rate", str(PYSPY_RATE_HZ), "-o", str(raw)]
+        cmd = [pyspy_path, "record", "--function", "--format", "raw", "--rate", str(PYSPY_RATE_HZ), "-o", str(raw)]
         subprocess.run([*cmd, "--", *case_argv], check=True, capture_output=True)
         own: Counter[str] = Counter()
         for line in raw.read_text().splitlines():
@@ -339,10 +309,6 @@ def profile(case: str, data_dir: Path) -> None:
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
 
 
 def _rss_per_node(r: dict) -> float:
@@ -398,11 +364,11 @@ def main() -> int:
     for case, r in results.items():
         rate = r["nodes"] / r["simulate_s"]
         target = f"(target >= {TARGET_NODES_PER_S:,})"
-        print(f"{_verdict(rate >= TARGET_NODES_PER_S)}: {case} simulates {rate:,.0f} nodes/s {target}")
+        print(f"{verdict(rate >= TARGET_NODES_PER_S)}: {case} simulates {rate:,.0f} nodes/s {target}")
     small, large = (_rss_per_node(results[c]) for c in LINEAR_CASES)
     spread = abs(large - small) / small
     print(
-        f"{_verdict(spread <= LINEAR_TOLERANCE)}: memory linear in the workload: {small:,.0f} B/node at "
+        f"{verdict(spread <= LINEAR_TOLERANCE)}: memory linear in the workload: {small:,.0f} B/node at "
         f"{LINEAR_CASES[0]}, {large:,.0f} B/node at {LINEAR_CASES[1]} ({100 * spread:.0f} % apart, "
         f"tolerance {100 * LINEAR_TOLERANCE:.0f} %)"
     )

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
+from chakra.io import encode_varint
 from chakra.schema.protobuf.et_def_pb2 import Node
 
 _MASK64 = (1 << 64) - 1
@@ -45,16 +46,7 @@ def varint(value: int) -> bytes:
     return b"".join(parts)
 
 
-def _slow_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL = tuple(_slow_varint(n) for n in range(_SMALL_LIMIT))
+_SMALL = tuple(encode_varint(n) for n in range(_SMALL_LIMIT))
 #: 14 low bits as two varint bytes that both say "more follows".
 _CONTINUED = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(_SMALL_LIMIT))
 

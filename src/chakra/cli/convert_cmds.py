@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, stderr, stdout
+from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, progress_bar, stderr, stdout
 from chakra.io import AtomicFile
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def convert_pytorch(
     """
     from chakra.pytorch.workload import convert_workload
 
-    with _stage_progress() as progress:
+    with progress_bar() as progress:
         tasks: dict[str, TaskID] = {}
 
         def tell(stage: str, done: int, total: int) -> None:
@@ -144,18 +144,6 @@ def _comm_summary(comm: Counter[str]) -> str:
     parts = [f"{collectives} collectives"] if collectives else []
     parts += [f"{comm[kind]} {kind}" for kind in ("send", "recv") if comm.get(kind)]
     return ", ".join(parts) or "-"
-
-
-def _stage_progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal,
-    )
 
 
 def _write_json(path: Path, data: object) -> None:

@@ -99,19 +99,15 @@ def converter_main(argv: list[str] | None = None) -> None:
     import json
 
     from chakra.analyze.replay import replay
-    from chakra.errors import ChakraFormatError
     from chakra.pytorch.convert import convert
-    from chakra.pytorch.host import load_host_trace
-    from chakra.pytorch.linked_json import load_linked_json
+    from chakra.pytorch.linked_json import UntimedTrace, load_linked_json
 
     try:
         try:
             linked = load_linked_json(args.input)
             conversion = convert(linked.host, linked=linked, rank=linked.device.rank)
-        except ChakraFormatError as error:
-            if "not a linked one" not in str(error):
-                raise
-            conversion = convert(load_host_trace(args.input))
+        except UntimedTrace as untimed:  # a plain host trace: convert it host-only
+            conversion = convert(untimed.host)
         conversion.write(args.output)
         if args.log_filename:
             with open(args.log_filename, "w") as log:

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from chakra.analyze.summary import TraceSummary, summarize_file
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, stderr, stdout
+from chakra.cli.main import EXIT_CHECKS_FAILED, app, progress_bar, stdout
 from chakra.errors import ChakraInputError
 from chakra.trace import TraceSet
 from chakra.validate import (
@@ -25,19 +24,6 @@ from chakra.validate import (
 )
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def _progress() -> Progress:
-    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal,
-    )
 
 
 def _fmt_bytes(n: int) -> str:
@@ -114,7 +100,7 @@ def info(
     """
     files = [p for item in _targets_of(inputs) for p in (item.ranks.values() if isinstance(item, TraceSet) else [item])]
     summaries = []
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("reading", total=len(files))
         for path in files:
             summaries.append(summarize_file(path))
@@ -204,7 +190,7 @@ def validate(
     results: list[tuple[str, list[Finding]]] = []
     work = _targets_of(inputs)
     total = sum(len(item) + 1 if isinstance(item, TraceSet) else 1 for item in work)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("validating", total=total)
         for item in work:
             if isinstance(item, Path):

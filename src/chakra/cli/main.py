@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from chakra import __version__
@@ -41,6 +42,19 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Read, check and explain Chakra execution traces."""
+
+
+def progress_bar() -> Progress:
+    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    )
 
 
 @contextmanager

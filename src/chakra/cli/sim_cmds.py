@@ -6,32 +6,38 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, stderr, stdout
+from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, progress_bar, stderr, stdout
 
 #: Table times are shown in ms; results are ns.
 NS_PER_MS = 1e6
 
+# The inputs `simulate` and `sweep` share, under ASTRA-sim's flag names too.
+WORKLOAD_OPTION = typer.Option(
+    ..., "--workload", "--workload-configuration", help="Workload: PREFIX of PREFIX.{rank}.et (or its folder)."
+)
+SYSTEM_OPTION = typer.Option(..., "--system", "--system-configuration", help="ASTRA-sim system JSON.")
+NETWORK_OPTION = typer.Option(..., "--network", "--network-configuration", help="ASTRA-sim network YAML.")
+COMM_GROUPS_OPTION = typer.Option(
+    None,
+    "--comm-groups",
+    "--comm-group-configuration",
+    help="Communicator groups JSON (default: PREFIX.comm_groups.json when it exists).",
+)
+REMOTE_MEMORY_OPTION = typer.Option(
+    None, "--remote-memory", "--remote-memory-configuration", help="ASTRA-sim remote memory JSON."
+)
+
 
 @app.command()
 def simulate(
-    workload: str = typer.Option(
-        ..., "--workload", "--workload-configuration", help="Workload: PREFIX of PREFIX.{rank}.et (or its folder)."
-    ),
-    system: Path = typer.Option(..., "--system", "--system-configuration", help="ASTRA-sim system JSON."),
-    network: Path = typer.Option(..., "--network", "--network-configuration", help="ASTRA-sim network YAML."),
-    comm_groups: Path | None = typer.Option(
-        None,
-        "--comm-groups",
-        "--comm-group-configuration",
-        help="Communicator groups JSON (default: PREFIX.comm_groups.json when it exists).",
-    ),
-    remote_memory: Path | None = typer.Option(
-        None, "--remote-memory", "--remote-memory-configuration", help="ASTRA-sim remote memory JSON."
-    ),
+    workload: str = WORKLOAD_OPTION,
+    system: Path = SYSTEM_OPTION,
+    network: Path = NETWORK_OPTION,
+    comm_groups: Path | None = COMM_GROUPS_OPTION,
+    remote_memory: Path | None = REMOTE_MEMORY_OPTION,
     compute_scale: float = typer.Option(1.0, "--compute-scale", help="Multiply compute durations (0.5: 2x faster)."),
     bandwidth_scale: float = typer.Option(1.0, "--bandwidth-scale", help="Multiply every link bandwidth."),
     latency_scale: float = typer.Option(1.0, "--latency-scale", help="Multiply every link latency."),
@@ -115,26 +121,17 @@ def simulate(
 
 @app.command()
 def sweep(
-    workload: str = typer.Option(
-        ..., "--workload", "--workload-configuration", help="Workload: PREFIX of PREFIX.{rank}.et (or its folder)."
-    ),
-    system: Path = typer.Option(..., "--system", "--system-configuration", help="ASTRA-sim system JSON."),
-    network: Path = typer.Option(..., "--network", "--network-configuration", help="ASTRA-sim network YAML."),
+    workload: str = WORKLOAD_OPTION,
+    system: Path = SYSTEM_OPTION,
+    network: Path = NETWORK_OPTION,
     axes: list[str] = typer.Option(
         [],
         "--axis",
         help="A knob and its values: compute-scale, bandwidth-scale, latency-scale, a system key or "
         "network.<key>, e.g. --axis bandwidth-scale=0.5,1,2 (repeatable; every combination is simulated).",
     ),
-    comm_groups: Path | None = typer.Option(
-        None,
-        "--comm-groups",
-        "--comm-group-configuration",
-        help="Communicator groups JSON (default: PREFIX.comm_groups.json when it exists).",
-    ),
-    remote_memory: Path | None = typer.Option(
-        None, "--remote-memory", "--remote-memory-configuration", help="ASTRA-sim remote memory JSON."
-    ),
+    comm_groups: Path | None = COMM_GROUPS_OPTION,
+    remote_memory: Path | None = REMOTE_MEMORY_OPTION,
     plot: Path | None = typer.Option(None, "--plot", help="Plot finish time against the x axis (.png or .svg)."),
     x_axis: str | None = typer.Option(None, "--x-axis", help="The axis the plot's x runs along (default: the first)."),
     csv_path: Path | None = typer.Option(None, "--csv", help="Write one row per point (knobs, results in ns)."),
@@ -165,7 +162,7 @@ def sweep(
         raise ChakraInputError(f"--x-axis {x_axis!r} is not one of the swept axes ({shown})", hint="give it an --axis")
     points = sw.grid(grid_axes)
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task("simulating", total=len(points))
             results = sw.run_sweep(
                 workload,
@@ -203,16 +200,3 @@ def sweep(
             f"{speedup:.2f}x" if speedup is not None else "-",
         )
     stdout.print(table)
-
-
-def _progress() -> Progress:
-    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal,
-    )

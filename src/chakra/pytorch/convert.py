@@ -108,7 +108,7 @@ ASTRA_STAND_INS: dict[int, int] = {BARRIER: ALL_REDUCE, REDUCE: ALL_REDUCE, GATH
 STREAM_WAIT_EVENT = "Stream Wait Event"
 
 #: Labels of the node kinds the report counts.
-KIND_CPU, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC = "cpu op", "kernel", "memcpy", "memset", "sync"
+KIND_CPU, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = "cpu op", "kernel", "memcpy", "memset"
 KIND_COLL, KIND_SEND, KIND_RECV, KIND_METADATA = "collective", "send", "recv", "metadata"
 _COMM_KIND_LABEL: dict[int, str] = {COMM_COLL_NODE: KIND_COLL, COMM_SEND_NODE: KIND_SEND, COMM_RECV_NODE: KIND_RECV}
 
@@ -228,8 +228,8 @@ class Conversion:
     comm_nodes: list[CommNode]
     report: ConversionReport
     rank: int | None
-    process_groups: list[dict[str, Any]]
     groups: dict[str, ProcessGroup] = field(default_factory=dict)
+    group_attrs: dict[int, list[tuple[str, Any]]] = field(default_factory=dict)  # what apply_groups wrote
     _nodes: list[Node] | None = None
 
     @property
@@ -805,7 +805,7 @@ class _Builder:
             kinds[self._kind_label(item)] += 1
         for comm in comm_nodes:
             comm.node_id = new_id[comm.node_id]
-        return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank, self.groups)
+        return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
 
     def _io(self, lists: Any) -> tuple[bytes, bytes, bytes]:
         """The host trace's IO lists in upstream's text form (values unique, shapes/types repeat)."""
@@ -1022,24 +1022,21 @@ def _convert(
         report.notes.append("the process groups use CUDA but the Kineto trace has no device activity")
     report.notes.extend(host.notes)
     conversion = builder.finish(comm_nodes)
-    world_size = _world_size(host, linked)
-    table = group_table(host.process_groups(), linked.device.process_groups() if linked else (), world_size=world_size)
-    resolution = resolve(
-        {conversion.rank or 0: comm_nodes},
-        table,
-        world_size,
-        have_records=bool(host.process_groups() or (linked and linked.device.process_groups())),
-        align=False,
-    )
-    apply_groups(conversion, resolution[conversion.rank or 0], table)
+    device_groups = linked.device.process_groups() if linked else []
+    world_size = _world_size(builder.groups, linked)
+    table = group_table(builder.groups, device_groups, world_size=world_size)
+    rank = conversion.rank or 0
+    have_records = bool(builder.groups or device_groups)
+    resolution = resolve({rank: comm_nodes}, table, world_size, have_records=have_records, align=False)
+    apply_groups(conversion, resolution[rank], table)
     return conversion
 
 
-def _world_size(host: HostTrace, linked: LinkedTrace | None) -> int:
+def _world_size(host_groups: list[dict[str, Any]], linked: LinkedTrace | None) -> int:
     """World size from Kineto's ``distributedInfo``, else the default group's record, else 1."""
     if linked is not None and isinstance(linked.device.distributed_info.get("world_size"), int):
         return int(linked.device.distributed_info["world_size"])
-    for group in host.process_groups():
+    for group in host_groups:
         if str(group.get("pg_name")) == DEFAULT_GROUP and isinstance(group.get("group_size"), int):
             return int(group["group_size"])
     return 1
@@ -1051,7 +1048,8 @@ def apply_groups(conversion: Conversion, resolution: dict[int, Resolution], grou
     rank = conversion.rank or 0
     encode = AttrEncoder()
     conversion.report.comm_groups = Counter(r.method for r in resolution.values())
-    for node_id, values in node_attributes(conversion.comm_nodes, resolution, groups, rank).items():
+    conversion.group_attrs = node_attributes(conversion.comm_nodes, resolution, groups, rank)
+    for node_id, values in conversion.group_attrs.items():
         conversion.add_attrs(node_id, [encode(name, value) for name, value in values])
     conversion.groups = groups
 
@@ -1066,15 +1064,22 @@ def convert_files(
     astra_compatible: bool = True,
 ) -> Conversion:
     """Load, link, convert and write one rank; returns the :class:`Conversion` (nodes included)."""
+    host, linked = load_pair(host_path, device_path)
+    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    conversion.write(Path(out_path))
+    return conversion
+
+
+def load_pair(host_path: PathLike, device_path: PathLike | None) -> tuple[HostTrace, LinkedTrace | None]:
+    """The host trace and, when there is a device trace, the two linked; the Kineto events are freed
+    once joined (the conversion needs only the link, and they are a third of the peak memory)."""
     from chakra.pytorch.host import load_host_trace
     from chakra.pytorch.kineto import load_kineto_trace
 
     host = load_host_trace(Path(host_path))
-    linked = None
-    if device_path is not None:
-        device = load_kineto_trace(Path(device_path))
-        linked = link(host, device)
-        device.events = []  # classified and joined: free them before the conversion's peak
-    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
-    conversion.write(Path(out_path))
-    return conversion
+    if device_path is None:
+        return host, None
+    device = load_kineto_trace(Path(device_path))
+    linked = link(host, device)
+    device.events = []
+    return host, linked

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+import msgspec
 
 from chakra import io
 from chakra.errors import ChakraFormatError
 
 _BYTE_POS = re.compile(r"byte (\d+)")
+T = TypeVar("T")
 
 
 def read_json_bytes(path: Path, what: str) -> bytes:
@@ -25,6 +29,16 @@ def read_json_bytes(path: Path, what: str) -> bytes:
         raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the compressed file is corrupt") from None
     finally:
         stream.close()
+
+
+def decode_json(data: bytes, decode: Callable[[bytes], T], *, path: Path, kind: str, hint: str) -> T:
+    """``decode(data)`` with the collector paused; a decode error names ``kind`` (``"a Kineto
+    trace"``), the line and column, and ``hint``."""
+    try:
+        with gc_paused():
+            return decode(data)
+    except msgspec.DecodeError as exc:
+        raise ChakraFormatError(f"not {kind}: {exc}{position_of(str(exc), data)}", path=path, hint=hint) from None
 
 
 @contextmanager

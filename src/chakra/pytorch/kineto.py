@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from chakra.errors import ChakraFormatError
-from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
+from chakra.pytorch.jsonfile import decode_json, read_json_bytes
 
 PathLike = str | Path
 
@@ -226,15 +226,13 @@ def load_kineto_trace(path: PathLike) -> KinetoTrace:
     """
     path = Path(path)
     data = read_json_bytes(path, "a Kineto trace")
-    try:
-        with gc_paused():
-            raw = _DECODER.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ChakraFormatError(
-            f"not a Kineto trace: {exc}{position_of(str(exc), data)}",
-            path=path,
-            hint="expected the JSON written by torch.profiler's export_chrome_trace",
-        ) from None
+    raw = decode_json(
+        data,
+        _DECODER.decode,
+        path=path,
+        kind="a Kineto trace",
+        hint="expected the JSON written by torch.profiler's export_chrome_trace",
+    )
     if not raw.traceEvents and b'"nodes"' in data[: 1 << 16]:
         raise ChakraFormatError(
             "this is a host execution trace, not a Kineto (device) trace",

@@ -24,7 +24,7 @@ import msgspec
 from chakra.errors import ChakraFormatError, PathLike
 from chakra.io import AtomicFile
 from chakra.pytorch.host import CORE_ATTRS, GroupedRecord, HostNode, HostTrace, host_node_from_record
-from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
+from chakra.pytorch.jsonfile import decode_json, read_json_bytes
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import DeviceActivity, HostTiming, LinkedTrace, LinkReport
 
@@ -131,19 +131,33 @@ class _LinkedFile(msgspec.Struct):
     distributedInfo: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+_DECODER = msgspec.json.Decoder(_LinkedFile)
+
+
+class UntimedTrace(ChakraFormatError):
+    """A file read as a linked trace has no timing: a host execution trace. ``host`` is what was
+    read, for callers that convert it host-only instead."""
+
+    def __init__(self, host: HostTrace):
+        super().__init__(
+            "no node has timing: this is a host execution trace, not a linked one",
+            path=host.path,
+            hint="run chakra_trace_link first, or convert the host trace as it is (chakra convert pytorch --host)",
+        )
+        self.host = host
+
+
 def load_linked_json(path: PathLike) -> LinkedTrace:
     """Read an ET+ file (written by :func:`write_linked_json` or upstream's linker)."""
     path = Path(path)
     data = read_json_bytes(path, "a linked trace")
-    try:
-        with gc_paused():
-            raw = msgspec.json.decode(data, type=_LinkedFile)
-    except msgspec.DecodeError as exc:
-        raise ChakraFormatError(
-            f"not a linked host + device trace: {exc}{position_of(str(exc), data)}",
-            path=path,
-            hint="expected the JSON chakra_trace_link writes (a host trace with ts/inclusive_dur on its nodes)",
-        ) from None
+    raw = decode_json(
+        data,
+        _DECODER.decode,
+        path=path,
+        kind="a linked host + device trace",
+        hint="expected the JSON chakra_trace_link writes (a host trace with ts/inclusive_dur on its nodes)",
+    )
     host_nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
     activities: list[DeviceActivity] = []
@@ -170,13 +184,9 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
                     args={},
                 )
             )
-    if not timing and not activities:
-        raise ChakraFormatError(
-            "no node has timing: this is a host execution trace, not a linked one",
-            path=path,
-            hint="run chakra_trace_link first, or convert the host trace as it is (chakra convert pytorch --host)",
-        )
     host = HostTrace(path, raw.schema, "grouped", host_nodes, raw.pid, raw.time, raw.start_ts, raw.finish_ts)
+    if not timing and not activities:
+        raise UntimedTrace(host)
     report = LinkReport(join_key=FROM_LINKED_FILE, host_ops=len(host_nodes), host_matched=len(timing))
     report.device_activities = report.device_attached = len(activities)
     device = KinetoTrace(path=path, events=[], distributed_info=raw.distributedInfo)

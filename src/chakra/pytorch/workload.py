@@ -30,9 +30,8 @@ from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
 from chakra.parallel import map_ranks
 from chakra.pytorch.comms import CommNode
-from chakra.pytorch.convert import ConversionReport, convert
+from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
-from chakra.pytorch.link import link
 from chakra.trace import write_comm_groups
 
 RANK_PLACEHOLDER = "{rank}"
@@ -107,41 +106,21 @@ class WorkloadResult:
 
 def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResult:
     """Worker: convert and write one rank (runs in another process)."""
-    from chakra.pytorch.host import load_host_trace
-    from chakra.pytorch.kineto import load_kineto_trace
-
     rank, host_path, device_path, prefix, data_deps, astra_compatible = job
-    host = load_host_trace(host_path)
+    host, linked = load_pair(host_path, device_path)
     records = [host.process_groups()]
     world_size = 0
-    linked = None
-    if device_path:
-        device = load_kineto_trace(device_path)
-        records.append(device.process_groups())
-        world_size = int(device.distributed_info.get("world_size") or 0)
-        if rank == SINGLE:
-            rank = device.rank if device.rank is not None else 0
-        linked = link(host, device)
-        device.events = []  # classified and joined: free them before the conversion's peak
+    if linked is not None:
+        records.append(linked.device.process_groups())
+        world_size = int(linked.device.distributed_info.get("world_size") or 0)
     if rank == SINGLE:
-        rank = 0
+        rank = linked.device.rank if linked is not None and linked.device.rank is not None else 0
     out_path = f"{prefix}.{rank}.et"
     conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(out_path)
-    written = {
-        n.id: [(a.name, _value(a)) for a in n.attr if a.name in _GROUP_ATTRS]
-        for n in conversion.nodes
-        if n.id in {c.node_id for c in conversion.comm_nodes}
-    }
-    return RankResult(rank, Path(out_path), conversion.report, conversion.comm_nodes, records, world_size, written)
-
-
-_GROUP_ATTRS = frozenset({"pg_name", "comm_src", "comm_dst", "comm_tag", "comm_seq", "comm_root"})
-
-
-def _value(attr: Any) -> Any:
-    member = attr.WhichOneof("value")
-    return getattr(attr, member) if member else None
+    return RankResult(
+        rank, Path(out_path), conversion.report, conversion.comm_nodes, records, world_size, conversion.group_attrs
+    )
 
 
 def _fidelity_one(path: str) -> ReplayResult:

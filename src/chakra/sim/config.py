@@ -16,7 +16,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -528,37 +528,43 @@ def load_network(path: PathLike, overrides: Mapping[str, Any] | None = None) -> 
             )
         topology.append(normalised)
 
-    npus_count = []
-    for index, value in enumerate(lists["npus_count"]):
-        count = _integer(origin, "npus_count", value, index)
-        if count <= 1:
-            raise origin.error(
-                f"{origin.describe('npus_count', value, index)} must be > 1: a dimension of one NPU has no links",
-                hint="drop the dimension or give it at least 2 NPUs",
-            )
-        npus_count.append(count)
-
-    bandwidth_gbps = []
-    for index, value in enumerate(lists["bandwidth"]):
-        bandwidth = _real(origin, "bandwidth", value, index)
-        if bandwidth <= 0:
-            raise origin.error(
-                f"{origin.describe('bandwidth', value, index)} must be > 0 GB/s: every message would take forever",
-                hint="give the link bandwidth in GB/s, e.g. 50",
-            )
-        bandwidth_gbps.append(bandwidth)
-
-    latency_ns = []
-    for index, value in enumerate(lists["latency"]):
-        latency = _real(origin, "latency", value, index)
-        if latency < 0:
-            raise origin.error(
-                f"{origin.describe('latency', value, index)} must be >= 0 ns",
-                hint="give the link latency in ns, e.g. 500",
-            )
-        latency_ns.append(latency)
-
+    npus_count = _checked_list(
+        origin, lists, "npus_count", _integer, lambda n: n > 1,
+        "must be > 1: a dimension of one NPU has no links", "drop the dimension or give it at least 2 NPUs",
+    )  # fmt: skip
+    bandwidth_gbps = _checked_list(
+        origin, lists, "bandwidth", _real, lambda b: b > 0,
+        "must be > 0 GB/s: every message would take forever", "give the link bandwidth in GB/s, e.g. 50",
+    )  # fmt: skip
+    latency_ns = _checked_list(
+        origin,
+        lists,
+        "latency",
+        _real,
+        lambda lat: lat >= 0,
+        "must be >= 0 ns",
+        "give the link latency in ns, e.g. 500",
+    )
     return NetworkConfig(tuple(topology), tuple(npus_count), tuple(bandwidth_gbps), tuple(latency_ns), path=path)
+
+
+def _checked_list(
+    origin: _Origin,
+    lists: Mapping[str, list[Any]],
+    key: str,
+    parse: Callable[[_Origin, str, Any, int], Any],
+    ok: Callable[[Any], bool],
+    why: str,
+    hint: str,
+) -> list[Any]:
+    """Every value of the per-dimension list ``key``, parsed, each one checked by ``ok``."""
+    out = []
+    for index, value in enumerate(lists[key]):
+        parsed = parse(origin, key, value, index)
+        if not ok(parsed):
+            raise origin.error(f"{origin.describe(key, value, index)} {why}", hint=hint)
+        out.append(parsed)
+    return out
 
 
 def scale_network(network: NetworkConfig, *, bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> NetworkConfig:
