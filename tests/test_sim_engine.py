@@ -72,6 +72,15 @@ def test_independent_gpu_nodes_share_one_compute_slot(tmp_path, configs):
     assert run(tmp_path, {0: nodes, 1: nodes}, system, net2).ranks[0].finish_ns == 12 * NS_PER_US
 
 
+def test_ready_nodes_issue_in_ascending_id_order_whatever_the_file_order(tmp_path, configs):
+    system, net2, _ = configs
+    # file order 7, 3, 5 (all ready at once, one GPU slot): ASTRA-sim issues 3, 5, 7; node 9 waits for 7
+    nodes = [comp(7, 2), comp(3, 5), comp(5, 11), comp(9, 1, 7)]
+    result = run(tmp_path, {0: nodes, 1: nodes}, system, net2, keep_intervals=True)
+    starts = {node_id: start for node_id, start, _, _ in result.intervals[0]}
+    assert starts == {3: 0, 5: 5 * NS_PER_US, 7: 16 * NS_PER_US, 9: 18 * NS_PER_US}
+
+
 def test_cpu_and_gpu_work_overlap_on_their_own_slots(tmp_path, configs):
     system, net2, _ = configs
     nodes = [comp(1, 5, cpu=True), comp(2, 7)]

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from chakra import io
 from chakra.attrs import int_value, member_value
 from chakra.errors import ChakraError, ChakraInputError
@@ -60,12 +62,8 @@ SLOT_NAMES = ("CPU", "GPU compute", "GPU comm", "none")
 
 #: What a node does when issued.
 DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV, DO_MEMORY, DO_INSTANT = range(6)
-#: How a running node counts in the time breakdown (memory and instant nodes count as neither).
-COMPUTING, COMMUNICATING = 1, 2
-KIND_OF_ACTION = {
-    DO_COMPUTE: COMPUTING, DO_COLLECTIVE: COMMUNICATING, DO_SEND: COMMUNICATING, DO_RECV: COMMUNICATING,
-    DO_MEMORY: 0, DO_INSTANT: 0,
-}  # fmt: skip
+#: Actions that count as communication in the time breakdown (memory and instant nodes count as neither).
+COMMUNICATING_ACTIONS = frozenset({DO_COLLECTIVE, DO_SEND, DO_RECV})
 
 
 class SimulationStuck(ChakraError):
@@ -87,7 +85,7 @@ def _rebuild_stuck(message: str, waiting: list[tuple[int, int, str, str]], kwarg
 
 @dataclass
 class RankProgram:
-    """One rank's nodes as flat lists (position = file order)."""
+    """One rank's nodes as flat lists; positions in ascending id order (file order among equal ids)."""
 
     rank: int
     path: Path
@@ -191,19 +189,42 @@ def load_rank(
             time_ns.append(0)
     graph = builder.build()
     n = graph.num_nodes
-    dep_ptr = graph.dep_ptr.tolist()
-    dep_pos = graph.dep_pos.tolist()
-    children: list[list[int]] = [[] for _ in range(n)]
-    dep_count = [0] * n
-    for child in range(n):
-        parents = set(dep_pos[dep_ptr[child] : dep_ptr[child + 1]])  # an id in both fields counts once
-        dep_count[child] = len(parents)
-        for parent in parents:
-            children[parent].append(child)
+    ids_np = graph.ids
+    # Positions are renumbered in ascending id order (file order among equal ids), so a ready heap
+    # holds plain positions and pops the lowest id first, as ASTRA-sim issues (§2.2).
+    order = np.argsort(ids_np, kind="stable")
+    in_id_order = bool(np.all(order == np.arange(n)))
+    dep_pos_np = graph.dep_pos
+    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    if not in_id_order:
+        new_pos = np.empty(n, dtype=np.int64)
+        new_pos[order] = np.arange(n, dtype=np.int64)
+        dep_pos_np = new_pos[dep_pos_np]
+        child_of = new_pos[child_of]
+        positions = order.tolist()
+        names = [names[i] for i in positions]
+        action = [action[i] for i in positions]
+        slot = [slot[i] for i in positions]
+        time_ns = [time_ns[i] for i in positions]
+        remap = new_pos.tolist()
+        comm = {remap[k]: v for k, v in comm.items()}
+        roofline = {remap[k]: v for k, v in roofline.items()}
+        memory_bytes = {remap[k]: v for k, v in memory_bytes.items()}
+        ids_np = ids_np[order]
+    # an id in both data_deps and ctrl_deps (or twice in one) counts once
+    edges = np.unique(np.stack([dep_pos_np, child_of]), axis=1) if len(dep_pos_np) else np.zeros((2, 0), np.int64)
+    parent_np, child_np = edges
+    dep_count = np.bincount(child_np, minlength=n).tolist()
+    child_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_np, minlength=n), out=child_ptr[1:])
+    # edges are sorted by parent, then child: each node's children in ascending position
+    flat_children = child_np.tolist()
+    bounds = child_ptr.tolist()
+    children = [flat_children[bounds[i] : bounds[i + 1]] for i in range(n)]
     return RankProgram(
         rank=rank,
         path=path,
-        ids=graph.ids.tolist(),
+        ids=ids_np.tolist(),
         names=names,
         action=action,
         slot=slot,
@@ -325,15 +346,8 @@ def simulate(
 
     total = sum(len(p) for p in programs.values())
     done = 0
-    stats = {r: RankStats(r, nodes=len(p)) for r, p in programs.items()}
     intervals: dict[int, list[tuple[int, int, int, int]]] | None = {r: [] for r in programs} if keep_intervals else None
     start_of: dict[tuple[int, int], int] = {}
-    remaining = {r: list(p.dep_count) for r, p in programs.items()}
-    ready: dict[int, list[list[tuple[int, int]]]] = {r: [[] for _ in p.slot_names] for r, p in programs.items()}
-    busy = {r: [False] * len(p.slot_names) for r, p in programs.items()}
-    lanes_of = {r: [i for i in range(len(p.slot_names)) if i != NO_SLOT] for r, p in programs.items()}
-    finished = {r: 0 for r in programs}
-    events: list[tuple[int, int, int, int]] = []  # (time, seq, rank, pos): node completes
     coll_seen: dict[tuple[int, str], int] = defaultdict(int)
     coll_waiting: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]] = {}
     coll_totals: dict[str, dict[str, int]] = {}
@@ -347,32 +361,19 @@ def simulate(
         for r, p in programs.items()
         if p.missing_deps
     ]
-    # per rank: [compute nodes running, communication nodes running, time of the last change,
-    # then ns of compute only, exposed communication, overlap, idle]
-    activity = {r: [0, 0, 0, 0, 0, 0, 0] for r in programs}
     comm_started: dict[tuple[int, int], int] = {}  # (rank, pos) -> issue time of comm-slot nodes
 
-    def account(rank: int, now: int, compute_delta: int, comm_delta: int) -> None:
-        """Add the time since the last change to the bucket of what was running, then change."""
-        state = activity[rank]
-        elapsed = now - state[2]
-        if elapsed:
-            # buckets: 3 compute only, 4 exposed communication, 5 overlap, 6 idle
-            state[(5 if state[1] else 3) if state[0] else (4 if state[1] else 6)] += elapsed
-            state[2] = now
-        state[0] += compute_delta
-        state[1] += comm_delta
-
-    def memory_queue(rank: int) -> int:
-        if memory_type == "PER_NODE_MEMORY_EXPANSION":
-            return rank // max(1, getattr(remote_memory, "npus_per_node", None) or 1)
-        return 0 if memory_type == "MEMORY_POOL" else rank
-
-    next_seq = itertools.count().__next__  # ties at one time run in insertion order (§5.9)
+    # An event -- node ``pos`` of ``rank`` completes at ``t`` -- is one int, so the heap compares ints,
+    # not tuples: t, then a sequence number (ties run in insertion order, §5.9), then rank and pos.
+    pos_bits = max((len(p) for p in programs.values()), default=1).bit_length()
+    rank_bits = max(programs, default=0).bit_length()
+    seq_bits = total.bit_length()  # every node completes exactly once: at most ``total`` pushes
+    pos_mask, rank_mask = (1 << pos_bits) - 1, (1 << rank_bits) - 1
+    seq_shift = pos_bits + rank_bits
+    time_shift = seq_shift + seq_bits
+    events: list[int] = []
+    next_seq = itertools.count().__next__
     push, pop = heapq.heappush, heapq.heappop
-
-    def complete_at(t: int, rank: int, pos: int) -> None:
-        push(events, (t, next_seq(), rank, pos))
 
     def run_times(program: RankProgram) -> list[int]:
         """Every node's time when it is compute (replay, scaled, or roofline), computed once."""
@@ -388,7 +389,19 @@ def simulate(
                     times[pos] = int(max(num_ops / peak_flops, tensor_size / mem_bytes_per_s) * 1e9)
         return times
 
-    run_ns = {r: run_times(p) for r, p in programs.items()}
+    # Everything the event loop touches for one rank, unpacked in one step per event.
+    ranks: list[_RankState | None] = [None] * (max(programs, default=0) + 1)
+    for r, p in programs.items():
+        cpu_lane = [i in p.cpu_slots for i in range(len(p.slot_names))]
+        ranks[r] = (
+            p.action, p.slot, p.children, list(p.dep_count), [[] for _ in p.slot_names], [False] * len(p.slot_names),
+            run_times(p), [0] * _STATE_SIZE, [i for i in range(len(p.slot_names)) if i != NO_SLOT], cpu_lane,
+            r << pos_bits,
+        )  # fmt: skip
+
+    def complete_at(t: int, rank: int, pos: int) -> None:
+        push(events, (t << time_shift) | (next_seq() << seq_shift) | (rank << pos_bits) | pos)
+
     members_present = {
         name: sum(1 for r in (members if members is not None else programs) if r in programs)
         for name, members in groups.items()
@@ -418,19 +431,29 @@ def simulate(
         total_of["bytes"] += size
         total_of["time_ns"] += duration
 
-    def issue(rank: int, pos: int, now: int) -> None:
+    def memory_queue(rank: int) -> int:
+        if memory_type == "PER_NODE_MEMORY_EXPANSION":
+            return rank // max(1, getattr(remote_memory, "npus_per_node", None) or 1)
+        return 0 if memory_type == "MEMORY_POOL" else rank
+
+    def issue_other(rank: int, pos: int, now: int) -> None:
+        """Issue a node that is not compute (compute is issued inline in the event loop)."""
         program = programs[rank]
+        state = ranks[rank][_STATE]  # type: ignore[index]
         action = program.action[pos]
+        lane = program.slot[pos]
         if keep_intervals:
             start_of[(rank, pos)] = now
-        kind = KIND_OF_ACTION[action]
-        if kind:
-            account(rank, now, kind == COMPUTING, kind == COMMUNICATING)
-        if program.slot[pos] == SLOT_COMM:
+        if action in COMMUNICATING_ACTIONS:
+            _account(state, now)
+            state[_RUN_COMM] += 1
+        if lane == SLOT_COMM:
             comm_started[(rank, pos)] = now
-        if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
+        if replay_only and action != DO_INSTANT:
             # replay-only: every node takes its recorded time, communication included (§2.4)
-            complete_at(now + run_ns[rank][pos], rank, pos)
+            took = ranks[rank][_RUN_NS][pos]  # type: ignore[index]
+            state[_CPU_NS if lane in program.cpu_slots else _GPU_NS] += took
+            complete_at(now + took, rank, pos)
         elif action == DO_INSTANT:
             complete_at(now, rank, pos)
         elif action == DO_MEMORY:
@@ -450,7 +473,7 @@ def simulate(
             memory_free_at[queue] = t
             complete_at(t, rank, pos)
         elif action == DO_COLLECTIVE:
-            comm_type, size, pg_name, *_ = program.comm[pos]
+            comm_type, size, pg_name, _, _, _ = program.comm[pos]
             if pg_name not in groups:
                 raise ChakraInputError(
                     f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) uses communicator group "
@@ -486,65 +509,97 @@ def simulate(
             else:
                 posted[key].append((rank, pos, now))
 
-    def issue_ready(rank: int, now: int) -> None:
-        lanes = ready[rank]
-        slots = busy[rank]
-        for lane in lanes_of[rank]:
-            if not slots[lane] and lanes[lane]:
-                _, pos = pop(lanes[lane])
-                slots[lane] = True
-                issue(rank, pos, now)
-        free = lanes[NO_SLOT]
-        while free:
-            _, pos = pop(free)
-            issue(rank, pos, now)
+    def finish_other(rank: int, pos: int, now: int, action: int, lane: int) -> None:
+        """Bookkeeping when a node that is not compute completes."""
+        state = ranks[rank][_STATE]  # type: ignore[index]
+        if action in COMMUNICATING_ACTIONS:
+            _account(state, now)
+            state[_RUN_COMM] -= 1
+        if lane == SLOT_COMM:
+            state[_COMM_NS] += now - comm_started.pop((rank, pos), now)
 
     for rank, program in programs.items():
+        lanes = ranks[rank][_LANES]  # type: ignore[index]
         for pos, count in enumerate(program.dep_count):
             if count == 0:
-                heapq.heappush(ready[rank][program.slot[pos]], (program.ids[pos], pos))
-        issue_ready(rank, 0)
+                lanes[program.slot[pos]].append(pos)  # ascending positions: already a heap
 
-    while events:
-        now, _, rank, pos = pop(events)
-        program = programs[rank]
-        lane = program.slot[pos]
-        if lane != NO_SLOT:
-            busy[rank][lane] = False
-        finished[rank] += 1
-        done += 1
-        if progress is not None and done % PROGRESS_EVERY == 0:
-            progress(done, total)
-        rank_stats = stats[rank]
-        rank_stats.finish_ns = now  # events come in time order
-        began = start_of.pop((rank, pos), now) if keep_intervals else None
-        action = program.action[pos]
-        kind = KIND_OF_ACTION[action]
-        if kind:
-            account(rank, now, -(kind == COMPUTING), -(kind == COMMUNICATING))
-        if lane == SLOT_COMM:
-            rank_stats.comm_ns += now - comm_started.pop((rank, pos), now)
-        if action == DO_COMPUTE or (replay_only and action != DO_INSTANT):
-            took = run_ns[rank][pos]
-            if lane in program.cpu_slots:
-                rank_stats.cpu_ns += took
+    # Each turn takes what happens next on one rank -- first every rank's start at time 0, then node
+    # completions in time order -- updates the rank and issues, on every free slot, its lowest-id
+    # ready node, then every ready receive. One loop, as the hot path lives here.
+    starting = sorted(programs, reverse=True)
+    now = 0
+    while starting or events:
+        if starting:
+            rank, pos = starting.pop(), -1
+        else:
+            key = pop(events)
+            pos = key & pos_mask
+            rank = (key >> pos_bits) & rank_mask
+            now = key >> time_shift
+        action, slot, children, counts, lanes, busy, run_ns, state, lane_order, cpu_lane, base = ranks[rank]  # type: ignore[misc]
+        if pos >= 0:  # node ``pos`` completes
+            lane = slot[pos]
+            if action[pos] == DO_COMPUTE:
+                busy[lane] = False
+                elapsed = now - state[_LAST]
+                if elapsed:
+                    state[_bucket(state)] += elapsed
+                    state[_LAST] = now
+                state[_RUN_COMPUTE] -= 1
             else:
-                rank_stats.gpu_compute_ns += took
-        if intervals is not None and began is not None:
-            intervals[rank].append((program.ids[pos], began, now, lane))
-        counts = remaining[rank]
-        lanes = ready[rank]
-        for child in program.children[pos]:
-            counts[child] -= 1
-            if counts[child] == 0:
-                push(lanes[program.slot[child]], (program.ids[child], child))
-        issue_ready(rank, now)
+                if lane != NO_SLOT:
+                    busy[lane] = False
+                finish_other(rank, pos, now, action[pos], lane)
+            state[_FINISH_NS] = now  # events come in time order
+            done += 1
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                progress(done, total)
+            if intervals is not None:
+                intervals[rank].append((programs[rank].ids[pos], start_of.pop((rank, pos), now), now, lane))
+            for child in children[pos]:
+                left = counts[child] - 1
+                counts[child] = left
+                if not left:
+                    push(lanes[slot[child]], child)
+        for lane in lane_order:
+            if lanes[lane] and not busy[lane]:
+                pos = pop(lanes[lane])
+                busy[lane] = True
+                if action[pos] == DO_COMPUTE:  # the common case, inline
+                    if keep_intervals:
+                        start_of[(rank, pos)] = now
+                    elapsed = now - state[_LAST]
+                    if elapsed:
+                        state[_bucket(state)] += elapsed
+                        state[_LAST] = now
+                    state[_RUN_COMPUTE] += 1
+                    took = run_ns[pos]
+                    state[_CPU_NS if cpu_lane[lane] else _GPU_NS] += took
+                    push(events, ((now + took) << time_shift) | (next_seq() << seq_shift) | base | pos)
+                else:
+                    issue_other(rank, pos, now)
+        receives = lanes[NO_SLOT]
+        while receives:
+            issue_other(rank, pop(receives), now)
 
     if done < total:
-        raise _diagnose(programs, remaining, finished, coll_waiting, posted, groups)
-    for rank, rank_stats in stats.items():
-        state = activity[rank]
-        rank_stats.compute_only_ns, rank_stats.comm_exposed_ns, rank_stats.overlap_ns, rank_stats.idle_ns = state[3:]
+        raise _diagnose(programs, {r: ranks[r][_COUNTS] for r in programs}, coll_waiting, posted, groups)  # type: ignore[index]
+    stats: dict[int, RankStats] = {}
+    for rank, program in programs.items():
+        state = ranks[rank][_STATE]  # type: ignore[index]
+        stats[rank] = RankStats(
+            rank,
+            finish_ns=state[_FINISH_NS],
+            cpu_ns=state[_CPU_NS],
+            gpu_compute_ns=state[_GPU_NS],
+            comm_ns=state[_COMM_NS],
+            nodes=len(program),
+            compute_only_ns=state[_COMPUTE_ONLY],
+            comm_exposed_ns=state[_EXPOSED],
+            overlap_ns=state[_OVERLAP],
+            idle_ns=state[_IDLE],
+        )
     if progress is not None:
         progress(total, total)
     return SimResult(
@@ -557,10 +612,36 @@ def simulate(
     )
 
 
+# One rank's mutable state in the event loop: a list of ints, indexed by these.
+_RUN_COMPUTE, _RUN_COMM, _LAST = 0, 1, 2  # compute / communication nodes running; time of the last change
+# the time split by what was running (sums to the finish time): compute only, communication only
+# (exposed), both (overlapped), neither (idle); communication = collectives, sends, receives
+_COMPUTE_ONLY, _EXPOSED, _OVERLAP, _IDLE = 3, 4, 5, 6
+_CPU_NS, _GPU_NS, _COMM_NS, _FINISH_NS = 7, 8, 9, 10
+_STATE_SIZE = 11
+# The fields of a rank's tuple in the event loop (see ``ranks`` in :func:`simulate`).
+_RankState = tuple[Any, ...]
+_LANES, _COUNTS, _RUN_NS, _STATE = 4, 3, 6, 7
+
+
+def _bucket(state: list[int]) -> int:
+    """Which time bucket the interval since ``state[_LAST]`` belongs to."""
+    if state[_RUN_COMPUTE]:
+        return _OVERLAP if state[_RUN_COMM] else _COMPUTE_ONLY
+    return _EXPOSED if state[_RUN_COMM] else _IDLE
+
+
+def _account(state: list[int], now: int) -> None:
+    """Add the time since the last change to the bucket of what was running."""
+    elapsed = now - state[_LAST]
+    if elapsed:
+        state[_bucket(state)] += elapsed
+        state[_LAST] = now
+
+
 def _diagnose(
     programs: Mapping[int, RankProgram],
     remaining: dict[int, list[int]],
-    finished: dict[int, int],
     coll_waiting: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]],
     posted: dict[tuple[int, int, int, int], deque[tuple[int, int, int]]],
     groups: Mapping[str, tuple[int, ...] | None],
@@ -582,10 +663,10 @@ def _diagnose(
             waiting.append((rank, program.ids[pos], program.names[pos], why))
     blocked = 0
     for rank, program in programs.items():
-        if finished[rank] < len(program):
-            stuck = [p for p, c in enumerate(remaining[rank]) if c > 0]
+        stuck = [p for p, c in enumerate(remaining[rank]) if c > 0]
+        if stuck:
             blocked += len(stuck)
-            if stuck and not any(w[0] == rank for w in waiting):
+            if not any(w[0] == rank for w in waiting):
                 pos = stuck[0]
                 why = "dependencies that never finish (a cycle?)"
                 waiting.append((rank, program.ids[pos], program.names[pos], why))
