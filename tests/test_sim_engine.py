@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import make_node, write_et
 
+from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_REDUCE,
     COMM_COLL_NODE,
@@ -164,8 +165,6 @@ def test_a_dependency_cycle_is_diagnosed(tmp_path, configs):
 
 
 def test_a_rank_without_its_file_is_an_error(tmp_path, configs):
-    from chakra.errors import ChakraInputError
-
     system, _, net4 = configs
     with pytest.raises(ChakraInputError, match=r"4 NPUs but ranks 2, 3 have no ET file"):
         run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net4)
@@ -251,9 +250,29 @@ def test_memory_nodes_without_memory_expansion_are_refused(tmp_path, configs):
 
 
 def test_a_group_with_ranks_outside_the_network_is_refused(tmp_path, configs):
-    from chakra.errors import ChakraInputError
-
     system, net2, _ = configs
     (tmp_path / "groups.json").write_text('{"1": [0, 5]}')
     with pytest.raises(ChakraInputError, match=r"group 1 lists ranks \[5\]"):
+        run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net2, comm_groups_path=tmp_path / "groups.json")
+
+
+def grouped_allreduce(node_id: int, size: int, pg_name: str):
+    return make_node(
+        node_id, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=size, pg_name=pg_name
+    )
+
+
+def test_a_collective_from_a_rank_outside_its_group_is_refused(tmp_path, configs):
+    system, _, net4 = configs
+    (tmp_path / "groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
+    per_rank = {0: [grouped_allreduce(1, 1024, "1")], 1: [grouped_allreduce(1, 1024, "1")]}
+    per_rank |= {2: [grouped_allreduce(1, 1024, "1")], 3: [comp(1, 1)]}  # rank 2 uses group 1 by mistake
+    with pytest.raises(ChakraInputError, match=r"rank 2 node 1 .* group 1, whose members are \[0, 1\]"):
+        run(tmp_path, per_rank, system, net4, comm_groups_path=tmp_path / "groups.json")
+
+
+def test_a_group_listing_a_rank_twice_is_refused(tmp_path, configs):
+    system, net2, _ = configs
+    (tmp_path / "groups.json").write_text('{"1": [0, 1, 1]}')
+    with pytest.raises(ChakraInputError, match="group 1 lists a rank more than once"):
         run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net2, comm_groups_path=tmp_path / "groups.json")

@@ -92,3 +92,14 @@ def test_a_slower_network_makes_the_step_longer(converted, system, fast_network)
     base = finish_us(converted, system, fast_network)
     slow = scale_network(fast_network, bandwidth_scale=1e-4, latency_scale=1000)
     assert finish_us(converted, system, slow) > base * 1.05
+
+
+def test_twice_the_bandwidth_halves_the_time_a_slow_network_adds(converted, system, fast_network):
+    # 50 MB/s: the DDP buckets' all-reduces cost far more than the 500 ns latency, so the time the
+    # network adds over the fast one scales with 1 / bandwidth
+    slow = dataclasses.replace(fast_network, bandwidth_gbps=(0.05,))
+    base = finish_us(converted, system, fast_network)
+    added = finish_us(converted, system, slow) - base
+    added_at_twice = finish_us(converted, system, scale_network(slow, bandwidth_scale=2.0)) - base
+    assert added > 0
+    assert 0.4 <= added_at_twice / added <= 0.6, (added, added_at_twice)

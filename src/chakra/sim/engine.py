@@ -338,7 +338,13 @@ def simulate(
                 f"communicator group {key} lists ranks {outside}, outside the network's {world} NPUs",
                 hint="check the comm groups file against npus_count in the network configuration",
             )
+        if len(set(members)) != len(members):
+            raise ChakraInputError(
+                f"communicator group {key} lists a rank more than once: {list(members)}",
+                hint="list each member of a group once in the comm groups file",
+            )
         groups[str(key)] = tuple(sorted(members))
+    member_sets = {name: frozenset(members) for name, members in groups.items() if members is not None}
     roofline = bool(getattr(system, "roofline_enabled", False))
     replay_only = bool(getattr(system, "replay_only", False))
     peak_flops = getattr(system, "peak_perf_tflops", 0.0) * 1e12
@@ -480,6 +486,13 @@ def simulate(
                     f"{pg_name!r}, which no comm groups file defines",
                     path=program.path,
                     hint="pass --comm-groups PREFIX.comm_groups.json",
+                )
+            if pg_name in member_sets and rank not in member_sets[pg_name]:
+                raise ChakraInputError(
+                    f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) issues a collective on "
+                    f"communicator group {pg_name}, whose members are {list(groups[pg_name] or ())}",
+                    path=program.path,
+                    hint="the comm groups file does not match the workload: pass the one written with it",
                 )
             group_key = "0" if pg_name in DEFAULT_GROUPS else pg_name
             k = coll_seen[(rank, group_key)]
