@@ -240,7 +240,6 @@ def test_remote_memory_accesses_take_latency_plus_bytes_over_bandwidth(tmp_path,
 
 
 def test_memory_nodes_without_memory_expansion_are_refused(tmp_path, configs):
-    from chakra.errors import ChakraInputError
     from chakra.schema.protobuf.et_def_pb2 import MEM_LOAD_NODE
 
     system, net2, _ = configs
