@@ -1,0 +1,370 @@
+"""One rank's nodes as arrays for analyses: kinds, tracks, durations, start times, communication.
+
+:func:`load_table` streams an ``.et`` file once (the messages are not kept) into a
+:class:`NodeTable`; :func:`load_workload` does it for every rank of a workload, in parallel through
+:mod:`chakra.parallel`. Every analysis in :mod:`chakra.analyze` and every picture in
+:mod:`chakra.viz` starts from these tables.
+
+* **Category** of a node, from its type: compute (``COMP_NODE``), communication (collectives,
+  sends, receives), memory (``MEM_LOAD_NODE``/``MEM_STORE_NODE``), other (metadata, invalid).
+* **Track**: where the node runs. The *resources* of :mod:`chakra.analyze.replay` come first (host
+  thread ``tid`` for CPU ops; device ``stream``; the ``tid`` of a device node without stream); a
+  node with neither goes on the ASTRA-sim slot of its kind (``CPU``, ``GPU compute``,
+  ``GPU comm``, ``memory``) or, for metadata, on no track (``-1``).
+* **Durations** in ns: the integer attribute ``duration_ns`` when present, else
+  ``duration_micros × 1000``. **Start** in µs: ``start_time_micros``, where 0 means "not
+  recorded" (proto3 cannot tell 0 from absent).
+* **Communication**: ``comm_type`` (``-1`` unless a collective), ``comm_size`` bytes, and for
+  communication nodes ``pg_name``, source, destination and tag in :attr:`NodeTable.comm`.
+
+Attributes are read as FeederV3 reads them: the first attribute of a name, any integer-like member.
+
+Example:
+    >>> table = load_table("job.0.et")                       # doctest: +SKIP
+    >>> table.names[0], table.category[0], table.dur_ns[0]
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from chakra import io
+from chakra.attrs import flag_value, int_value, member_value
+from chakra.errors import ChakraInputError
+from chakra.graph import GraphBuilder, TraceGraph
+from chakra.parallel import map_ranks
+from chakra.schema.protobuf.et_def_pb2 import (
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    MEM_LOAD_NODE,
+    MEM_STORE_NODE,
+    Node,
+)
+from chakra.trace import TraceSet, rank_of
+
+NS_PER_US = 1000
+
+#: Node categories (``NodeTable.category``) and their names.
+COMPUTE, COMMUNICATION, MEMORY, OTHER = 0, 1, 2, 3
+CATEGORY_NAMES = ("compute", "communication", "memory", "other")
+_CATEGORY_OF_TYPE = {
+    COMP_NODE: COMPUTE,
+    COMM_COLL_NODE: COMMUNICATION,
+    COMM_SEND_NODE: COMMUNICATION,
+    COMM_RECV_NODE: COMMUNICATION,
+    MEM_LOAD_NODE: MEMORY,
+    MEM_STORE_NODE: MEMORY,
+}
+
+#: ``tid`` of a CPU op that records none (the main thread), as in the replay.
+DEFAULT_TID = 0
+#: Track of a node that runs on nothing (metadata).
+NO_TRACK = -1
+#: Fallback tracks for nodes without thread or stream: ASTRA-sim's slots (``reference/astra-sim.md`` §2.3).
+SLOT_CPU, SLOT_GPU_COMPUTE, SLOT_GPU_COMM, SLOT_MEMORY = "CPU", "GPU compute", "GPU comm", "memory"
+
+#: ``comm_type`` of a node that is not a collective.
+NO_COMM_TYPE = -1
+
+#: Largest duration accepted, in ns (int64 sums along a path must not overflow).
+MAX_DUR_NS = (1 << 62) - 1
+
+_IS_CPU_OP, _TID, _STREAM, _DURATION_NS = "is_cpu_op", "tid", "stream", "duration_ns"
+_COMM_TYPE, _COMM_SIZE, _PG_NAME = "comm_type", "comm_size", "pg_name"
+_SRC, _DST, _TAG = "comm_src", "comm_dst", "comm_tag"
+
+
+class CommInfo(NamedTuple):
+    """The communication attributes of one node (``None`` where the node records none)."""
+
+    pg_name: str
+    src: int | None
+    dst: int | None
+    tag: int | None
+
+
+@dataclass
+class NodeTable:
+    """One rank's nodes as arrays; index ``i`` is the ``i``-th node of the file.
+
+    * ``graph``: ids, types, ``dur_us``/``start_us`` as recorded, dependencies (see :class:`TraceGraph`)
+    * ``names``: node names (equal names share one string)
+    * ``category`` (uint8): :data:`COMPUTE`, :data:`COMMUNICATION`, :data:`MEMORY`, :data:`OTHER`
+    * ``is_cpu`` (bool): ``is_cpu_op``
+    * ``track`` (int32): index into ``track_names``, :data:`NO_TRACK` for none; the first
+      ``num_resources`` tracks are real threads and streams, the rest ASTRA-sim slots
+    * ``dur_ns`` (int64), ``start_us`` (uint64, 0 = not recorded)
+    * ``comm_type`` (int32, :data:`NO_COMM_TYPE` unless a collective), ``comm_size`` (int64 bytes)
+    * ``comm``: position -> :class:`CommInfo`, for communication nodes only
+    """
+
+    path: str | None
+    rank: int | None
+    graph: TraceGraph
+    names: list[str]
+    category: np.ndarray
+    is_cpu: np.ndarray
+    track: np.ndarray
+    track_names: list[str]
+    num_resources: int
+    dur_ns: np.ndarray
+    comm_type: np.ndarray
+    comm_size: np.ndarray
+    comm: dict[int, CommInfo] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.graph.num_nodes
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.graph.ids
+
+    @property
+    def start_us(self) -> np.ndarray:
+        return self.graph.start_us
+
+    @property
+    def label(self) -> str:
+        """How messages name this trace: its file, else its rank."""
+        if self.path is not None:
+            return self.path
+        return f"rank {self.rank}" if self.rank is not None else "trace"
+
+    @property
+    def has_start_times(self) -> bool:
+        """Whether any node records ``start_time_micros``."""
+        return bool(len(self) and (self.graph.start_us > 0).any())
+
+    @property
+    def has_durations(self) -> bool:
+        """Whether any node has a non-zero duration."""
+        return bool(len(self) and (self.dur_ns > 0).any())
+
+    def resource(self) -> np.ndarray:
+        """Per node, the replay's resource index (a thread or stream), -1 for none."""
+        return np.where(self.track < self.num_resources, self.track, -1).astype(np.int64)
+
+    def start_ns(self) -> np.ndarray:
+        """Recorded starts in ns relative to the first recorded start (int64; 0 where none is recorded).
+
+        Raises :class:`ChakraInputError` when the trace has no start times.
+        """
+        self.require_start_times()
+        start_us = self.graph.start_us
+        first_us = int(start_us[start_us > 0].min())
+        rel = (start_us.astype(np.int64) - first_us) * NS_PER_US
+        return np.where(start_us > 0, rel, 0)
+
+    def require_nodes(self) -> None:
+        """Raise :class:`ChakraInputError` for an empty trace."""
+        if not len(self):
+            raise ChakraInputError("the trace has no nodes", path=self.path, hint="check that this is the right file")
+
+    def require_start_times(self) -> None:
+        """Raise :class:`ChakraInputError` when no node records a start time."""
+        self.require_nodes()
+        if not self.has_start_times:
+            raise ChakraInputError(
+                "no node records start_time_micros, so there is no measured timeline",
+                path=self.path,
+                hint="use a trace converted from a recording (chakra convert pytorch), or simulate it "
+                "(chakra simulate --timeline) for a predicted one",
+            )
+
+    def require_durations(self) -> None:
+        """Raise :class:`ChakraInputError` when every duration is zero."""
+        self.require_nodes()
+        if not self.has_durations:
+            raise ChakraInputError(
+                "every node has duration 0, so there is no time to analyse",
+                path=self.path,
+                hint="use a trace with duration_micros (a converted recording or a generated workload)",
+            )
+
+
+def _str_value(attr: object) -> str:
+    value = member_value(attr)
+    return value if isinstance(value, str) else str(value)
+
+
+def table_from_nodes(
+    nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None, rank: int | None = None
+) -> NodeTable:
+    """Build a :class:`NodeTable` from nodes in file order (one pass; the messages are not kept).
+
+    A hot loop over up to millions of nodes: locals instead of attribute lookups, typed arrays,
+    no per-node objects except the names and the communication records.
+    """
+    builder = GraphBuilder()
+    names: list[str] = []
+    interned: dict[str, str] = {}
+    category = array("B")
+    is_cpu_arr = array("B")
+    track = array("i")
+    dur_ns_arr = array("q")
+    comm_type_arr = array("i")
+    comm_size_arr = array("q")
+    comm: dict[int, CommInfo] = {}
+    resource_index: dict[tuple[str, int], int] = {}
+    slot_nodes: list[tuple[int, str]] = []  # (position, slot) of nodes without thread or stream
+    add_graph = builder.add
+    category_of = _CATEGORY_OF_TYPE.get
+    label = str(path) if path is not None else None
+    for pos, node in enumerate(nodes):
+        add_graph(node)
+        name = node.name
+        names.append(interned.setdefault(name, name))
+        cat = category_of(node.type, OTHER)
+        category.append(cat)
+        cpu: bool | None = None
+        tid = stream = dur_ns = comm_type = comm_size = src = dst = tag = None
+        pg_name: str | None = None
+        seen: set[str] = set()
+        for attr in node.attr:
+            key = attr.name
+            if key in seen:  # the first attribute of a name is the one consumers read
+                continue
+            seen.add(key)
+            if key == _IS_CPU_OP:
+                cpu = flag_value(attr)
+            elif key == _TID:
+                tid = int_value(attr)
+            elif key == _STREAM:
+                stream = int_value(attr)
+            elif key == _DURATION_NS:
+                dur_ns = int_value(attr)
+            elif cat == COMMUNICATION:
+                if key == _COMM_TYPE:
+                    comm_type = int_value(attr)
+                elif key == _COMM_SIZE:
+                    comm_size = int_value(attr)
+                elif key == _PG_NAME:
+                    pg_name = _str_value(attr)
+                elif key == _SRC:
+                    src = int_value(attr)
+                elif key == _DST:
+                    dst = int_value(attr)
+                elif key == _TAG:
+                    tag = int_value(attr)
+        is_cpu_arr.append(1 if cpu else 0)
+        where: tuple[str, int] | None
+        if cpu:
+            where = ("thread", DEFAULT_TID if tid is None else tid)
+        elif stream is not None:
+            where = ("stream", stream)
+        elif tid is not None:
+            where = ("thread", tid)
+        else:
+            where = None
+        if where is None:
+            track.append(NO_TRACK)
+            if cat != OTHER:
+                slot = SLOT_MEMORY if cat == MEMORY else SLOT_GPU_COMM if cat == COMMUNICATION else SLOT_GPU_COMPUTE
+                slot_nodes.append((pos, SLOT_CPU if cpu else slot))
+        else:
+            index = resource_index.get(where)
+            if index is None:
+                index = resource_index[where] = len(resource_index)
+            track.append(index)
+        if dur_ns is None or dur_ns < 0:
+            dur_ns = node.duration_micros * NS_PER_US
+        if dur_ns > MAX_DUR_NS:
+            raise ChakraInputError(
+                f"node {node.id}: duration of {dur_ns} ns is not a plausible time",
+                path=label,
+                hint="check duration_micros / duration_ns of this node",
+            )
+        dur_ns_arr.append(dur_ns)
+        if cat == COMMUNICATION:
+            collective = node.type == COMM_COLL_NODE
+            comm_type_arr.append(comm_type if collective and comm_type is not None else NO_COMM_TYPE)
+            comm_size_arr.append(comm_size or 0)
+            comm[pos] = CommInfo(pg_name or "", src, dst, tag)
+        else:
+            comm_type_arr.append(NO_COMM_TYPE)
+            comm_size_arr.append(0)
+    track_names = [f"{kind} {number}" for kind, number in resource_index]
+    num_resources = len(track_names)
+    track_np = _np(track, np.int32)
+    if slot_nodes:
+        slot_index: dict[str, int] = {}
+        for pos, slot in slot_nodes:
+            index = slot_index.get(slot)
+            if index is None:
+                index = slot_index[slot] = len(track_names)
+                track_names.append(slot)
+            track_np[pos] = index
+    graph = builder.build()
+    return NodeTable(
+        path=label,
+        rank=rank,
+        graph=graph,
+        names=names,
+        category=_np(category, np.uint8),
+        is_cpu=_np(is_cpu_arr, np.uint8).astype(bool),
+        track=track_np,
+        track_names=track_names,
+        num_resources=num_resources,
+        dur_ns=_np(dur_ns_arr, np.int64),
+        comm_type=_np(comm_type_arr, np.int32),
+        comm_size=_np(comm_size_arr, np.int64),
+        comm=comm,
+    )
+
+
+def _np(values: array, dtype: type) -> np.ndarray:
+    """A numpy copy of a typed array (empty arrays included)."""
+    return np.array(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
+
+
+def load_table(path: str | os.PathLike[str], rank: int | None = None) -> NodeTable:
+    """Stream ``path`` (plain, ``.gz`` or ``.zst``) into a :class:`NodeTable`; ``rank`` defaults to the
+    one in a ``PREFIX.{rank}.et`` name."""
+    return table_from_nodes(io.stream(path), path=path, rank=rank_of(path) if rank is None else rank)
+
+
+@dataclass
+class Workload:
+    """Every rank of a workload as tables: ``tables[rank]``, plus its communicator groups."""
+
+    prefix: str
+    tables: dict[int, NodeTable]
+    comm_groups: dict[int, list[int]] | None = None
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.tables)
+
+
+def _load_item(item: tuple[int, str]) -> NodeTable:
+    rank, path = item
+    return load_table(path, rank)
+
+
+def load_workload(
+    where: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Workload:
+    """Load a workload: a prefix, a directory holding one, one of its rank files, or any single ``.et``
+    file (then one table, rank from the name or 0). Ranks load in parallel through
+    :func:`chakra.parallel.map_ranks` (``workers``, ``scheduler`` as there)."""
+    where = Path(where)
+    if where.is_file() and rank_of(where) is None:
+        return Workload(str(where), {0: load_table(where, 0)})
+    traces = TraceSet.discover(where)
+    items = [(rank, str(path)) for rank, path in sorted(traces.ranks.items())]
+    tables = map_ranks(_load_item, items, workers=workers, scheduler=scheduler, progress=progress, description="load")
+    by_rank = {rank: table for (rank, _), table in zip(items, tables, strict=True)}
+    return Workload(str(traces.prefix), by_rank, traces.comm_groups)
