@@ -47,6 +47,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMP_NODE,
     MEM_LOAD_NODE,
     MEM_STORE_NODE,
+    AttributeProto,
     Node,
 )
 from chakra.trace import TraceSet, rank_of
@@ -191,7 +192,7 @@ class NodeTable:
             )
 
 
-def _str_value(attr: object) -> str:
+def _str_value(attr: AttributeProto) -> str:
     value = member_value(attr)
     return value if isinstance(value, str) else str(value)
 
@@ -329,7 +330,7 @@ def _np(values: array, dtype: type) -> np.ndarray:
 def load_table(path: str | os.PathLike[str], rank: int | None = None) -> NodeTable:
     """Stream ``path`` (plain, ``.gz`` or ``.zst``) into a :class:`NodeTable`; ``rank`` defaults to the
     one in a ``PREFIX.{rank}.et`` name."""
-    return table_from_nodes(io.stream(path), path=path, rank=rank_of(path) if rank is None else rank)
+    return table_from_nodes(io.stream(path), path=path, rank=rank_of(Path(path)) if rank is None else rank)
 
 
 @dataclass
