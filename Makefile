@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/system_deps.sh
+	bash scripts/system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -33,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/io_bench.py
 	$(BIN)/python benchmarks/convert_bench.py
 	$(BIN)/python benchmarks/sim_bench.py
+	$(BIN)/python benchmarks/analyze_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output

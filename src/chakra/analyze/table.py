@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -82,6 +82,8 @@ MAX_DUR_NS = (1 << 62) - 1
 _IS_CPU_OP, _TID, _STREAM, _DURATION_NS = "is_cpu_op", "tid", "stream", "duration_ns"
 _COMM_TYPE, _COMM_SIZE, _PG_NAME = "comm_type", "comm_size", "pg_name"
 _SRC, _DST, _TAG = "comm_src", "comm_dst", "comm_tag"
+_COMM_KEYS = frozenset({_COMM_TYPE, _COMM_SIZE, _PG_NAME, _SRC, _DST, _TAG})
+_READ_KEYS = _COMM_KEYS | {_IS_CPU_OP, _TID, _STREAM, _DURATION_NS}
 
 
 class CommInfo(NamedTuple):
@@ -197,129 +199,199 @@ def _str_value(attr: AttributeProto) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+#: Marks an attribute not seen yet on the current node (``None`` is a value: "present, unreadable").
+_ABSENT = object()
+#: The slots of nodes without thread or stream, numbered by their index here: CPU ops go on
+#: ``SLOT_CPU``, the others on the slot of their category (metadata on none).
+_SLOTS = (SLOT_CPU, SLOT_GPU_COMPUTE, SLOT_GPU_COMM, SLOT_MEMORY)
+_SLOT_OF_CATEGORY = {COMPUTE: 1, COMMUNICATION: 2, MEMORY: 3}  # indices into _SLOTS
+_NO_SLOT = -1
+
+
 def table_from_nodes(
     nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None, rank: int | None = None
 ) -> NodeTable:
     """Build a :class:`NodeTable` from nodes in file order (one pass; the messages are not kept).
 
-    A hot loop over up to millions of nodes: locals instead of attribute lookups, typed arrays,
-    no per-node objects except the names and the communication records.
+    A hot loop over up to millions of nodes, where reading a message field is the cost: each field
+    is read once (type and ``duration_micros`` come back vectorized from the graph arrays), only the
+    attributes are walked per node, and everything that depends on the node type (category, slot,
+    communication) is worked out on arrays afterwards.
     """
     builder = GraphBuilder()
     names: list[str] = []
     interned: dict[str, str] = {}
-    category = array("B")
     is_cpu_arr = array("B")
     track = array("i")
-    dur_ns_arr = array("q")
-    comm_type_arr = array("i")
-    comm_size_arr = array("q")
-    comm: dict[int, CommInfo] = {}
-    resource_index: dict[tuple[str, int], int] = {}
-    slot_nodes: list[tuple[int, str]] = []  # (position, slot) of nodes without thread or stream
-    add_graph = builder.add
-    category_of = _CATEGORY_OF_TYPE.get
+    dur_attr_ns = array("q")  # the duration_ns attribute, -1 where absent, unreadable or negative
+    comm_attrs: dict[int, tuple[object, ...]] = {}  # position -> communication attributes, nodes with any
+    resource_names: list[str] = []
+    threads: dict[int, int] = {}  # tid -> track
+    streams: dict[int, int] = {}  # stream -> track
+    add_graph, add_name, get_name = builder.add, names.append, interned.setdefault
+    add_cpu, add_track, add_dur = is_cpu_arr.append, track.append, dur_attr_ns.append
+    absent: Any = _ABSENT
     label = str(path) if path is not None else None
-    for pos, node in enumerate(nodes):
-        add_graph(node)
+    for node in nodes:
+        pos = add_graph(node)
         name = node.name
-        names.append(interned.setdefault(name, name))
-        cat = category_of(node.type, OTHER)
-        category.append(cat)
-        cpu: bool | None = None
-        tid = stream = dur_ns = comm_type = comm_size = src = dst = tag = None
-        pg_name: str | None = None
-        seen: set[str] = set()
+        add_name(get_name(name, name))
+        # the first attribute of a name is the one consumers read: each is taken only while absent
+        cpu = tid = stream = dur_ns = absent
+        comm_type = comm_size = pg_name = src = dst = tag = absent
+        has_comm = False
         for attr in node.attr:
             key = attr.name
-            if key in seen:  # the first attribute of a name is the one consumers read
+            if key not in _READ_KEYS:  # most attributes of a converted trace (rf_id, op_schema, ...)
                 continue
-            seen.add(key)
             if key == _IS_CPU_OP:
-                cpu = flag_value(attr)
+                if cpu is absent:
+                    cpu = flag_value(attr)
             elif key == _TID:
-                tid = int_value(attr)
+                if tid is absent:
+                    tid = int_value(attr)
             elif key == _STREAM:
-                stream = int_value(attr)
+                if stream is absent:
+                    stream = int_value(attr)
             elif key == _DURATION_NS:
-                dur_ns = int_value(attr)
-            elif cat == COMMUNICATION:
+                if dur_ns is absent:
+                    dur_ns = int_value(attr)
+            elif key in _COMM_KEYS:
+                has_comm = True
                 if key == _COMM_TYPE:
-                    comm_type = int_value(attr)
+                    if comm_type is absent:
+                        comm_type = int_value(attr)
                 elif key == _COMM_SIZE:
-                    comm_size = int_value(attr)
+                    if comm_size is absent:
+                        comm_size = int_value(attr)
                 elif key == _PG_NAME:
-                    pg_name = _str_value(attr)
+                    if pg_name is absent:
+                        pg_name = _str_value(attr)
                 elif key == _SRC:
-                    src = int_value(attr)
+                    if src is absent:
+                        src = int_value(attr)
                 elif key == _DST:
-                    dst = int_value(attr)
-                elif key == _TAG:
+                    if dst is absent:
+                        dst = int_value(attr)
+                elif tag is absent:
                     tag = int_value(attr)
-        is_cpu_arr.append(1 if cpu else 0)
-        where: tuple[str, int] | None
-        if cpu:
-            where = ("thread", DEFAULT_TID if tid is None else tid)
-        elif stream is not None:
-            where = ("stream", stream)
-        elif tid is not None:
-            where = ("thread", tid)
-        else:
-            where = None
-        if where is None:
-            track.append(NO_TRACK)
-            if cat != OTHER:
-                slot = SLOT_MEMORY if cat == MEMORY else SLOT_GPU_COMM if cat == COMMUNICATION else SLOT_GPU_COMPUTE
-                slot_nodes.append((pos, SLOT_CPU if cpu else slot))
-        else:
-            index = resource_index.get(where)
+        if cpu is True:
+            add_cpu(1)
+            thread = DEFAULT_TID if tid is absent or tid is None else tid
+            index = threads.get(thread)
             if index is None:
-                index = resource_index[where] = len(resource_index)
-            track.append(index)
-        if dur_ns is None or dur_ns < 0:
-            dur_ns = node.duration_micros * NS_PER_US
-        if dur_ns > MAX_DUR_NS:
-            raise ChakraInputError(
-                f"node {node.id}: duration of {dur_ns} ns is not a plausible time",
-                path=label,
-                hint="check duration_micros / duration_ns of this node",
-            )
-        dur_ns_arr.append(dur_ns)
-        if cat == COMMUNICATION:
-            collective = node.type == COMM_COLL_NODE
-            comm_type_arr.append(comm_type if collective and comm_type is not None else NO_COMM_TYPE)
-            comm_size_arr.append(comm_size or 0)
-            comm[pos] = CommInfo(pg_name or "", src, dst, tag)
+                index = threads[thread] = len(resource_names)
+                resource_names.append(f"thread {thread}")
         else:
-            comm_type_arr.append(NO_COMM_TYPE)
-            comm_size_arr.append(0)
-    track_names = [f"{kind} {number}" for kind, number in resource_index]
-    num_resources = len(track_names)
-    track_np = _np(track, np.int32)
-    if slot_nodes:
-        slot_index: dict[str, int] = {}
-        for pos, slot in slot_nodes:
-            index = slot_index.get(slot)
-            if index is None:
-                index = slot_index[slot] = len(track_names)
-                track_names.append(slot)
-            track_np[pos] = index
+            add_cpu(0)
+            if stream is not absent and stream is not None:
+                index = streams.get(stream)
+                if index is None:
+                    index = streams[stream] = len(resource_names)
+                    resource_names.append(f"stream {stream}")
+            elif tid is not absent and tid is not None:
+                index = threads.get(tid)
+                if index is None:
+                    index = threads[tid] = len(resource_names)
+                    resource_names.append(f"thread {tid}")
+            else:
+                index = NO_TRACK
+        add_track(index)
+        if dur_ns is absent or dur_ns is None or dur_ns < 0:
+            add_dur(-1)
+        elif dur_ns > MAX_DUR_NS:
+            _implausible_duration(node.id, dur_ns, label)
+        else:
+            add_dur(dur_ns)
+        if has_comm:
+            comm_attrs[pos] = (comm_type, comm_size, pg_name, src, dst, tag)
     graph = builder.build()
+    category = _categories(graph.node_type)
+    is_cpu = _np(is_cpu_arr, np.uint8).astype(bool)
+    dur_ns_np = _durations_ns(graph, _np(dur_attr_ns, np.int64), label)
+    track_names = resource_names[:]
+    track_np = _np(track, np.int32)
+    _place_in_slots(track_np, track_names, category, is_cpu)
+    comm_type_np, comm_size_np, comm = _communication(graph.node_type, category, comm_attrs)
     return NodeTable(
         path=label,
         rank=rank,
         graph=graph,
         names=names,
-        category=_np(category, np.uint8),
-        is_cpu=_np(is_cpu_arr, np.uint8).astype(bool),
+        category=category,
+        is_cpu=is_cpu,
         track=track_np,
         track_names=track_names,
-        num_resources=num_resources,
-        dur_ns=_np(dur_ns_arr, np.int64),
-        comm_type=_np(comm_type_arr, np.int32),
-        comm_size=_np(comm_size_arr, np.int64),
+        num_resources=len(resource_names),
+        dur_ns=dur_ns_np,
+        comm_type=comm_type_np,
+        comm_size=comm_size_np,
         comm=comm,
     )
+
+
+def _implausible_duration(node_id: int, dur_ns: int, label: str | None) -> None:
+    raise ChakraInputError(
+        f"node {node_id}: duration of {dur_ns} ns is not a plausible time",
+        path=label,
+        hint="check duration_micros / duration_ns of this node",
+    )
+
+
+def _categories(node_type: np.ndarray) -> np.ndarray:
+    """Per node, its category from its type (uint8)."""
+    category = np.full(len(node_type), OTHER, dtype=np.uint8)
+    for kind, cat in _CATEGORY_OF_TYPE.items():
+        category[node_type == kind] = cat
+    return category
+
+
+def _durations_ns(graph: TraceGraph, dur_attr_ns: np.ndarray, label: str | None) -> np.ndarray:
+    """``duration_ns`` where the attribute gave one, else ``duration_micros × 1000`` (int64 ns)."""
+    fallback = dur_attr_ns < 0
+    too_long = fallback & (graph.dur_us > MAX_DUR_NS // NS_PER_US)
+    if too_long.any():
+        pos = int(np.argmax(too_long))
+        _implausible_duration(int(graph.ids[pos]), int(graph.dur_us[pos]) * NS_PER_US, label)
+    return np.where(fallback, graph.dur_us.astype(np.int64) * NS_PER_US, dur_attr_ns)
+
+
+def _place_in_slots(track: np.ndarray, track_names: list[str], category: np.ndarray, is_cpu: np.ndarray) -> None:
+    """Put the nodes without thread or stream (other than metadata) on the ASTRA-sim slot of their
+    kind, slots numbered after the real tracks in the order they first occur (in place)."""
+    slot = np.full(len(track), _NO_SLOT, dtype=np.int64)
+    for cat, index in _SLOT_OF_CATEGORY.items():
+        slot[category == cat] = index
+    slot[is_cpu & (category != OTHER)] = _SLOTS.index(SLOT_CPU)
+    slot[track != NO_TRACK] = _NO_SLOT
+    used = np.flatnonzero(slot != _NO_SLOT)
+    if not len(used):
+        return
+    kinds, first = np.unique(slot[used], return_index=True)
+    for kind in kinds[np.argsort(first)].tolist():
+        track[slot == kind] = len(track_names)
+        track_names.append(_SLOTS[kind])
+
+
+def _communication(
+    node_type: np.ndarray, category: np.ndarray, comm_attrs: dict[int, tuple[object, ...]]
+) -> tuple[np.ndarray, np.ndarray, dict[int, CommInfo]]:
+    """``comm_type`` (collectives only), ``comm_size`` and :class:`CommInfo` of the communication nodes."""
+    n = len(node_type)
+    comm_type = np.full(n, NO_COMM_TYPE, dtype=np.int32)
+    comm_size = np.zeros(n, dtype=np.int64)
+    comm: dict[int, CommInfo] = {}
+    no_attrs = (None,) * 6
+    positions = np.flatnonzero(category == COMMUNICATION)
+    collective = (node_type[positions] == COMM_COLL_NODE).tolist()
+    for pos, is_collective in zip(positions.tolist(), collective, strict=True):
+        values: list[Any] = [None if v is _ABSENT else v for v in comm_attrs.get(pos, no_attrs)]
+        kind, size, pg_name, src, dst, tag = values
+        if kind is not None and is_collective:
+            comm_type[pos] = kind
+        comm_size[pos] = size or 0
+        comm[pos] = CommInfo(pg_name or "", src, dst, tag)
+    return comm_type, comm_size, comm
 
 
 def _np(values: array, dtype: type) -> np.ndarray:

@@ -6,6 +6,9 @@
   writes the linked JSON upstream's linker writes, without HolisticTraceAnalysis or PARAM;
 * ``chakra_converter [--log-filename F] PyTorch --input LINKED --output OUT.et [--simulate]``
   converts it (or a host trace alone) with :func:`chakra.pytorch.convert.convert`.
+* ``chakra_timeline_visualizer --input_filename LOG --output_filename OUT.json --num_npus N
+  --npu_frequency MHZ`` draws a simulator's issue/callback log with :mod:`chakra.viz.astra_log`
+  (times in µs where upstream writes ms; ``1.5GHz`` accepted; any node name).
 
 Bad input gives one line and exit code 2.
 """
@@ -121,3 +124,43 @@ def converter_main(argv: list[str] | None = None) -> None:
         result = replay(conversion.nodes)
         measured = "" if result.measured_span_us is None else f", measured {result.measured_span_us:,.0f} µs"
         print(f"chakra_converter: simulated span {result.predicted_span_us:,.0f} µs{measured}", file=sys.stderr)
+
+
+def timeline_visualizer_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``chakra_timeline_visualizer``: simulator issue/callback log -> Chrome trace JSON (µs)."""
+    prog = "chakra_timeline_visualizer"
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Draw the issue/callback lines of a simulator log (ASTRA-sim with trace-enabled) as a "
+        "Chrome/Perfetto trace, in microseconds. Example: chakra_timeline_visualizer --input_filename "
+        "astra.log --output_filename timeline.json --num_npus 8 --npu_frequency 1.5GHz",
+    )
+    parser.add_argument("--input_filename", required=True, help="simulator log with issue,... / callback,... lines")
+    parser.add_argument("--output_filename", required=True, help="Chrome trace JSON to write")
+    parser.add_argument("--num_npus", type=int, required=True, help="number of NPUs of the run")
+    parser.add_argument("--npu_frequency", required=True, help="cycles per µs: MHz (1500) or with a unit (1.5GHz)")
+    parser.add_argument("--log_filename", default=None, help="also write the command and its report to this file")
+    args = parser.parse_args(argv)
+    from chakra.errors import ChakraInputError
+    from chakra.viz.astra_log import parse_frequency_mhz, parse_log, write_log_timeline
+
+    try:
+        if args.num_npus <= 0:
+            raise ChakraInputError(f"--num_npus must be positive, not {args.num_npus}")
+        mhz = parse_frequency_mhz(args.npu_frequency)
+        log = parse_log(args.input_filename, num_npus=args.num_npus)
+        count = write_log_timeline(log, args.output_filename, mhz, num_npus=args.num_npus)
+        report = [f"{prog}: wrote {count:,} events of {len(log.npus)} NPUs at {mhz:g} MHz to {args.output_filename}"]
+        if log.unmatched_issues or log.unmatched_callbacks:
+            report.append(
+                f"{prog}: not drawn: {log.unmatched_issues:,} issues without callback, "
+                f"{log.unmatched_callbacks:,} callbacks without issue"
+            )
+        if args.log_filename:
+            with open(args.log_filename, "w") as debug_log:
+                debug_log.write("\n".join([" ".join(sys.argv), *report]) + "\n")
+    except (ChakraError, OSError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    for line in report:
+        print(line, file=sys.stderr)

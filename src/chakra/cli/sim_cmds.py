@@ -95,9 +95,9 @@ def simulate(
     if report is not None:
         write_report(result, report)
     if timeline is not None:
-        from chakra.sim.timeline import write_timeline
+        from chakra.viz.timeline import write_simulation_timeline
 
-        write_timeline(result, timeline)
+        write_simulation_timeline(result, timeline)
     if as_json:
         stdout.print_json(json.dumps(summary))
         return

@@ -1,0 +1,343 @@
+"""Compare the ranks of a workload: per-rank time, load imbalance, collectives matched across ranks, stragglers.
+
+:func:`compare_ranks` puts one :func:`chakra.analyze.breakdown.breakdown` per rank side by side and
+adds the collectives matched across ranks; :func:`collective_arrivals` and :func:`stragglers` are
+the two halves of the straggler analysis on their own.
+
+* **Matching collectives.** A collective (``COMM_COLL_NODE``; sends and receives are not) belongs
+  to the group of its ``pg_name``, where ``""`` and ``"0"`` are one group of every rank (as in
+  ASTRA-sim, ``reference/astra-sim.md`` §2.5). The ``k``-th collective of a group on one member is
+  matched with the ``k``-th on every other member, each rank's collectives ordered by recorded start
+  time, ties by id (all members must issue a group's collectives in the same order, as NCCL, gloo
+  and ASTRA-sim require). The members of a group are those of ``workload.comm_groups`` (ASTRA-sim's
+  ``{id: [ranks]}``, keyed by ``int(pg_name)``) that are in the workload; for a group the file does
+  not define, the ranks that issue collectives on it.
+* **Unmatched** counts collective nodes (summed over ranks) in no matched collective: the ``k``-th
+  collectives where some member has fewer than ``k + 1`` on that group, those whose members
+  disagree on the collective type (the sequences have drifted apart there), those issued by a rank
+  outside the group's members, and those without a recorded start in a trace that has start times.
+* **Arrival** of a rank at a collective: the recorded start of its collective node, in ns from a
+  common origin, the smallest recorded start over all ranks. Comparing starts across ranks assumes
+  that the ranks' clocks agree (one host, or synchronized clocks), as HTA's straggler analysis also
+  assumes; a skew between hosts shows up as lateness.
+* **Lateness** of a collective: ``late_ns`` = last arrival - second-to-last arrival, the time every
+  other member waited for the last rank alone (before that, at least one other member was still
+  missing too). A tie for last is nobody's lateness (``late_ns`` 0). A rank is a straggler of a
+  collective when it arrived last with ``late_ns > 0``.
+* **Without start times** arrivals cannot be known: :func:`collective_arrivals` raises
+  :class:`ChakraInputError`; :func:`compare_ranks` still compares the ranks (the breakdown then
+  replays each rank) and returns no collectives and no stragglers, with ``note`` saying why, and
+  ``unmatched`` from matching in id order. Arrivals always come from recorded starts, whatever
+  ``timing`` the breakdown uses.
+* **Imbalance** of a quantity: ``max / mean - 1`` over the ranks (0 when perfectly balanced or the
+  mean is 0); 0.25 means the heaviest rank carries 25 % more than the average one.
+
+Example:
+    >>> comparison = compare_ranks(load_workload("job"))          # doctest: +SKIP
+    >>> comparison.slowest_rank, comparison.imbalance["compute"], comparison.stragglers[:1]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from chakra.analyze.breakdown import TIMING_AUTO, UNSPECIFIED_COLLECTIVE, breakdown
+from chakra.analyze.frames import to_frame
+from chakra.analyze.table import NO_COMM_TYPE, NS_PER_US, NodeTable, Workload
+from chakra.errors import ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
+
+#: ``pg_name`` values of the group of every rank (ASTRA-sim, ``reference/astra-sim.md`` §2.5), and the
+#: name this module reports for it.
+DEFAULT_GROUPS = frozenset({"", "0"})
+DEFAULT_GROUP = "0"
+
+#: Quantities of :class:`RankRow` whose imbalance :class:`RankComparison` reports (name -> field).
+IMBALANCE_FIELDS = {
+    "nodes": "nodes",
+    "span": "span_ns",
+    "compute": "compute_ns",
+    "communication": "communication_ns",
+    "memory": "memory_ns",
+    "idle": "idle_ns",
+    "comm_exposed": "comm_exposed_ns",
+}
+
+NO_START_TIMES_NOTE = "no collective arrivals: ranks {ranks} record no start times (a converted recording has them)"
+
+
+@dataclass
+class RankRow:
+    """One rank's totals in ns (see :class:`chakra.analyze.breakdown.Breakdown`); ``nodes``: its node count."""
+
+    rank: int
+    nodes: int
+    span_ns: int
+    compute_ns: int
+    communication_ns: int
+    memory_ns: int
+    idle_ns: int
+    comm_exposed_ns: int
+
+
+@dataclass
+class Straggler:
+    """A rank that arrived last at ``times_last`` collectives, keeping the others waiting
+    ``late_ns_total`` ns in all and ``late_ns_max`` ns at worst."""
+
+    rank: int
+    times_last: int
+    late_ns_total: int
+    late_ns_max: int
+
+
+@dataclass
+class CollectiveArrival:
+    """One collective matched across its group: the ``seq``-th (from 0) of group ``group``.
+
+    ``arrivals_ns``: rank -> arrival in ns from the common origin; ``last_rank`` arrived last,
+    ``late_ns`` after the second-to-last; ``size_bytes``: the largest ``comm_size`` of its members.
+    """
+
+    group: str
+    seq: int
+    comm_type: str
+    size_bytes: int
+    last_rank: int
+    late_ns: int
+    arrivals_ns: dict[int, int]
+
+    def to_dict(self) -> dict[str, object]:
+        record = asdict(self)
+        record["arrivals_ns"] = {str(rank): ns for rank, ns in self.arrivals_ns.items()}  # JSON keys are strings
+        return record
+
+
+@dataclass
+class RankComparison:
+    """The ranks of a workload side by side (see the module docstring for every definition).
+
+    * ``rows``: one :class:`RankRow` per rank, by rank
+    * ``imbalance``: quantity (:data:`IMBALANCE_FIELDS`) -> ``max / mean - 1`` over the ranks
+    * ``slowest_rank``: the rank of the longest span (the lowest of equals)
+    * ``stragglers``: by ``late_ns_total``, largest first; ``collectives``: every matched collective,
+      by arrival of its last rank
+    * ``unmatched``: collective nodes in no matched collective; ``note``: why there are no
+      arrivals, ``None`` when there are
+    """
+
+    rows: list[RankRow]
+    imbalance: dict[str, float]
+    slowest_rank: int
+    stragglers: list[Straggler]
+    collectives: list[CollectiveArrival]
+    unmatched: int
+    note: str | None = field(default=None)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rows": [asdict(row) for row in self.rows],
+            "imbalance": dict(self.imbalance),
+            "slowest_rank": self.slowest_rank,
+            "stragglers": [asdict(s) for s in self.stragglers],
+            "collectives": [c.to_dict() for c in self.collectives],
+            "unmatched": self.unmatched,
+            "note": self.note,
+        }
+
+    def to_pandas(self):  # -> pandas.DataFrame
+        """The per-rank rows as a DataFrame, one row per rank."""
+        return to_frame((asdict(row) for row in self.rows), list(RankRow.__dataclass_fields__))
+
+
+def _comm_type_name(value: int) -> str:
+    """The collective's name as :class:`chakra.analyze.breakdown.Breakdown` keys it."""
+    if value == NO_COMM_TYPE:
+        return UNSPECIFIED_COLLECTIVE
+    return CollectiveCommType.Name(value) if value in CollectiveCommType.values() else f"UNKNOWN_{value}"
+
+
+def _group_key(pg_name: str) -> str:
+    return DEFAULT_GROUP if pg_name in DEFAULT_GROUPS else pg_name
+
+
+@dataclass
+class _Slots:
+    """Collectives matched across a group: ``positions[i, k]`` is the file position on ``members[i]``."""
+
+    group: str
+    members: list[int]
+    positions: np.ndarray  # int64 (len(members), matched)
+
+
+def _rank_collectives(table: NodeTable, timed: bool) -> tuple[dict[str, np.ndarray], int]:
+    """A rank's collectives per group key, each in order (start, id); and how many lack a start when ``timed``."""
+    graph = table.graph
+    pos = np.flatnonzero(graph.node_type == COMM_COLL_NODE)
+    skipped = 0
+    if timed:
+        recorded = graph.start_us[pos] > 0
+        skipped = int((~recorded).sum())
+        pos = pos[recorded]
+        order = np.lexsort((graph.ids[pos], graph.start_us[pos]))
+    else:
+        order = np.argsort(graph.ids[pos], kind="stable")
+    pos = pos[order]
+    by_group: dict[str, list[int]] = defaultdict(list)
+    comm = table.comm
+    for p in pos.tolist():  # one entry per collective, not per node
+        by_group[_group_key(comm[p].pg_name)].append(p)
+    return {group: np.array(ps, dtype=np.int64) for group, ps in by_group.items()}, skipped
+
+
+def _group_members(workload: Workload, group: str, issuers: set[int]) -> list[int]:
+    present = set(workload.tables)
+    if group == DEFAULT_GROUP:
+        return sorted(present)
+    defined = {str(key): members for key, members in (workload.comm_groups or {}).items()}
+    if group in defined:
+        return sorted(present.intersection(defined[group]))
+    return sorted(issuers)
+
+
+def _match(workload: Workload, timed: bool) -> tuple[list[_Slots], int]:
+    """Every group's collectives matched by sequence number, and the count of unmatched collective nodes."""
+    per_rank: dict[int, dict[str, np.ndarray]] = {}
+    unmatched = 0
+    for rank, table in workload.tables.items():
+        per_rank[rank], skipped = _rank_collectives(table, timed)
+        unmatched += skipped
+    issuers: dict[str, set[int]] = defaultdict(set)
+    for rank, groups in per_rank.items():
+        for group in groups:
+            issuers[group].add(rank)
+    empty = np.zeros(0, dtype=np.int64)
+    matched: list[_Slots] = []
+    for group in sorted(issuers):
+        members = _group_members(workload, group, issuers[group])
+        outsiders = issuers[group].difference(members)
+        unmatched += sum(len(per_rank[rank][group]) for rank in outsiders)
+        lists = [per_rank[rank].get(group, empty) for rank in members]
+        count = min((len(ps) for ps in lists), default=0)
+        unmatched += sum(len(ps) - count for ps in lists)
+        if not count:
+            continue
+        positions = np.stack([ps[:count] for ps in lists])
+        types = np.stack([workload.tables[rank].comm_type[ps] for rank, ps in zip(members, positions, strict=True)])
+        agree = (types == types[0]).all(axis=0)
+        unmatched += int((~agree).sum()) * len(members)
+        matched.append(_Slots(group, members, np.where(agree, positions, -1)))
+    return matched, unmatched
+
+
+def _missing_start_times(workload: Workload) -> list[int]:
+    return [rank for rank in workload.ranks if not workload.tables[rank].has_start_times]
+
+
+def _arrivals(workload: Workload, slots: list[_Slots]) -> list[CollectiveArrival]:
+    """The matched collectives with their arrivals (every rank has start times)."""
+    origin_us = min(int(t.start_us[t.start_us > 0].min()) for t in workload.tables.values())
+    result: list[tuple[int, str, int, CollectiveArrival]] = []
+    for slot in slots:
+        seqs = np.flatnonzero(slot.positions[0] >= 0)
+        positions = slot.positions[:, seqs]
+        tables = [workload.tables[rank] for rank in slot.members]
+        arrive_ns = np.stack(
+            [(t.start_us[ps].astype(np.int64) - origin_us) * NS_PER_US for t, ps in zip(tables, positions, strict=True)]
+        )
+        sizes = np.stack([t.comm_size[ps] for t, ps in zip(tables, positions, strict=True)]).max(axis=0)
+        last = arrive_ns.argmax(axis=0)
+        ranked = np.sort(arrive_ns, axis=0)
+        late_ns = ranked[-1] - ranked[-2] if len(slot.members) > 1 else np.zeros(len(seqs), dtype=np.int64)
+        comm_types = tables[0].comm_type[positions[0]]
+        for j, seq in enumerate(seqs.tolist()):
+            arrival = CollectiveArrival(
+                group=slot.group,
+                seq=seq,
+                comm_type=_comm_type_name(int(comm_types[j])),
+                size_bytes=int(sizes[j]),
+                last_rank=slot.members[int(last[j])],
+                late_ns=int(late_ns[j]),
+                arrivals_ns=dict(zip(slot.members, arrive_ns[:, j].tolist(), strict=True)),
+            )
+            result.append((int(ranked[-1, j]), slot.group, seq, arrival))
+    result.sort(key=lambda item: item[:3])
+    return [item[3] for item in result]
+
+
+def collective_arrivals(workload: Workload) -> list[CollectiveArrival]:
+    """Every collective matched across its group with each member's arrival (ns from the earliest
+    recorded start of the workload), by arrival of its last rank.
+
+    Raises :class:`ChakraInputError` when a rank has no start times.
+
+    Example:
+        >>> [(c.comm_type, c.last_rank, c.late_ns) for c in collective_arrivals(workload)]  # doctest: +SKIP
+    """
+    if not workload.tables:
+        raise ChakraInputError("the workload has no ranks", path=workload.prefix, hint="check the prefix")
+    for rank in _missing_start_times(workload):
+        workload.tables[rank].require_start_times()
+    slots, _ = _match(workload, timed=True)
+    return _arrivals(workload, slots)
+
+
+def stragglers(arrivals: list[CollectiveArrival]) -> list[Straggler]:
+    """The ranks that arrived last at a collective with ``late_ns > 0``, by total lateness (ns),
+    largest first (ties: more collectives first, then by rank)."""
+    found: dict[int, Straggler] = {}
+    for arrival in arrivals:
+        if arrival.late_ns <= 0:
+            continue
+        entry = found.setdefault(arrival.last_rank, Straggler(arrival.last_rank, 0, 0, 0))
+        entry.times_last += 1
+        entry.late_ns_total += arrival.late_ns
+        entry.late_ns_max = max(entry.late_ns_max, arrival.late_ns)
+    return sorted(found.values(), key=lambda s: (-s.late_ns_total, -s.times_last, s.rank))
+
+
+def _imbalance(values: np.ndarray) -> float:
+    mean = float(values.mean())
+    return float(values.max()) / mean - 1.0 if mean > 0 else 0.0
+
+
+def compare_ranks(workload: Workload, *, timing: str = TIMING_AUTO) -> RankComparison:
+    """Every rank's breakdown (``timing`` as in :func:`chakra.analyze.breakdown.breakdown`), the load
+    imbalance, and the collectives matched across ranks with their stragglers (from recorded starts).
+
+    Example:
+        >>> c = compare_ranks(load_workload("job"))                  # doctest: +SKIP
+        >>> c.slowest_rank, c.imbalance["span"], [s.rank for s in c.stragglers]
+    """
+    if not workload.tables:
+        raise ChakraInputError("the workload has no ranks", path=workload.prefix, hint="check the prefix")
+    rows = []
+    for rank in workload.ranks:
+        table = workload.tables[rank]
+        b = breakdown(table, timing=timing)
+        rows.append(
+            RankRow(
+                rank=rank,
+                nodes=len(table),
+                span_ns=b.span_ns,
+                compute_ns=b.compute_ns,
+                communication_ns=b.communication_ns,
+                memory_ns=b.memory_ns,
+                idle_ns=b.idle_ns,
+                comm_exposed_ns=b.comm_exposed_ns,
+            )
+        )
+    imbalance = {
+        name: _imbalance(np.array([getattr(row, column) for row in rows], dtype=np.float64))
+        for name, column in IMBALANCE_FIELDS.items()
+    }
+    slowest = max(rows, key=lambda row: (row.span_ns, -row.rank)).rank
+    untimed = _missing_start_times(workload)
+    slots, unmatched = _match(workload, timed=not untimed)
+    if untimed:
+        return RankComparison(rows, imbalance, slowest, [], [], unmatched, NO_START_TIMES_NOTE.format(ranks=untimed))
+    arrivals = _arrivals(workload, slots)
+    return RankComparison(rows, imbalance, slowest, stragglers(arrivals), arrivals, unmatched)

@@ -1,0 +1,1 @@
+"""Pictures of Chakra traces: dependency graphs, timelines, plots and the HTML report."""

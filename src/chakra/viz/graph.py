@@ -1,0 +1,604 @@
+"""Dependency-graph pictures of one rank: DOT, GraphML, and SVG/PDF/PNG through Graphviz ``dot``.
+
+:func:`select` picks the subgraph to draw (a :class:`GraphView`), :func:`write_dot`,
+:func:`write_graphml` and :func:`render` write it, :func:`export_graph` does both by file suffix.
+DOT and GraphML are written here, streamed and escaped by hand (no graphviz or networkx import);
+only SVG/PDF/PNG need the Graphviz ``dot`` program.
+
+What is drawn (upstream-behaviour.md item 41 lists what upstream's visualizer gets wrong):
+
+* **Which nodes.** ``around=ID`` keeps that node and every node within ``depth`` hops of it
+  upstream (parents, grandparents, ...) and downstream (children, ...); hops do not turn round,
+  so siblings are not included. ``comm_only`` keeps communication nodes (collectives, sends,
+  receives), ``collapse_cpu`` hides CPU ops; the ``around`` node itself always stays. Then at most
+  ``max_nodes`` nodes stay: the first ones in dependency order (:data:`DEFAULT_MAX_NODES`, since
+  Graphviz is unusable beyond a few thousand nodes).
+* **Which edges.** Every dependency between two drawn nodes, data (solid) and control (dashed, tee
+  arrowhead as upstream); a node with both a data and a control dependency on the same parent keeps
+  both edges, in GraphML too. Where ``comm_only``/``collapse_cpu`` hide nodes, two drawn nodes
+  are joined by a ``path`` edge (dotted) when a dependency path runs from one to the other through
+  hidden nodes only (within the ``around`` neighbourhood when there is one). Nodes cut by
+  ``around`` or ``max_nodes`` are not bridged: the picture simply ends there. Dependencies on ids
+  missing from the file are counted in the notes, never drawn as unlabeled nodes.
+* **Keys.** DOT node names and GraphML node ids are the node ids as text, as upstream's; an id
+  that occurs more than once keeps the plain key at its last occurrence (the one dependencies
+  resolve to, as in the feeders) and ``ID@POSITION`` at the others.
+* **Labels**: name (cut at :data:`MAX_LABEL_NAME_CHARS`; the full name is the DOT tooltip and the
+  GraphML ``name``), id, node type, duration in µs, and for communication nodes the collective
+  or direction and the size. Shape and colour by category (CPU ops rounded and yellow).
+* **GraphML** (networkx-readable; a MultiDiGraph when there are parallel edges): node ``label``,
+  ``name``, ``node_id``, ``type``, ``category``, ``dur_us``, and ``comm_type``/``comm_size`` on
+  communication nodes; edge ``dependency`` = ``data`` | ``control`` | ``path`` (upstream's key);
+  graph ``notes``. In DOT the notes are the graph label and comments.
+
+Example:
+    >>> table = load_table("job.0.et")                                       # doctest: +SKIP
+    >>> view = export_graph(table, "step.svg", comm_only=True)
+    >>> view.notes
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chakra import io
+from chakra.analyze.frames import to_frame
+from chakra.analyze.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NS_PER_US, OTHER, NodeTable
+from chakra.errors import ChakraInputError
+from chakra.graph import CTRL_DEP, DATA_DEP, TraceGraph, topological_order
+from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType, NodeType
+
+PathLike = str | os.PathLike[str]
+
+#: Nodes drawn unless told otherwise: Graphviz layout time grows much faster than the node count
+#: and ``dot`` is unusable beyond a few thousand nodes (reference/upstream-behaviour.md item 41).
+DEFAULT_MAX_NODES = 2000
+#: Hops kept on each side of the ``around`` node by default.
+DEFAULT_DEPTH = 2
+#: Nearest drawn ancestors remembered per hidden node when bridging paths: bounds the sweep to
+#: O(edges x this); beyond it the farthest ones are forgotten (and the notes say so).
+MAX_BRIDGE_SOURCES = 32
+#: Name characters shown in a label: PyTorch kernel names run to hundreds of characters.
+MAX_LABEL_NAME_CHARS = 60
+
+#: Edge kinds of :attr:`GraphView.edges` (GraphML ``dependency`` values, upstream's words).
+DATA, CONTROL, PATH = "data", "control", "path"
+_KIND_OF_DEP = {DATA_DEP: DATA, CTRL_DEP: CONTROL}
+
+#: Output formats by file suffix; the last three are rendered by Graphviz ``dot``.
+GRAPH_SUFFIXES = {".dot": "dot", ".gv": "dot", ".graphml": "graphml", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
+RENDER_FORMATS = ("svg", "pdf", "png")
+DOT_PROGRAM = "dot"
+_DOT_HINT = "install Graphviz (apt-get install graphviz, brew install graphviz), or write .dot or .graphml instead"
+
+# One light fill per category so black text stays readable; the hexagon marks communication at a glance.
+_CATEGORY_STYLE = {
+    COMPUTE: 'shape=box, style=filled, fillcolor="#cfe2f3"',
+    COMMUNICATION: 'shape=hexagon, style=filled, fillcolor="#f9cb9c"',
+    MEMORY: 'shape=cylinder, style=filled, fillcolor="#d9ead3"',
+    OTHER: 'shape=ellipse, style=filled, fillcolor="#eeeeee"',
+}
+_CPU_STYLE = 'shape=box, style="filled,rounded", fillcolor="#fff2cc"'
+_AROUND_STYLE = ", penwidth=3"
+_EDGE_STYLE = {DATA: "", CONTROL: " [style=dashed, arrowhead=tee]", PATH: ' [style=dotted, color="#777777"]'}
+
+_TYPE_NAMES = {value: name for name, value in NodeType.items()}
+_COLLECTIVE_NAMES = {value: name for name, value in CollectiveCommType.items()}
+_SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+_BYTES_PER_UNIT = 1024
+#: Characters written per write call while streaming a file.
+_CHUNK_CHARS = 1 << 20
+
+# Control characters cannot be shown and are not allowed in XML 1.0: they become U+FFFD.
+_UNPRINTABLE = {c: "\ufffd" for c in [*range(0x20), 0x7F] if c not in (0x09, 0x0A, 0x0D)}
+# In a quoted DOT string `"` and `\` are escapes, newlines are written as `\n`, and Graphviz reads
+# HTML entities in labels, so `&` is written as `&amp;` to show names as they are.
+_DOT_ESCAPES = str.maketrans(
+    {**_UNPRINTABLE, "\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\n", "\t": " ", "&": "&amp;"}
+)
+_XML_ESCAPES = str.maketrans({**_UNPRINTABLE, "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;"})
+
+
+@dataclass
+class GraphView:
+    """The subgraph to draw.
+
+    * ``positions``: file positions of the drawn nodes (ascending)
+    * ``edges``: ``(parent position, child position, kind)``, kind :data:`DATA`, :data:`CONTROL` or
+      :data:`PATH` (a dependency path through hidden nodes)
+    * ``dropped``: nodes of the trace not drawn
+    * ``notes``: what was left out and why (shown in the picture)
+    * ``around_position``: the node asked for with ``around`` (drawn with a thick border), if any
+    """
+
+    positions: np.ndarray
+    edges: list[tuple[int, int, str]]
+    dropped: int
+    notes: list[str] = field(default_factory=list)
+    around_position: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "positions": self.positions.tolist(),
+            "edges": [list(edge) for edge in self.edges],
+            "dropped": self.dropped,
+            "notes": list(self.notes),
+            "around_position": self.around_position,
+        }
+
+    def to_pandas(self) -> Any:
+        """The edges as a DataFrame: ``parent_pos``, ``child_pos``, ``dependency``."""
+        columns = ["parent_pos", "child_pos", "dependency"]
+        return to_frame((dict(zip(columns, edge, strict=True)) for edge in self.edges), columns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Selecting
+
+
+def select(
+    table: NodeTable,
+    *,
+    around: int | None = None,
+    depth: int = DEFAULT_DEPTH,
+    comm_only: bool = False,
+    collapse_cpu: bool = False,
+    max_nodes: int | None = DEFAULT_MAX_NODES,
+) -> GraphView:
+    """The nodes and edges to draw (see the module docstring for the rules).
+
+    ``around`` is a node id; ``max_nodes=None`` draws every selected node. Raises
+    :class:`ChakraInputError` for an empty trace, an id not in the file, or filters that leave nothing.
+
+    Example (a chain 0 -> 1 -> 2 -> 3 -> 4):
+        >>> view = select(table, around=2, depth=1)                         # doctest: +SKIP
+        >>> table.ids[view.positions]                                        # [1, 2, 3]
+    """
+    table.require_nodes()
+    if depth < 0:
+        raise ChakraInputError(f"depth must be 0 or more, not {depth}", path=table.path, hint="try depth 2")
+    if max_nodes is not None and max_nodes < 1:
+        raise ChakraInputError(
+            f"max_nodes must be 1 or more, not {max_nodes}", path=table.path, hint="None (CLI: 0) draws every node"
+        )
+    graph = table.graph
+    n = len(table)
+    notes: list[str] = []
+    scope = np.ones(n, dtype=bool)
+    center: int | None = None
+    if around is not None:
+        center = _position_of(table, around)
+        scope = _within_hops(graph.dep_ptr, graph.dep_pos, center, depth, n)
+        child_ptr, child_pos = graph.children_csr()
+        scope |= _within_hops(child_ptr, child_pos, center, depth, n)
+        notes.append(f"neighbourhood of node {around}: {int(scope.sum()):,} nodes within {depth} hops up and down")
+    keep = scope.copy()
+    if comm_only:
+        keep &= table.category == COMMUNICATION
+    if collapse_cpu:
+        keep &= ~table.is_cpu
+    if center is not None:
+        keep[center] = True
+    order: np.ndarray | None = None
+    path_edges: list[tuple[int, int]] = []
+    if comm_only or collapse_cpu:
+        filters = " and ".join(
+            text for on, text in ((comm_only, "communication only"), (collapse_cpu, "CPU ops hidden")) if on
+        )
+        if not keep.any():
+            raise ChakraInputError(
+                f"nothing to draw: {filters} leaves none of {int(scope.sum()):,} nodes",
+                path=table.path,
+                hint="draw without comm_only / collapse_cpu",
+            )
+        order = _dependency_order(graph, notes)
+        path_edges, capped = _bridge(graph, scope, keep, order)
+        notes.append(
+            f"{filters}: {int(scope.sum() - keep.sum()):,} nodes hidden; dotted 'path' edges stand for dependency "
+            "paths through hidden nodes"
+        )
+        if capped:
+            notes.append(
+                f"{capped:,} hidden nodes lie behind more than {MAX_BRIDGE_SOURCES} drawn nodes: "
+                "path edges from the farthest ones are left out"
+            )
+    selected = int(keep.sum())
+    if max_nodes is not None and selected > max_nodes:
+        if order is None:
+            order = _dependency_order(graph, notes)
+        first = order[keep[order]][:max_nodes]
+        keep = np.zeros(n, dtype=bool)
+        keep[first] = True
+        if center is not None and not keep[center]:
+            keep[first[-1]] = False
+            keep[center] = True
+        path_edges = [(a, b) for a, b in path_edges if keep[a] and keep[b]]
+        notes.append(
+            f"first {max_nodes:,} of {selected:,} nodes in dependency order (max_nodes; raise it or "
+            "filter to see the rest)"
+        )
+    edges = _direct_edges(graph, keep)
+    edges.extend((a, b, PATH) for a, b in path_edges)
+    missing = sum(1 for child, _, _ in graph.missing_deps if keep[child])
+    if missing:
+        notes.append(f"{missing:,} dependencies on ids not in the file are not drawn")
+    if graph.duplicate_ids:
+        notes.append(f"{len(graph.duplicate_ids):,} ids occur more than once: dependencies go to the last occurrence")
+    positions = np.flatnonzero(keep)
+    return GraphView(positions, edges, n - len(positions), notes, center)
+
+
+def _position_of(table: NodeTable, node_id: int) -> int:
+    pos = table.graph.position_of.get(int(node_id))
+    if pos is None:
+        ids = table.ids
+        raise ChakraInputError(
+            f"node id {node_id} is not in the trace",
+            path=table.path,
+            hint=f"its {len(ids):,} node ids run from {int(ids.min())} to {int(ids.max())}",
+        )
+    return pos
+
+
+def _within_hops(ptr: np.ndarray, neighbours: np.ndarray, start: int, depth: int, n: int) -> np.ndarray:
+    """Mask of the positions at most ``depth`` hops from ``start`` along a CSR adjacency."""
+    seen = np.zeros(n, dtype=bool)
+    seen[start] = True
+    frontier = np.array([start], dtype=np.int64)
+    for _ in range(depth):
+        lo = ptr[frontier]
+        counts = ptr[frontier + 1] - lo
+        total = int(counts.sum())
+        if not total:
+            break
+        # the CSR slices of every frontier node, gathered in one index array
+        index = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        reached = np.unique(neighbours[index])
+        frontier = reached[~seen[reached]]
+        seen[frontier] = True
+    return seen
+
+
+def _dependency_order(graph: TraceGraph, notes: list[str]) -> np.ndarray:
+    """Topological order of every position; nodes on or behind a cycle follow in file order."""
+    order = topological_order(graph)
+    if len(order) < graph.num_nodes:
+        placed = np.zeros(graph.num_nodes, dtype=bool)
+        placed[order] = True
+        rest = np.flatnonzero(~placed)
+        notes.append(f"{len(rest):,} nodes on or behind dependency cycles come last; paths through them may be missing")
+        order = np.concatenate([order, rest])
+    return order
+
+
+def _bridge(
+    graph: TraceGraph, scope: np.ndarray, keep: np.ndarray, order: np.ndarray
+) -> tuple[list[tuple[int, int]], int]:
+    """Path edges ``(ancestor, descendant)`` between kept nodes joined through hidden nodes of the scope only.
+
+    One sweep in dependency order carries, for each hidden node, its nearest kept ancestors (at most
+    :data:`MAX_BRIDGE_SOURCES`, the latest in the order). A pair that also has a direct edge gets
+    none. Returns the edges and the number of hidden nodes whose ancestor set was cut.
+    """
+    ptr = graph.dep_ptr.tolist()
+    parents = graph.dep_pos.tolist()
+    keep_l = keep.tolist()
+    scope_l = scope.tolist()
+    rank = np.empty(graph.num_nodes, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank_of = rank.tolist().__getitem__
+    near: list[tuple[int, ...]] = [()] * graph.num_nodes
+    edges: list[tuple[int, int]] = []
+    capped = 0
+    for v in order.tolist():
+        if not scope_l[v]:
+            continue
+        lo, hi = ptr[v], ptr[v + 1]
+        sources: set[int] = set()
+        if keep_l[v]:
+            for k in range(lo, hi):
+                p = parents[k]
+                if not keep_l[p]:
+                    sources.update(near[p])
+            if sources:
+                sources.difference_update(parents[lo:hi])
+                edges.extend((a, v) for a in sorted(sources))
+        else:
+            for k in range(lo, hi):
+                p = parents[k]
+                if keep_l[p]:
+                    sources.add(p)
+                else:
+                    sources.update(near[p])
+            if len(sources) > MAX_BRIDGE_SOURCES:
+                capped += 1
+                sources = set(sorted(sources, key=rank_of, reverse=True)[:MAX_BRIDGE_SOURCES])
+            near[v] = tuple(sources)
+    return edges, capped
+
+
+def _direct_edges(graph: TraceGraph, keep: np.ndarray) -> list[tuple[int, int, str]]:
+    """Dependencies between kept nodes, one per (parent, child, kind), sorted by child then parent."""
+    n = graph.num_nodes
+    child = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    parent = graph.dep_pos
+    both = keep[parent] & keep[child]
+    key = np.unique((child[both] * n + parent[both]) * 2 + graph.dep_kind[both])
+    pair = key // 2
+    kinds = [_KIND_OF_DEP[k] for k in (key % 2).tolist()]
+    return list(zip((pair % n).tolist(), (pair // n).tolist(), kinds, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels
+
+
+def _size_text(size_bytes: int) -> str:
+    value = float(size_bytes)
+    for unit in _SIZE_UNITS:
+        if value < _BYTES_PER_UNIT or unit == _SIZE_UNITS[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= _BYTES_PER_UNIT
+    raise AssertionError("unreachable")
+
+
+def _dur_text(dur_ns: int) -> str:
+    dur_us = dur_ns / NS_PER_US
+    return f"{dur_us:,.0f} µs" if dur_us >= 1000 else f"{dur_us:.3g} µs"
+
+
+@dataclass
+class _Nodes:
+    """What the writers need of each drawn node, as lists aligned with ``view.positions``."""
+
+    keys: list[str]
+    names: list[str]
+    label_lines: list[list[str]]
+    ids: list[int]
+    types: list[str]
+    categories: list[str]
+    is_cpu: list[bool]
+    category_codes: list[int]
+    dur_us: list[float]
+    comm: dict[int, tuple[str, int]]  # index in positions -> (comm_type, size_bytes)
+    key_of: dict[int, str]  # position -> key
+
+
+def _nodes(table: NodeTable, view: GraphView) -> _Nodes:
+    graph = table.graph
+    positions = view.positions
+    pos_l = positions.tolist()
+    ids = table.ids[positions].tolist()
+    last = graph.position_of
+    keys = [str(i) if last.get(i) == p else f"{i}@{p}" for i, p in zip(ids, pos_l, strict=True)]
+    types_code = graph.node_type[positions].tolist()
+    types = [_TYPE_NAMES.get(t, f"type {t}") for t in types_code]
+    cats = table.category[positions].tolist()
+    dur_ns = table.dur_ns[positions].tolist()
+    comm_type = table.comm_type[positions].tolist()
+    comm_size = table.comm_size[positions].tolist()
+    names = [table.names[p] for p in pos_l]
+    lines: list[list[str]] = []
+    comm: dict[int, tuple[str, int]] = {}
+    for k, pos in enumerate(pos_l):
+        name = names[k]
+        shown = name if len(name) <= MAX_LABEL_NAME_CHARS else name[: MAX_LABEL_NAME_CHARS - 1] + "…"
+        node_lines = [shown, f"#{ids[k]} {types[k]} {_dur_text(dur_ns[k])}"]
+        if cats[k] == COMMUNICATION:
+            info = table.comm.get(pos)
+            peer = ""
+            if types_code[k] == COMM_SEND_NODE:
+                what = "send"
+                peer = f" to {info.dst}" if info and info.dst is not None else ""
+            elif types_code[k] == COMM_RECV_NODE:
+                what = "recv"
+                peer = f" from {info.src}" if info and info.src is not None else ""
+            else:
+                what = _COLLECTIVE_NAMES.get(comm_type[k], "collective" if comm_type[k] < 0 else f"comm {comm_type[k]}")
+            comm[k] = (what, comm_size[k])
+            group = f" pg {info.pg_name}" if info and info.pg_name else ""
+            node_lines.append(f"{what} {_size_text(comm_size[k])}{peer}{group}")
+        lines.append(node_lines)
+    return _Nodes(
+        keys=keys,
+        names=names,
+        label_lines=lines,
+        ids=ids,
+        types=types,
+        categories=[CATEGORY_NAMES[c] for c in cats],
+        is_cpu=table.is_cpu[positions].tolist(),
+        category_codes=cats,
+        dur_us=[d / NS_PER_US for d in dur_ns],
+        comm=comm,
+        key_of=dict(zip(pos_l, keys, strict=True)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def _write_chunks(path: PathLike, chunks: Iterator[str]) -> None:
+    with io.AtomicFile(path) as handle:
+        for chunk in chunks:
+            handle.write(chunk.encode("utf-8"))
+
+
+def _batched(lines: Iterator[str]) -> Iterator[str]:
+    """Join lines into chunks of about :data:`_CHUNK_CHARS` characters."""
+    batch: list[str] = []
+    size = 0
+    for line in lines:
+        batch.append(line)
+        size += len(line)
+        if size >= _CHUNK_CHARS:
+            yield "".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield "".join(batch)
+
+
+def _dot_lines(table: NodeTable, view: GraphView) -> Iterator[str]:
+    nodes = _nodes(table, view)
+    title = (table.label or "trace").translate(_DOT_ESCAPES)
+    summary = f"{title}: {len(view.positions):,} nodes, {len(view.edges):,} edges"
+    yield "// Chakra dependency graph written by chakra-et\n"
+    for note in view.notes:
+        yield f"// {note.translate(_UNPRINTABLE)}\n"
+    yield "digraph chakra {\n"
+    graph_label = "\\n".join([summary, *(note.translate(_DOT_ESCAPES) for note in view.notes)])
+    yield f'  graph [label="{graph_label}", labelloc=t, fontsize=12];\n'
+    yield '  node [fontname="Helvetica", fontsize=10];\n'
+    yield '  edge [color="#333333"];\n'
+    escaped: dict[str, str] = {}
+    around = view.around_position
+    for k, pos in enumerate(view.positions.tolist()):
+        lines = nodes.label_lines[k]
+        label = "\\n".join(line.translate(_DOT_ESCAPES) for line in lines)
+        name = nodes.names[k]
+        tooltip = ""
+        if len(name) > MAX_LABEL_NAME_CHARS:
+            full = escaped.get(name)
+            if full is None:
+                full = escaped[name] = name.translate(_DOT_ESCAPES)
+            tooltip = f', tooltip="{full}"'
+        if nodes.category_codes[k] == COMPUTE and nodes.is_cpu[k]:
+            style = _CPU_STYLE
+        else:
+            style = _CATEGORY_STYLE[nodes.category_codes[k]]
+        extra = _AROUND_STYLE if pos == around else ""
+        yield f'  "{nodes.keys[k]}" [label="{label}"{tooltip}, {style}{extra}];\n'
+    key_of = nodes.key_of
+    for parent, child, kind in view.edges:
+        yield f'  "{key_of[parent]}" -> "{key_of[child]}"{_EDGE_STYLE[kind]};\n'
+    yield "}\n"
+
+
+def write_dot(table: NodeTable, view: GraphView, path: PathLike) -> None:
+    """Write ``view`` as a Graphviz DOT file at ``path`` (atomically)."""
+    _write_chunks(path, _batched(_dot_lines(table, view)))
+
+
+_GRAPHML_KEYS = (
+    ("label", "node", "string"),
+    ("name", "node", "string"),
+    ("node_id", "node", "long"),
+    ("type", "node", "string"),
+    ("category", "node", "string"),
+    ("dur_us", "node", "double"),
+    ("comm_type", "node", "string"),
+    ("comm_size", "node", "long"),
+    ("dependency", "edge", "string"),
+    ("notes", "graph", "string"),
+)
+
+
+def _graphml_lines(table: NodeTable, view: GraphView) -> Iterator[str]:
+    nodes = _nodes(table, view)
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield (
+        '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+        'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
+        'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n'
+    )
+    for name, owner, kind in _GRAPHML_KEYS:
+        yield f'  <key id="{name}" for="{owner}" attr.name="{name}" attr.type="{kind}"/>\n'
+    yield '  <graph id="chakra" edgedefault="directed">\n'
+    notes = "\n".join(view.notes).translate(_XML_ESCAPES)
+    yield f'    <data key="notes">{notes}</data>\n'
+    escaped: dict[str, str] = {}
+    for k in range(len(view.positions)):
+        name = nodes.names[k]
+        name_xml = escaped.get(name)
+        if name_xml is None:
+            name_xml = escaped[name] = name.translate(_XML_ESCAPES)
+        label = "\n".join(nodes.label_lines[k]).translate(_XML_ESCAPES)
+        comm = ""
+        if k in nodes.comm:
+            what, size = nodes.comm[k]
+            comm = f'<data key="comm_type">{what}</data><data key="comm_size">{size}</data>'
+        yield (
+            f'    <node id="{nodes.keys[k]}"><data key="label">{label}</data><data key="name">{name_xml}</data>'
+            f'<data key="node_id">{nodes.ids[k]}</data><data key="type">{nodes.types[k]}</data>'
+            f'<data key="category">{nodes.categories[k]}</data><data key="dur_us">{nodes.dur_us[k]!r}</data>'
+            f"{comm}</node>\n"
+        )
+    key_of = nodes.key_of
+    for e, (parent, child, kind) in enumerate(view.edges):
+        yield (
+            f'    <edge id="e{e}" source="{key_of[parent]}" target="{key_of[child]}">'
+            f'<data key="dependency">{kind}</data></edge>\n'
+        )
+    yield "  </graph>\n</graphml>\n"
+
+
+def write_graphml(table: NodeTable, view: GraphView, path: PathLike) -> None:
+    """Write ``view`` as GraphML at ``path`` (atomically), readable by ``networkx.read_graphml``."""
+    _write_chunks(path, _batched(_graphml_lines(table, view)))
+
+
+def _dot_program(path: PathLike, fmt: str) -> str:
+    program = shutil.which(DOT_PROGRAM)
+    if program is None:
+        raise ChakraInputError(
+            f"drawing .{fmt} needs Graphviz's `dot` program, which is not installed", path=path, hint=_DOT_HINT
+        )
+    return program
+
+
+def render(table: NodeTable, view: GraphView, path: PathLike, fmt: str | None = None) -> None:
+    """Lay out ``view`` with Graphviz ``dot`` into ``path`` (atomically); ``fmt`` (svg, pdf, png)
+    defaults to the suffix. Raises :class:`ChakraInputError` when ``dot`` is missing or fails."""
+    fmt = (fmt or Path(path).suffix.lstrip(".")).lower()
+    if fmt not in RENDER_FORMATS:
+        raise ChakraInputError(
+            f"cannot render the format {fmt!r}", path=path, hint=f"use one of {', '.join(RENDER_FORMATS)}"
+        )
+    program = _dot_program(path, fmt)
+    source = "".join(_dot_lines(table, view)).encode("utf-8")
+    done = subprocess.run([program, f"-T{fmt}"], input=source, capture_output=True, check=False)
+    if done.returncode != 0:
+        messages = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ChakraInputError(
+            f"Graphviz dot failed: {messages[-1] if messages else f'exit code {done.returncode}'}",
+            path=path,
+            hint="write .dot to inspect the input, or draw fewer nodes (max_nodes, around, comm_only)",
+        )
+    with io.AtomicFile(path) as handle:
+        handle.write(done.stdout)
+
+
+def export_graph(table: NodeTable, path: PathLike, **select_options: Any) -> GraphView:
+    """Select (:func:`select` with ``select_options``) and write the graph; the format comes from
+    the suffix of ``path`` (see :data:`GRAPH_SUFFIXES`). Returns the view that was drawn.
+
+    Example:
+        >>> export_graph(table, "around.svg", around=42, depth=1)          # doctest: +SKIP
+    """
+    suffix = Path(path).suffix.lower()
+    fmt = GRAPH_SUFFIXES.get(suffix)
+    if fmt is None:
+        raise ChakraInputError(
+            f"unknown graph format {suffix or '(no suffix)'}",
+            path=path,
+            hint=f"use one of {' '.join(GRAPH_SUFFIXES)}",
+        )
+    if fmt in RENDER_FORMATS:
+        _dot_program(path, fmt)  # fail before the work
+    view = select(table, **select_options)
+    if fmt == "dot":
+        write_dot(table, view, path)
+    elif fmt == "graphml":
+        write_graphml(table, view, path)
+    else:
+        render(table, view, path, fmt)
+    return view

@@ -1,0 +1,100 @@
+"""chakra report: one self-contained HTML page, opened in a real (headless) Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import make_node, write_et
+
+from chakra.analyze.table import load_workload
+from chakra.pytorch.workload import convert_workload
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
+from chakra.viz.report import write_report
+
+#: Where the screenshot is kept for people to look at (CI keeps the folder as an artifact).
+ARTIFACTS = Path(os.environ.get("CHAKRA_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
+#: Flags for a root user on a closed network (env notes: no sandbox, no background connections).
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)  # fmt: skip
+CHROMIUM_TIMEOUT_S = 120
+SCREENSHOT_SIZE = "1280,4000"
+#: A PNG with less than this share of non-white pixels would be a blank page.
+MIN_INK_FRACTION = 0.01
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.fail("chromium is not installed: run scripts/system_deps.sh (make does)")
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=CHROMIUM_TIMEOUT_S,
+        )
+
+
+@pytest.fixture(scope="module")
+def gloo_report(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), out / "job")
+    return write_report(load_workload(out / "job", workers=1), out / "report.html")
+
+
+def test_the_report_renders_every_plot_in_chromium(gloo_report: Path):
+    dom = chromium("--dump-dom", gloo_report.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    plots = len(re.findall(r'<div class="plot">', gloo_report.read_text()))
+    assert plots >= 3  # breakdown, ranks compared, critical path
+    match = re.search(r'data-plots-rendered="(\d+)"', dom.stdout)
+    assert match is not None, "the page's load handler did not run"
+    assert int(match.group(1)) == plots
+
+
+def test_a_screenshot_of_the_report_is_kept_and_not_blank(gloo_report: Path):
+    import matplotlib.image
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    done = chromium(f"--screenshot={shot}", f"--window-size={SCREENSHOT_SIZE}", gloo_report.as_uri())
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    pixels = matplotlib.image.imread(str(shot))[..., :3]
+    ink = (pixels < 0.9).any(axis=-1).mean()
+    assert ink > MIN_INK_FRACTION
+
+
+def test_the_report_needs_nothing_from_the_network(gloo_report: Path):
+    text = gloo_report.read_text()
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text)
+    assert "<link" not in text
+
+
+def test_the_report_shows_the_breakdown_critical_path_and_operators(gloo_report: Path):
+    text = gloo_report.read_text()
+    for heading in ("Time breakdown per rank", "Ranks compared", "Critical path of rank", "Top operators of rank"):
+        assert heading in text
+    assert "ALL_REDUCE" in text  # the DDP buckets and the explicit all_reduce
+
+
+def test_a_workload_without_start_times_is_reported_from_its_replay(tmp_path: Path):
+    for rank in (0, 1):
+        nodes = [
+            make_node(1, type=COMP_NODE, duration_micros=10 + rank, is_cpu_op=False),
+            make_node(2, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=1024, is_cpu_op=False,
+                      duration_micros=4, data_deps=[1]),
+            make_node(3, type=COMP_NODE, duration_micros=5, is_cpu_op=False, data_deps=[2]),
+        ]  # fmt: skip
+        write_et(tmp_path / f"w.{rank}.et", nodes)
+    html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    assert "replay timing" in html
+    assert "Critical path of rank" in html
