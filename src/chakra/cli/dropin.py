@@ -9,6 +9,9 @@
 * ``chakra_timeline_visualizer --input_filename LOG --output_filename OUT.json --num_npus N
   --npu_frequency MHZ`` draws a simulator's issue/callback log with :mod:`chakra.viz.astra_log`
   (times in µs where upstream writes ms; ``1.5GHz`` accepted; any node name).
+* ``chakra_visualizer --input_filename X.et --output_filename Y.{dot,gv,graphml,svg,pdf,png}
+  [--max_nodes N]`` draws the dependency graph with :func:`chakra.viz.graph.export_graph`
+  (the first ``DEFAULT_MAX_NODES`` nodes unless ``--max_nodes 0``).
 
 Bad input gives one line and exit code 2.
 """
@@ -164,3 +167,38 @@ def timeline_visualizer_main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     for line in report:
         print(line, file=sys.stderr)
+
+
+def visualizer_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``chakra_visualizer``: ``--input_filename X.et --output_filename Y.{dot,pdf,graphml,...}``."""
+    from chakra.viz import graph
+
+    parser = argparse.ArgumentParser(
+        prog="chakra_visualizer",
+        description="Draw the dependency graph of a Chakra .et file; the format comes from the output suffix "
+        f"({', '.join(graph.GRAPH_SUFFIXES)}). Example: chakra_visualizer --input_filename llama.0.et "
+        "--output_filename llama.0.pdf",
+    )
+    parser.add_argument("--input_filename", required=True, help="input .et file")
+    parser.add_argument("--output_filename", required=True, help="output .dot, .gv, .graphml, .svg, .pdf or .png")
+    parser.add_argument(
+        "--max_nodes",
+        type=int,
+        default=graph.DEFAULT_MAX_NODES,
+        help=f"draw the first N nodes in dependency order (default {graph.DEFAULT_MAX_NODES}; 0: every node)",
+    )
+    args = parser.parse_args(argv)
+    from chakra.analyze.table import load_table
+
+    try:
+        table = load_table(args.input_filename)
+        view = graph.export_graph(table, args.output_filename, max_nodes=args.max_nodes or None)
+    except ChakraError as error:
+        print(f"chakra_visualizer: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    print(
+        f"chakra_visualizer: wrote {len(view.positions):,} nodes, {len(view.edges):,} edges to {args.output_filename}",
+        file=sys.stderr,
+    )
+    for note in view.notes:
+        print(f"chakra_visualizer: note: {note}", file=sys.stderr)
