@@ -59,7 +59,7 @@ from itertools import pairwise
 import numpy as np
 
 from chakra.analyze.frames import to_frame
-from chakra.analyze.replay import _schedule
+from chakra.analyze.replay import schedule_starts
 from chakra.analyze.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
@@ -231,7 +231,7 @@ def node_starts(table: NodeTable, timing: str = TIMING_AUTO) -> tuple[str, np.nd
         return TIMING_RECORDED, table.start_ns(), table.start_us > 0
     resource = array("q", table.resource().tobytes())
     dur_ns = array("q", table.dur_ns.tobytes())
-    start_ns = _schedule(table.graph, resource, table.num_resources, dur_ns, table.path)
+    start_ns = schedule_starts(table.graph, resource, table.num_resources, dur_ns, table.path)
     return TIMING_REPLAY, start_ns, np.ones(len(table), dtype=bool)
 
 

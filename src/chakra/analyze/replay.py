@@ -201,7 +201,7 @@ def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
 def _replay_inputs(inputs: _ReplayInputs, path: str | os.PathLike[str] | None) -> ReplayResult:
     graph = inputs.graph
     dur_ns = np.frombuffer(inputs.dur_ns, dtype=np.int64) if len(inputs.dur_ns) else np.zeros(0, dtype=np.int64)
-    start_ns = _schedule(graph, inputs.resource, inputs.num_resources, inputs.dur_ns, path)
+    start_ns = schedule_starts(graph, inputs.resource, inputs.num_resources, inputs.dur_ns, path)
     start_us = start_ns.astype(np.float64) / NS_PER_US
     end_ns = start_ns + dur_ns
     end_us = end_ns.astype(np.float64) / NS_PER_US
@@ -249,7 +249,7 @@ def _int_array(values: np.ndarray) -> array:
     return out
 
 
-def _schedule(
+def schedule_starts(
     graph: TraceGraph, resource: array, num_resources: int, dur_ns: array, path: str | os.PathLike[str] | None
 ) -> np.ndarray:
     """Replayed start of every position, in ns from 0 (the list scheduler of the module doc).

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -408,37 +408,25 @@ def plot_cmd(
     from chakra.analyze.critical_path import critical_path
     from chakra.analyze.ranks import compare_ranks
     from chakra.viz import plots
-    from chakra.viz.report import breakdown_parts
+    from chakra.viz.report import breakdown_parts, rank_plot_rows
 
     if kind not in PLOTS:
         raise ChakraInputError(f"--kind {kind!r} is not one of {', '.join(PLOTS)}")
     _check_timing(timing)
     loaded = _load(workload)
-    draw: Callable[[], Any]
-    if kind == "breakdown":
-        from chakra.analyze.breakdown import breakdown
-
-        parts = {r: breakdown_parts(breakdown(t, timing=timing)) for r, t in loaded.tables.items()}
-        draw = lambda: plots.plot_breakdown(parts, output)  # noqa: E731
-    elif kind == "ranks":
-        comparison = compare_ranks(loaded, timing=timing)
-        rows = [
-            {
-                "rank": r.rank,
-                "span": r.span_ns,
-                "compute": r.compute_ns,
-                "communication": r.communication_ns,
-                "idle": r.idle_ns,
-            }
-            for r in comparison.rows
-        ]
-        draw = lambda: plots.plot_rank_comparison(rows, output)  # noqa: E731
-    else:
-        chosen = compare_ranks(loaded, timing=timing).slowest_rank if rank is None else _ranks(loaded, rank)[0]
-        path = critical_path(loaded.tables[chosen])
-        draw = lambda: plots.plot_critical_path(path.by_operator, path.by_category, output)  # noqa: E731
     with busy(f"plotting {output.name}"):
-        draw()
+        if kind == "breakdown":
+            from chakra.analyze.breakdown import breakdown
+
+            plots.plot_breakdown(
+                {r: breakdown_parts(breakdown(t, timing=timing)) for r, t in loaded.tables.items()}, output
+            )
+        elif kind == "ranks":
+            plots.plot_rank_comparison(rank_plot_rows(compare_ranks(loaded, timing=timing)), output)
+        else:
+            chosen = compare_ranks(loaded, timing=timing).slowest_rank if rank is None else _ranks(loaded, rank)[0]
+            path = critical_path(loaded.tables[chosen])
+            plots.plot_critical_path(path.by_operator, path.by_category, output)
     stderr.print(f"wrote {output}")
 
 

@@ -119,6 +119,20 @@ def breakdown_parts(b: Breakdown) -> dict[str, float]:
     }
 
 
+def rank_plot_rows(comparison: RankComparison) -> list[dict[str, float]]:
+    """The quantities the rank-comparison plot draws, one dict per rank (ns)."""
+    return [
+        {
+            "rank": r.rank,
+            "span": r.span_ns,
+            "compute": r.compute_ns,
+            "communication": r.communication_ns,
+            "idle": r.idle_ns,
+        }
+        for r in comparison.rows
+    ]
+
+
 def render_report(data: ReportData, *, title: str | None = None) -> str:
     """The HTML text of the report."""
     workload = data.workload
@@ -165,17 +179,7 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
         + f". Slowest rank: {comparison.slowest_rank}.</p>"
     )
     if len(comparison.rows) > 1:
-        rows = [
-            {
-                "rank": r.rank,
-                "span": r.span_ns,
-                "compute": r.compute_ns,
-                "communication": r.communication_ns,
-                "idle": r.idle_ns,
-            }
-            for r in comparison.rows
-        ]
-        parts.append(_plot(plots.plot_rank_comparison(rows, None)))
+        parts.append(_plot(plots.plot_rank_comparison(rank_plot_rows(comparison), None)))
     if comparison.stragglers:
         parts.append("<p>Stragglers: ranks that arrived last at collectives, and by how much.</p>")
         parts.append(
