@@ -103,6 +103,17 @@ def test_communication_volume_per_collective_type_and_point_to_point(overlapping
     assert b.count_by_collective == {"ALL_REDUCE": 1, "SEND": 1}
 
 
+def test_communication_nodes_without_a_duration_are_counted_as_untimed():
+    nodes = [
+        make_node(1, "gemm", duration_micros=10, stream=7),
+        make_node(2, "ar", COMM_COLL_NODE, data_deps=[1], stream=20, comm_type=ALL_REDUCE, comm_size=8),
+        make_node(3, "ag", COMM_COLL_NODE, data_deps=[1], duration_micros=3, stream=20, comm_type=ALL_REDUCE),
+    ]
+    b = breakdown(table_from_nodes(nodes))
+    assert b.untimed_comm_nodes == 1
+    assert b.communication_ns == 3_000
+
+
 def test_memory_nodes_are_their_own_category():
     table = table_from_nodes([cpu(1, 0, 10), kernel(2, 4, 10, stream=9, type=MEM_LOAD_NODE)])
     b = breakdown(table)

@@ -50,6 +50,19 @@ def test_breakdown_json_has_every_rank_replayed_when_there_are_no_start_times(de
     assert all(entry["top_operators"] for entry in data.values())
 
 
+def test_breakdown_says_untimed_communication_is_left_to_the_simulator(demo: Path):
+    result = run("analyze", "breakdown", str(demo), "--rank", "0", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert "no recorded duration" in " ".join(result.stderr.split())
+
+
+def test_breakdown_ranks_operators_by_exclusive_time_when_asked(timed: Path):
+    result = run("analyze", "breakdown", str(timed), "--rank", "0", "--by", "exclusive", "--json")
+    assert result.returncode == 0, result.stderr
+    tops = json.loads(result.stdout)["0"]["top_operators"]
+    assert [t["exclusive_ns"] for t in tops] == sorted((t["exclusive_ns"] for t in tops), reverse=True)
+
+
 def test_summary_prints_busy_time_per_track_and_collectives(demo: Path):
     result = run("analyze", "summary", str(demo), "--rank", "0", "--workers", "1")
     assert result.returncode == 0, result.stderr

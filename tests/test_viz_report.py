@@ -98,3 +98,15 @@ def test_a_workload_without_start_times_is_reported_from_its_replay(tmp_path: Pa
     html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
     assert "replay timing" in html
     assert "Critical path of rank" in html
+    assert "Stragglers unknown" in html and "record no start times" in html
+
+
+def test_the_report_says_untimed_communication_is_left_to_the_simulator(tmp_path: Path):
+    for rank in (0, 1):
+        nodes = [
+            make_node(1, type=COMP_NODE, duration_micros=10, is_cpu_op=False),
+            make_node(2, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=1024, is_cpu_op=False, data_deps=[1]),
+        ]
+        write_et(tmp_path / f"w.{rank}.et", nodes)
+    html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    assert "2 communication nodes have no recorded duration" in html

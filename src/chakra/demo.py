@@ -1,4 +1,4 @@
-"""``make demo``: build a small multi-rank workload, then validate, summarize and jsonize it.
+"""``make demo``: build a small multi-rank workload, then validate, summarize, jsonize and analyse it.
 
 The workload is generated here (never copied from elsewhere): a 4-rank training step with two
 tensor-parallel groups and data parallelism across them. Per rank and layer: a CPU launch op, a
@@ -158,6 +158,8 @@ def main() -> int:
     failures += _chakra("dejsonize", f"{prefix}.0.json", f"{prefix}.0.roundtrip.et") != 0
     same = filecmp.cmp(f"{prefix}.0.et", f"{prefix}.0.roundtrip.et", shallow=False)
     print(f"\nJSON round trip byte-identical: {same}")
+    failures += _chakra("analyze", "breakdown", str(prefix), "--rank", "0", "--top", "5") != 0
+    failures += _chakra("report", str(prefix), "-o", str(prefix.parent / "report.html")) != 0
     return 1 if failures or not same else 0
 
 

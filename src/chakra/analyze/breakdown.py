@@ -31,6 +31,9 @@ Semantics (all times integer ns):
   ``CollectiveCommType`` name for collectives (``"UNSPECIFIED"`` without ``comm_type``,
   ``"UNKNOWN_<n>"`` for a value outside the enum), ``"SEND"`` / ``"RECV"`` for point-to-point
   nodes, every communication node counted whether placed or not; largest volume first.
+* ``untimed_comm_nodes``: communication nodes whose duration is 0. Generated workloads leave
+  communication untimed for a simulator to decide; their communication time here is 0, which
+  ``chakra simulate`` fills in.
 
 **Exclusive time** (:func:`operator_stats`). Nesting is interval containment on one *resource* (a
 host thread or device stream; the ASTRA-sim slots of nodes without either are not a call stack):
@@ -99,6 +102,7 @@ class Breakdown:
     nodes_by_category: dict[str, int]
     bytes_by_collective: dict[str, int]
     count_by_collective: dict[str, int]
+    untimed_comm_nodes: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """Every field, JSON-ready."""
@@ -172,6 +176,7 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
         nodes_by_category=_count_by_category(category),
         bytes_by_collective=bytes_by,
         count_by_collective=count_by,
+        untimed_comm_nodes=int(np.count_nonzero((category == COMMUNICATION) & (table.dur_ns == 0))),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -83,7 +84,8 @@ def _print_json(data: Any) -> None:
 
 
 def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    table = Table(title=title, title_justify="left")
+    # light rules and no outer padding: wide numeric tables fit an 80-column terminal unabridged
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, header in enumerate(headers):
         table.add_column(header, justify="left" if i == 0 else "right")
     for row in rows:
@@ -151,6 +153,7 @@ def breakdown_cmd(
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: all)."),
     timing: str = TIMING_OPTION,
     top: int = TOP_OPTION,
+    by: str = typer.Option("total", "--by", help="Rank operators by total or exclusive time."),
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
@@ -166,14 +169,14 @@ def breakdown_cmd(
     loaded = _load(workload, workers, scheduler)
     ranks = _ranks(loaded, rank)
     results = {r: breakdown(loaded.tables[r], timing=timing) for r in ranks}
-    tops = {r: top_operators(loaded.tables[r], top, by="total", timing=timing) for r in ranks}
+    tops = {r: top_operators(loaded.tables[r], top, by=by, timing=timing) for r in ranks}
     if as_json:
         _print_json({str(r): {**b.to_dict(), "top_operators": [vars(s) for s in tops[r]]} for r, b in results.items()})
         return
     stdout.print(
         _table(
-            "time breakdown (ms)",
-            ["rank", "span", "compute", "communication", "overlapped", "exposed", "memory", "idle", "timing"],
+            "time breakdown (ms; comm: communication, overlap: comm hidden behind compute)",
+            ["rank", "span", "compute", "comm", "overlap", "exposed", "memory", "idle", "timing"],
             [
                 (
                     r,
@@ -196,6 +199,15 @@ def breakdown_cmd(
                 f"rank {r}: top operators (ms)",
                 ["operator", "category", "count", "total", "exclusive"],
                 [(s.name, s.category, f"{s.count:,}", _ms(s.total_ns), _ms(s.exclusive_ns)) for s in tops[r]],
+            )
+        )
+    untimed = sum(b.untimed_comm_nodes for b in results.values())
+    if untimed:
+        stderr.print(
+            Text(
+                f"note: {untimed:,} communication nodes have no recorded duration and count 0 here; "
+                "chakra simulate times them",
+                style="yellow",
             )
         )
 
@@ -285,6 +297,8 @@ def ranks_cmd(
                 [(s.rank, s.times_last, _ms(s.late_ns_total), _ms(s.late_ns_max)) for s in comparison.stragglers],
             )
         )
+    elif comparison.note:
+        stdout.print(Text(f"note: {comparison.note}", style="yellow"))
     else:
         stdout.print(f"no stragglers among {len(comparison.collectives):,} matched collectives")
 

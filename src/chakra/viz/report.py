@@ -169,6 +169,12 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
             ],
         )
     )
+    untimed = sum(b.untimed_comm_nodes for b in data.breakdowns.values())
+    if untimed:
+        parts.append(
+            f'<p class="note">{untimed:,} communication nodes have no recorded duration and count 0 here; '
+            "<code>chakra simulate</code> times them.</p>"
+        )
     parts.append(_plot(plots.plot_breakdown({r: breakdown_parts(b) for r, b in data.breakdowns.items()}, None)))
 
     comparison = data.comparison
@@ -190,6 +196,8 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
                 ],
             )
         )
+    elif comparison.note:
+        parts.append(f'<p class="note">Stragglers unknown: {html.escape(comparison.note)}.</p>')
     else:
         parts.append(f'<p class="note">No stragglers: {len(comparison.collectives)} collectives matched.</p>')
 
