@@ -11,12 +11,22 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_cli import assert_one_line_error, run
 
 from chakra import io
 from chakra.attrs import get_attr
+from chakra.errors import ChakraInputError
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.llm import generate_llm, schedule_units, stage_params
-from chakra.generate.specs import HARDWARE_PRESETS, PRESETS, ModelSpec, ParallelSpec, WorkloadSpec
+from chakra.generate.specs import (
+    HARDWARE_PRESETS,
+    PRESETS,
+    ModelSpec,
+    ParallelSpec,
+    WorkloadSpec,
+    check_spec,
+    load_spec,
+)
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -401,3 +411,66 @@ def test_pipelined_inference_sends_tokens_back_and_finishes_in_the_simulator(tmp
     assert not [n for n in first if n.type == COMM_COLL_NODE and n.name.startswith("grad")]
     sim = simulate_workload(tmp_path / "w", load_system(EXAMPLES / "system.json"), fast_network(4))
     assert len(sim.ranks) == 4
+
+
+# ---- presets, spec files and the command line ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("preset", "params"),
+    [
+        ("llama3-8b", 8_030_261_248),
+        ("llama3-70b", 70_553_706_496),
+        ("llama3-405b", 405_853_388_800),
+        ("mixtral-8x7b", 46_702_792_704),
+    ],
+)
+def test_presets_have_the_published_parameter_counts(preset: str, params: int):
+    assert PRESETS[preset].total_params() == params
+
+
+def test_gpt3_preset_has_about_174_6_billion_parameters():
+    assert PRESETS["gpt3-175b"].total_params() == pytest.approx(174.6e9, rel=1e-3)
+
+
+def test_a_yaml_spec_file_sets_model_parallelism_and_hardware(tmp_path: Path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "model: {preset: llama3-8b, layers: 4}\nparallel: {tp: 2, pp: 2, schedule: gpipe}\n"
+        "hardware: a100\nglobal_batch: 4\n"
+    )
+    spec = load_spec(path)
+    assert (spec.model.layers, spec.parallel.pp, spec.parallel.schedule, spec.hardware.name) == (4, 2, "gpipe", "a100")
+    assert spec.micro_batches == 4
+
+
+def test_an_unknown_spec_key_is_named_with_the_known_ones(tmp_path: Path):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"model": "llama3-8b", "parallel": {"tensor": 2}}))
+    with pytest.raises(ChakraInputError, match="unknown key in parallel: tensor"):
+        load_spec(path)
+
+
+def test_a_parallelism_that_does_not_divide_the_model_is_refused():
+    with pytest.raises(ChakraInputError, match="tp must divide"):
+        check_spec(spec_of(tp=3))
+
+
+def test_the_cli_writes_a_workload_and_its_groups(tmp_path: Path):
+    result = run(
+        "generate", "llm", "--preset", "llama3-8b", "--tp", "2", "--pp", "2", "--global-batch", "2",
+        "--seq-len", "1024", "-o", str(tmp_path / "llama"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "wrote 4 ranks" in result.stdout
+    assert (tmp_path / "llama.3.et").exists() and (tmp_path / "llama.comm_groups.json").exists()
+
+
+def test_the_cli_refuses_an_unknown_preset_in_one_line(tmp_path: Path):
+    result = run("generate", "llm", "--preset", "gpt5", "-o", str(tmp_path / "x"))
+    assert_one_line_error(result, "unknown model preset", "llama3-8b")
+
+
+def test_a_smaller_rerun_removes_the_ranks_of_the_larger_one(tmp_path: Path):
+    generate_llm(spec_of(pp=2, dp=2), tmp_path / "w")
+    result = generate_llm(spec_of(pp=2), tmp_path / "w")
+    assert sorted(p.name for p in result.removed_stale) == ["w.2.et", "w.3.et"]
+    assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et"]

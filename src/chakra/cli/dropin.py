@@ -5,13 +5,18 @@
 * ``chakra_trace_link --rank R --chakra-host-trace H --chakra-device-trace D --output-file O``
   writes the linked JSON upstream's linker writes, without HolisticTraceAnalysis or PARAM;
 * ``chakra_converter [--log-filename F] PyTorch --input LINKED --output OUT.et [--simulate]``
-  converts it (or a host trace alone) with :func:`chakra.pytorch.convert.convert`.
+  converts it (or a host trace alone) with :func:`chakra.pytorch.convert.convert`;
+  ``chakra_converter [--log-filename F] Text --input WORKLOAD.txt --output PREFIX --num-npus N
+  --num-passes N`` converts an ASTRA-sim text workload with :func:`chakra.text.convert_text`.
 * ``chakra_timeline_visualizer --input_filename LOG --output_filename OUT.json --num_npus N
   --npu_frequency MHZ`` draws a simulator's issue/callback log with :mod:`chakra.viz.astra_log`
   (times in µs where upstream writes ms; ``1.5GHz`` accepted; any node name).
 * ``chakra_visualizer --input_filename X.et --output_filename Y.{dot,gv,graphml,svg,pdf,png}
   [--max_nodes N]`` draws the dependency graph with :func:`chakra.viz.graph.export_graph`
   (the first ``DEFAULT_MAX_NODES`` nodes unless ``--max_nodes 0``).
+* ``chakra_generator [--num_npus 64 --default_runtime 5 --default_tensor_size 1024
+  --default_comm_size 65536 --output_dir .]`` writes upstream's microbenchmark families with
+  :mod:`chakra.generate.micro` (peers on send/recv; ids from 0 in every file).
 
 Bad input gives one line and exit code 2.
 """
@@ -88,6 +93,35 @@ def trace_link_main(argv: list[str] | None = None) -> None:
         print(f"chakra_trace_link: {n:,} not joined: {reason}", file=sys.stderr)
 
 
+def _text_converter(args: argparse.Namespace) -> None:
+    """``chakra_converter Text``: :func:`chakra.text.convert_text`, the report to ``--log-filename``."""
+    import json
+
+    from chakra.text import convert_text
+
+    try:
+        conversion = convert_text(
+            args.input,
+            args.output,
+            num_npus=args.num_npus,
+            num_passes=args.num_passes,
+            model_parallel_size=args.model_parallel_size,
+        )
+        if args.log_filename:
+            with open(args.log_filename, "w") as log:
+                json.dump(conversion.to_dict(), log, indent=1)
+    except (ChakraError, OSError) as error:
+        print(f"chakra_converter: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    print(
+        f"chakra_converter: wrote {conversion.num_npus} files {args.output}.{{npu}}.et "
+        f"({conversion.nodes_per_rank:,} nodes each)",
+        file=sys.stderr,
+    )
+    for note in conversion.notes:
+        print(f"chakra_converter: note: {note}", file=sys.stderr)
+
+
 def converter_main(argv: list[str] | None = None) -> None:
     """Entry point of ``chakra_converter``: ``PyTorch --input LINKED.json --output OUT.et``."""
     parser = argparse.ArgumentParser(
@@ -101,7 +135,16 @@ def converter_main(argv: list[str] | None = None) -> None:
     pytorch.add_argument("--input", required=True, help="linked JSON (or a host execution trace: host-only)")
     pytorch.add_argument("--output", required=True, help="the .et file to write")
     pytorch.add_argument("--simulate", action="store_true", help="replay the result and print its predicted span")
+    text = sub.add_parser("Text", help="ASTRA-sim text workload -> OUTPUT.{npu}.et for every NPU")
+    text.add_argument("--input", required=True, help="the text workload")
+    text.add_argument("--output", required=True, help="output prefix: writes OUTPUT.{npu}.et")
+    text.add_argument("--num-npus", type=int, required=True, help="number of NPUs (one file each)")
+    text.add_argument("--num-passes", type=int, default=1, help="training steps, one after the other")
+    text.add_argument("--model-parallel-size", type=int, default=None, help="NPUs in the first network dimension")
     args = parser.parse_args(argv)
+    if args.format == "Text":
+        _text_converter(args)
+        return
     import json
 
     from chakra.analyze.replay import replay
@@ -202,3 +245,49 @@ def visualizer_main(argv: list[str] | None = None) -> None:
     )
     for note in view.notes:
         print(f"chakra_visualizer: note: {note}", file=sys.stderr)
+
+
+def generator_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``chakra_generator``: upstream's 14 microbenchmark families, one file per NPU."""
+    from chakra.generate import micro
+
+    prog = "chakra_generator"
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Write upstream chakra_generator's microbenchmark ETs (<family>.<npu>.et) into the current "
+        "directory, with peers on send/recv and every attribute ASTRA-sim reads. Example: chakra_generator "
+        "--num_npus 8 --default_comm_size 1048576",
+    )
+    parser.add_argument(
+        "--num_npus", type=int, default=micro.DEFAULT_NUM_NPUS, help="number of NPUs (files per family)"
+    )
+    parser.add_argument("--default_runtime", type=int, default=micro.DEFAULT_RUNTIME_US, help="compute time in µs")
+    parser.add_argument(
+        "--default_tensor_size", type=int, default=micro.DEFAULT_TENSOR_SIZE_BYTES, help="tensor size in bytes"
+    )
+    parser.add_argument(
+        "--default_comm_size", type=int, default=micro.DEFAULT_COMM_SIZE_BYTES, help="communication size in bytes"
+    )
+    parser.add_argument("--output_dir", default=".", help="where to write (default: the current directory)")
+    args = parser.parse_args(argv)
+    try:
+        params = micro.MicroParams(
+            num_npus=args.num_npus,
+            runtime_us=args.default_runtime,
+            tensor_size_bytes=args.default_tensor_size,
+            comm_size_bytes=args.default_comm_size,
+        )
+        written = micro.generate(args.output_dir, micro.UPSTREAM_FAMILIES, params)
+    except ChakraError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    files = sum(len(item.paths) for item in written)
+    print(
+        f"{prog}: wrote {len(written)} families x {args.num_npus} NPUs ({files} files) to {args.output_dir}",
+        file=sys.stderr,
+    )
+    for item in written:
+        for note in item.workload.notes:
+            print(f"{prog}: note: {item.workload.name}: {note}", file=sys.stderr)
+        for path in item.removed_stale:
+            print(f"{prog}: removed {path} (an earlier run with more NPUs)", file=sys.stderr)

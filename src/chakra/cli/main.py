@@ -75,7 +75,7 @@ def report_error(error: ChakraError) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
     # the command modules register themselves on ``app`` when imported
-    from chakra.cli import analyze_cmds, convert_cmds, inspect_cmds, sim_cmds  # noqa: F401
+    from chakra.cli import analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds  # noqa: F401
 
     try:
         app(args=argv, prog_name="chakra")

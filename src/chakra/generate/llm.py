@@ -53,7 +53,7 @@ from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.specs import NORM_PARAMS_PER_HIDDEN, WorkloadSpec, check_spec
-from chakra.generate.template import RankTemplate, write_rank
+from chakra.generate.template import RankTemplate, remove_stale_files, write_rank
 from chakra.io import FORMAT_VERSION
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -66,7 +66,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     CollectiveCommType,
     GlobalMetadata,
 )
-from chakra.trace import write_comm_groups
+from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
 
 #: Elementwise FLOPs per element (reference §1.1 conventions).
 NORM_FLOPS = {"layernorm": 5, "rmsnorm": 4}
@@ -97,7 +97,8 @@ SPEC_ATTR = "chakra_generate_spec"
 @dataclass
 class LlmWorkload:
     """What :func:`generate_llm` wrote: ``files`` per rank, ``nodes_per_stage``, the number of
-    communicator groups, and per-stage node counts by kind (``"COMP"``, ``"ALL_REDUCE"``, ``"SEND"``...)."""
+    communicator groups, per-stage node counts by kind (``"COMP"``, ``"ALL_REDUCE"``, ``"SEND"``...),
+    and the files of an earlier workload of the same name it removed."""
 
     prefix: Path
     world_size: int
@@ -106,6 +107,7 @@ class LlmWorkload:
     group_count: int
     nodes_per_stage: list[int]
     kinds_per_stage: list[dict[str, int]] = field(default_factory=list)
+    removed_stale: list[Path] = field(default_factory=list)  # files of an earlier, larger workload
 
     @property
     def total_nodes(self) -> int:
@@ -740,11 +742,13 @@ def generate_llm(
             done += 1
             if progress is not None:
                 progress(done, world)
-    groups_file: Path | None = None
+    groups_file = prefix.parent / f"{prefix.name}{COMM_GROUPS_SUFFIX}"
     if groups:
-        groups_file = prefix.parent / f"{prefix.name}.comm_groups.json"
         write_comm_groups(groups_file, groups)
-    return LlmWorkload(prefix, world, files, groups_file, len(groups), nodes_per_stage, kinds_per_stage)
+    removed = remove_stale_files(prefix.parent, prefix.name, set(files), None if groups else groups_file)
+    return LlmWorkload(
+        prefix, world, files, groups_file if groups else None, len(groups), nodes_per_stage, kinds_per_stage, removed
+    )
 
 
 def set_attr_json(metadata: GlobalMetadata, spec: WorkloadSpec) -> None:

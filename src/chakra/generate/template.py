@@ -14,6 +14,7 @@ to the node's serialized prefix is the canonical encoding.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,3 +203,16 @@ def write_rank(path: str | Path, data: bytes) -> None:
     """Write one rank's rendered bytes atomically."""
     with AtomicFile(path) as handle:
         handle.write(data)
+
+
+def remove_stale_files(directory: Path, name: str, keep: set[Path], stale_groups: Path | None) -> list[Path]:
+    """Remove ``directory/name.{rank}.et`` files (also compressed) not in ``keep``, and
+    ``stale_groups`` if it exists: what an earlier, larger workload of the same name left behind
+    would otherwise join this one. Returns the removed paths."""
+    rank_file = re.compile(re.escape(name) + r"\.\d+\.et(?:\.gz|\.zst|\.zstd)?")
+    stale = sorted(p for p in directory.iterdir() if rank_file.fullmatch(p.name) and p not in keep)
+    if stale_groups is not None and stale_groups.exists():
+        stale.append(stale_groups)
+    for path in stale:
+        path.unlink()
+    return stale

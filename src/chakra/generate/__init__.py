@@ -1,0 +1,1 @@
+"""Workload generators: microbenchmarks (``micro``) and parametric model workloads."""
