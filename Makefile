@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/convert_bench.py
 	$(BIN)/python benchmarks/sim_bench.py
 	$(BIN)/python benchmarks/analyze_bench.py
+	$(BIN)/python benchmarks/generate_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output
