@@ -355,9 +355,11 @@ def fast_network(tmp_path: Path):
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
-def test_generated_training_workloads_finish_in_the_simulator(tmp_path: Path, fast_network, name: str):
+def test_generated_training_workloads_validate_and_finish_in_the_simulator(tmp_path: Path, fast_network, name: str):
     spec = spec_of(**WORKLOADS[name])  # type: ignore[arg-type]
     result = generate_llm(spec, tmp_path / "w")
+    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim")
+    assert [f for f in findings if f.severity != "note"] == []
     sim = simulate_workload(tmp_path / "w", load_system(EXAMPLES / "system.json"), fast_network(result.world_size))
     assert len(sim.ranks) == result.world_size and sim.finish_ns > 0
 
@@ -409,6 +411,8 @@ def test_pipelined_inference_sends_tokens_back_and_finishes_in_the_simulator(tmp
     token_recvs = [n.name for n in first if n.type == COMM_RECV_NODE]
     assert token_recvs == ["decode1.token.recv", "decode2.token.recv", "decode3.token.recv"]
     assert not [n for n in first if n.type == COMM_COLL_NODE and n.name.startswith("grad")]
+    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim")
+    assert [f for f in findings if f.severity != "note"] == []
     sim = simulate_workload(tmp_path / "w", load_system(EXAMPLES / "system.json"), fast_network(4))
     assert len(sim.ranks) == 4
 
