@@ -1,4 +1,5 @@
-"""``make demo``: build a small multi-rank workload, then validate, summarize, jsonize and analyse it.
+"""``make demo``: build a small multi-rank workload, then validate, summarize, jsonize and analyse it;
+generate a Llama 3 8B training step for 4 ranks and simulate it.
 
 The workload is generated here (never copied from elsewhere): a 4-rank training step with two
 tensor-parallel groups and data parallelism across them. Per rank and layer: a CPU launch op, a
@@ -11,6 +12,7 @@ simulators read, in the value kinds they read.
 from __future__ import annotations
 
 import filecmp
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +34,26 @@ FWD_KERNEL_US = 850
 BWD_KERNEL_US = 1700
 LAUNCH_US = 12
 ACTIVATION_TAG = 7  # any tag works as long as sender and receiver agree
+
+# The generated workload: Llama 3 8B, 2-way tensor x 2-way pipeline parallel, 4 micro-batches of
+# 2,048 tokens, simulated on a 4-GPU NVLink-class switch (H100 NVLink 4: 450 GB/s per direction).
+LLM_ARGS = ("--preset", "llama3-8b", "--tp", "2", "--pp", "2", "--global-batch", "4", "--seq-len", "2048")
+DEMO_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 3350,
+    "boost-mode": 0,
+    "roofline-enabled": 0,
+    "peak-perf": 989,
+}
+DEMO_NETWORK = "topology: [ Switch ]\nnpus_count: [ 4 ]\nbandwidth: [ 450.0 ]  # GB/s\nlatency: [ 500.0 ]  # ns\n"
 
 
 def _group_of(rank: int, groups: dict[int, list[int]]) -> int:
@@ -160,7 +182,19 @@ def main() -> int:
     print(f"\nJSON round trip byte-identical: {same}")
     failures += _chakra("analyze", "breakdown", str(prefix), "--rank", "0", "--top", "5") != 0
     failures += _chakra("report", str(prefix), "-o", str(prefix.parent / "report.html")) != 0
+    failures += _simulate_generated(prefix.parent)
     return 1 if failures or not same else 0
+
+
+def _simulate_generated(out_dir: Path) -> int:
+    """Generate the Llama workload, then simulate it; 1 when either step fails."""
+    llama = out_dir / "llama"
+    if _chakra("generate", "llm", *LLM_ARGS, "-o", str(llama)) != 0:
+        return 1
+    system, network = out_dir / "system.json", out_dir / "switch4.yml"
+    system.write_text(json.dumps(DEMO_SYSTEM, indent=2) + "\n")
+    network.write_text(DEMO_NETWORK)
+    return int(_chakra("simulate", "--workload", str(llama), "--system", str(system), "--network", str(network)) != 0)
 
 
 if __name__ == "__main__":
