@@ -138,6 +138,53 @@ def convert_pytorch(
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
+@convert_app.command("text")
+def convert_text_cmd(
+    input_file: Path = typer.Argument(..., help="ASTRA-sim text workload (first line: DATA, MODEL, HYBRID_..., ...)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{npu}.et."),
+    num_npus: int = typer.Option(..., "--num-npus", help="NPUs to write a file for (ASTRA-sim's total NPUs)."),
+    num_passes: int = typer.Option(1, "--num-passes", help="Training steps, one after the other."),
+    model_parallel_size: int | None = typer.Option(
+        None,
+        "--model-parallel-size",
+        help="NPUs in the first network dimension: the model-parallel group of HYBRID_DATA_MODEL and the "
+        "transformer kinds, the data-parallel one of HYBRID_MODEL_DATA (default: the header's "
+        "model_parallel_NPU_group).",
+    ),
+) -> None:
+    """Convert an ASTRA-sim text workload to Chakra ETs, one per NPU.
+
+    Writes PREFIX.{npu}.et for every NPU and PREFIX.comm_groups.json when a collective runs on a
+    subgroup. Compute times go to duration_micros unchanged, as upstream's converter does.
+
+    Example: chakra convert text resnet50.txt -o out/resnet50 --num-npus 8 --num-passes 2
+    """
+    from chakra.text import convert_text
+
+    with busy(f"writing {output}.{{npu}}.et"):
+        result = convert_text(
+            input_file,
+            output,
+            num_npus=num_npus,
+            num_passes=num_passes,
+            model_parallel_size=model_parallel_size,
+        )
+    shared = ""
+    if result.num_npus > 1:
+        shared = ", identical" if result.distinct_files == 1 else f", {result.distinct_files} distinct"
+    passes = f"{result.num_passes} pass" + ("es" if result.num_passes != 1 else "")
+    stdout.print(
+        Text(
+            f"wrote {result.num_npus} files {result.prefix}.{{0..{result.num_npus - 1}}}.et ({result.parallelism}, "
+            f"{passes}, {result.nodes_per_rank:,} nodes and {result.collectives_per_rank:,} collectives each{shared})"
+        )
+    )
+    if result.comm_groups_path is not None:
+        stdout.print(Text(f"wrote {result.comm_groups_path} ({len(result.groups)} groups)"))
+    for note in result.notes:
+        stderr.print(Text(f"note: {note}", style="yellow"))
+
+
 def _comm_summary(comm: Counter[str]) -> str:
     """``14 collectives, 2 send, 2 recv`` (the types are in the JSON report)."""
     collectives = sum(count for kind, count in comm.items() if kind not in ("send", "recv"))

@@ -47,13 +47,14 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.specs import NORM_PARAMS_PER_HIDDEN, WorkloadSpec, check_spec
-from chakra.generate.template import RankTemplate, remove_stale_files, write_rank
+from chakra.generate.template import RankTemplate, remove_stale_files, write_ranks
 from chakra.io import FORMAT_VERSION
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -731,17 +732,17 @@ def generate_llm(
     files: list[Path] = [prefix.parent / f"{prefix.name}.{rank}.et" for rank in range(world)]
     nodes_per_stage: list[int] = []
     kinds_per_stage: list[dict[str, int]] = []
-    done = 0
+    written = 0
     for stage in range(layout.pp):
         template = build_stage(spec, stage)
         nodes_per_stage.append(len(template))
         kinds_per_stage.append(_count_kinds(template))
         frozen = template.freeze(metadata)
-        for rank in range(stage * per_stage, (stage + 1) * per_stage):
-            write_rank(files[rank], frozen.render(rank, group_id))
-            done += 1
-            if progress is not None:
-                progress(done, world)
+        ranks = range(stage * per_stage, (stage + 1) * per_stage)
+        written += write_ranks(
+            ((files[rank], partial(frozen.render, rank, group_id)) for rank in ranks),
+            progress=None if progress is None else partial(_tell, progress, written, world),
+        )
     groups_file = prefix.parent / f"{prefix.name}{COMM_GROUPS_SUFFIX}"
     if groups:
         write_comm_groups(groups_file, groups)
@@ -749,6 +750,10 @@ def generate_llm(
     return LlmWorkload(
         prefix, world, files, groups_file if groups else None, len(groups), nodes_per_stage, kinds_per_stage, removed
     )
+
+
+def _tell(progress: Callable[[int, int], None], before: int, total: int, done: int) -> None:
+    progress(before + done, total)
 
 
 def set_attr_json(metadata: GlobalMetadata, spec: WorkloadSpec) -> None:
