@@ -231,6 +231,18 @@ def llm(
     _print_llm(spec, result, elapsed_s)
 
 
+#: Node kinds in table order, with the short column names that keep the table within 80 columns.
+_KIND_COLUMNS = {
+    "COMP": "COMP",
+    "ALL_REDUCE": "AR",
+    "ALL_GATHER": "AG",
+    "REDUCE_SCATTER": "RS",
+    "ALL_TO_ALL": "A2A",
+    "SEND": "SEND",
+    "RECV": "RECV",
+}
+
+
 def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> None:
     par = spec.parallel
     stdout.print(
@@ -244,9 +256,14 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
             else ""
         )
     )
-    kinds = sorted({k for counts in result.kinds_per_stage for k in counts})
-    table = Table(title=f"nodes per rank, by stage ({result.world_size // par.pp} ranks each)", title_justify="left")
-    for column in ("stage", "nodes", *kinds):
+    present = {k for counts in result.kinds_per_stage for k in counts}
+    kinds = [k for k in _KIND_COLUMNS if k in present] + sorted(present - set(_KIND_COLUMNS))
+    table = Table(
+        title=f"nodes per rank, by stage ({result.world_size // par.pp} ranks each; "
+        "AR all-reduce, AG all-gather, RS reduce-scatter, A2A all-to-all)",
+        title_justify="left",
+    )
+    for column in ("stage", "nodes", *(_KIND_COLUMNS.get(k, k) for k in kinds)):
         table.add_column(column, justify="left" if column == "stage" else "right")
     for stage, (nodes, counts) in enumerate(zip(result.nodes_per_stage, result.kinds_per_stage, strict=True)):
         table.add_row(str(stage), f"{nodes:,}", *(f"{counts.get(k, 0):,}" for k in kinds))

@@ -7,7 +7,7 @@ heads, ``g`` KV heads, ``f`` FFN size, ``V`` vocabulary, ``s`` sequence, ``t c d
 context, data, pipeline and expert sizes.
 
 Example:
-    >>> spec = WorkloadSpec(model=PRESETS["gpt3-175b"], parallel=ParallelSpec(tp=8, pp=8, dp=32))
+    >>> spec = WorkloadSpec(PRESETS["gpt3-175b"], ParallelSpec(tp=8, pp=8, dp=32), global_batch=1536)
     >>> spec.parallel.world_size, spec.micro_batches
     (2048, 48)
 """
