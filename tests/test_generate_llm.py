@@ -478,3 +478,18 @@ def test_a_smaller_rerun_removes_the_ranks_of_the_larger_one(tmp_path: Path):
     result = generate_llm(spec_of(pp=2), tmp_path / "w")
     assert sorted(p.name for p in result.removed_stale) == ["w.2.et", "w.3.et"]
     assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et"]
+
+
+def test_cli_options_override_the_spec_file(tmp_path: Path):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text("model: {preset: llama3-8b, layers: 4, seq_len: 512}\nparallel: {tp: 2, pp: 2}\n")
+    result = run("generate", "llm", "--spec", str(spec_path), "--pp", "1", "--dp", "2", "-o", str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et", "w.2.et", "w.3.et"]
+    _, nodes = io.read(tmp_path / "w.0.et")
+    assert not [n for n in nodes if n.type in (COMM_SEND_NODE, COMM_RECV_NODE)]  # one stage: no pipeline
+
+
+def test_the_cli_needs_exactly_one_model_source(tmp_path: Path):
+    result = run("generate", "llm", "-o", str(tmp_path / "w"))
+    assert_one_line_error(result, "--preset or --spec")
