@@ -581,3 +581,12 @@ def test_dropin_text_converter_with_upstream_flags(tmp_path: Path):
 def test_dropin_text_converter_bad_input_exits_2(tmp_path: Path):
     result = _converter("Text", "--input", str(tmp_path / "absent.txt"), "--output", "x", "--num-npus", "2")
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_smaller_conversion_removes_the_files_of_a_larger_one(tmp_path: Path):
+    workload = tmp_path / "w.txt"
+    workload.write_text("DATA\n1\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1048576 5\n")
+    convert_text(workload, tmp_path / "w", num_npus=8)
+    conversion = convert_text(workload, tmp_path / "w", num_npus=4)
+    assert sorted(p.name for p in tmp_path.glob("w.*.et")) == [f"w.{r}.et" for r in range(4)]
+    assert any("removed 4 files" in note for note in conversion.notes)

@@ -196,6 +196,12 @@ def test_pg_name_that_stoi_refuses_is_an_error_for_astra(pg_name):
     assert "astra-pg-name" in _codes(validate_trace(_trace(node), target="astra-sim"), ERROR)
 
 
+def test_a_group_id_whose_collective_tags_overflow_astra_sim_is_a_warning():
+    too_large = validate_trace(_trace(_allreduce(0, pg_name="2148")), target="astra-sim")
+    assert "astra-group-id" in _codes(too_large, WARNING)
+    assert "astra-group-id" not in _codes(validate_trace(_trace(_allreduce(0, pg_name="2147")), target="astra-sim"))
+
+
 def test_astra_target_wants_a_definition_for_every_group():
     node = _allreduce(0, pg_name="3")
     assert "astra-unknown-group" in _codes(validate_trace(_trace(node), target="astra-sim"), ERROR)

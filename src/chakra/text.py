@@ -60,7 +60,7 @@ from typing import Any
 from chakra import io
 from chakra.attrs import INT_MEMBER_RANGES, set_attr
 from chakra.errors import ChakraInputError, PathLike
-from chakra.generate.template import RankTemplate, write_ranks
+from chakra.generate.template import RankTemplate, remove_stale_files, write_ranks
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -980,17 +980,23 @@ def _write(
         return rendered[key]
 
     write_ranks((paths[rank], partial(render, key, rank)) for key, ranks in ranks_of.items() for rank in ranks)
-    groups_path = None
+    groups_path = prefix.with_name(prefix.name + COMM_GROUPS_SUFFIX)
     if groups:
-        groups_path = prefix.with_name(prefix.name + COMM_GROUPS_SUFFIX)
         write_comm_groups(groups_path, groups)
+    # files of an earlier conversion to this prefix with more NPUs (or groups) would join this one
+    removed = remove_stale_files(prefix.parent, prefix.name, set(paths), None if groups else groups_path)
+    if removed:
+        shown = ", ".join(path.name for path in removed[:_NOTE_EXAMPLES]) + (
+            " ..." if len(removed) > _NOTE_EXAMPLES else ""
+        )
+        notes.append(f"removed {len(removed)} files of an earlier workload with this prefix: {shown}")
     return TextConversion(
         prefix=prefix,
         parallelism=workload.parallelism,
         num_npus=num_npus,
         num_passes=num_passes,
         paths=paths,
-        comm_groups_path=groups_path,
+        comm_groups_path=groups_path if groups else None,
         groups=groups,
         nodes_per_rank=len(builder.nodes),
         collectives_per_rank=sum(1 for node in builder.nodes if node.type == COMM_COLL_NODE),

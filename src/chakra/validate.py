@@ -64,6 +64,21 @@ ASTRA_UNSUPPORTED_COLLECTIVES = frozenset(
     }
 )
 
+#: ASTRA-sim starts a group's collective tags at ``group_id × 1,000,000`` in a 32-bit int
+#: (astra-sim.md §2.5; workload-generators.md §4.3): ids above this overflow.
+MAX_ASTRA_GROUP_ID = (2**31 - 1) // 1_000_000
+
+
+def astra_group_id_note(group_id: int) -> str | None:
+    """Why ``group_id`` is too large for ASTRA-sim, or None when it fits."""
+    if group_id <= MAX_ASTRA_GROUP_ID:
+        return None
+    return (
+        f"communicator group {group_id} is above {MAX_ASTRA_GROUP_ID}: ASTRA-sim's collective tags "
+        f"(group id x 1,000,000) overflow a 32-bit int there"
+    )
+
+
 #: ASTRA-sim strips this many characters from each end of a METADATA node's ``inputs.values``
 #: (the Python ``['`` ... ``']`` wrapper) before JSON-parsing the process groups.
 PG_WRAPPER_CHARS = 2
@@ -479,6 +494,9 @@ def _check_collective(
         return
     if group is not None:
         pg_used.add(group)
+        too_large = astra_group_id_note(group)
+        if too_large is not None:
+            out.add(WARNING, "astra-group-id", too_large, node_id, hint="renumber the groups densely from 1")
 
 
 def _check_p2p(node: Node, attrs: dict[str, AttributeProto], out: _Collector, astra: bool, rank: int | None) -> None:

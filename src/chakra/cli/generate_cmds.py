@@ -1,4 +1,5 @@
-"""``chakra generate``: write synthetic workloads (``micro``: microbenchmark families and sweeps)."""
+"""``chakra generate``: write synthetic workloads (``micro``: microbenchmark families and sweeps;
+``llm``: transformer training and inference steps for every rank of a parallel job)."""
 
 from __future__ import annotations
 
@@ -156,7 +157,10 @@ def llm(
     ep: int | None = typer.Option(None, "--ep", help="Expert-parallel size (carved out of dp x cp)."),
     sp: bool | None = typer.Option(None, "--sp/--no-sp", help="Megatron sequence parallelism.", show_default=False),
     zero: int | None = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP full shard)."),
-    schedule: str | None = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b or gpipe."),
+    schedule: str | None = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, gpipe or interleaved."),
+    virtual_stages: int | None = typer.Option(
+        None, "--virtual-stages", help="Model chunks per pipeline rank (interleaved schedule)."
+    ),
     layers_per_stage: str | None = typer.Option(None, "--layers-per-stage", help="Layers of each stage: 11,12,12,13."),
     micro_batch: int | None = typer.Option(None, "--micro-batch", help="Sequences per micro-batch."),
     global_batch: int | None = typer.Option(None, "--global-batch", help="Sequences per optimizer step."),
@@ -196,7 +200,11 @@ def llm(
         return
     if (preset is None) == (spec_file is None):
         raise ChakraInputError("give a model with either --preset or --spec", hint="--list-presets shows the presets")
-    spec = specs.load_spec(spec_file) if spec_file is not None else specs.WorkloadSpec(specs.model_from(preset))
+    spec = (
+        specs.load_spec(spec_file, check=False)
+        if spec_file is not None
+        else specs.WorkloadSpec(specs.model_from(preset))
+    )
     if spec.hardware is None and not no_durations:
         spec = dataclasses.replace(spec, hardware=specs.HARDWARE_PRESETS["h100"])
     if hardware is not None:
@@ -206,7 +214,7 @@ def llm(
     parallel: dict[str, Any] = {
         k: v
         for k, v in dict(
-            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sp=sp, zero=zero, schedule=schedule,
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sp=sp, zero=zero, schedule=schedule, virtual_stages=virtual_stages,
             layers_per_stage=_csv_ints(layers_per_stage, "--layers-per-stage"),
         ).items()
         if v is not None
@@ -268,6 +276,8 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
     for stage, (nodes, counts) in enumerate(zip(result.nodes_per_stage, result.kinds_per_stage, strict=True)):
         table.add_row(str(stage), f"{nodes:,}", *(f"{counts.get(k, 0):,}" for k in kinds))
     stdout.print(table)
+    for note in result.notes:
+        stderr.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
     if result.removed_stale:
         stderr.print(Text(f"removed {len(result.removed_stale)} files of an earlier, larger workload", style="yellow"))
     groups = f" and {result.groups_file} ({result.group_count} groups)" if result.groups_file else ""

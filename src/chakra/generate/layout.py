@@ -7,8 +7,9 @@ tensor size equal to ``t``: within one (tp, pp), the combined index ``x = cp + c
 
 Groups (§4.2): all ranks that agree on every coordinate but the group's own. Size-1 groups are left
 out (a dimension of size 1 issues no collective), identical member lists share one id, and ids are
-dense from 1 in kind order, then by smallest member (§4.3), so they stay far below ASTRA-sim's
-limit of 2147.
+dense from 1 in kind order, then by smallest member (§4.3). ASTRA-sim's tags overflow above id 2147
+(:data:`chakra.validate.MAX_ASTRA_GROUP_ID`); with TP 8 that is reached near 17k ranks, and
+:func:`chakra.generate.llm.generate_llm` notes it.
 
 Example:
     >>> layout = Layout(tp=2, cp=1, dp=2, pp=2)

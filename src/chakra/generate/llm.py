@@ -7,7 +7,8 @@ below refer to it):
 * **Compute** (§1): every GEMM is a COMP node with ``num_ops`` = 2·M·K·N FLOPs and ``tensor_size`` =
   the bytes it reads and writes (§1.5); backward emits a dgrad and a wgrad node of the forward's
   size (§1.3); the attention core is one fused (FlashAttention) node, 4·b·s²·q·κ FLOPs forward and
-  2.5x that backward (2x with ``flash_attention=False``); norms, activations, residual adds,
+  2.5x that backward (with ``flash_attention=False``: 2x, and the score matrix's bytes counted);
+  MoE expert GEMMs read the weights of every local expert tokens reach; norms, activations, residual adds,
   embedding, cross-entropy and the optimizer are memory-bound elementwise nodes. The softmax inside
   the fused attention kernel is not counted (about 1 % of the attention FLOPs). With a hardware spec
   every COMP node also gets a roofline ``duration_micros`` = max(FLOPs / peak, bytes / bandwidth),
@@ -17,13 +18,15 @@ below refer to it):
   the vocabulary-parallel embedding, head and loss, context parallelism as the all-gather variant
   (K/V gathered forward, their gradients reduce-scattered backward), expert all-to-alls, data-parallel
   gradient buckets once per step over DP×CP (ZeRO-1: reduce-scatter + all-gather; ZeRO-2: reduce-
-  scatter every micro-batch; ZeRO-3: per-layer all-gathers and reduce-scatters), the tied-embedding
-  all-reduce, the sequence-parallel norm-gradient all-reduce, and pipeline SEND/RECV pairs. Sizes
+  scatter every micro-batch; ZeRO-3: all-gathers and reduce-scatters per layer, embedding and head
+  unit), the tied-embedding all-reduce, the sequence-parallel all-reduce of the norm (and router)
+  gradients, and pipeline SEND/RECV pairs. Sizes
   follow ASTRA-sim's ``comm_size`` convention (§2.0). Dimensions of size 1 emit nothing.
-* **Schedules** (§3): 1F1B or GPipe per stage, encoded as in §3.3: compute nodes in one ctrl chain
-  in schedule order, collectives in a second chain in program order (identical on every member of a
-  group), receives without ctrl edges, sends depending only on their producer; node ids in schedule
-  order. Tags: ``2·j`` forward and ``2·j + 1`` backward for micro-batch ``j``.
+* **Schedules** (§3): 1F1B, GPipe or interleaved 1F1B (``virtual_stages`` chunks per rank, with
+  the wrap-around transfers from the last stage to the first), encoded as in §3.3: compute nodes in
+  one ctrl chain in schedule order, collectives in a second chain in program order (identical on
+  every member of a group), receives without ctrl edges, sends depending only on their producer;
+  node ids in schedule order. Tags: one per message of the step (micro-batch, virtual-stage boundary, direction).
 * **Ranks** (§4, :mod:`chakra.generate.layout`): tensor parallelism innermost; each pipeline stage is
   built once and written for every rank of that stage with its own communicators and peers
   (:mod:`chakra.generate.template`).
@@ -31,9 +34,10 @@ below refer to it):
   attention reads the growing KV cache; the LM head runs on the last positions only; with pipeline
   parallelism the last stage sends the sampled tokens back to the first.
 
-Not modelled (yet): interleaved (virtual) pipelines, zero-bubble schedules, the ring (P2P) and
-all-to-all variants of context parallelism, ZeRO-3 with mixture-of-experts, sequence parallelism
-in inference, continuous batching, and imbalanced expert routing (routing is even).
+Not modelled (yet): zero-bubble schedules, the ring (P2P) and all-to-all variants of context
+parallelism, ZeRO-3 with mixture-of-experts, sequence or context parallelism and interleaving in
+inference, continuous batching, and imbalanced expert routing (routing is even). Without sequence
+parallelism the MoE router runs on every TP rank (replicated compute, as in Megatron).
 
 Example:
     >>> spec = WorkloadSpec(PRESETS["llama3-8b"], ParallelSpec(tp=2, pp=2, dp=2), HARDWARE_PRESETS["h100"],
@@ -68,6 +72,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     GlobalMetadata,
 )
 from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
+from chakra.validate import astra_group_id_note
 
 #: Elementwise FLOPs per element (reference §1.1 conventions).
 NORM_FLOPS = {"layernorm": 5, "rmsnorm": 4}
@@ -78,6 +83,8 @@ CROSS_ENTROPY_FLOPS = 5
 #: grad (16 B) and writes master, m, v and the bf16 copy (14 B).
 ADAM_FLOPS_PER_PARAM = 12
 ADAM_BYTES_PER_PARAM = 30
+#: Passes over the score matrix of unfused attention, forward and again backward (reference §1.5).
+UNFUSED_SCORE_PASSES = 4
 #: FlashAttention's backward recomputes the scores: 2.5x its forward (reference §1.3).
 FLASH_BACKWARD_FACTOR = 2.5
 PLAIN_BACKWARD_FACTOR = 2.0
@@ -109,6 +116,7 @@ class LlmWorkload:
     nodes_per_stage: list[int]
     kinds_per_stage: list[dict[str, int]] = field(default_factory=list)
     removed_stale: list[Path] = field(default_factory=list)  # files of an earlier, larger workload
+    notes: list[str] = field(default_factory=list)  # what a consumer should know about the files
 
     @property
     def total_nodes(self) -> int:
@@ -140,9 +148,16 @@ class _Stage:
         self.fe_r = model.ffn_per_expert // self.t
         self.vocab_r = model.padded_vocab(self.t) // self.t
         self.norm_k = NORM_PARAMS_PER_HIDDEN[model.norm]
-        first = sum(spec.layers_of_stage()[:stage])
-        self.layers = list(range(first, first + spec.layers_of_stage()[stage]))
-        self.is_first, self.is_last = stage == 0, stage == self.p - 1
+        self.v = par.virtual_stages
+        virtual = spec.layers_of_virtual_stage()
+        starts = [sum(virtual[:k]) for k in range(len(virtual))]
+        # chunk c of this rank is virtual stage c·p + stage (one chunk without interleaving)
+        self.chunks = [
+            list(range(starts[c * self.p + stage], starts[c * self.p + stage] + virtual[c * self.p + stage]))
+            for c in range(self.v)
+        ]
+        self.layers = [layer for chunk in self.chunks for layer in chunk]
+        self.is_first, self.is_last = stage == 0, stage == self.p - 1  # hold the embedding, the head
         hw = spec.hardware
         self._peak = hw.peak_flops if hw else 0.0
         self._bw = hw.mem_bw_bytes_per_s if hw else 0.0
@@ -189,14 +204,15 @@ class _Stage:
         self.last_collective = node
         return node
 
-    def gemm(self, name: str, m: int, k: int, n: int, phase: str, deps: Sequence[int | None]) -> int:
-        """A GEMM ``[m×k]·[k×n]`` forward, or its dgrad/wgrad (same FLOPs; bytes per §1.5). Names
-        read ``<scope>.<pass>.<op>``, with ``.dgrad``/``.wgrad`` appended in backward."""
+    def gemm(self, name: str, m: int, k: int, n: int, phase: str, deps: Sequence[int | None], weights: int = 1) -> int:
+        """A GEMM ``[m×k]·[k×n]`` forward, or its dgrad/wgrad (same FLOPs; bytes per §1.5), over
+        ``weights`` weight matrices of ``k×n`` (a grouped GEMM over several experts reads them all).
+        Names read ``<scope>.<pass>.<op>``, with ``.dgrad``/``.wgrad`` appended in backward."""
         flops = 2 * m * k * n
         if phase == "wgrad":  # reads X and dY, accumulates into the gradient buffer (read + write)
-            size = self.w_a * m * k + self.w_a * m * n + 2 * self.w_g * k * n
+            size = self.w_a * m * k + self.w_a * m * n + 2 * self.w_g * k * n * weights
         else:
-            size = self.w_a * m * k + self.w_w * k * n + self.w_a * m * n
+            size = self.w_a * m * k + self.w_w * k * n * weights + self.w_a * m * n
         node = self.comp(name if phase == "fwd" else f"{name}.{phase}", flops, size, deps)
         if phase == "wgrad":
             self.wgrads.append(node)
@@ -254,7 +270,7 @@ class _Stage:
         res1 = self.elem(f"{pre}.residual1", self.T_sp * self.h, 1, 3, [red, x])
         ln2 = self._norm(f"{pre}.ln2", res1)
         inp2 = self.sp_gather(f"{pre}.mlp.sp_allgather", ln2)
-        y = self._moe_forward(pre, inp2) if self.model.is_moe else self._mlp_forward(pre, inp2)
+        y = self._moe_forward(pre, ln2, inp2) if self.model.is_moe else self._mlp_forward(pre, inp2)
         red2 = self.tp_reduce(f"{pre}.mlp.tp_reduce", y)
         return self.elem(f"{pre}.residual2", self.T_sp * self.h, 1, 3, [red2, res1])
 
@@ -265,7 +281,15 @@ class _Stage:
         kv_read = 2 * self.b * self.kv_len * self.kv_r * self.w_a
         stats = FP32_BYTES * self.b * self.heads_r * (self.s // self.c)
         kv_write = 2 * self.T * self.kv_r * self.w_a if self.spec.step == "inference" else 0
-        return q_and_o + kv_read + stats + kv_write
+        return q_and_o + kv_read + stats + kv_write + self._score_bytes()
+
+    def _score_bytes(self) -> float:
+        """Unfused attention materializes the score matrix: about four passes over it (scores
+        written, read by softmax, probabilities written, read by P·V; §1.5); fused kernels none."""
+        if self.spec.flash_attention:
+            return 0.0
+        kappa = self.spec.kappa(self.kv_len) if self.s > 1 else 1.0
+        return UNFUSED_SCORE_PASSES * self.w_a * self.b * self.heads_r * (self.s / self.c) * self.kv_len * kappa
 
     def _activation(self, name: str, elements: int, dep: int) -> int:
         gated = self.model.gated_mlp
@@ -279,15 +303,24 @@ class _Stage:
     def _moe_tokens(self) -> int:
         return self.model.top_k * self.T
 
-    def _moe_forward(self, pre: str, inp: int) -> int:
+    def _local_experts(self) -> int:
+        """Experts of this rank whose weights a grouped GEMM reads: all it hosts, unless fewer
+        token-expert pairs arrive than that (decode)."""
+        return min(self.model.experts // self.e, self._moe_tokens())
+
+    def _moe_forward(self, pre: str, ln2: int, inp: int) -> int:
+        """Router on the (sequence-sharded with SP) norm output, dispatch, the local experts'
+        grouped GEMMs, combine (§1.2, §2.8)."""
         m = self.model
-        router = self.gemm(f"{pre}.moe.router", self.T_sp, self.h, m.experts, "fwd", [inp])
+        router = self.gemm(f"{pre}.moe.router", self.T_sp, self.h, m.experts, "fwd", [ln2])
         routed = self._moe_tokens()
-        permute = self.elem(f"{pre}.moe.permute", routed * self.h, 1, 2, [router])
+        permute = self.elem(f"{pre}.moe.permute", routed * self.h, 1, 2, [router, inp])
         a2a = self.coll(f"{pre}.moe.dispatch", ALL_TO_ALL, routed * self.h * self.w_a, "ep", [permute])
-        up = self.gemm(f"{pre}.moe.expert_up", routed, self.h, (m.mlp_matrices - 1) * self.fe_r, "fwd", [permute, a2a])
+        n_up = (m.mlp_matrices - 1) * self.fe_r
+        local = self._local_experts()
+        up = self.gemm(f"{pre}.moe.expert_up", routed, self.h, n_up, "fwd", [permute, a2a], local)
         act = self._activation(f"{pre}.moe.act", routed * self.fe_r, up)
-        down = self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "fwd", [act])
+        down = self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "fwd", [act], local)
         combine = self.coll(f"{pre}.moe.combine", ALL_TO_ALL, routed * self.h * self.w_a, "ep", [down])
         return self.elem(f"{pre}.moe.unpermute", routed * self.h, 1, 2, [down, combine])
 
@@ -295,11 +328,13 @@ class _Stage:
         """One layer's backward from the gradient node ``dy`` (after ``gate``, e.g. its ZeRO-3
         all-gather); returns the input-gradient node."""
         spec = self.spec
+        recomputed: int | None = None
         if spec.recompute == "full":  # the whole forward again, collectives included (§1.3)
-            dy = self.layer_forward(layer, dy, "recompute", gate)
+            # from the layer's saved input; placed once the gradient has arrived, just before its use
+            recomputed = self.layer_forward(layer, dy, "recompute", gate)
             gate = None
         pre = f"layer{layer}.bwd"
-        g = [self.sp_gather(f"{pre}.mlp.sp_allgather", dy), gate]
+        g = [self.sp_gather(f"{pre}.mlp.sp_allgather", dy), gate, recomputed]
         d_mlp = self._moe_backward(pre, g) if self.model.is_moe else self._mlp_backward(pre, g)
         ln2 = self._norm(f"{pre}.ln2", d_mlp)
         g2 = self.sp_gather(f"{pre}.attn.sp_allgather", ln2)
@@ -308,7 +343,8 @@ class _Stage:
         if spec.recompute == "selective":  # the attention core forward again (Megatron selective)
             out_d = self.comp(f"{pre}.attn.core.recompute", self.attention_flops(), self._attention_bytes(), [out_d])
         factor = FLASH_BACKWARD_FACTOR if spec.flash_attention else PLAIN_BACKWARD_FACTOR
-        core_bytes = 4 * self.T * self.q_r * self.w_a + 4 * self.b * self.kv_len * self.kv_r * self.w_a
+        core_bytes: float = 4 * self.T * self.q_r * self.w_a + 4 * self.b * self.kv_len * self.kv_r * self.w_a
+        core_bytes += self._score_bytes()  # the backward passes over the scores as often
         core = self.comp(f"{pre}.attn.core", factor * self.attention_flops(), core_bytes, [out_d])
         kv_block = 2 * self.T * self.kv_r * self.w_a
         dkv = self.coll(f"{pre}.attn.cp_reducescatter", REDUCE_SCATTER, self.c * kv_block, "cp", [core])
@@ -342,12 +378,13 @@ class _Stage:
         a2a_bytes = routed * self.h * self.w_a
         unpermute = self.elem(f"{pre}.moe.unpermute", routed * self.h, 1, 2, g)
         combine = self.coll(f"{pre}.moe.combine", ALL_TO_ALL, a2a_bytes, "ep", [unpermute])
-        down_d = self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "dgrad", [unpermute, combine])
-        self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "wgrad", [unpermute, combine])
+        local = self._local_experts()
+        down_d = self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "dgrad", [unpermute, combine], local)
+        self.gemm(f"{pre}.moe.expert_down", routed, self.fe_r, self.h, "wgrad", [unpermute, combine], local)
         act = self._activation(f"{pre}.moe.act", routed * self.fe_r, down_d)
         n_up = (m.mlp_matrices - 1) * self.fe_r
-        up_d = self.gemm(f"{pre}.moe.expert_up", routed, self.h, n_up, "dgrad", [act])
-        self.gemm(f"{pre}.moe.expert_up", routed, self.h, n_up, "wgrad", [act])
+        up_d = self.gemm(f"{pre}.moe.expert_up", routed, self.h, n_up, "dgrad", [act], local)
+        self.gemm(f"{pre}.moe.expert_up", routed, self.h, n_up, "wgrad", [act], local)
         dispatch = self.coll(f"{pre}.moe.dispatch", ALL_TO_ALL, a2a_bytes, "ep", [up_d])
         permute = self.elem(f"{pre}.moe.permute", routed * self.h, 1, 2, [up_d, dispatch])
         router_d = self.gemm(f"{pre}.moe.router", self.T_sp, self.h, m.experts, "dgrad", [permute])
@@ -355,26 +392,29 @@ class _Stage:
         return self.tp_reduce(f"{pre}.mlp.tp_reduce", router_d)
 
     # ---- embedding and head ------------------------------------------------------------------
-    def embedding_forward(self, tag: str, dep: int | None) -> int:
+    def embedding_forward(self, tag: str, dep: int | None, gate: int | None = None) -> int:
         """Vocabulary-parallel lookup (plus learned positions) and its TP reduction (§2.3)."""
         tokens_h = self.T * self.h
         size = self.w_w * tokens_h + self.w_a * tokens_h + TOKEN_ID_BYTES * self.T
         if self.model.learned_positions:
             size += self.w_w * tokens_h
-        look = self.comp(f"embedding.{tag}", tokens_h, size, [dep])
+        look = self.comp(f"embedding.{tag}", tokens_h, size, [dep, gate])
         return self.tp_reduce(f"embedding.{tag}.tp_reduce", look)
 
-    def embedding_backward(self, dep: int | None) -> int:
-        g = self.sp_gather("embedding.bwd.sp_allgather", dep) if dep is not None else None
+    def embedding_backward(self, dep: int, gate: int | None = None) -> int:
+        g = self.sp_gather("embedding.bwd.sp_allgather", dep)
         tokens_h = self.T * self.h
         size = self.w_a * tokens_h + 2 * self.w_g * tokens_h + TOKEN_ID_BYTES * self.T  # scatter-add into the grad
-        node = self.comp("embedding.bwd", tokens_h, size, [g])
+        node = self.comp("embedding.bwd", tokens_h, size, [g, gate])
         self.wgrads.append(node)
         return node
 
-    def head_forward(self, tag: str, x: int | None) -> int:
+    def head_forward(self, tag: str, x: int | None, gate: int | None = None) -> int:
         """Final norm, LM head over the vocabulary shard, vocabulary-parallel cross-entropy (§2.3)."""
-        norm = self._norm(f"final_norm.{tag}", x)
+        norm = self.elem(
+            f"final_norm.{tag}", self.T_sp * self.h, NORM_FLOPS[self.model.norm], 2, [x, gate],
+            self.w_w * self.h + 2 * FP32_BYTES * self.T_sp,
+        )  # fmt: skip
         inp = self.sp_gather(f"lm_head.{tag}.sp_allgather", norm)
         head = self.gemm(f"lm_head.{tag}", self.T, self.h, self.vocab_r, "fwd", [inp])
         loss = self.elem(
@@ -386,8 +426,8 @@ class _Stage:
             out = red if red is not None else out
         return out
 
-    def head_backward(self, dep: int) -> int:
-        ce = self.elem("cross_entropy.bwd", self.T * self.vocab_r, 2, 2, [dep])
+    def head_backward(self, dep: int, gate: int | None = None) -> int:
+        ce = self.elem("cross_entropy.bwd", self.T * self.vocab_r, 2, 2, [dep, gate])
         head_d = self.gemm("lm_head.bwd", self.T, self.h, self.vocab_r, "dgrad", [ce])
         red = self.tp_reduce("lm_head.bwd.tp_reduce", head_d)
         regather = self._regather("lm_head.bwd.sp_regather", ce)
@@ -408,24 +448,11 @@ def _layer_params(st: _Stage) -> tuple[int, int]:
     return dense + m.mlp_matrices * h * st.f_r + ((m.mlp_matrices - 1) * st.f_r + h if bias else 0), 0
 
 
-def _edge_params(st: _Stage) -> int:
-    """Embedding (first stage), final norm and LM head (last stage) parameters on one rank; with tied
-    embeddings on one stage the head is the embedding itself."""
-    m, h = st.model, st.h
-    total = 0
-    if st.is_first:
-        total += st.vocab_r * h + (m.seq_len * h if m.learned_positions else 0)
-    if st.is_last:
-        total += st.norm_k * h
-        if not (m.tied_embeddings and st.is_first):
-            total += st.vocab_r * h
-    return total
-
-
 def replicated_params(st: _Stage) -> int:
-    """Parameters every TP rank holds in full (norms, row-parallel biases): their gradients are partial
-    under sequence parallelism and all-reduced over TP once per step (§2.2)."""
+    """Parameters every TP rank holds in full (norms, row-parallel biases, MoE routers): their
+    gradients are partial under sequence parallelism and all-reduced over TP once per step (§2.2)."""
     per_layer = 2 * st.norm_k * st.h + (2 * st.h if st.model.bias else 0)
+    per_layer += st.h * st.model.experts  # the router sees the sequence shard too (Megatron-Core reduces it likewise)
     return per_layer * len(st.layers) + (st.norm_k * st.h if st.is_last else 0)
 
 
@@ -434,7 +461,7 @@ def stage_params(spec: WorkloadSpec, stage: int) -> tuple[int, int]:
     layout = _layout(spec)
     st = _Stage(spec, layout, stage, {})
     dense, expert = _layer_params(st)
-    return dense * len(st.layers) + _edge_params(st), expert * len(st.layers)
+    return dense * len(st.layers) + sum(_edge_units(st)), expert * len(st.layers)
 
 
 # ---- the training step ------------------------------------------------------------------------
@@ -446,39 +473,65 @@ class _Buckets:
         self.st, self.group, self.limit = st, group, limit_params
         self.pending = 0
         self.deps: list[int] = []
-        self.emitted: list[int] = []  # parameter count of every bucket, in order
+        self.emitted: list[tuple[int, int]] = []  # (micro-batch, parameters) of every bucket, in order
 
-    def add(self, params: int, wgrads: list[int], reduce_type: int) -> None:
+    def add(self, params: int, wgrads: list[int], reduce_type: int, micro_batch: int) -> None:
         self.pending += params
         self.deps.extend(wgrads)
         if self.pending >= self.limit:
-            self.flush(reduce_type)
+            self.flush(reduce_type, micro_batch)
 
-    def flush(self, reduce_type: int) -> None:
+    def flush(self, reduce_type: int, micro_batch: int) -> None:
         if not self.pending:
             return
         st = self.st
         name = f"grad_bucket{len(self.emitted)}.{self.group}"
         st.coll(name, reduce_type, self.pending * st.w_g, self.group, list(self.deps))
-        self.emitted.append(self.pending)
+        self.emitted.append((micro_batch, self.pending))
         self.pending = 0
         self.deps = []
 
+    def of_micro_batch(self, micro_batch: int) -> list[int]:
+        """Parameters of each bucket reduced in ``micro_batch``, in order."""
+        return [params for j, params in self.emitted if j == micro_batch]
 
-def _schedule(kind: str, stage: int, stages: int, m: int) -> list[tuple[str, int]]:
-    """Units ``("F"|"B", micro-batch)`` of ``stage`` in schedule order (§3.1)."""
+
+def _schedule(kind: str, stage: int, stages: int, m: int, chunks: int = 1) -> list[tuple[str, int, int]]:
+    """Units ``("F"|"B", micro-batch, chunk)`` of ``stage`` in schedule order (§3.1)."""
     if kind == "gpipe":
-        return [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
+        return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in range(m)]
+    if kind == "interleaved":
+        return _interleaved(stage, stages, m, chunks)
     warmup = min(stages - stage - 1, m)
-    units = [("F", j) for j in range(warmup)]
+    units = [("F", j, 0) for j in range(warmup)]
     for j in range(m - warmup):
-        units += [("F", warmup + j), ("B", j)]
-    return units + [("B", j) for j in range(m - warmup, m)]
+        units += [("F", warmup + j, 0), ("B", j, 0)]
+    return units + [("B", j, 0) for j in range(m - warmup, m)]
 
 
-def schedule_units(spec: WorkloadSpec, stage: int) -> list[tuple[str, int]]:
-    """The forward/backward order of ``stage`` under the spec's schedule (public for tests and tools)."""
-    return _schedule(spec.parallel.schedule, stage, spec.parallel.pp, spec.micro_batches)
+def _interleaved(stage: int, p: int, m: int, v: int) -> list[tuple[str, int, int]]:
+    """Megatron's interleaved 1F1B (§3.1): virtual step ``k`` runs micro-batch
+    ``(k div p·v)·p + k mod p`` of chunk ``(k mod p·v) div p`` forward (``v - 1 -`` that backward);
+    ``min(2(p - i - 1) + (v - 1)·p, m·v)`` warm-up forwards, then forward/backward pairs, then the
+    remaining backwards. Needs ``m`` to be a multiple of ``p``."""
+    steps = m * v
+
+    def unit(kind: str, k: int) -> tuple[str, int, int]:
+        group = (k % (p * v)) // p
+        return kind, (k // (p * v)) * p + k % p, group if kind == "F" else v - 1 - group
+
+    warmup = min(2 * (p - stage - 1) + (v - 1) * p, steps)
+    units = [unit("F", k) for k in range(warmup)]
+    for k in range(steps - warmup):
+        units += [unit("F", k + warmup), unit("B", k)]
+    return units + [unit("B", k) for k in range(steps - warmup, steps)]
+
+
+def schedule_units(spec: WorkloadSpec, stage: int) -> list[tuple[str, int, int]]:
+    """The ``(F|B, micro-batch, chunk)`` order of ``stage`` under the spec's schedule (chunk 0
+    unless interleaved; public for tests and tools)."""
+    par = spec.parallel
+    return _schedule(par.schedule, stage, par.pp, spec.micro_batches, par.virtual_stages)
 
 
 def _zero3_unit_bytes(st: _Stage, params: int) -> int:
@@ -486,70 +539,107 @@ def _zero3_unit_bytes(st: _Stage, params: int) -> int:
     return math.ceil(params / shards) * st.w_w
 
 
+def _p2p_tag(st: _Stage, micro_batch: int, boundary: int, backward: bool) -> int:
+    """A tag unique per message of the step: the micro-batch, the virtual-stage boundary it crosses
+    (``boundary`` → ``boundary + 1``) and the direction; well below ASTRA-sim's 5·10⁸ (§2.6)."""
+    boundaries = st.p * st.v - 1
+    return 2 * (micro_batch * boundaries + boundary) + int(backward)
+
+
+def _edge_units(st: _Stage) -> tuple[int, int]:
+    """Parameters of the embedding unit (first stage) and of the head unit (final norm and LM head,
+    last stage) on one rank; 0 where the rank has none. With tied embeddings on a single stage the
+    head is the embedding table itself."""
+    m, h = st.model, st.h
+    embedding = st.vocab_r * h + (m.seq_len * h if m.learned_positions else 0) if st.is_first else 0
+    head = 0
+    if st.is_last:
+        head = st.norm_k * h + (0 if (m.tied_embeddings and st.is_first) else st.vocab_r * h)
+    return embedding, head
+
+
 def _build_training(st: _Stage) -> None:
+    """One training step of the stage: the schedule's units, each pipeline transfer, gradient
+    reductions (once per step, ZeRO-2 every micro-batch, ZeRO-3 per unit) and the step end."""
     spec, par = st.spec, st.spec.parallel
-    m = spec.micro_batches
+    m, p, v = spec.micro_batches, st.p, st.v
     stride = st.layout.stage_stride
+    wrap = (p - 1) * stride  # between stage p-1 and stage 0: the next chunk of an interleaved pipeline
+    last_virtual = p * v - 1
     p2p_bytes = st.A // st.t if st.sp else st.A
     dense_layer, expert_layer = _layer_params(st)
+    embedding_params, head_params = _edge_units(st)
     zero = par.zero
-    dp_size = st.sizes.get("dpcp", 1)
-    limit = spec.dp_bucket_params or max(MIN_BUCKET_PARAMS, BUCKET_PARAMS_PER_DP_RANK * dp_size)
+    limit = spec.dp_bucket_params or max(MIN_BUCKET_PARAMS, BUCKET_PARAMS_PER_DP_RANK * st.sizes.get("dpcp", 1))
     dense_buckets = _Buckets(st, "dpcp", limit)
     expert_buckets = _Buckets(st, "edp", limit)
     reduce_type = ALL_REDUCE if zero == 0 else REDUCE_SCATTER
     unit_bytes = _zero3_unit_bytes(st, dense_layer)
-    outputs: dict[int, int] = {}
-    for unit, j in _schedule(par.schedule, st.stage, st.p, m):
-        reduce_now = j == m - 1 or zero == 2  # gradients are reduced once per step, ZeRO-2 every micro-batch
+    outputs: dict[tuple[int, int], int] = {}
+
+    def zero3_gather(name: str, params: int) -> int | None:
+        return (
+            st.coll(f"{name}.zero3_allgather", ALL_GATHER, _zero3_unit_bytes(st, params), "dpcp", [])
+            if zero == 3
+            else None
+        )
+
+    def reduce_grads(name: str, params: int, expert: int, micro_batch: int) -> None:
+        """The gradients of one unit just computed (``st.wgrads``): ZeRO-3 scatters them now, the
+        others collect them into buckets on the micro-batch they are reduced in."""
+        if zero == 3:
+            st.coll(f"{name}.zero3_reducescatter", REDUCE_SCATTER, params * st.w_g, "dpcp", st.wgrads)
+        elif micro_batch == m - 1 or zero == 2:  # once per step (last micro-batch); ZeRO-2 every one
+            dense_buckets.add(params, st.wgrads, reduce_type, micro_batch)
+            if expert:
+                expert_buckets.add(expert, list(st.wgrads), reduce_type, micro_batch)
+
+    for unit, j, chunk in _schedule(par.schedule, st.stage, p, m, v):
+        virtual = chunk * p + st.stage
+        layers = st.chunks[chunk]
         if unit == "F":
-            if st.is_first:
-                x = st.embedding_forward("fwd", None)
+            if virtual == 0:
+                x = st.embedding_forward("fwd", None, zero3_gather("embedding.fwd", embedding_params))
             else:
-                x = st.tmpl.p2p(f"mb{j}.fwd.recv", send=False, size_bytes=p2p_bytes, peer_offset=-stride, tag=2 * j)
-            gathers = _Zero3Gathers(st, st.layers, unit_bytes, "fwd") if zero == 3 else None
-            for index, layer in enumerate(st.layers):
+                tag = _p2p_tag(st, j, virtual - 1, backward=False)
+                offset = -stride if st.stage else wrap
+                x = st.tmpl.p2p(f"mb{j}.fwd.recv", send=False, size_bytes=p2p_bytes, peer_offset=offset, tag=tag)
+            gathers = _Zero3Gathers(st, layers, unit_bytes, "fwd") if zero == 3 else None
+            for index, layer in enumerate(layers):
                 x = st.layer_forward(layer, x, "fwd", gathers.before(index) if gathers else None)
-            if st.is_last:
-                x = st.head_forward("fwd", x)
+            if virtual == last_virtual:
+                x = st.head_forward("fwd", x, zero3_gather("lm_head.fwd", head_params))
             else:
-                st.tmpl.p2p(f"mb{j}.fwd.send", send=True, size_bytes=p2p_bytes, peer_offset=stride, tag=2 * j, deps=[x])
-            outputs[j] = x
+                tag = _p2p_tag(st, j, virtual, backward=False)
+                offset = stride if st.stage < p - 1 else -wrap
+                st.tmpl.p2p(f"mb{j}.fwd.send", send=True, size_bytes=p2p_bytes, peer_offset=offset, tag=tag, deps=[x])
+            outputs[(j, chunk)] = x
             continue
-        if st.is_last:
+        if virtual == last_virtual:
             st.wgrads = []
-            dy = st.head_backward(outputs[j])
-            if reduce_now and zero != 3 and not st.is_first:
-                dense_buckets.add(_edge_params(st), st.wgrads, reduce_type)
+            dy = st.head_backward(outputs[(j, chunk)], zero3_gather("lm_head.bwd", head_params))
+            reduce_grads("lm_head", head_params, 0, j)
         else:
-            dy = st.tmpl.p2p(f"mb{j}.bwd.recv", send=False, size_bytes=p2p_bytes, peer_offset=stride, tag=2 * j + 1)
-        backward_layers = list(reversed(st.layers))
+            tag = _p2p_tag(st, j, virtual, backward=True)
+            offset = stride if st.stage < p - 1 else -wrap
+            dy = st.tmpl.p2p(f"mb{j}.bwd.recv", send=False, size_bytes=p2p_bytes, peer_offset=offset, tag=tag)
+        backward_layers = list(reversed(layers))
         gathers = _Zero3Gathers(st, backward_layers, unit_bytes, "bwd") if zero == 3 else None
         for index, layer in enumerate(backward_layers):
             gate = gathers.before(index) if gathers else None
             st.wgrads = []
             dy = st.layer_backward(layer, dy, gate)
-            if zero == 3:
-                st.coll(f"layer{layer}.zero3_reducescatter", REDUCE_SCATTER, dense_layer * st.w_g, "dpcp", st.wgrads)
-            elif reduce_now:
-                dense_buckets.add(dense_layer, st.wgrads, reduce_type)
-                if expert_layer:
-                    expert_buckets.add(expert_layer, list(st.wgrads), reduce_type)
-        if st.is_first:
+            reduce_grads(f"layer{layer}", dense_layer, expert_layer, j)
+        if virtual == 0:
             st.wgrads = []
-            dy = st.embedding_backward(dy)
-            edge = _edge_params(st)
-            if zero == 3:
-                st.coll("embedding.zero3_reducescatter", REDUCE_SCATTER, edge * st.w_g, "dpcp", st.wgrads)
-            elif reduce_now:
-                dense_buckets.add(edge, st.wgrads, reduce_type)
+            dy = st.embedding_backward(dy, zero3_gather("embedding.bwd", embedding_params))
+            reduce_grads("embedding", embedding_params, 0, j)
         else:
-            st.tmpl.p2p(
-                f"mb{j}.bwd.send", send=True, size_bytes=p2p_bytes, peer_offset=-stride, tag=2 * j + 1, deps=[dy]
-            )
-        if reduce_now:
-            dense_buckets.flush(reduce_type)
-            expert_buckets.flush(reduce_type)
+            tag = _p2p_tag(st, j, virtual - 1, backward=True)
+            offset = -stride if st.stage else wrap
+            st.tmpl.p2p(f"mb{j}.bwd.send", send=True, size_bytes=p2p_bytes, peer_offset=offset, tag=tag, deps=[dy])
+        dense_buckets.flush(reduce_type, j)  # a no-op unless this unit collected gradients
+        expert_buckets.flush(reduce_type, j)
     _step_end(st, dense_buckets, expert_buckets)
 
 
@@ -592,7 +682,7 @@ def _step_end(st: _Stage, dense: _Buckets, expert: _Buckets) -> None:
         red = st.coll("norms.sp_allreduce", ALL_REDUCE, norm_grad_bytes, "tp", [last_reduction, backward_done])
         last_reduction = red if red is not None else last_reduction
     dense_layer, expert_layer = _layer_params(st)
-    held = dense_layer * len(st.layers) + _edge_params(st)
+    held = dense_layer * len(st.layers) + sum(_edge_units(st))
     experts = expert_layer * len(st.layers)
     if zero:
         held = math.ceil(held / st.sizes.get("dpcp", 1))
@@ -601,9 +691,11 @@ def _step_end(st: _Stage, dense: _Buckets, expert: _Buckets) -> None:
     st.comp("optimizer.step", ADAM_FLOPS_PER_PARAM * updated, ADAM_BYTES_PER_PARAM * updated, [last_reduction])
     if zero in (1, 2):
         optimizer = st.last_compute
+        last_micro_batch = spec.micro_batches - 1
         for group, buckets in (("dpcp", dense), ("edp", expert)):
             shards = st.sizes.get(group, 1)
-            for i, params in enumerate(buckets.emitted):
+            # the updated shards of one step's gradients, bucket by bucket (ZeRO-2 reduced every micro-batch)
+            for i, params in enumerate(buckets.of_micro_batch(last_micro_batch)):
                 st.coll(
                     f"param_bucket{i}.{group}.allgather",
                     ALL_GATHER,
@@ -679,14 +771,13 @@ def build_stage(spec: WorkloadSpec, stage: int) -> RankTemplate:
 
 def _group_sizes(spec: WorkloadSpec, layout: Layout) -> dict[str, int]:
     par = spec.parallel
-    sizes = {"tp": par.tp, "cp": par.cp, "dp": par.dp, "dpcp": par.dp * par.cp}
+    sizes = {"tp": par.tp, "cp": par.cp, "dpcp": par.dp * par.cp}
     if spec.model.is_moe:
         sizes["ep"] = par.ep
         sizes["edp"] = par.dp * par.cp // par.ep
     sizes["emb"] = 2 if (layout.pp > 1 and spec.model.tied_embeddings) else 1
     if spec.step == "inference":  # replicas serve on their own: no gradient groups
         sizes["dpcp"] = sizes["edp"] = sizes["emb"] = 1
-        sizes["cp"] = par.cp
     return sizes
 
 
@@ -696,6 +787,8 @@ def _check_generatable(spec: WorkloadSpec) -> None:
         raise ChakraInputError(
             "ZeRO-3 with a mixture-of-experts model is not modelled yet", hint="use zero 0, 1 or 2 for MoE models"
         )
+    if spec.step == "inference" and par.virtual_stages > 1:
+        raise ChakraInputError("an interleaved pipeline is not modelled for inference", hint="use virtual_stages 1")
     if spec.step == "inference" and (par.sp or par.cp > 1):
         raise ChakraInputError(
             "sequence and context parallelism are not modelled for inference", hint="use sp false and cp 1"
@@ -747,8 +840,17 @@ def generate_llm(
     if groups:
         write_comm_groups(groups_file, groups)
     removed = remove_stale_files(prefix.parent, prefix.name, set(files), None if groups else groups_file)
+    notes = [note for note in (astra_group_id_note(max(groups, default=0)),) if note is not None]
     return LlmWorkload(
-        prefix, world, files, groups_file if groups else None, len(groups), nodes_per_stage, kinds_per_stage, removed
+        prefix,
+        world,
+        files,
+        groups_file if groups else None,
+        len(groups),
+        nodes_per_stage,
+        kinds_per_stage,
+        removed,
+        notes,
     )
 
 

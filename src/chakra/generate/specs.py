@@ -32,7 +32,7 @@ VOCAB_PAD_MULTIPLE = 128
 #: Norm kinds and their parameters per norm: LayerNorm has a scale and a bias, RMSNorm a scale.
 NORM_PARAMS_PER_HIDDEN = {"layernorm": 2, "rmsnorm": 1}
 
-SCHEDULES = ("1f1b", "gpipe")
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 STEPS = ("train", "inference")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -129,8 +129,10 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class ParallelSpec:
-    """How the model is split. ``layers_per_stage`` (optional) overrides the even split; ``ep`` is
-    carved out of ``dp·cp`` (Megatron-Core); ``zero`` is the ZeRO stage (3 = FSDP full shard)."""
+    """How the model is split. ``layers_per_stage`` (optional) overrides the even split (with
+    ``virtual_stages`` > 1: one entry per virtual stage, in virtual-stage order); ``ep`` is carved
+    out of ``dp·cp`` (Megatron-Core); ``zero`` is the ZeRO stage (3 = FSDP full shard);
+    ``virtual_stages`` is the model chunks per pipeline rank of the interleaved schedule."""
 
     tp: int = 1
     pp: int = 1
@@ -140,6 +142,7 @@ class ParallelSpec:
     sp: bool = False
     zero: int = 0
     schedule: str = "1f1b"
+    virtual_stages: int = 1
     layers_per_stage: tuple[int, ...] = ()
     #: Megatron re-gathers a sequence-parallel GEMM input for the weight gradient (reference §2.2).
     sp_regather: bool = True
@@ -198,14 +201,21 @@ class WorkloadSpec:
         """The computed fraction of the score matrix (reference §0)."""
         return (seq_len + 1) / (2 * seq_len) if self.causal else 1.0
 
-    def layers_of_stage(self) -> list[int]:
-        """Layers on each pipeline stage: the explicit split, else even with the remainder on the
-        early stages."""
-        p = self.parallel.pp
+    def layers_of_virtual_stage(self) -> list[int]:
+        """Layers of each virtual stage ``c·p + i`` (chunk ``c`` of pipeline rank ``i``; the stages
+        themselves without interleaving): the explicit split, else even with the remainder on the
+        early ones."""
+        count = self.parallel.pp * self.parallel.virtual_stages
         if self.parallel.layers_per_stage:
             return list(self.parallel.layers_per_stage)
-        base, extra = divmod(self.model.layers, p)
-        return [base + (1 if i < extra else 0) for i in range(p)]
+        base, extra = divmod(self.model.layers, count)
+        return [base + (1 if i < extra else 0) for i in range(count)]
+
+    def layers_of_stage(self) -> list[int]:
+        """Layers held by each pipeline rank (all its chunks)."""
+        p = self.parallel.pp
+        virtual = self.layers_of_virtual_stage()
+        return [sum(virtual[stage::p]) for stage in range(p)]
 
 
 def _h100() -> HardwareSpec:
@@ -263,12 +273,22 @@ def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
         bad(f"model.norm {m.norm!r} is not one of {', '.join(NORM_PARAMS_PER_HIDDEN)}", "pick one of them")
     if m.heads % m.kv_heads:
         bad(f"{m.heads} heads do not divide into {m.kv_heads} KV heads", "kv_heads must divide heads")
+    if m.kv_heads % par.tp and par.tp % m.kv_heads:
+        bad(
+            f"{m.kv_heads} KV heads neither split over nor replicate evenly on tp={par.tp}",
+            "tp must divide kv_heads, or kv_heads divide tp",
+        )
     if m.heads % par.tp:
         bad(f"{m.heads} heads do not split over tp={par.tp}", "tp must divide the number of heads")
     if m.ffn_per_expert % par.tp or m.ffn % par.tp:
         bad(f"the FFN size does not split over tp={par.tp}", "tp must divide ffn")
     if m.seq_len % par.cp or (par.sp and (m.seq_len // par.cp) % par.tp):
         bad(f"sequence {m.seq_len} does not split over cp={par.cp} (and tp={par.tp} with sp)", "pick divisors")
+    if par.cp > 1 and m.seq_len % (2 * par.cp):
+        bad(
+            f"sequence {m.seq_len} does not cut into 2·cp = {2 * par.cp} chunks for causal load balancing",
+            "pick a sequence length that is a multiple of 2·cp",
+        )
     if par.ep > 1 and not m.is_moe:
         bad(f"ep={par.ep} needs a mixture-of-experts model", "set model.experts or ep=1")
     if m.is_moe and (m.experts % par.ep or (par.dp * par.cp) % par.ep):
@@ -277,6 +297,15 @@ def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
         bad(f"top_k={m.top_k} must be between 1 and the experts ({m.experts})", "pick a smaller top_k")
     if par.schedule not in SCHEDULES:
         bad(f"parallel.schedule {par.schedule!r} is not one of {', '.join(SCHEDULES)}", "use 1f1b or gpipe")
+    if par.schedule == "interleaved" and (par.virtual_stages < 2 or par.pp < 2):
+        bad("the interleaved schedule needs pp >= 2 and virtual_stages >= 2", "or use 1f1b")
+    if par.schedule != "interleaved" and par.virtual_stages != 1:
+        bad(f"virtual_stages={par.virtual_stages} needs schedule interleaved", "set schedule: interleaved")
+    if par.schedule == "interleaved" and spec.step == "train" and spec.micro_batches % par.pp:
+        bad(
+            f"the interleaved schedule needs the micro-batches ({spec.micro_batches}) to be a multiple of pp",
+            "pick a global batch giving m = k·pp",
+        )
     if par.zero not in ZERO_STAGES:
         bad(f"parallel.zero {par.zero} is not a ZeRO stage", "use 0, 1, 2 or 3")
     if spec.step not in STEPS:
@@ -286,9 +315,12 @@ def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
     for name in ("dtype", "grad_dtype"):
         if getattr(spec, name) not in DTYPE_BYTES:
             bad(f"{name} {getattr(spec, name)!r} is not one of {', '.join(DTYPE_BYTES)}", "use bf16, fp16, fp32 ...")
-    stages = spec.layers_of_stage()
-    if len(stages) != par.pp or sum(stages) != m.layers or min(stages) < 0:
-        bad(f"layers_per_stage {stages} must list {par.pp} stages adding up to {m.layers} layers", "fix the split")
+    virtual = spec.layers_of_virtual_stage()
+    count = par.pp * par.virtual_stages
+    if len(virtual) != count or sum(virtual) != m.layers or min(virtual) < 0:
+        bad(f"layers_per_stage {virtual} must list {count} stages adding up to {m.layers} layers", "fix the split")
+    if not par.layers_per_stage and m.layers < count:
+        bad(f"{m.layers} layers do not fill {count} pipeline stages", "use fewer stages or give layers_per_stage")
     if spec.micro_batch < 1:
         bad(f"micro_batch must be at least 1, not {spec.micro_batch}", "give sequences per micro-batch")
     if spec.global_batch and spec.global_batch % (spec.micro_batch * par.dp):
@@ -298,8 +330,10 @@ def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
         )
     if spec.global_batch and spec.global_batch < spec.micro_batch * par.dp:
         bad(f"global_batch {spec.global_batch} is smaller than micro_batch x dp", "raise the global batch")
-    if spec.step == "inference" and (par.dp * par.cp > 1 and par.zero):
+    if spec.step == "inference" and par.zero:
         bad("ZeRO does not apply to inference", "set zero to 0")
+    if spec.dp_bucket_params < 0:
+        bad(f"dp_bucket_params cannot be negative ({spec.dp_bucket_params})", "0 picks Megatron-Core's size")
     if spec.decode_steps < 0 or spec.prompt_len < 0:
         bad("decode_steps and prompt_len cannot be negative", "give 0 or more")
 
@@ -325,10 +359,11 @@ def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
         raise ChakraInputError(f"{where}: {exc}", path=path, hint="check the section's keys") from None
 
 
-def load_spec(path: str | Path, **overrides: Any) -> WorkloadSpec:
+def load_spec(path: str | Path, *, check: bool = True, **overrides: Any) -> WorkloadSpec:
     """Read a YAML or JSON spec file. ``model`` is a preset name or a mapping (optionally with
     ``preset:`` plus the keys it changes); ``hardware`` a preset name or a mapping; the other keys
-    are :class:`WorkloadSpec` fields. ``overrides`` replace top-level fields after reading.
+    are :class:`WorkloadSpec` fields. ``overrides`` replace top-level fields after reading; with
+    ``check=False`` the result is not checked (a caller changing it further checks it then).
 
     Example file::
 
@@ -361,7 +396,8 @@ def load_spec(path: str | Path, **overrides: Any) -> WorkloadSpec:
                 raise ChakraInputError(f"{key} must be a mapping", path=path, hint=f"{key}: {{...}}")
     spec = _build(WorkloadSpec, {**spec_values, **data}, "the spec", path)
     spec = dataclasses.replace(spec, **overrides)
-    check_spec(spec, path=path)
+    if check:
+        check_spec(spec, path=path)
     return spec
 
 
