@@ -442,3 +442,8 @@ def test_dropin_bad_value_is_one_line_with_exit_2(tmp_path: Path):
     result = _generator("--default_tensor_size", "0", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "tensor size" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_collective_of_zero_bytes_gets_a_note():
+    workload = micro.collective("ALL_REDUCE", 0, 4, runtime_us=5, name="empty")
+    assert any("0 bytes moves nothing" in note for note in workload.notes)

@@ -168,7 +168,7 @@ def test_malformed_input_names_line_and_column(tmp_path: Path, text: str, fragme
 
 
 def test_comm_type_hints_name_the_fix(tmp_path: Path):
-    for token, hint in (("allreduce", "upper case: ALLREDUCE"), ("ALLTOALL_EP", "write ALLTOALL")):
+    for token, hint in (("allreduce", "upper case: ALLREDUCE"), ("ALLTOALL_EP", "EP communicator\\) is not supported")):
         with pytest.raises(ChakraInputError, match=hint):
             parse_text_workload(_write(tmp_path, f"DATA\n1\na -1 1 {token} 8 1 NONE 0 1 NONE 0 0\n"))
 
@@ -216,6 +216,38 @@ def test_micro_issues_only_weight_gradient_collectives_without_dependencies(tmp_
     assert _shape(nodes) == [("C_conv1_WG_ALLREDUCE", []), ("C_conv1_WG_ALLREDUCE", [])]
     assert get_attr(nodes[0], "comm_size") == 1048576
     assert any("compute times of 1 layer are not used" in note for note in conversion.notes)
+
+
+def test_micro_issues_layer_0_only_as_astra_sim(tmp_path: Path):
+    text = "MICRO\n2\na -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 1024 0\nb -1 1 NONE 0 1 NONE 0 1 ALLGATHER 2048 0\n"
+    conversion = _convert(tmp_path, text, passes=2)
+    assert _shape(_nodes(conversion)) == [("C_a_WG_ALLREDUCE", []), ("C_a_WG_ALLREDUCE", [])]
+    assert any("layer 0's collective only" in note for note in conversion.notes)
+
+
+def test_compute_times_in_ns_are_converted_to_us(tmp_path: Path):
+    text = "DATA\n1\na -1 2500 NONE 0 400 NONE 0 7000 ALLREDUCE 1024 0\n"
+    conversion = convert_text(_write(tmp_path, text), tmp_path / "w", num_npus=2, time_unit="ns")
+    assert [n.duration_micros for n in _nodes(conversion) if n.type == COMP_NODE] == [2, 7]  # fwd, wg (IG unused)
+    as_us = convert_text(_write(tmp_path, text), tmp_path / "u", num_npus=2)
+    assert any("--time-unit ns" in note for note in as_us.notes)
+
+
+def test_simai_headers_with_a_float_pp_comm_no_accumulation_and_the_old_ep_spelling_are_read(tmp_path: Path):
+    header = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 expert_parallel_npu_group: 1 pp: 1 "
+    header += "ga: 0 all_gpus: 4 pp_comm: 8388608.0 checkpoints: 0 checkpoint_initiates: 0"
+    workload = parse_text_workload(_write(tmp_path, header + "\n2\n" + TWO_LAYERS))
+    assert (workload.options["pp_comm"], workload.options["ga"], workload.options["ep"]) == (8388608, 0, 1)
+
+
+def test_a_customized_layer_0_of_dlrm_kind_keeps_its_own_spans(tmp_path: Path):
+    text = (
+        "HYBRID_CUSTOMIZED\n2\na HYBRID_DLRM -1 1 ALLTOALL 64 1 ALLTOALL 64 1 NONE 0 0\n"
+        "b DATA -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 0\n"
+    )
+    nodes = _nodes(_convert(tmp_path, text))
+    # only a DLRM workload gives its layer 0 every dimension: here the DLRM layer's forward is local
+    assert not [n for n in nodes if n.name.startswith("COMM_COLL_NODE_a_FWD")]
 
 
 def test_model_parallel_graph(tmp_path: Path):

@@ -35,8 +35,8 @@ Differences from upstream's ``chakra_converter Text`` (Part B items 34-37): ``NO
 zero-byte steps emit no collective (their dependents wait on the compute node), every kind of
 ASTRA-sim is read, node ids start at 0 in every file, every node has ``is_cpu_op = false``,
 collectives on a subgroup carry ``pg_name``, blank lines are ignored, and the header's layer
-count must match. Compute times are written to ``duration_micros`` unchanged, as upstream does
-(ASTRA-sim 1.0 itself read them as cycles).
+count must match. Compute times are written to ``duration_micros`` as µs, as upstream does
+(ASTRA-sim 1.0 itself read them as cycles, SimAI as ns: ``time_unit="ns"`` converts those).
 
 Speed: every NPU runs the same graph; only the ``pg_name`` of subgroup collectives differs. The
 graph is built and serialized once; a rank's file is those bytes with the rank's ``pg_name``
@@ -132,6 +132,16 @@ _LAYER_LIST_OPTIONS = ("checkpoints", "checkpoint_initiates")
 _MODEL_PARALLEL_KEY = "model_parallel_npu_group"
 _DLRM_KEY = "dlrm_last_bottom_layer"
 _INT_OPTIONS = (_MODEL_PARALLEL_KEY, _DLRM_KEY, "ep", "pp", "vpp", "ga", "all_gpus", "pp_comm")
+#: What the compute-time columns may hold (``convert_text(time_unit=...)``).
+TIME_UNIT_US, TIME_UNIT_NS = "us", "ns"
+TIME_UNITS = (TIME_UNIT_US, TIME_UNIT_NS)
+NS_PER_US = 1000
+#: Other spellings of options, as older AICB versions write them.
+_OPTION_ALIASES = {"expert_parallel_npu_group": "ep"}
+#: Options SimAI parses with ``std::stoi``, which reads the leading integer: AICB writes ``pp_comm``
+#: as a float (``8388608.0``) with sequence parallelism.
+_STOI_OPTIONS = ("pp_comm",)
+_STOI_PREFIX = re.compile(r"[+-]?[0-9]+(?=\.[0-9]*\Z)")
 #: Options that say something this converter does not model, with what it means, noted when the value is not 1.
 _UNMODELLED = {
     "ep": "expert parallelism",
@@ -391,7 +401,7 @@ def _parse_header(workload: TextWorkload, tokens: list[str]) -> None:
                 "option",
             )
         name = token[:-1] if token.endswith(":") else token
-        key = name.lower()
+        key = _OPTION_ALIASES.get(name.lower(), name.lower())
         if key in seen:
             raise _error(path, line, f"option {name!r} is given twice", "keep one", i + 1, "option")
         seen.add(key)
@@ -407,8 +417,14 @@ def _parse_header(workload: TextWorkload, tokens: list[str]) -> None:
         if i + 1 >= len(tokens):
             raise _error(path, line, f"option {name!r} has no value", f"write '{name}: VALUE'", i + 1, "option")
         if key in _INT_OPTIONS:
-            minimum = 0 if key in (_DLRM_KEY, "pp_comm") else 1
-            workload.options[key] = _integer(path, line, tokens, i + 1, f"value of {name}", minimum=minimum)
+            minimum = 0 if key in (_DLRM_KEY, "pp_comm", "ga") else 1
+            value = tokens[i + 1]
+            leading = _STOI_PREFIX.match(value)
+            if key in _STOI_OPTIONS and leading:  # SimAI reads these with std::stoi
+                value = leading.group(0)
+            workload.options[key] = _integer(
+                path, line, [*tokens[: i + 1], value], i + 1, f"value of {name}", minimum=minimum
+            )
         else:
             workload.unknown_options[name] = tokens[i + 1]
         i += 2
@@ -426,7 +442,10 @@ def _comm_type_hint(token: str) -> str:
     for suffix in ("_DP_EP", "_EP", "_DP", "_TP"):
         if base.endswith(suffix) and base[: -len(suffix)] in COMM_TYPES:
             plain = base[: -len(suffix)]
-            return f"SimAI's group suffix {suffix} is not supported; write {plain} (groups follow the parallelism)"
+            return (
+                f"SimAI's group suffix {suffix} (its {suffix[1:]} communicator) is not supported yet; "
+                f"{plain} alone would run in another group, so convert this workload with SimAI's own tools"
+            )
     if base in COMM_TYPES or base == NO_COMM:
         return f"comm types are upper case: {base}"
     if base == "ALLREDUCEALLTOALL":
@@ -554,9 +573,11 @@ class _Builder:
     Steps that emit no collective are recorded in ``skipped`` (reason -> layer steps) for the notes.
     """
 
-    def __init__(self, workload: TextWorkload, placement: _Placement):
+    def __init__(self, workload: TextWorkload, placement: _Placement, units_per_us: int = 1):
         self.workload = workload
         self.placement = placement
+        self.units_per_us = units_per_us  # compute-time units per µs: 1 (µs) or 1,000 (ns)
+        self.rounded_up = 0  # nonzero compute times that would round to 0 µs
         self.nodes: list[Node] = []
         self.placements: list[str | None] = []  # per node: _BLOCK/_STRIDE when it needs a pg_name
         self.cursor: list[int] = []
@@ -580,9 +601,18 @@ class _Builder:
             name=f"COMP_NODE_{layer.name}_{suffix}",
             type=COMP_NODE,
             data_deps=sorted(set(deps)),
-            duration_micros=layer.phase(which).compute_us,
+            duration_micros=self._duration_us(layer.phase(which).compute_us),
         )
         return self._add(node)
+
+    def _duration_us(self, value: int) -> int:
+        if self.units_per_us == 1:
+            return value
+        duration_us = round(value / self.units_per_us)
+        if value and not duration_us:
+            self.rounded_up += 1
+            return 1  # a real step never takes no time; 0 would read as "no duration recorded"
+        return duration_us
 
     def skip(self, index: int, which: str, reason: str) -> None:
         """Record that layer ``index``'s ``which`` collective is not emitted, unless it is NONE anyway."""
@@ -600,7 +630,9 @@ class _Builder:
             self.skip(index, which, "comm size 0")
             return None
         kind = layer.parallelism or self.workload.parallelism
-        spans = _DLRM_EMBEDDING_SPANS if kind in _DLRM_KINDS and index == 0 else _SPANS[kind]
+        # ASTRA-sim gives layer 0 every dimension only when the workload itself is DLRM
+        embedding = self.workload.parallelism in _DLRM_KINDS and index == 0
+        spans = _DLRM_EMBEDDING_SPANS if embedding else _SPANS[kind]
         span = spans[(FWD, IG, WG).index(which)]
         if span == _NOWHERE:
             label = _PHASE_LABEL[which]
@@ -651,11 +683,14 @@ class _Builder:
         self.cursor = [fwd if comm is None else comm]
 
     def _pass_micro(self) -> None:
-        # ASTRA-sim issues the WG collectives alone, all at once
+        # ASTRA-sim's micro benchmark issues layer 0's WG collective alone, once per pass
+        # (Workload::iterate_micro_benchmark); the other lines of the file are never read
         for index in range(len(self.workload.layers)):
             self.skip(index, FWD, "MICRO issues weight-gradient collectives only")
             self.skip(index, IG, "MICRO issues weight-gradient collectives only")
-            self.collective(index, WG, [])
+            if index:
+                self.skip(index, WG, "MICRO issues layer 0's collective only, as ASTRA-sim")
+        self.collective(0, WG, [])
 
     def _pass_data(self) -> None:
         layers = self.workload.layers
@@ -910,14 +945,20 @@ def convert_text(
     num_npus: int,
     num_passes: int = 1,
     model_parallel_size: int | None = None,
+    time_unit: str = TIME_UNIT_US,
 ) -> TextConversion:
     """Convert an ASTRA-sim text workload to ``OUTPUT_PREFIX.{npu}.et`` for ``npu`` in ``0..num_npus-1``.
 
     ``num_passes``: training steps one after the other; ``model_parallel_size``: NPUs in the first
     network dimension (the model-parallel group of the hybrid and transformer kinds), which
-    overrides the header's ``model_parallel_NPU_group``. Writes ``OUTPUT_PREFIX.comm_groups.json``
-    when a collective runs on a subgroup. Every file is written atomically.
+    overrides the header's ``model_parallel_NPU_group``; ``time_unit``: what the compute-time
+    columns hold, ``"us"`` (upstream converter's reading, written to ``duration_micros`` as they
+    are) or ``"ns"`` (ASTRA-sim 1.0's cycles at 1 GHz and SimAI's ns: divided by 1,000, rounded,
+    at least 1 µs where not 0). Writes ``OUTPUT_PREFIX.comm_groups.json`` when a collective runs
+    on a subgroup. Every file is written atomically.
     """
+    if time_unit not in TIME_UNITS:
+        raise ChakraInputError(f"time unit {time_unit!r} is not one of {', '.join(TIME_UNITS)}", hint="use us or ns")
     for name, value in (("--num-npus", num_npus), ("--num-passes", num_passes)):
         if value < 1:
             raise ChakraInputError(f"{name} is {value}", hint=f"{name} is at least 1")
@@ -931,9 +972,18 @@ def convert_text(
     workload = parse_text_workload(input_path)
     notes: list[str] = []
     first_dim = _first_dimension(workload, num_npus, model_parallel_size, notes)
-    builder = _Builder(workload, _Placement(num_npus, first_dim))
+    builder = _Builder(workload, _Placement(num_npus, first_dim), NS_PER_US if time_unit == TIME_UNIT_NS else 1)
     builder.build(num_passes)
     notes += _workload_notes(workload, num_npus) + _skipped_notes(builder)
+    if time_unit == TIME_UNIT_US:
+        notes.append(
+            "compute times are written as µs, as upstream's converter reads them; ASTRA-sim 1.0 and SimAI "
+            "read the same columns as ns (cycles): --time-unit ns converts them"
+        )
+    elif builder.rounded_up:
+        notes.append(
+            f"{builder.rounded_up} compute times under 0.5 µs are written as 1 µs (duration_micros is whole µs)"
+        )
     if model_parallel_size is not None and not builder.splits_npus:
         notes.append(f"--model-parallel-size {model_parallel_size} is not used: every collective spans all NPUs")
     if not builder.nodes:

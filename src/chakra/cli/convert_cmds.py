@@ -151,11 +151,17 @@ def convert_text_cmd(
         "transformer kinds, the data-parallel one of HYBRID_MODEL_DATA (default: the header's "
         "model_parallel_NPU_group).",
     ),
+    time_unit: str = typer.Option(
+        "us",
+        "--time-unit",
+        help="Unit of the compute-time columns: us (as upstream's converter) or ns (ASTRA-sim 1.0's cycles, SimAI).",
+    ),
 ) -> None:
     """Convert an ASTRA-sim text workload to Chakra ETs, one per NPU.
 
-    Writes PREFIX.{npu}.et for every NPU and PREFIX.comm_groups.json when a collective runs on a
-    subgroup. Compute times go to duration_micros unchanged, as upstream's converter does.
+    Writes PREFIX.{npu}.et for every NPU and PREFIX.comm_groups.json when a collective runs on a subgroup.
+    Compute times go to duration_micros as µs, as upstream's converter reads them (--time-unit ns for
+    ASTRA-sim 1.0 and SimAI files, which hold ns).
 
     Example: chakra convert text resnet50.txt -o out/resnet50 --num-npus 8 --num-passes 2
     """
@@ -168,6 +174,7 @@ def convert_text_cmd(
             num_npus=num_npus,
             num_passes=num_passes,
             model_parallel_size=model_parallel_size,
+            time_unit=time_unit,
         )
     shared = ""
     if result.num_npus > 1:

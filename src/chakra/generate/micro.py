@@ -483,6 +483,11 @@ def collective(
             f"an ALL_GATHER of {comm_size_bytes} B per rank gets a zero chunk size in ASTRA-sim (and is refused by "
             f"chakra simulate) when preferred-dataset-splits exceeds {comm_size_bytes}"
         )
+    elif comm_size_bytes == 0 and comm_type != "BARRIER":
+        notes.append(
+            f"a {comm_type} of 0 bytes moves nothing; ASTRA-sim pads it up to preferred-dataset-splits x NPUs "
+            "bytes, so it still takes time there"
+        )
     ranks = [
         [_node(0, comm_type, COMM_COLL_NODE, dur_us=dur_us, comm_type=type_value, comm_size=comm_size_bytes)]
         for _ in range(num_npus)
