@@ -466,6 +466,14 @@ def test_a_dimension_of_one_npu_names_the_key_and_the_dimension(tmp_path):
     assert "must be > 1" in message
 
 
+def test_a_single_dimension_of_one_npu_is_a_one_gpu_system(tmp_path):
+    network = load_network(
+        write_network(tmp_path, "topology: [ Ring ]\nnpus_count: [ 1 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    )
+
+    assert network.num_npus == 1
+
+
 def test_a_zero_bandwidth_names_the_key_and_the_dimension(tmp_path):
     message = input_error(load_network, write_network(tmp_path, SWITCH_RING.replace("[ 400, 50 ]", "[ 0, 50 ]")))
 

@@ -179,6 +179,13 @@ def test_compute_scale_shrinks_compute_only(tmp_path, configs):
     assert simulate(programs, system, net2, compute_scale=0.5).ranks[0].finish_ns == 5 * NS_PER_US
 
 
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -1.0])
+def test_a_compute_scale_that_is_not_a_finite_number_at_least_0_is_refused(tmp_path, configs, scale):
+    system, net2, _ = configs
+    with pytest.raises(ChakraInputError, match="compute scale"):
+        simulate({}, system, net2, compute_scale=scale)
+
+
 def test_cpu_ops_of_different_threads_overlap_with_a_slot_per_thread(tmp_path, configs):
     system, net2, _ = configs
     nodes = [

@@ -294,6 +294,13 @@ def test_rendering_without_graphviz_says_how_to_install_it(tmp_path, branchy, mo
         export_graph(branchy, tmp_path / "g.svg")
 
 
+def test_a_layout_that_takes_too_long_is_stopped_with_a_clear_error(tmp_path, branchy, monkeypatch):
+    monkeypatch.setattr(graph, "DOT_TIMEOUT_S", 1e-6)
+    with pytest.raises(ChakraInputError, match="did not finish laying out"):
+        export_graph(branchy, tmp_path / "g.svg")
+    assert not (tmp_path / "g.svg").exists()
+
+
 def test_send_nodes_are_labelled_with_direction_size_and_peer(tmp_path):
     table = table_of([make_node(1, "isend", COMM_SEND_NODE, comm_size=4096, comm_dst=3, pg_name="7")])
     write_graphml(table, select(table), tmp_path / "g.graphml")

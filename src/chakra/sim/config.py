@@ -529,9 +529,16 @@ def load_network(path: PathLike, overrides: Mapping[str, Any] | None = None) -> 
         topology.append(normalised)
 
     npus_count = _checked_list(
-        origin, lists, "npus_count", _integer, lambda n: n > 1,
-        "must be > 1: a dimension of one NPU has no links", "drop the dimension or give it at least 2 NPUs",
-    )  # fmt: skip
+        origin, lists, "npus_count", _integer, lambda n: n >= 1, "must be at least 1", "give the NPUs of the dimension"
+    )
+    if len(npus_count) > 1 and 1 in npus_count:
+        index = npus_count.index(1)
+        raise origin.error(
+            f"{origin.describe('npus_count', 1, index)} must be > 1: a dimension of one NPU has no links",
+            hint="drop the dimension or give it at least 2 NPUs",
+        )
+    # a single dimension of one NPU is a one-GPU system (replaying a single-rank trace); ASTRA-sim
+    # itself wants two or more
     bandwidth_gbps = _checked_list(
         origin, lists, "bandwidth", _real, lambda b: b > 0,
         "must be > 0 GB/s: every message would take forever", "give the link bandwidth in GB/s, e.g. 50",

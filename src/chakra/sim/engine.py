@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -322,6 +323,11 @@ def simulate(
 ) -> SimResult:
     """Run every rank of ``programs`` to completion (see the module docstring). With the system's
     ``replay-only`` every node takes its recorded duration and nothing is matched across ranks."""
+    if not (math.isfinite(compute_scale) and compute_scale >= 0):
+        raise ChakraInputError(
+            f"compute scale {compute_scale:g} must be a finite number >= 0",
+            hint="e.g. 0.5 halves every compute time (2x faster compute), 0 makes compute free",
+        )
     world = network.num_npus
     missing = sorted(r for r in programs if r >= world)
     if missing:
