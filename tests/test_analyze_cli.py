@@ -150,3 +150,30 @@ def test_an_unknown_timing_is_one_clear_error(demo: Path):
 def test_every_command_has_help_with_an_example(command: list[str]):
     result = run(*command)
     assert result.returncode == 0 and "Example" in result.stdout
+
+
+@pytest.mark.parametrize("command", [["summary", "--workers", "1"], ["ranks", "--workers", "1"], ["critical-path"]])
+def test_every_analysis_says_when_communication_has_no_duration(demo: Path, command: list[str]):
+    result = run("analyze", command[0], str(demo), *command[1:])
+    assert result.returncode == 0, result.stderr
+    assert "no recorded duration" in " ".join(result.stderr.split())
+
+
+def test_a_workload_missing_a_rank_says_which_ranks_are_analysed(timed: Path):
+    (timed.parent / "job.2.et").write_bytes((timed.parent / "job.1.et").read_bytes())
+    (timed.parent / "job.1.et").unlink()
+    result = run("analyze", "summary", str(timed), "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert "ranks 1 have no file: only ranks 0, 2 are analysed" in " ".join(result.stderr.split())
+
+
+def test_diff_of_runs_with_different_ranks_or_timing_says_so(timed: Path, demo: Path):
+    result = run("analyze", "diff", str(timed), str(demo), "--json")
+    assert result.returncode == 0, result.stderr
+    notes = " ".join(json.loads(result.stdout)["notes"])
+    assert "different ranks" in notes and "recorded timing" in notes
+
+
+def test_a_top_below_1_is_refused(demo: Path):
+    result = run("analyze", "breakdown", str(demo), "--top", "0")
+    assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -176,7 +176,7 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
         nodes_by_category=_count_by_category(category),
         bytes_by_collective=bytes_by,
         count_by_collective=count_by,
-        untimed_comm_nodes=int(np.count_nonzero((category == COMMUNICATION) & (table.dur_ns == 0))),
+        untimed_comm_nodes=table.untimed_comm_nodes(),
     )
 
 

@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from chakra.analyze.breakdown import TIMING_AUTO, Breakdown, OperatorStat, breakdown, operator_stats
 from chakra.analyze.frames import to_frame
@@ -85,6 +85,7 @@ class TraceDiff:
     * ``explained``: key of :data:`EXPLAINED_KEYS` -> change of that disjoint piece; sums to ``delta_span_ns``
     * ``ops``: every operator, largest ``|delta_ns|`` first
     * ``rank_a``, ``rank_b``: the ranks whose spans and categories are compared
+    * ``notes``: why the two may not compare like for like (timings or ranks that differ)
     """
 
     span_a_ns: int
@@ -95,6 +96,7 @@ class TraceDiff:
     ops: list[OpDelta]
     rank_a: int | None = None
     rank_b: int | None = None
+    notes: list[str] = field(default_factory=list)
 
     def _with(self, status: str) -> list[OpDelta]:
         return [op for op in self.ops if op.status == status]
@@ -125,6 +127,7 @@ class TraceDiff:
             "by_category": {key: list(values) for key, values in self.by_category.items()},
             "explained": dict(self.explained),
             "ops": [asdict(op) for op in self.ops],
+            "notes": list(self.notes),
         }
 
     def to_pandas(self):  # -> pandas.DataFrame
@@ -180,7 +183,13 @@ def _diff(a: Breakdown, b: Breakdown, ops: list[OpDelta]) -> TraceDiff:
         by_category[key] = (value_a, value_b, value_b - value_a)
     pieces_a, pieces_b = _pieces(a), _pieces(b)
     explained = {key: pieces_b[key] - pieces_a[key] for key in EXPLAINED_KEYS}
-    return TraceDiff(a.span_ns, b.span_ns, b.span_ns - a.span_ns, by_category, explained, ops, a.rank, b.rank)
+    notes = []
+    if a.timing != b.timing:
+        notes.append(
+            f"the first run is placed by {a.timing} timing, the second by {b.timing}: their spans measure "
+            "different things (pass --timing replay to compare both replayed)"
+        )
+    return TraceDiff(a.span_ns, b.span_ns, b.span_ns - a.span_ns, by_category, explained, ops, a.rank, b.rank, notes)
 
 
 def diff_tables(a: NodeTable, b: NodeTable, *, timing: str = TIMING_AUTO) -> TraceDiff:
@@ -220,4 +229,16 @@ def diff_workloads(a: Workload, b: Workload, *, rank: int | None = None, timing:
         return diff_tables(a.tables[rank], b.tables[rank], timing=timing)
     breakdowns = [{r: breakdown(t, timing=timing) for r, t in w.tables.items()} for w in (a, b)]
     totals = [_op_totals(s for t in w.tables.values() for s in operator_stats(t, timing=timing)) for w in (a, b)]
-    return _diff(_slowest(breakdowns[0]), _slowest(breakdowns[1]), _op_deltas(*totals))
+    result = _diff(_slowest(breakdowns[0]), _slowest(breakdowns[1]), _op_deltas(*totals))
+    if a.ranks != b.ranks:
+        result.notes.append(
+            f"the runs have different ranks ({_rank_list(a.ranks)} and {_rank_list(b.ranks)}): operator totals "
+            "sum different numbers of ranks, so they may not be the same workload"
+        )
+    return result
+
+
+def _rank_list(ranks: list[int]) -> str:
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks))

@@ -183,6 +183,10 @@ class NodeTable:
                 "(chakra simulate --timeline) for a predicted one",
             )
 
+    def untimed_comm_nodes(self) -> int:
+        """Communication nodes whose duration is 0 (generated workloads leave them to a simulator)."""
+        return int(np.count_nonzero((self.category == COMMUNICATION) & (self.dur_ns == 0)))
+
     def require_durations(self) -> None:
         """Raise :class:`ChakraInputError` when every duration is zero."""
         self.require_nodes()
@@ -190,7 +194,8 @@ class NodeTable:
             raise ChakraInputError(
                 "every node has duration 0, so there is no time to analyse",
                 path=self.path,
-                hint="use a trace with duration_micros (a converted recording or a generated workload)",
+                hint="durations come from a recording's device trace (chakra convert pytorch --device) or "
+                "a generator's roofline (chakra generate llm); chakra simulate times an untimed workload",
             )
 
 

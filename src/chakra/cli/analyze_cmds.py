@@ -43,7 +43,7 @@ TIMING_OPTION = typer.Option(
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
 WORKERS_OPTION = typer.Option(None, "--workers", help="Ranks loaded at once (default: one per CPU).")
 SCHEDULER_OPTION = typer.Option(None, "--scheduler", help="Dask scheduler address, or 'local', to load ranks on.")
-TOP_OPTION = typer.Option(DEFAULT_TOP, "--top", help="Rows in operator tables.")
+TOP_OPTION = typer.Option(DEFAULT_TOP, "--top", min=1, help="Rows in operator tables.")
 
 
 def _ms(ns: float) -> str:
@@ -55,15 +55,34 @@ def _check_timing(timing: str) -> None:
         raise ChakraInputError(f"--timing {timing!r} is not one of {', '.join(TIMINGS)}")
 
 
+def _note(text: str) -> None:
+    stderr.print(Text(f"note: {text}", style="yellow"))
+
+
 def _load(where: str, workers: int | None = None, scheduler: str | None = None) -> Workload:
+    """Load a workload, saying which ranks it lacks (the analyses then cover the others only)."""
     with progress_bar() as bar:
         task = bar.add_task("loading ranks", total=None)
-        return load_workload(
+        workload = load_workload(
             where,
             workers=workers,
             scheduler=scheduler,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+    ranks = workload.ranks
+    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks)) if ranks else []
+    if missing:
+        _note(
+            f"ranks {', '.join(map(str, missing))} have no file: only ranks {', '.join(map(str, ranks))} are analysed"
+        )
+    return workload
+
+
+def _note_untimed(tables: Iterable[NodeTable]) -> None:
+    """Say how many communication nodes have no duration (they count 0 in every analysis)."""
+    untimed = sum(table.untimed_comm_nodes() for table in tables)
+    if untimed:
+        _note(f"{untimed:,} communication nodes have no recorded duration and count 0 here; chakra simulate times them")
 
 
 def _one_rank(where: str, rank: int | None) -> NodeTable:
@@ -76,6 +95,8 @@ def _one_rank(where: str, rank: int | None) -> NodeTable:
     chosen = workload.ranks[0] if rank is None else rank
     if chosen not in workload.tables:
         raise ChakraInputError(f"the workload has no rank {chosen} (ranks {workload.ranks})", path=workload.prefix)
+    if rank is None and chosen != 0:
+        _note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
     return workload.tables[chosen]
 
 
@@ -145,6 +166,7 @@ def summary_cmd(
                     [(k, f"{c:,}", f"{b.bytes_by_collective.get(k, 0):,}") for k, c in b.count_by_collective.items()],
                 )
             )
+    _note_untimed(loaded.tables[r] for r in results)
 
 
 @analyze_app.command("breakdown")
@@ -201,15 +223,7 @@ def breakdown_cmd(
                 [(s.name, s.category, f"{s.count:,}", _ms(s.total_ns), _ms(s.exclusive_ns)) for s in tops[r]],
             )
         )
-    untimed = sum(b.untimed_comm_nodes for b in results.values())
-    if untimed:
-        stderr.print(
-            Text(
-                f"note: {untimed:,} communication nodes have no recorded duration and count 0 here; "
-                "chakra simulate times them",
-                style="yellow",
-            )
-        )
+    _note_untimed(loaded.tables[r] for r in ranks)
 
 
 @analyze_app.command("critical-path")
@@ -226,12 +240,15 @@ def critical_path_cmd(
     """
     from chakra.analyze.critical_path import critical_path
 
+    table = _one_rank(trace, rank)
     with busy("finding the critical path"):
-        path = critical_path(_one_rank(trace, rank), top=top)
+        path = critical_path(table, top=top)
     if as_json:
         _print_json(path.to_dict())
         return
-    stdout.print(f"critical path: [bold]{_ms(path.length_ns)} ms[/bold] through {len(path.positions):,} nodes")
+    _note_untimed([table])
+    of_rank = f" of rank {table.rank}" if table.rank is not None else ""
+    stdout.print(f"critical path{of_rank}: [bold]{_ms(path.length_ns)} ms[/bold] through {len(path.positions):,} nodes")
     stdout.print(_table("by kind (ms)", ["kind", "on the path"], [(k, _ms(v)) for k, v in path.by_category.items()]))
     stdout.print(
         _table(
@@ -265,10 +282,12 @@ def ranks_cmd(
     from chakra.analyze.ranks import compare_ranks
 
     _check_timing(timing)
-    comparison = compare_ranks(_load(workload, workers, scheduler), timing=timing)
+    loaded = _load(workload, workers, scheduler)
+    comparison = compare_ranks(loaded, timing=timing)
     if as_json:
         _print_json(comparison.to_dict())
         return
+    _note_untimed(loaded.tables.values())
     stdout.print(
         _table(
             "ranks (ms)",
@@ -320,10 +339,14 @@ def diff_cmd(
     from chakra.analyze.diff import diff_workloads
 
     _check_timing(timing)
-    result = diff_workloads(_load(before), _load(after), rank=rank, timing=timing)
+    first, second = _load(before), _load(after)
+    result = diff_workloads(first, second, rank=rank, timing=timing)
     if as_json:
         _print_json(result.to_dict())
         return
+    for note in result.notes:
+        _note(note)
+    _note_untimed([*first.tables.values(), *second.tables.values()])
     sign = "+" if result.delta_span_ns >= 0 else ""
     stdout.print(
         f"step: {_ms(result.span_a_ns)} ms -> {_ms(result.span_b_ns)} ms ({sign}{_ms(result.delta_span_ns)} ms)"
