@@ -327,6 +327,7 @@ def test_a_dense_neighbourhood_of_the_upstream_trace_renders_in_seconds(tmp_path
     svg = (tmp_path / "around.svg").read_text()
     assert svg_node_count(svg) == len(view.positions)
     assert "implied by longer paths are not drawn" in svg
+    assert any("implied by longer paths" in note for note in view.notes)  # told to the caller too
 
 
 def test_drop_in_writes_graphml_and_dot_of_the_upstream_trace_capped_by_default(tmp_path):

@@ -383,7 +383,7 @@ def graph_cmd(
     comm_only: bool = typer.Option(False, "--comm-only", help="Only communication nodes (paths between them kept)."),
     collapse_cpu: bool = typer.Option(False, "--collapse-cpu", help="Leave CPU ops out (paths through them kept)."),
     max_nodes: int | None = typer.Option(
-        None, "--max-nodes", help="Draw at most this many nodes (default: a few thousand; 0: no limit)."
+        None, "--max-nodes", min=0, help="Draw at most this many nodes (default: a few thousand; 0: no limit)."
     ),
 ) -> None:
     """Draw the dependency graph (Graphviz for SVG/PDF/PNG), with filters that keep real traces readable.

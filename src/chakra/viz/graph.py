@@ -51,7 +51,7 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,10 @@ class GraphView:
     dropped: int
     notes: list[str] = field(default_factory=list)
     around_position: int | None = None
+    #: the edges a picture draws and its notes, per ``all_edges``: worked out once (a reduction)
+    _pictures: dict[bool, tuple[list[tuple[int, int, str]], list[str]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,7 +198,7 @@ def select(
         )
     if max_nodes is not None and max_nodes < 1:
         raise ChakraInputError(
-            f"max_nodes must be 1 or more, not {max_nodes}", path=table.path, hint="None (CLI: 0) draws every node"
+            f"max_nodes must be 1 or more, not {max_nodes}", path=table.path, hint="max_nodes=None draws every node"
         )
     graph = table.graph
     n = len(table)
@@ -535,7 +539,14 @@ def _implied_pairs(view: GraphView) -> set[tuple[int, int]] | None:
 
 
 def _picture_edges(view: GraphView, all_edges: bool) -> tuple[list[tuple[int, int, str]], list[str]]:
-    """The edges a picture draws, and notes about the ones it leaves out."""
+    """The edges a picture draws, and notes about the ones it leaves out (once per view)."""
+    found = view._pictures.get(all_edges)
+    if found is None:
+        found = view._pictures[all_edges] = _reduce_for_picture(view, all_edges)
+    return found
+
+
+def _reduce_for_picture(view: GraphView, all_edges: bool) -> tuple[list[tuple[int, int, str]], list[str]]:
     if all_edges or len(view.edges) <= FULL_EDGES_LIMIT:
         return view.edges, []
     implied = _implied_pairs(view)
@@ -742,4 +753,7 @@ def export_graph(table: NodeTable, path: PathLike, *, all_edges: bool = False, *
         write_graphml(table, view, path)
     else:
         render(table, view, path, fmt, all_edges=all_edges)
-    return view
+    if fmt == "graphml":
+        return view
+    # what the picture leaves out is said in it, and to the caller
+    return replace(view, notes=[*view.notes, *_picture_edges(view, all_edges)[1]], _pictures=view._pictures)
