@@ -605,3 +605,8 @@ def test_group_ids_beyond_astra_sims_tag_range_are_noted():
     assert max(groups) > 2147
     assert "overflow" in (astra_group_id_note(max(groups)) or "")
     assert astra_group_id_note(2147) is None
+
+
+def test_missing_output_folders_are_created(tmp_path: Path):
+    result = generate_llm(spec_of(pp=2), tmp_path / "new" / "folder" / "w")
+    assert all(path.exists() for path in result.files)

@@ -60,7 +60,7 @@ from typing import Any
 from chakra import io
 from chakra.attrs import INT_MEMBER_RANGES, set_attr
 from chakra.errors import ChakraInputError, PathLike
-from chakra.generate.template import RankTemplate, remove_stale_files, write_ranks
+from chakra.generate.template import RankTemplate, prepare_prefix, remove_stale_files, write_ranks
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -964,12 +964,8 @@ def convert_text(
             raise ChakraInputError(f"{name} is {value}", hint=f"{name} is at least 1")
     if model_parallel_size is not None and model_parallel_size < 1:
         raise ChakraInputError(f"--model-parallel-size is {model_parallel_size}", hint="it is at least 1")
-    prefix = Path(output_prefix)
-    if prefix.is_dir():
-        raise ChakraInputError(
-            "the output prefix is a directory", path=prefix, hint=f"give a name inside it, e.g. {prefix / 'workload'}"
-        )
     workload = parse_text_workload(input_path)
+    prefix = prepare_prefix(output_prefix)
     notes: list[str] = []
     first_dim = _first_dimension(workload, num_npus, model_parallel_size, notes)
     builder = _Builder(workload, _Placement(num_npus, first_dim), NS_PER_US if time_unit == TIME_UNIT_NS else 1)

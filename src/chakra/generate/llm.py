@@ -58,7 +58,7 @@ from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.specs import NORM_PARAMS_PER_HIDDEN, WorkloadSpec, check_spec
-from chakra.generate.template import RankTemplate, remove_stale_files, write_ranks
+from chakra.generate.template import RankTemplate, prepare_prefix, remove_stale_files, write_ranks
 from chakra.io import FORMAT_VERSION
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -808,9 +808,7 @@ def generate_llm(
     """
     check_spec(spec)
     _check_generatable(spec)
-    prefix = Path(prefix)
-    if not prefix.parent.is_dir():
-        raise ChakraInputError("output directory does not exist", path=prefix.parent, hint="create it first")
+    prefix = prepare_prefix(prefix)
     layout = _layout(spec)
     groups, ids = comm_groups(layout, _kinds_used(_group_sizes(spec, layout)))
     id_arrays = {kind: array.tolist() for kind, array in ids.items()}

@@ -14,6 +14,7 @@ to the node's serialized prefix is the canonical encoding.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chakra.attrs import set_attr
+from chakra.errors import ChakraInputError
 from chakra.io import FORMAT_VERSION, AtomicFile, encode_varint, frame
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
@@ -235,6 +237,22 @@ def write_ranks(
         for future in pending:
             future.result()
     return done
+
+
+def prepare_prefix(prefix: str | os.PathLike[str]) -> Path:
+    """``prefix`` (of ``PREFIX.{rank}.et``) as a path whose folder exists (created when missing).
+
+    Raises :class:`ChakraInputError` when the prefix names a folder or the folder cannot be made."""
+    prefix = Path(prefix)
+    if prefix.is_dir():
+        raise ChakraInputError(
+            "the output prefix is a directory", path=prefix, hint=f"give a name inside it, e.g. {prefix / 'workload'}"
+        )
+    try:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ChakraInputError(f"cannot create the output folder: {exc.strerror}", path=prefix.parent) from None
+    return prefix
 
 
 def remove_stale_files(directory: Path, name: str, keep: set[Path], stale_groups: Path | None) -> list[Path]:
