@@ -542,6 +542,21 @@ def test_a_metadata_record_of_123_bytes_is_not_mistaken_for_json(tmp_path):
     assert len(io.read(path)[1]) == 2
 
 
+def test_a_text_file_read_as_et_is_named_as_text(tmp_path):
+    path = tmp_path / "workload.et"
+    path.write_text("DATA\n1\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1048576 5\n")
+    with pytest.raises(ChakraFormatError, match=r"this is text \('DATA'\.\.\.\), not a binary Chakra \.et file"):
+        io.read(path)
+
+
+def test_a_metadata_record_of_printable_length_still_reads(tmp_path):
+    # a valid file whose first bytes are printable is never refused as text: only a broken one is
+    metadata = GlobalMetadata(version="v" * 63)
+    assert 32 <= len(metadata.SerializeToString()) < 127
+    path = write_et(tmp_path / "w.0.et", chain(2), metadata)
+    assert len(io.read(path)[1]) == 2
+
+
 def test_writing_to_a_directory_path_is_an_input_error(tmp_path):
     with pytest.raises(ChakraInputError, match="is a directory"):
         io.write(tmp_path, None, chain(1))

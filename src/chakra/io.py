@@ -68,6 +68,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: with), looked for in the first bytes of a file whose first record does not parse.
 _JSON_START = re.compile(rb'\s*[\[{]\s*["\[{\]}]')
 _JSON_SNIFF_BYTES = 64
+#: Whitespace bytes a text file holds besides printable ASCII (tab, newline, carriage return).
+_TEXT_CONTROL_BYTES = frozenset(b"\t\n\r")
+#: Characters of a text file quoted in the error that refuses it.
+_TEXT_SHOWN_BYTES = 40
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: Wire tag of field 1 with wire type LEN: put in front of each record it turns the framed file
@@ -363,6 +367,15 @@ class EtReader:
                 None,
                 hint="JSON from `chakra jsonize` goes back with `chakra dejsonize`; PyTorch host and Kineto "
                 "traces are converted by the PyTorch front end",
+            )
+        head = bytes(self._buf[:_JSON_SNIFF_BYTES])
+        if head and all(32 <= byte < 127 or byte in _TEXT_CONTROL_BYTES for byte in head):
+            shown = head[:_TEXT_SHOWN_BYTES].decode("ascii").splitlines()[0] if head.strip() else ""
+            raise self._error(
+                f"this is text ({shown!r}...), not a binary Chakra .et file",
+                0,
+                None,
+                hint="give the .et file itself; ASTRA-sim text workloads are converted by `chakra convert text`",
             )
 
     def _next_batch(self) -> Any:
