@@ -610,3 +610,9 @@ def test_group_ids_beyond_astra_sims_tag_range_are_noted():
 def test_missing_output_folders_are_created(tmp_path: Path):
     result = generate_llm(spec_of(pp=2), tmp_path / "new" / "folder" / "w")
     assert all(path.exists() for path in result.files)
+
+
+def test_the_presets_are_listed_without_an_output():
+    result = run("generate", "llm", "--list-presets")
+    assert result.returncode == 0, result.stderr
+    assert all(name in result.stdout for name in PRESETS)

@@ -143,8 +143,8 @@ def _csv_ints(value: str | None, what: str) -> tuple[int, ...] | None:
 
 @generate_app.command("llm")
 def llm(
-    output: Path = typer.Option(
-        ..., "-o", "--output", help="Workload prefix: writes PREFIX.{rank}.et and PREFIX.comm_groups.json."
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Workload prefix: writes PREFIX.{rank}.et and PREFIX.comm_groups.json."
     ),
     preset: str | None = typer.Option(None, "--preset", help="A model preset (--list-presets shows them)."),
     spec_file: Path | None = typer.Option(
@@ -198,6 +198,8 @@ def llm(
                 + (f", {model.experts} experts" if model.is_moe else "")
             )
         return
+    if output is None:
+        raise ChakraInputError("no output prefix", hint="pass -o PREFIX (writes PREFIX.{rank}.et)")
     if (preset is None) == (spec_file is None):
         raise ChakraInputError("give a model with either --preset or --spec", hint="--list-presets shows the presets")
     spec = (
