@@ -298,7 +298,10 @@ def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
     if par.schedule not in SCHEDULES:
         bad(f"parallel.schedule {par.schedule!r} is not one of {', '.join(SCHEDULES)}", "use 1f1b or gpipe")
     if par.schedule == "interleaved" and (par.virtual_stages < 2 or par.pp < 2):
-        bad("the interleaved schedule needs pp >= 2 and virtual_stages >= 2", "or use 1f1b")
+        bad(
+            f"the interleaved schedule needs pp >= 2 and virtual_stages >= 2, not {par.pp} and {par.virtual_stages}",
+            "give virtual_stages (--virtual-stages) 2 or more, or use 1f1b",
+        )
     if par.schedule != "interleaved" and par.virtual_stages != 1:
         bad(f"virtual_stages={par.virtual_stages} needs schedule interleaved", "set schedule: interleaved")
     if par.schedule == "interleaved" and spec.step == "train" and spec.micro_batches % par.pp:
