@@ -25,6 +25,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    # docstrings are wrapped prose: markdown joins their lines into paragraphs (rich mode keeps the
+    # line breaks of every paragraph after the first)
+    rich_markup_mode="markdown",
 )
 
 stdout = Console()

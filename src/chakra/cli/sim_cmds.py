@@ -128,7 +128,8 @@ def sweep(
         [],
         "--axis",
         help="A knob and its values: compute-scale, bandwidth-scale, latency-scale, a system key or "
-        "network.<key>, e.g. --axis bandwidth-scale=0.5,1,2 (repeatable; every combination is simulated).",
+        "network.KEY (network.bandwidth), e.g. --axis bandwidth-scale=0.5,1,2 (repeatable; every "
+        "combination is simulated).",
     ),
     comm_groups: Path | None = COMM_GROUPS_OPTION,
     remote_memory: Path | None = REMOTE_MEMORY_OPTION,
