@@ -237,13 +237,15 @@ class _Stage:
         return dep if out is None else out
 
     # ---- one layer ---------------------------------------------------------------------------
-    def _norm(self, name: str, dep: int | None) -> int:
+    def _norm(self, name: str, dep: int | None, gate: int | None = None) -> int:
+        """A norm over the (sequence-sharded with SP) tokens: its weights and fp32 statistics besides
+        the activations; after ``gate`` too (a ZeRO-3 all-gather) when given."""
         return self.elem(
             name,
             self.T_sp * self.h,
             NORM_FLOPS[self.model.norm],
             2,
-            [dep],
+            [dep, gate],
             self.w_w * self.h + 2 * FP32_BYTES * self.T_sp,
         )
 
@@ -256,10 +258,7 @@ class _Stage:
         """One layer's forward from input node ``x`` (after ``gate``, e.g. its ZeRO-3 all-gather);
         returns the output node."""
         pre = f"layer{layer}.{tag}"
-        ln1 = self._norm(f"{pre}.ln1", x) if gate is None else self.elem(
-            f"{pre}.ln1", self.T_sp * self.h, NORM_FLOPS[self.model.norm], 2, [x, gate],
-            self.w_w * self.h + 2 * FP32_BYTES * self.T_sp,
-        )  # fmt: skip
+        ln1 = self._norm(f"{pre}.ln1", x, gate)
         inp = self.sp_gather(f"{pre}.attn.sp_allgather", ln1)
         qkv = self.gemm(f"{pre}.attn.qkv", self.T, self.h, self.q_r + 2 * self.kv_r, "fwd", [inp])
         kv_block = 2 * self.T * self.kv_r * self.w_a
@@ -411,10 +410,7 @@ class _Stage:
 
     def head_forward(self, tag: str, x: int | None, gate: int | None = None) -> int:
         """Final norm, LM head over the vocabulary shard, vocabulary-parallel cross-entropy (§2.3)."""
-        norm = self.elem(
-            f"final_norm.{tag}", self.T_sp * self.h, NORM_FLOPS[self.model.norm], 2, [x, gate],
-            self.w_w * self.h + 2 * FP32_BYTES * self.T_sp,
-        )  # fmt: skip
+        norm = self._norm(f"final_norm.{tag}", x, gate)
         inp = self.sp_gather(f"lm_head.{tag}.sp_allgather", norm)
         head = self.gemm(f"lm_head.{tag}", self.T, self.h, self.vocab_r, "fwd", [inp])
         loss = self.elem(
@@ -817,7 +813,7 @@ def generate_llm(
         return id_arrays[kind][rank]  # every kind a template uses has groups of two or more
 
     metadata = GlobalMetadata(version=FORMAT_VERSION)
-    set_attr_json(metadata, spec)
+    _record_spec(metadata, spec)
     world = layout.world_size
     per_stage = world // layout.pp
     files: list[Path] = [prefix.parent / f"{prefix.name}.{rank}.et" for rank in range(world)]
@@ -856,7 +852,7 @@ def _tell(progress: Callable[[int, int], None], before: int, total: int, done: i
     progress(before + done, total)
 
 
-def set_attr_json(metadata: GlobalMetadata, spec: WorkloadSpec) -> None:
+def _record_spec(metadata: GlobalMetadata, spec: WorkloadSpec) -> None:
     """Record the spec (JSON) in the metadata, so a workload says how it was made."""
     attr = metadata.attr.add()
     attr.name = SPEC_ATTR

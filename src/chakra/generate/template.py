@@ -30,13 +30,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     COMP_NODE,
-    AttributeProto,
     GlobalMetadata,
     Node,
 )
-
-#: Wire tag of ``Node.attr`` (field 10, length-delimited): ``10 << 3 | 2``.
-_ATTR_TAG = bytes([10 << 3 | 2])
 
 #: Static nodes are framed into chunks of about this many bytes before joining.
 _CHUNK_NODES = 4096
@@ -163,11 +159,6 @@ class RankTemplate:
         return FrozenTemplate(parts, len(self.nodes))
 
 
-def _attr_bytes(attr: AttributeProto) -> bytes:
-    payload = attr.SerializeToString()
-    return _ATTR_TAG + encode_varint(len(payload)) + payload
-
-
 @dataclass
 class FrozenTemplate:
     """A serialized :class:`RankTemplate`; :meth:`render` fills in one rank."""
@@ -180,12 +171,11 @@ class FrozenTemplate:
         key = (name, value)
         found = self._cache.get(key)
         if found is None:
-            attr = AttributeProto(name=name)
-            if name == "pg_name":
-                attr.string_val = str(value)
-            else:
-                attr.int32_val = value
-            found = self._cache[key] = _attr_bytes(attr)
+            # a node holding only this attribute encodes as exactly its ``attr`` field, in the value
+            # kind consumers read (chakra.attrs)
+            holder = Node()
+            set_attr(holder, name, str(value) if name == "pg_name" else value)
+            found = self._cache[key] = holder.SerializeToString()
         return found
 
     def render(self, rank: int, group_id: Callable[[str, int], int]) -> bytes:
