@@ -26,6 +26,7 @@ from chakra.jsonize import (
     message_to_dict,
     message_to_upstream_json,
 )
+from chakra.jsonize import stream as json_stream
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMP_NODE,
@@ -280,7 +281,7 @@ def test_reader_handles_values_split_across_tiny_buffers(
 ) -> None:
     out = tmp_path / "small.json"
     jsonize.jsonize(small_et, out, lines=form == "lines", upstream=form == "upstream")
-    monkeypatch.setattr(jsonize, "JSON_READ_CHUNK_CHARS", 7)
+    monkeypatch.setattr(json_stream, "JSON_READ_CHUNK_CHARS", 7)
     assert dejsonize(out, tmp_path / "back.et") == 5
     assert (tmp_path / "back.et").read_bytes() == small_et.read_bytes()
 
@@ -304,8 +305,8 @@ def test_compact_single_line_document_reads_back(
     compact.write_text(json.dumps(json.loads(out.read_text()), ensure_ascii=True), encoding="utf-8")
     assert "\n" not in compact.read_text()
     if tiny_buffers:  # lines longer than the fast-path limit, values cut by every refill
-        monkeypatch.setattr(jsonize, "JSON_READ_CHUNK_CHARS", 7)
-        monkeypatch.setattr(jsonize, "JSON_FAST_LINE_CHARS", 10)
+        monkeypatch.setattr(json_stream, "JSON_READ_CHUNK_CHARS", 7)
+        monkeypatch.setattr(json_stream, "JSON_FAST_LINE_CHARS", 10)
     assert dejsonize(compact, tmp_path / "back.et") == 5
     assert (tmp_path / "back.et").read_bytes() == small_et.read_bytes()
 
@@ -468,7 +469,7 @@ def test_malformed_json_structure_is_a_format_error(tmp_path: Path, text: str, m
 def test_error_position_stays_right_when_the_buffer_moves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "bad.json"
     src.write_text('{"globalMetadata": {"version": "1"},\n"nodes": [\n{"id": "1", "name": "a"},\n   7\n]}\n')
-    monkeypatch.setattr(jsonize, "JSON_READ_CHUNK_CHARS", 3)
+    monkeypatch.setattr(json_stream, "JSON_READ_CHUNK_CHARS", 3)
     with pytest.raises(ChakraFormatError, match=r"expected a node object, got int \(line 4, column 4\)") as info:
         dejsonize(src, tmp_path / "back.et")
     assert info.value.node_index == 1
