@@ -223,7 +223,7 @@ def test_an_unknown_algorithm_names_the_key_the_dimension_and_the_value(tmp_path
 
     message = input_error(load_system, write_system(tmp_path, config))
 
-    assert "all-gather-implementation[1] = 'halvingDubling'" in message
+    assert "all-gather-implementation[1] (dimension 1) = 'halvingDubling'" in message
     assert 'did you mean "halvingDoubling"' in message
 
 
@@ -477,13 +477,13 @@ def test_a_single_dimension_of_one_npu_is_a_one_gpu_system(tmp_path):
 def test_a_zero_bandwidth_names_the_key_and_the_dimension(tmp_path):
     message = input_error(load_network, write_network(tmp_path, SWITCH_RING.replace("[ 400, 50 ]", "[ 0, 50 ]")))
 
-    assert "bandwidth[0] (dimension 0) = 0 must be > 0 GB/s" in message
+    assert "bandwidth[0] (dimension 0) = 0 must be > 0: a link of 0 GB/s" in message
 
 
 def test_a_negative_latency_is_refused(tmp_path):
     message = input_error(load_network, write_network(tmp_path, RING_8.replace("500.0", "-1")))
 
-    assert "latency[0] (dimension 0) = -1 must be >= 0 ns" in message
+    assert "latency[0] (dimension 0) = -1 must be >= 0: it is a link latency in ns" in message
 
 
 def test_a_non_numeric_link_bandwidth_names_the_value(tmp_path):
