@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/system_deps.sh
+$(STAMP): pyproject.toml setup.py scripts/system_deps.sh src/chakra/_columns.c
 	bash scripts/system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -256,8 +256,9 @@ def test_get_attr_reads_involved_dim_from_an_integer_list_as_bools():
         ("comm_size", "float_val", 1024.0),
         ("comm_size", "string_val", "1024"),
         ("comm_size", "int64_list", [1024]),
-        ("is_cpu_op", "string_val", "true"),
-        ("pg_name", "int64_val", 1),
+        ("is_cpu_op", "string_val", "maybe"),
+        ("pg_name", "double_val", 1.0),
+        ("comm_size", "uint64_val", 1 << 63),
         ("involved_dim", "bool_val", True),
     ],
 )
@@ -267,6 +268,25 @@ def test_get_attr_refuses_a_member_of_the_wrong_family_instead_of_reading_zero(n
     with pytest.raises(AttrKindError, match=f"{name}.*{member}") as info:
         get_attr(node, name)
     assert "node 9" in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "flag"), [("true", True), ("False", False), (" 1 ", True), ("0", False)])
+def test_get_attr_reads_a_flag_written_as_text(text, flag):
+    node = stored(Node(id=1, name="n"), "is_cpu_op", "string_val", text)
+
+    assert get_attr(node, "is_cpu_op") is flag
+
+
+def test_get_attr_reads_a_group_id_stored_as_an_integer_as_its_decimal_text():
+    node = stored(Node(id=1, name="n"), "pg_name", "int64_val", 3)
+
+    assert get_attr(node, "pg_name") == "3"
+
+
+def test_a_flag_written_as_text_is_still_an_error_for_the_cpp_consumers():
+    severity, _ = canonical_member_problem(attribute("is_cpu_op", "string_val", "false"))
+
+    assert severity == "error"
 
 
 def test_get_attr_returns_the_default_when_the_attribute_is_absent():

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra import io
-from chakra.graph import CTRL_DEP, DATA_DEP, build_graph, find_cycle, roots, topological_order
+from chakra.graph import CTRL_DEP, DATA_DEP, CycleError, build_graph, find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, Node
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def test_duplicate_ids_are_reported_and_edges_go_to_the_last_occurrence():
     graph = build_graph([make_node(1, "first"), make_node(1, "second"), make_node(2, "child", data_deps=[1])])
 
     assert graph.duplicate_ids == [1]
-    assert graph.position_of[1] == 1
+    assert graph.position(1) == 1
     assert graph.parents(2).tolist() == [1]
 
 
@@ -156,7 +156,30 @@ def test_topological_order_leaves_out_nodes_on_or_behind_a_cycle():
         make_node(5, "independent", data_deps=[1]),
     ]
 
-    assert topological_order(build_graph(nodes)).tolist() == [0, 4]
+    assert topological_order(build_graph(nodes), strict=False).tolist() == [0, 4]
+
+
+def test_topological_order_raises_one_cycle_error_naming_the_cycle_and_what_it_blocks():
+    nodes = [
+        make_node(1, "root"),
+        make_node(2, "in cycle", data_deps=[1, 3]),
+        make_node(3, "in cycle", ctrl_deps=[2]),
+        make_node(4, "behind the cycle", data_deps=[3]),
+    ]
+
+    with pytest.raises(CycleError) as info:
+        topological_order(build_graph(nodes), path="t.0.et")
+
+    assert sorted(info.value.ids) == [2, 3] and info.value.blocked == 3
+    assert str(info.value).startswith("t.0.et: dependency cycle of 2 nodes: ")
+
+
+def test_the_fast_path_and_the_heap_agree_on_a_file_sorted_by_dependency():
+    nodes = [make_node(i, data_deps=[i - 1] if i else []) for i in range(10)]
+    graph = build_graph(nodes)
+
+    assert topological_order(graph).tolist() == list(range(10))
+    assert topological_order(graph, tie_break="id").tolist() == list(range(10))
 
 
 @st.composite
@@ -184,7 +207,7 @@ def test_topological_order_of_any_dag_places_every_node_after_all_its_dependenci
     placed_at = {pos: k for k, pos in enumerate(order)}
     for pos, node in enumerate(nodes):
         for dep in [*node.data_deps, *node.ctrl_deps]:
-            assert placed_at[graph.position_of[dep]] < placed_at[pos]
+            assert placed_at[graph.position(dep)] < placed_at[pos]
     assert find_cycle(graph) == []
 
 
@@ -239,7 +262,7 @@ def test_find_cycle_handles_a_100k_node_cycle_without_recursion():
     nodes = [make_node(i, "n", data_deps=[(i + 1) % n]) for i in range(n)]
     graph = build_graph(nodes)
 
-    assert len(topological_order(graph)) == 0
+    assert len(topological_order(graph, strict=False)) == 0
     cycle = find_cycle(graph)
 
     assert len(cycle) == n
@@ -276,7 +299,7 @@ def test_upstream_trace_has_dangling_ctrl_deps_and_ctrl_cycles_but_its_data_grap
 
     assert graph.num_nodes == UPSTREAM_NODE_COUNT
     assert graph.missing_deps and all(kind == CTRL_DEP for _, _, kind in graph.missing_deps)
-    order = topological_order(graph)
+    order = topological_order(graph, strict=False)
     assert len(order) < graph.num_nodes
     left_out = np.setdiff1d(np.arange(graph.num_nodes), order)
     assert_is_cycle(graph, find_cycle(graph, left_out))

@@ -1,10 +1,26 @@
-"""Node attributes: the registry of well-known names and the value kind each consumer reads.
+"""Node attributes: the registry of well-known names, their value kinds, and the rules for reading them.
 
 Chakra stores attributes as ``AttributeProto`` with a ``oneof value``; consumers read one member
 (the v2 C++ feeder reads *only* the canonical member, anything else reads as 0). Writing the wrong
 member is the "comm_size read as 0" class of bug, so producers in this package go through
-:func:`set_attr`, which always writes the registered member, and readers go through
-:func:`get_attr`, which accepts any member of the right family (``reference/chakra-format.md`` §6).
+:func:`set_attr`, which always writes the registered member.
+
+**Reading rules** (one set, used by :func:`get_attr` on messages and by the node table's columns,
+:mod:`chakra.table`, so every consumer sees the same value):
+
+1. the first attribute of a name is the one read (FeederV3's linear scan);
+2. integer attributes read any integer member and ``bool_val``; the value must fit an int64 (a size,
+   rank or count beyond it is not a value any consumer can use);
+3. flags (``is_cpu_op``) read ``bool_val`` and any integer member (non-zero is true), and also the
+   texts ``"true"``/``"false"``/``"1"``/``"0"`` in ``string_val`` (any case, spaces around ignored),
+   which some producers write;
+4. text attributes (``pg_name``, ``op_schema``) read ``string_val``, and an integer member as its
+   decimal text (a group id stored as ``int64_val`` 3 is group ``"3"``);
+5. anything else is *unreadable*: :func:`get_attr` raises :class:`AttrKindError`, the node table
+   treats the attribute as absent and ``chakra validate`` reports it (``attr-kind``).
+
+Rules 3 and 4 are tolerance of this package: the C++ consumers cannot read those members, so
+:func:`canonical_member_problem` still grades them as errors (``reference/chakra-format.md`` §6).
 
 Example:
     >>> from chakra.schema.protobuf.et_def_pb2 import Node
@@ -14,6 +30,8 @@ Example:
     'int64_val'
     >>> get_attr(node, "comm_size")
     1048576
+    >>> read_flag_text(" False ")
+    False
 """
 
 from __future__ import annotations
@@ -21,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, Node
@@ -44,13 +64,21 @@ INT_LIST_MEMBERS = frozenset(m.replace("_val", "_list") for m in INT_MEMBERS)
 FLOAT_LIST_MEMBERS = frozenset({"double_list", "float_list"})
 LIST_MEMBERS = INT_LIST_MEMBERS | FLOAT_LIST_MEMBERS | {"bool_list", "string_list", "bytes_list"}
 
-#: The families a well-known attribute can belong to; ``get_attr`` converts within a family.
+#: The largest integer a well-known integer attribute may hold (rule 2; the node table's int64 columns).
+MAX_INT_VALUE = (1 << 63) - 1
+MIN_INT_VALUE = -(1 << 63)
+
+#: The families a well-known attribute can belong to.
 KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_STR = "bool", "int", "float", "str"
 KIND_BOOL_LIST, KIND_STR_LIST = "bool_list", "str_list"
 
-#: Members each family accepts when reading (FeederV3 converts between all integer-like members
-#: and bool; it throws for float -> integer and string -> number).
-_READABLE: dict[str, frozenset[str]] = {
+#: Texts a flag reads from ``string_val`` (rule 3), compared after ``strip().lower()``.
+FLAG_TRUE_TEXTS = frozenset({"true", "1"})
+FLAG_FALSE_TEXTS = frozenset({"false", "0"})
+
+#: Members FeederV3, the C++ reader ASTRA-sim links, converts into each family (it converts between
+#: all integer-like members and bool; it throws for float -> integer and string -> number).
+_FEEDER_READABLE: dict[str, frozenset[str]] = {
     KIND_BOOL: INT_MEMBERS | {"bool_val"},
     KIND_INT: INT_MEMBERS | {"bool_val"},
     KIND_FLOAT: INT_MEMBERS | FLOAT_MEMBERS,
@@ -58,6 +86,27 @@ _READABLE: dict[str, frozenset[str]] = {
     KIND_BOOL_LIST: INT_LIST_MEMBERS | {"bool_list"},
     KIND_STR_LIST: frozenset({"string_list"}),
 }
+#: Members this package reads into each family: FeederV3's, plus rules 3 and 4.
+READABLE: dict[str, frozenset[str]] = {
+    **_FEEDER_READABLE,
+    KIND_BOOL: _FEEDER_READABLE[KIND_BOOL] | {"string_val"},
+    KIND_STR: _FEEDER_READABLE[KIND_STR] | INT_MEMBERS,
+}
+
+# -- oneof members by field number (what the node table's C decoder reports) ---------------------
+
+#: Field number of each oneof member (``et_def.proto``) and back.
+MEMBER_CODE: dict[str, int] = {f.name: f.number for f in AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields}
+MEMBER_OF_CODE: dict[int, str] = {code: name for name, code in MEMBER_CODE.items()}
+#: Code of an attribute whose oneof holds no member.
+NO_MEMBER = 0
+#: Members whose value the decoder reports as a number (integers, bool) or a double (floats).
+INT_CODES = frozenset(MEMBER_CODE[m] for m in INT_MEMBERS)
+BOOL_CODE = MEMBER_CODE["bool_val"]
+STRING_CODE = MEMBER_CODE["string_val"]
+FLOAT_CODES = frozenset(MEMBER_CODE[m] for m in FLOAT_MEMBERS)
+#: Unsigned 64-bit members: the decoder reports their bit pattern, negative when above int64.
+_UNSIGNED64_CODES = frozenset({MEMBER_CODE["uint64_val"], MEMBER_CODE["fixed64_val"]})
 
 
 @dataclass(frozen=True)
@@ -144,10 +193,20 @@ WELL_KNOWN: dict[str, AttrSpec] = {
         _spec("fw_tid", "int64_val", KIND_INT, "", "forward thread id of a backward op"),
         _spec("op_schema", "string_val", KIND_STR, "", "ATen operator schema"),
         _spec("stream", "int64_val", KIND_INT, "", "GPU stream of a kernel (0 for CPU nodes)"),
+        _spec(
+            "duration_ns",
+            "int64_val",
+            KIND_INT,
+            "ns",
+            "exact duration where a converter kept it (analyses prefer it to duration_micros; ASTRA-sim ignores it)",
+        ),
         _spec("inputs", "string_list", KIND_STR_LIST, "", "ASTRA-sim local-memory tracking: [name, size_bytes, ...]"),
         _spec("outputs", "string_list", KIND_STR_LIST, "", "ASTRA-sim local-memory tracking: [name, size_bytes, ...]"),
     )
 }
+
+
+# -- scalar reading (one attribute message) -------------------------------------------------------
 
 
 def member_value(attr: AttributeProto) -> Any:
@@ -161,21 +220,55 @@ def member_value(attr: AttributeProto) -> Any:
     return value
 
 
+def read_flag_text(text: str) -> bool | None:
+    """A flag written as text (rule 3): ``True``, ``False``, or ``None`` when the text says neither.
+
+    >>> read_flag_text("TRUE"), read_flag_text("0"), read_flag_text("yes")
+    (True, False, None)
+    """
+    word = text.strip().lower()
+    if word in FLAG_TRUE_TEXTS:
+        return True
+    if word in FLAG_FALSE_TEXTS:
+        return False
+    return None
+
+
+def read_value(kind: str, member: str, value: Any) -> Any:
+    """``value`` stored in ``member`` as an attribute of ``kind`` reads it (rules 2-4), or ``None`` when
+    it is unreadable (rule 5).
+
+    >>> read_value(KIND_INT, "uint64_val", 4096), read_value(KIND_STR, "int64_val", 3)
+    (4096, '3')
+    >>> read_value(KIND_INT, "double_val", 1.0) is None
+    True
+    """
+    if member not in READABLE[kind]:
+        return None
+    if kind == KIND_BOOL:
+        return read_flag_text(value) if member == "string_val" else bool(value)
+    if kind == KIND_INT:
+        number = int(value)
+        return number if MIN_INT_VALUE <= number <= MAX_INT_VALUE else None
+    if kind == KIND_STR:
+        return value if member == "string_val" else str(int(value))
+    if kind == KIND_FLOAT:
+        return float(value)
+    if kind == KIND_BOOL_LIST:
+        return [bool(v) for v in value]
+    return value
+
+
 def flag_value(attr: AttributeProto) -> bool:
-    """A bool-like attribute (``is_cpu_op``) as tolerant consumers read it: ``bool_val``, or any
-    integer member's truthiness; members of another family (reported by validation) read false."""
+    """A flag (``is_cpu_op``) by the reading rules; an unreadable one reads as false (absent)."""
     member = attr.WhichOneof("value")
-    if member == "bool_val":
-        return attr.bool_val
-    return member in INT_MEMBERS and bool(getattr(attr, member))
+    return member is not None and read_value(KIND_BOOL, member, member_value(attr)) is True
 
 
 def int_value(attr: AttributeProto) -> int | None:
-    """An integer attribute from any integer-like member (bool included), else ``None``."""
+    """An integer attribute by the reading rules, ``None`` when absent or unreadable."""
     member = attr.WhichOneof("value")
-    if member in INT_MEMBERS or member == "bool_val":
-        return int(getattr(attr, member))
-    return None
+    return None if member is None else read_value(KIND_INT, member, member_value(attr))
 
 
 def find_attr(node: Node, name: str) -> AttributeProto | None:
@@ -189,10 +282,9 @@ def find_attr(node: Node, name: str) -> AttributeProto | None:
 def get_attr(node: Node, name: str, default: Any = None) -> Any:
     """Value of attribute ``name`` of ``node``, or ``default`` when absent.
 
-    Well-known attributes are converted to their registered kind from any member a tolerant
-    consumer accepts (``comm_size`` stored as ``uint64_val`` still reads as the int); a member of
-    the wrong family (a float size, a string count) raises :class:`AttrKindError` instead of
-    reading as 0. Other attributes are returned as stored.
+    Well-known attributes are read by the rules of the module docstring (``comm_size`` stored as
+    ``uint64_val`` still reads as the int); an unreadable one (a float size, a string count) raises
+    :class:`AttrKindError` instead of reading as 0. Other attributes are returned as stored.
     """
     attr = find_attr(node, name)
     if attr is None:
@@ -204,20 +296,62 @@ def get_attr(node: Node, name: str, default: Any = None) -> Any:
     spec = WELL_KNOWN.get(name)
     if spec is None:
         return value
-    if member not in _READABLE[spec.kind]:
+    read = read_value(spec.kind, member, value)
+    if read is None:
         raise AttrKindError(
-            f"node {node.id}: attribute {name!r} is stored as {member}, which consumers cannot read as {spec.kind}",
+            f"node {node.id}: attribute {name!r} is stored as {member} ({value!r}), which does not read as {spec.kind}",
             hint=f"write it as {spec.member}",
         )
-    if spec.kind == KIND_BOOL:
-        return bool(value)
-    if spec.kind == KIND_INT:
-        return int(value)
-    if spec.kind == KIND_FLOAT:
-        return float(value)
-    if spec.kind == KIND_BOOL_LIST:
-        return [bool(v) for v in value]
-    return value
+    return read
+
+
+# -- column reading (many attributes at once: chakra.table) ---------------------------------------
+
+
+def int_column(member: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 2 over decoded attributes: ``(values, readable)`` from their member codes and the numbers
+    the decoder reported (int64; unsigned 64-bit members as their bit pattern).
+
+    >>> values, ok = int_column(np.array([9, 13, 3]), np.array([5, -1, 0]))
+    >>> values.tolist(), ok.tolist()
+    ([5, 0, 0], [True, False, False])
+    """
+    member = np.asarray(member)
+    ok = np.isin(member, list(INT_CODES | {BOOL_CODE}))
+    ok &= ~(np.isin(member, list(_UNSIGNED64_CODES)) & (value < 0))
+    return np.where(ok, value, 0).astype(np.int64), ok
+
+
+def flag_column(member: np.ndarray, value: np.ndarray, texts: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 3 over decoded attributes: ``(flags, readable)``; ``texts`` holds the ``string_val`` of the
+    rows stored as strings (row index -> text).
+
+    >>> flags, ok = flag_column(np.array([27, 9, 29, 29]), np.array([1, 0, 0, 0]), {2: "false", 3: "no"})
+    >>> flags.tolist(), ok.tolist()
+    ([True, False, False, False], [True, True, True, False])
+    """
+    member = np.asarray(member)
+    ok = np.isin(member, list(INT_CODES | {BOOL_CODE}))
+    flags = ok & (value != 0)
+    for row, text in texts.items():
+        read = read_flag_text(text)
+        if read is not None:
+            ok[row] = True
+            flags[row] = read
+    return flags, ok
+
+
+def text_column(member: np.ndarray, value: np.ndarray, texts: dict[int, str]) -> tuple[list[str], np.ndarray]:
+    """Rule 4 over decoded attributes: ``(texts, readable)``, integers as their decimal text."""
+    ints, ok = int_column(member, value)
+    out = [str(v) if readable else "" for v, readable in zip(ints.tolist(), ok.tolist(), strict=True)]
+    for row, text in texts.items():
+        out[row] = text
+        ok[row] = True
+    return out, ok
+
+
+# -- writing ---------------------------------------------------------------------------------------
 
 
 def member_for_python_value(value: Any) -> str:
@@ -293,17 +427,25 @@ def set_attr(node: Node, name: str, value: Any, *, member: str | None = None) ->
         setattr(attr, member, bool(value) if member == "bool_val" else value)
 
 
-def canonical_member_problem(attr: AttributeProto) -> tuple[str, str] | None:
-    """For a well-known attribute stored in another member: ``(severity, explanation)``.
+# -- grading (chakra validate) ---------------------------------------------------------------------
 
-    ``"error"`` when some consumer cannot read it at all (wrong family, or ``involved_dim`` in
-    anything but ``bool_list``, which aborts ASTRA-sim); ``"warning"`` when tolerant readers
-    convert it but the v2 C++ feeder reads the canonical member only and sees 0.
+
+def member_problem(name: str, member: str) -> tuple[str, str] | None:
+    """For well-known attribute ``name`` stored in ``member``: ``(severity, explanation)``, or None.
+
+    ``"error"`` when a C++ consumer cannot read it at all (wrong family, rules 3-4 included, or
+    ``involved_dim`` in anything but ``bool_list``, which aborts ASTRA-sim); ``"warning"`` when
+    FeederV3 converts it but the v2 C++ feeder reads the canonical member only and sees 0.
     """
-    spec = WELL_KNOWN.get(attr.name)
-    member = attr.WhichOneof("value")
-    if spec is None or member is None or member == spec.member:
+    spec = WELL_KNOWN.get(name)
+    if spec is None or member == spec.member:
         return None
-    if member not in _READABLE[spec.kind] or spec.name == "involved_dim":
+    if member not in _FEEDER_READABLE[spec.kind] or spec.name == "involved_dim":
         return "error", f"stored as {member}; consumers need {spec.member} ({spec.kind})"
     return "warning", f"stored as {member}; the v2 C++ feeder reads only {spec.member} and sees 0/false"
+
+
+def canonical_member_problem(attr: AttributeProto) -> tuple[str, str] | None:
+    """:func:`member_problem` of one attribute message (None for an attribute without value)."""
+    member = attr.WhichOneof("value")
+    return None if member is None else member_problem(attr.name, member)

@@ -1,43 +1,88 @@
-"""Compact array view of one rank's graph, for algorithms that must scale to millions of nodes.
+"""One rank's dependency graph as arrays, and the graph algorithms every consumer calls.
 
-:func:`build_graph` turns a list of ``Node`` messages into a :class:`TraceGraph` of numpy arrays
-(positions are indices into the node list, i.e. file order); everything else here is a plain
-function over such a graph.
+A :class:`TraceGraph` holds ids, types, times and the dependencies of one rank as numpy arrays;
+positions are indices in file order. :func:`graph_from_arrays` builds one from decoded columns (the
+node table does, :mod:`chakra.table`) and :func:`build_graph` from ``Node`` messages. The algorithms
+are plain functions over a graph, in networkx's style: :func:`topological_order` (with its
+tie-breaks), :func:`find_cycle`, :func:`roots`, :func:`neighbourhood`, :func:`transitive_reduction`.
+A dependency cycle is one :class:`CycleError`, carrying the ids.
+
+Both ``data_deps`` and ``ctrl_deps`` are edges (FeederV3 gates on both). A dependency on an id that is
+not in the file is left out of the edges and listed in ``missing_deps``; with duplicated ids the last
+node of an id is the one its dependents depend on (the C++ feeders' index).
 
 Example:
-    >>> g = build_graph(nodes)                     # doctest: +SKIP
-    >>> order = topological_order(g)               # positions, parents before children
-    >>> g.ids[order[:5]]
+    >>> from chakra.schema.protobuf.et_def_pb2 import Node
+    >>> g = build_graph([Node(id=1), Node(id=2, data_deps=[1]), Node(id=3, ctrl_deps=[1])])
+    >>> topological_order(g).tolist(), roots(g).tolist()
+    ([0, 1, 2], [0])
 """
 
 from __future__ import annotations
 
 import heapq
-from array import array
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
 
 import numpy as np
 
+from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import Node
 
 #: ``dep_kind`` values: which field of the child an edge came from.
 DATA_DEP, CTRL_DEP = 0, 1
+#: Node ids of a cycle quoted in its message.
+CYCLE_IDS_SHOWN = 12
+#: Largest view :func:`transitive_reduction` works on (its bitsets grow with the square of the nodes).
+MAX_REDUCE_NODES = 20_000
 
 
-@dataclass(frozen=True)
+class TieBreak(str, Enum):
+    """Which ready node :func:`topological_order` places first."""
+
+    #: the smallest file position
+    POSITION = "position"
+    #: the smallest node id: ASTRA-sim's issue order (``reference/astra-sim.md`` §2.2)
+    ID = "id"
+
+
+class CycleError(ChakraInputError):
+    """The dependencies form a cycle. ``ids``: the node ids of one cycle, each depending on the next;
+    ``blocked``: how many nodes can never run (the cycle and everything behind it)."""
+
+    def __init__(self, ids: Sequence[int], blocked: int, *, path: PathLike | None = None, what: str = ""):
+        self.ids = list(ids)
+        self.blocked = blocked
+        super().__init__(
+            f"{cycle_text(self.ids)}; {blocked:,} nodes can never run{what}",
+            path=path,
+            hint="run chakra validate to list it; data_deps and ctrl_deps together must form a DAG",
+        )
+
+
+def cycle_text(ids: Sequence[int]) -> str:
+    """How every message names a cycle: ``dependency cycle of 3 nodes: 1 -> 2 -> 3 -> 1 (...)``."""
+    shown = " -> ".join(str(i) for i in ids[:CYCLE_IDS_SHOWN])
+    tail = " -> ..." if len(ids) > CYCLE_IDS_SHOWN else (f" -> {ids[0]}" if ids else "")
+    return (
+        f"dependency cycle of {len(ids)} nodes: {shown}{tail} (each depends on the next, data and ctrl deps together)"
+    )
+
+
+@dataclass(frozen=True, eq=False)
 class TraceGraph:
     """One rank's dependency graph as arrays; position ``i`` is the ``i``-th node of the file.
 
     * ``ids`` (uint64), ``node_type`` (int32, ``NodeType``; proto3 keeps values outside the enum, so a
       corrupt or newer file can hold any int32), ``dur_us`` and ``start_us`` (uint64, µs)
     * dependencies in CSR form: the parents of position ``i`` are
-      ``dep_pos[dep_ptr[i]:dep_ptr[i+1]]``, with ``dep_kind`` telling data (0) from ctrl (1);
-      an id listed in both fields of a node gives two entries
-    * ``missing_deps``: ``(child position, missing id, kind)`` for deps on ids not in the file;
-      they are not part of the CSR
-    * ``duplicate_ids``: ids that occur more than once; the index (``position_of``) keeps the
-      last occurrence, as the C++ feeders do
+      ``dep_pos[dep_ptr[i]:dep_ptr[i+1]]``, data deps before ctrl deps, with ``dep_kind`` telling data (0)
+      from ctrl (1); an id listed in both fields of a node gives two entries
+    * ``missing_deps``: ``(child position, missing id, kind)`` for deps on ids not in the file
+    * ``duplicate_ids``: ids that occur more than once (their last occurrence is the one depended on)
     """
 
     ids: np.ndarray
@@ -47,7 +92,6 @@ class TraceGraph:
     dep_ptr: np.ndarray
     dep_pos: np.ndarray
     dep_kind: np.ndarray
-    position_of: dict[int, int]
     missing_deps: list[tuple[int, int, int]] = field(default_factory=list)
     duplicate_ids: list[int] = field(default_factory=list)
 
@@ -63,152 +107,202 @@ class TraceGraph:
         """Positions of the nodes ``pos`` depends on (data and ctrl)."""
         return self.dep_pos[self.dep_ptr[pos] : self.dep_ptr[pos + 1]]
 
-    def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(child_ptr, child_pos)``: the reverse CSR.
-
-        The children of ``i`` are ``child_pos[child_ptr[i]:child_ptr[i+1]]``.
-        """
+    @cached_property
+    def children(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(child_ptr, child_pos)``, the reverse CSR, computed once: the children of ``i`` are
+        ``child_pos[child_ptr[i]:child_ptr[i+1]]``, in ascending position."""
         n = self.num_nodes
         child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
         order = np.argsort(self.dep_pos, kind="stable")
-        child_pos = child_of[order]
         counts = np.bincount(self.dep_pos, minlength=n)
         child_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=child_ptr[1:])
-        return child_ptr, child_pos
+        return child_ptr, child_of[order]
+
+    def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`children` (kept for callers of the method form)."""
+        return self.children
+
+    @cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        return _id_index(self.ids)
+
+    def position(self, node_id: int) -> int | None:
+        """The position of the node with this id (its last occurrence), or ``None``."""
+        found = self.positions(np.array([node_id], dtype=np.uint64))[0]
+        return None if found < 0 else int(found)
+
+    def positions(self, node_ids: np.ndarray) -> np.ndarray:
+        """Positions of ``node_ids`` (int64; -1 where an id is not in the file)."""
+        return _lookup(self._index, np.asarray(node_ids, dtype=np.uint64))
+
+    @property
+    def position_of(self) -> dict[int, int]:
+        """Node id -> position as a dict (builds one entry per node: prefer :meth:`position`)."""
+        unique_ids, unique_pos = self._index
+        return dict(zip(unique_ids.tolist(), unique_pos.tolist(), strict=True))
 
 
-class GraphBuilder:
-    """Builds a :class:`TraceGraph` from nodes fed one at a time, so a file can be streamed
-    without keeping its messages (compact typed arrays, about 40 bytes a node plus 9 an edge).
+def _id_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids and the position of each one's last occurrence."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    last = np.ones(len(ids), dtype=bool)
+    last[:-1] = sorted_ids[1:] != sorted_ids[:-1]
+    return sorted_ids[last], order[last]
 
-    Example:
-        >>> builder = GraphBuilder()
-        >>> for node in reader: builder.add(node)          # doctest: +SKIP
-        >>> graph = builder.build()
+
+def _lookup(index: tuple[np.ndarray, np.ndarray], ids: np.ndarray) -> np.ndarray:
+    unique_ids, unique_pos = index
+    at = np.searchsorted(unique_ids, ids)
+    at_clipped = np.minimum(at, max(len(unique_ids) - 1, 0))
+    found = (at < len(unique_ids)) & (unique_ids[at_clipped] == ids) if len(unique_ids) else np.zeros(len(ids), bool)
+    return np.where(found, unique_pos[at_clipped] if len(unique_ids) else -1, -1).astype(np.int64)
+
+
+def graph_from_arrays(
+    ids: np.ndarray,
+    node_type: np.ndarray,
+    dur_us: np.ndarray,
+    start_us: np.ndarray,
+    data_counts: np.ndarray,
+    data_ids: np.ndarray,
+    ctrl_counts: np.ndarray,
+    ctrl_ids: np.ndarray,
+) -> TraceGraph:
+    """A graph from per-node columns and the dependency ids of every node (``data_ids`` holds
+    ``data_counts[i]`` ids for node ``i``, in node order; the same for ctrl), vectorized.
+
+    >>> g = graph_from_arrays(np.array([5, 6], np.uint64), np.zeros(2, np.int32), np.zeros(2, np.uint64),
+    ...     np.zeros(2, np.uint64), np.array([0, 1]), np.array([5], np.uint64), np.array([0, 1]),
+    ...     np.array([9], np.uint64))
+    >>> g.dep_pos.tolist(), g.missing_deps
+    ([0], [(1, 9, 1)])
     """
-
-    def __init__(self) -> None:
-        self._ids = array("Q")
-        self._types = array("i")
-        self._dur = array("Q")
-        self._start = array("Q")
-        self._counts = array("q")
-        self._dep_ids = array("Q")
-        self._kinds = array("B")
-        self._position_of: dict[int, int] = {}
-        self._duplicates: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def add(self, node: Node) -> int:
-        """Record ``node``; returns its position."""
-        pos = len(self._ids)
-        node_id = node.id
-        self._ids.append(node_id)
-        self._types.append(node.type)
-        self._dur.append(node.duration_micros)
-        self._start.append(node.start_time_micros)
-        if node_id in self._position_of:
-            self._duplicates.append(node_id)
-        self._position_of[node_id] = pos
-        data = node.data_deps
-        ctrl = node.ctrl_deps
-        self._counts.append(len(data) + len(ctrl))
-        if data:
-            self._dep_ids.extend(data)
-            self._kinds.frombytes(_DATA_KIND_BYTE * len(data))
-        if ctrl:
-            self._dep_ids.extend(ctrl)
-            self._kinds.frombytes(_CTRL_KIND_BYTE * len(ctrl))
-        return pos
-
-    def build(self) -> TraceGraph:
-        """The graph of every node added so far."""
-        n = len(self._ids)
-        counts = np.frombuffer(self._counts, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
-        dep_ids = np.frombuffer(self._dep_ids, dtype=np.uint64) if self._dep_ids else np.zeros(0, dtype=np.uint64)
-        kinds = np.frombuffer(self._kinds, dtype=np.uint8) if self._kinds else np.zeros(0, dtype=np.uint8)
-        child_index = np.repeat(np.arange(n, dtype=np.int64), counts)
-        get = self._position_of.get
-        raw_pos = np.fromiter((get(d, -1) for d in self._dep_ids), dtype=np.int64, count=len(self._dep_ids))
-        present = raw_pos >= 0
-        missing: list[tuple[int, int, int]] = []
-        if not present.all():
-            for k in np.flatnonzero(~present).tolist():
-                missing.append((int(child_index[k]), int(dep_ids[k]), int(kinds[k])))
-            counts = np.bincount(child_index[present], minlength=n)
-        dep_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=dep_ptr[1:])
-        return TraceGraph(
-            ids=np.array(self._ids, dtype=np.uint64),
-            node_type=np.array(self._types, dtype=np.int32),
-            dur_us=np.array(self._dur, dtype=np.uint64),
-            start_us=np.array(self._start, dtype=np.uint64),
-            dep_ptr=dep_ptr,
-            dep_pos=raw_pos[present],
-            dep_kind=kinds[present].copy(),
-            position_of=self._position_of,
-            missing_deps=missing,
-            duplicate_ids=sorted(set(self._duplicates)),
-        )
-
-
-_DATA_KIND_BYTE = bytes([DATA_DEP])
-_CTRL_KIND_BYTE = bytes([CTRL_DEP])
+    n = len(ids)
+    ids = np.asarray(ids, dtype=np.uint64)
+    data_counts = np.asarray(data_counts, dtype=np.int64)
+    ctrl_counts = np.asarray(ctrl_counts, dtype=np.int64)
+    counts = data_counts + ctrl_counts
+    total = int(counts.sum())
+    # each node's data deps, then its ctrl deps, in one array
+    start_of = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(counts[:-1], out=start_of[1:])
+    dep_ids = np.empty(total, dtype=np.uint64)
+    dep_kind = np.empty(total, dtype=np.uint8)
+    child = np.repeat(np.arange(n, dtype=np.int64), counts)
+    for kind, kind_counts, kind_ids, skip in (
+        (DATA_DEP, data_counts, data_ids, np.zeros(n, dtype=np.int64)),
+        (CTRL_DEP, ctrl_counts, ctrl_ids, data_counts),
+    ):
+        m = int(kind_counts.sum())
+        if not m:
+            continue
+        first = np.zeros(n, dtype=np.int64)
+        np.cumsum(kind_counts[:-1], out=first[1:])
+        rank_in_node = np.arange(m, dtype=np.int64) - np.repeat(first, kind_counts)
+        slots = np.repeat(start_of + skip, kind_counts) + rank_in_node
+        dep_ids[slots] = kind_ids
+        dep_kind[slots] = kind
+    index = _id_index(ids)
+    dep_pos = _lookup(index, dep_ids)
+    present = dep_pos >= 0
+    missing: list[tuple[int, int, int]] = []
+    if not present.all():
+        gone = np.flatnonzero(~present)
+        missing = list(zip(child[gone].tolist(), dep_ids[gone].tolist(), dep_kind[gone].tolist(), strict=True))
+        counts = np.bincount(child[present], minlength=n)
+    dep_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=dep_ptr[1:])
+    unique_ids, _ = index
+    duplicates: list[int] = []
+    if len(unique_ids) < n:
+        sorted_ids = np.sort(ids)
+        duplicates = np.unique(sorted_ids[1:][sorted_ids[1:] == sorted_ids[:-1]]).tolist()
+    graph = TraceGraph(
+        ids=ids,
+        node_type=np.asarray(node_type, dtype=np.int32),
+        dur_us=np.asarray(dur_us, dtype=np.uint64),
+        start_us=np.asarray(start_us, dtype=np.uint64),
+        dep_ptr=dep_ptr,
+        dep_pos=dep_pos[present],
+        dep_kind=dep_kind[present],
+        missing_deps=missing,
+        duplicate_ids=duplicates,
+    )
+    graph.__dict__["_index"] = index  # computed already
+    return graph
 
 
 def build_graph(nodes: Iterable[Node]) -> TraceGraph:
-    """Arrays for ``nodes`` (one rank, file order). Runs in one pass over the messages."""
+    """The graph of ``Node`` messages (one rank, file order)."""
     builder = GraphBuilder()
-    add = builder.add
     for node in nodes:
-        add(node)
+        builder.add(node)
     return builder.build()
 
 
-def topological_order(graph: TraceGraph, *, tie_break: str = "position") -> np.ndarray:
+def topological_order(
+    graph: TraceGraph,
+    *,
+    tie_break: TieBreak | str = TieBreak.POSITION,
+    strict: bool = True,
+    path: PathLike | None = None,
+) -> np.ndarray:
     """Positions in dependency order (every node after all its parents).
 
-    Among ready nodes the smallest file position goes first (``tie_break="position"``) or the
-    smallest node id (``"id"``: ASTRA-sim's issue order, which differs when a file is not sorted
-    by id). Nodes on or behind a cycle are left out, so a result shorter than ``graph.num_nodes``
-    means the graph is not a DAG (see :func:`find_cycle`).
+    Among ready nodes the smallest file position goes first (``TieBreak.POSITION``) or the smallest
+    id (``TieBreak.ID``: ASTRA-sim's issue order, which differs when a file is not sorted by id). On a
+    cycle, ``strict`` raises :class:`CycleError` (``path`` names the file in it); otherwise the nodes on
+    or behind cycles are left out, so the result is shorter than ``graph.num_nodes``.
+
+    When every dependency already points to a node earlier in the tie-break order (the common case,
+    checked in one vectorized step), that order is the answer and no heap is needed.
     """
-    if tie_break not in ("position", "id"):
-        raise ValueError(f"tie_break must be 'position' or 'id', not {tie_break!r}")
+    if tie_break not in TieBreak._value2member_map_ and not isinstance(tie_break, TieBreak):
+        raise ValueError(f"tie_break must be one of {', '.join(t.value for t in TieBreak)}, not {tie_break!r}")
+    tie_break = TieBreak(tie_break)
     n = graph.num_nodes
+    key = np.arange(n, dtype=np.int64) if tie_break is TieBreak.POSITION else None
+    if tie_break is TieBreak.ID:
+        key = np.empty(n, dtype=np.int64)
+        key[np.argsort(graph.ids, kind="stable")] = np.arange(n, dtype=np.int64)
+    assert key is not None
+    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    if bool((key[graph.dep_pos] < key[child_of]).all()):
+        return np.argsort(key, kind="stable")
     indegree = np.diff(graph.dep_ptr).tolist()
-    child_ptr, child_pos = graph.children_csr()
-    child_ptr_l = child_ptr.tolist()
-    child_pos_l = child_pos.tolist()
+    child_ptr_np, child_pos_np = graph.children
+    child_ptr = child_ptr_np.tolist()
+    child_pos = child_pos_np.tolist()
+    key_l = key.tolist()
+    order_of_key = np.argsort(key, kind="stable").tolist()
+    ready = [key_l[i] for i in range(n) if indegree[i] == 0]
+    heapq.heapify(ready)
     order: list[int] = []
     push, pop, append = heapq.heappush, heapq.heappop, order.append
-    if tie_break == "position":
-        ready = [i for i in range(n) if indegree[i] == 0]
-        heapq.heapify(ready)
-        while ready:
-            i = pop(ready)
-            append(i)
-            for k in range(child_ptr_l[i], child_ptr_l[i + 1]):
-                c = child_pos_l[k]
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    push(ready, c)
-    else:
-        ids = graph.ids.tolist()
-        ready_by_id = [(ids[i], i) for i in range(n) if indegree[i] == 0]
-        heapq.heapify(ready_by_id)
-        while ready_by_id:
-            _, i = pop(ready_by_id)
-            append(i)
-            for k in range(child_ptr_l[i], child_ptr_l[i + 1]):
-                c = child_pos_l[k]
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    push(ready_by_id, (ids[c], c))
-    return np.asarray(order, dtype=np.int64)
+    while ready:
+        i = order_of_key[pop(ready)]
+        append(i)
+        for k in range(child_ptr[i], child_ptr[i + 1]):
+            c = child_pos[k]
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                push(ready, key_l[c])
+    result = np.asarray(order, dtype=np.int64)
+    if strict and len(result) < n:
+        raise cycle_error(graph, result, path=path)
+    return result
+
+
+def cycle_error(graph: TraceGraph, order: np.ndarray, *, path: PathLike | None = None, what: str = "") -> CycleError:
+    """The :class:`CycleError` of a graph whose (non-strict) topological ``order`` left nodes out."""
+    placed = np.zeros(graph.num_nodes, dtype=bool)
+    placed[order] = True
+    left = np.flatnonzero(~placed)
+    cycle = find_cycle(graph, left)
+    return CycleError(graph.ids[cycle].tolist(), len(left), path=path, what=what)
 
 
 def find_cycle(graph: TraceGraph, candidates: np.ndarray | None = None) -> list[int]:
@@ -255,3 +349,149 @@ def find_cycle(graph: TraceGraph, candidates: np.ndarray | None = None) -> list[
 def roots(graph: TraceGraph) -> np.ndarray:
     """Positions of nodes without dependencies (what a feeder can issue first)."""
     return np.flatnonzero(np.diff(graph.dep_ptr) == 0)
+
+
+def neighbourhood(graph: TraceGraph, center: int, depth: int, *, up: bool = True, down: bool = True) -> np.ndarray:
+    """Mask of the positions at most ``depth`` dependency hops from ``center``: towards its
+    dependencies (``up``), its dependents (``down``), or both.
+
+    >>> from chakra.schema.protobuf.et_def_pb2 import Node
+    >>> chain = build_graph([Node(id=i, data_deps=[i - 1] if i else []) for i in range(5)])
+    >>> np.flatnonzero(neighbourhood(chain, 2, 1)).tolist()
+    [1, 2, 3]
+    """
+    seen = np.zeros(graph.num_nodes, dtype=bool)
+    seen[center] = True
+    directions = ([(graph.dep_ptr, graph.dep_pos)] if up else []) + ([graph.children] if down else [])
+    for ptr, neighbours in directions:
+        seen |= _within_hops(ptr, neighbours, center, depth, graph.num_nodes)
+    return seen
+
+
+def _within_hops(ptr: np.ndarray, neighbours: np.ndarray, start: int, depth: int, n: int) -> np.ndarray:
+    """Mask of the positions at most ``depth`` hops from ``start`` along a CSR adjacency."""
+    seen = np.zeros(n, dtype=bool)
+    seen[start] = True
+    frontier = np.array([start], dtype=np.int64)
+    for _ in range(depth):
+        lo = ptr[frontier]
+        counts = ptr[frontier + 1] - lo
+        total = int(counts.sum())
+        if not total:
+            break
+        # the CSR slices of every frontier node, gathered in one index array
+        index = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+        reached = np.unique(neighbours[index])
+        frontier = reached[~seen[reached]]
+        seen[frontier] = True
+    return seen
+
+
+def transitive_reduction(num_nodes: int, edges: Iterable[tuple[int, int]]) -> set[tuple[int, int]] | None:
+    """The ``(parent, child)`` edges among ``edges`` (over nodes ``0..num_nodes-1``) that a longer path
+    implies: leaving them out is the transitive reduction. ``None`` above :data:`MAX_REDUCE_NODES`.
+
+    The nodes are put in dependency order, a cycle broken where the order stalls by placing the first
+    waiting node (edges going backwards are never implied). One sweep in reverse order carries each
+    node's descendants as a bitset (a Python int, bit = rank in the order); an edge ``v -> c`` is
+    implied when ``c`` is below another child of ``v``.
+
+    >>> sorted(transitive_reduction(3, [(0, 1), (1, 2), (0, 2)]))
+    [(0, 2)]
+    """
+    if num_nodes > MAX_REDUCE_NODES:
+        return None
+    children: list[set[int]] = [set() for _ in range(num_nodes)]
+    for parent, child in edges:
+        if parent != child:
+            children[parent].add(child)
+    indegree = [0] * num_nodes
+    for kids in children:
+        for c in kids:
+            indegree[c] += 1
+    placed = [False] * num_nodes
+    ready = deque(v for v in range(num_nodes) if indegree[v] == 0)
+    order: list[int] = []
+    waiting = 0
+    while len(order) < num_nodes:
+        if not ready:
+            while placed[waiting]:
+                waiting += 1
+            ready.append(waiting)
+        v = ready.popleft()
+        if placed[v]:
+            continue
+        placed[v] = True
+        order.append(v)
+        for c in children[v]:
+            if not placed[c]:
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    ready.append(c)
+    rank = [0] * num_nodes
+    for r, v in enumerate(order):
+        rank[v] = r
+    below = [0] * num_nodes  # descendants of each node along forward edges, as bits of their rank
+    implied: set[tuple[int, int]] = set()
+    for v in reversed(order):
+        forward = [c for c in children[v] if rank[c] > rank[v]]
+        reach = 0
+        for c in forward:
+            reach |= below[c]
+        for c in forward:
+            if reach >> rank[c] & 1:
+                implied.add((v, c))
+        for c in forward:
+            reach |= 1 << rank[c]
+        below[v] = reach
+    return implied
+
+
+class GraphBuilder:
+    """Builds a :class:`TraceGraph` from nodes fed one at a time (a file streamed without keeping its
+    messages).
+
+    Example:
+        >>> builder = GraphBuilder()
+        >>> for node in reader: builder.add(node)          # doctest: +SKIP
+        >>> graph = builder.build()
+    """
+
+    def __init__(self) -> None:
+        self._ids: list[int] = []
+        self._types: list[int] = []
+        self._dur: list[int] = []
+        self._start: list[int] = []
+        self._data_counts: list[int] = []
+        self._ctrl_counts: list[int] = []
+        self._data: list[int] = []
+        self._ctrl: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, node: Node) -> int:
+        """Record ``node``; returns its position."""
+        pos = len(self._ids)
+        self._ids.append(node.id)
+        self._types.append(node.type)
+        self._dur.append(node.duration_micros)
+        self._start.append(node.start_time_micros)
+        self._data_counts.append(len(node.data_deps))
+        self._ctrl_counts.append(len(node.ctrl_deps))
+        self._data.extend(node.data_deps)
+        self._ctrl.extend(node.ctrl_deps)
+        return pos
+
+    def build(self) -> TraceGraph:
+        """The graph of every node added so far."""
+        return graph_from_arrays(
+            np.array(self._ids, dtype=np.uint64),
+            np.array(self._types, dtype=np.int32),
+            np.array(self._dur, dtype=np.uint64),
+            np.array(self._start, dtype=np.uint64),
+            np.array(self._data_counts, dtype=np.int64),
+            np.array(self._data, dtype=np.uint64),
+            np.array(self._ctrl_counts, dtype=np.int64),
+            np.array(self._ctrl, dtype=np.uint64),
+        )

@@ -31,13 +31,14 @@ import zlib
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, NamedTuple
 
 import zstandard
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
+from chakra import _columns
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
 
@@ -197,6 +198,21 @@ def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[Bin
     return raw, info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
+class DecodedRecords(NamedTuple):
+    """Complete records of one read buffer, decoded into rows by ``chakra._columns`` (layouts and
+    meaning: :mod:`chakra.table`). ``buf`` is the buffer the rows' offsets point into; ``first_index``
+    the index in the file of the first node; ``base_offset`` the file offset of ``buf[0]``."""
+
+    buf: bytes
+    base_offset: int
+    first_index: int
+    count: int
+    nodes: bytes
+    ctrl_deps: bytes
+    data_deps: bytes
+    attrs: bytes
+
+
 class EtReader:
     """Stream one ``.et`` file: ``metadata`` first, then nodes in file order, in bounded memory.
 
@@ -246,6 +262,53 @@ class EtReader:
             if batch is None:
                 return
             yield batch
+
+    def decoded_batches(self, node_names: dict[bytes, int], attr_names: dict[bytes, int]) -> Iterator[DecodedRecords]:
+        """Yield the remaining nodes a buffer at a time, decoded into rows in C (the node table's reader:
+        see :mod:`chakra.table`). ``node_names``/``attr_names`` intern the names across batches.
+
+        The same records, errors and positions as iterating the reader: a record that does not parse
+        ends the stream with :class:`ChakraFormatError` after the good records before it.
+        """
+        if self._pending_error is not None:
+            raise self._pending_error
+        while True:
+            buf, pos = self._buf, self._pos
+            stop, count, error, nodes, ctrl, data, attrs = _columns.decode(buf, pos, len(buf), node_names, attr_names)
+            if count:
+                self._pos = stop
+                yield DecodedRecords(buf, self._base, self.node_count, count, nodes, ctrl, data, attrs)
+                self.node_count += count
+            if error is not None:
+                _, offset, message = error
+                self._pending_error = self._error(
+                    f"node record does not parse ({message})",
+                    self._base + offset,
+                    self.node_count,
+                    hint="the file is corrupt; regenerate it from the source trace",
+                )
+                raise self._pending_error
+            if not count and not self._refill_for_record():
+                return
+
+    def _refill_for_record(self) -> bool:
+        """No complete record at ``_pos``: read more (True) or tell that the stream ended (False).
+        Raises for a truncated record and for a length prefix no valid file can contain."""
+        pending = len(self._buf) - self._pos
+        if self._eof and pending == 0:
+            return False
+        bounds = self._record_bounds(self._pos, self.node_count)
+        if bounds is not None and bounds[1] <= len(self._buf):  # complete, yet not framed by the decoder
+            raise self._error("node record cannot be framed", self._base + self._pos, self.node_count)
+        if self._eof:
+            raise self._error(
+                "file ends inside a node record",
+                self._base + self._pos,
+                self.node_count,
+                hint="the file is truncated (interrupted write or copy?); regenerate it",
+            )
+        self._fill(bounds[1] - self._pos if bounds else pending + 1)
+        return True
 
     # -- internals -----------------------------------------------------------------------
     def _error(self, message: str, offset: int, node_index: int | None, hint: str | None = None) -> ChakraFormatError:

@@ -1,7 +1,9 @@
 """What is in a trace: node and collective counts, communication bytes, time span, attribute coverage.
 
-:func:`summarize_file` streams the file (constant memory); :func:`summarize_nodes` works on any
-iterable of nodes. The result is plain data (``TraceSummary.to_dict()`` is JSON-ready).
+:func:`summarize_file` streams the file a buffer at a time through the node table's decoder
+(:func:`chakra.table.iter_chunks`: the same attribute rules as every other consumer; memory does not
+grow with the file); :func:`summarize_nodes` works on nodes held in memory. The result is plain
+data (``TraceSummary.to_dict()`` is JSON-ready).
 
 Example:
     >>> s = summarize_file("llama.0.et")          # doctest: +SKIP
@@ -17,9 +19,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chakra import io
-from chakra.attrs import flag_value, int_value, member_value
-from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
+import numpy as np
+
+from chakra.attrs import member_value
+from chakra.schema.protobuf.et_def_pb2 import (
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    CollectiveCommType,
+    GlobalMetadata,
+    Node,
+    NodeType,
+)
+from chakra.table import MISSING, NodeChunk, attr_counts, chunk_of_nodes, iter_chunks
 from chakra.trace import rank_of
 
 
@@ -114,75 +126,96 @@ def _metadata_dict(metadata: GlobalMetadata) -> dict[str, object]:
     return {attr.name: _json_safe(member_value(attr)) for attr in metadata.attr}
 
 
-def _bump(table: dict[str, dict[str, int]], key: str, size: int) -> None:
+def _bump(table: dict[str, dict[str, int]], key: str, count: int, size: int) -> None:
     entry = table.setdefault(key, {"count": 0, "bytes": 0})
-    entry["count"] += 1
+    entry["count"] += count
     entry["bytes"] += size
 
 
+class _Summing:
+    """Adds :class:`chakra.table.NodeChunk`\\ s into a :class:`TraceSummary`, a chunk at a time."""
+
+    def __init__(self, summary: TraceSummary):
+        self.summary = summary
+        self.by_type: Counter[int] = Counter()
+        self.first_start: int | None = None
+        self.last_end: int | None = None
+        self.member_counts = np.zeros(0, dtype=np.int64)
+
+    def add(self, chunk: NodeChunk) -> None:
+        s = self.summary
+        rows = chunk.rows
+        types = rows["type"]
+        dur = rows["dur_us"]
+        start = rows["start_us"]
+        s.num_nodes += len(rows)
+        s.num_data_deps += int(rows["n_data"].sum())
+        s.num_ctrl_deps += int(rows["n_ctrl"].sum())
+        kinds, counts = np.unique(types, return_counts=True)
+        self.by_type.update(dict(zip(kinds.tolist(), counts.tolist(), strict=True)))
+        total = int(dur.sum(dtype=np.uint64))
+        cpu = int(dur[chunk.is_cpu].sum(dtype=np.uint64))
+        s.total_dur_us += total
+        s.cpu_dur_us += cpu
+        s.device_dur_us += total - cpu
+        timed = start > 0
+        if timed.any():
+            first = int(start[timed].min())
+            last = int((start[timed] + dur[timed]).max())
+            self.first_start = first if self.first_start is None else min(first, self.first_start)
+            self.last_end = last if self.last_end is None else max(last, self.last_end)
+        size = np.where(chunk.ints["comm_size"] != MISSING, chunk.ints["comm_size"], 0)
+        comm_type = chunk.ints["comm_type"]
+        coll = types == COMM_COLL_NODE
+        for value in np.unique(comm_type[coll]).tolist():
+            mine = coll & (comm_type == value)
+            name = "MISSING" if value == MISSING else _collective_name(value)
+            _bump(s.collectives, name, int(mine.sum()), int(size[mine].sum()))
+        for node_type, key, counted in ((COMM_SEND_NODE, "send", True), (COMM_RECV_NODE, "recv", False)):
+            mine = types == node_type
+            if mine.any():
+                volume = int(size[mine].sum())
+                _bump(s.p2p, key, int(mine.sum()), volume)
+                if counted:  # a transfer's bytes are counted once, at its send
+                    s.comm_size_total += volume
+        s.comm_size_total += int(size[coll].sum())
+        counts_now = chunk.member_counts
+        if len(counts_now) > len(self.member_counts):
+            self.member_counts = np.pad(self.member_counts, (0, len(counts_now) - len(self.member_counts)))
+        self.member_counts[: len(counts_now)] += counts_now
+
+    def finish(self, attr_names: list[str]) -> TraceSummary:
+        s = self.summary
+        s.by_type = Counter({_type_name(t): c for t, c in self.by_type.items()})
+        s.first_start_us = self.first_start
+        s.last_end_us = self.last_end
+        for name, members in attr_counts(self.member_counts, attr_names).items():
+            s.attr_nodes[name] = sum(members.values())
+            s.attr_members[name].update(members)
+        return s
+
+
 def summarize_nodes(metadata: GlobalMetadata, nodes: Iterable[Node], *, path: str | Path | None = None) -> TraceSummary:
-    """Summarize ``nodes`` in one pass (they are not kept)."""
-    summary = TraceSummary(
+    """Summarize nodes held in memory (decoded as :func:`summarize_file` decodes a file)."""
+    chunk, decoder = chunk_of_nodes(nodes, str(path) if path is not None else None)
+    summing = _Summing(_empty_summary(metadata, path))
+    summing.add(chunk)
+    return summing.finish(decoder.attr_name_list())
+
+
+def summarize_file(path: str | Path) -> TraceSummary:
+    """Stream ``path`` and summarize it, a buffer of nodes at a time (memory does not grow with it)."""
+    metadata, chunks, decoder = iter_chunks(path)
+    summing = _Summing(_empty_summary(metadata, path))
+    for chunk in chunks:
+        summing.add(chunk)
+    return summing.finish(decoder.attr_name_list())
+
+
+def _empty_summary(metadata: GlobalMetadata, path: str | Path | None) -> TraceSummary:
+    return TraceSummary(
         path=str(path) if path is not None else None,
         rank=rank_of(path) if path is not None else None,
         version=metadata.version,
         metadata=_metadata_dict(metadata),
     )
-    by_type: Counter[int] = Counter()
-    attr_nodes = summary.attr_nodes
-    attr_members = summary.attr_members
-    first_start: int | None = None
-    last_end: int | None = None
-    for node in nodes:
-        summary.num_nodes += 1
-        ntype = node.type
-        by_type[ntype] += 1
-        summary.num_data_deps += len(node.data_deps)
-        summary.num_ctrl_deps += len(node.ctrl_deps)
-        dur = node.duration_micros
-        summary.total_dur_us += dur
-        start = node.start_time_micros
-        if start:
-            first_start = start if first_start is None or start < first_start else first_start
-            end = start + dur
-            last_end = end if last_end is None or end > last_end else last_end
-        is_cpu = False
-        comm_type = comm_size = None
-        seen: set[str] = set()
-        for attr in node.attr:
-            name = attr.name
-            if name in seen:
-                continue
-            seen.add(name)
-            member = attr.WhichOneof("value")
-            attr_nodes[name] += 1
-            attr_members[name][member or "unset"] += 1
-            if name == "is_cpu_op":
-                is_cpu = flag_value(attr)
-            elif name == "comm_type":
-                comm_type = int_value(attr)
-            elif name == "comm_size":
-                comm_size = int_value(attr)
-        if is_cpu:
-            summary.cpu_dur_us += dur
-        else:
-            summary.device_dur_us += dur
-        size = comm_size or 0
-        if ntype == NodeType.COMM_COLL_NODE:
-            _bump(summary.collectives, _collective_name(comm_type) if comm_type is not None else "MISSING", size)
-            summary.comm_size_total += size
-        elif ntype == NodeType.COMM_SEND_NODE:
-            _bump(summary.p2p, "send", size)
-            summary.comm_size_total += size
-        elif ntype == NodeType.COMM_RECV_NODE:
-            _bump(summary.p2p, "recv", size)
-    summary.by_type = Counter({_type_name(t): c for t, c in by_type.items()})
-    summary.first_start_us = first_start
-    summary.last_end_us = last_end
-    return summary
-
-
-def summarize_file(path: str | Path) -> TraceSummary:
-    """Stream ``path`` and summarize it."""
-    with io.EtReader(path) as reader:
-        return summarize_nodes(reader.metadata, reader, path=path)

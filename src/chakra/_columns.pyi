@@ -1,0 +1,6 @@
+# Types of the C module src/chakra/_columns.c (the node table's record decoder).
+
+def decode(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, node_names: dict[bytes, int], attr_names: dict[bytes, int]
+) -> tuple[int, int, tuple[int, int, str] | None, bytes, bytes, bytes, bytes]: ...
+def row_sizes() -> tuple[int, int]: ...
