@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -182,12 +182,12 @@ def llm(
 
     Example: chakra generate llm --preset gpt3-175b --tp 8 --pp 8 --dp 32 --global-batch 256 -o out/gpt3
     """
-    import dataclasses
     import time
 
     from chakra.cli.main import progress_bar
     from chakra.generate import llm as llm_lib
     from chakra.generate import specs
+    from chakra.generate.spec_input import resolve_spec
 
     if list_presets:
         for name, model in specs.PRESETS.items():
@@ -202,37 +202,20 @@ def llm(
         raise ChakraInputError("no output prefix", hint="pass -o PREFIX (writes PREFIX.{rank}.et)")
     if (preset is None) == (spec_file is None):
         raise ChakraInputError("give a model with either --preset or --spec", hint="--list-presets shows the presets")
-    spec = (
-        specs.load_spec(spec_file, check=False)
-        if spec_file is not None
-        else specs.WorkloadSpec(specs.model_from(preset))
-    )
-    if spec.hardware is None and not no_durations:
-        spec = dataclasses.replace(spec, hardware=specs.HARDWARE_PRESETS["h100"])
-    if hardware is not None:
-        spec = dataclasses.replace(spec, hardware=specs.hardware_from(hardware))
-    if no_durations:
-        spec = dataclasses.replace(spec, hardware=None)
-    parallel: dict[str, Any] = {
-        k: v
-        for k, v in dict(
-            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sp=sp, zero=zero, schedule=schedule, virtual_stages=virtual_stages,
-            layers_per_stage=_csv_ints(layers_per_stage, "--layers-per-stage"),
-        ).items()
-        if v is not None
+    given = {
+        "parallel.tp": tp, "parallel.pp": pp, "parallel.dp": dp, "parallel.cp": cp, "parallel.ep": ep,
+        "parallel.sp": sp, "parallel.zero": zero, "parallel.schedule": schedule,
+        "parallel.virtual_stages": virtual_stages,
+        "parallel.layers_per_stage": _csv_ints(layers_per_stage, "--layers-per-stage"),
+        "micro_batch": micro_batch, "global_batch": global_batch, "model.seq_len": seq_len, "step": step,
+        "prompt_len": prompt_len, "decode_steps": decode_steps, "recompute": recompute, "hardware": hardware,
     }  # fmt: skip
-    top: dict[str, Any] = {
-        k: v
-        for k, v in dict(
-            micro_batch=micro_batch, global_batch=global_batch, step=step, prompt_len=prompt_len,
-            decode_steps=decode_steps, recompute=recompute,
-        ).items()
-        if v is not None
-    }  # fmt: skip
-    spec = dataclasses.replace(spec, parallel=dataclasses.replace(spec.parallel, **parallel), **top)
-    if seq_len is not None:
-        spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, seq_len=seq_len))
-    specs.check_spec(spec, path=spec_file)
+    overrides = {key: value for key, value in given.items() if value is not None}
+    # every override key's option is its last part in dashes: parallel.virtual_stages is --virtual-stages
+    labels = {key: "--" + key.rpartition(".")[2].replace("_", "-") for key in overrides}
+    if preset is not None:
+        labels["model"] = "--preset"
+    spec = resolve_spec(preset, spec_file, overrides=overrides, labels=labels, durations=not no_durations)
     started = time.perf_counter()
     with progress_bar() as progress:
         task = progress.add_task("writing ranks", total=spec.parallel.world_size)

@@ -23,8 +23,12 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from chakra.generate.specs import ParallelSpec
 
 #: Group kinds in id order. ``dpcp`` reduces gradients of dense parameters, ``edp`` those of
 #: experts, ``emb`` ties the first and last stage's embedding copies.
@@ -43,6 +47,11 @@ class Layout:
     dp: int = 1
     pp: int = 1
     ep: int = 1
+
+    @classmethod
+    def of(cls, parallel: ParallelSpec) -> Layout:
+        """The layout of a spec's parallelism."""
+        return cls(tp=parallel.tp, cp=parallel.cp, dp=parallel.dp, pp=parallel.pp, ep=parallel.ep)
 
     @property
     def world_size(self) -> int:

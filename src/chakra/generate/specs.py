@@ -1,10 +1,11 @@
 """What a generated LLM workload describes: the model, its parallelism, the hardware and the step.
 
 Plain dataclasses with the closed forms every generator and test needs (parameter counts, padded
-vocabulary, tokens per micro-batch), well-known presets, and :func:`load_spec` for a YAML/JSON spec
-file. Symbols follow ``reference/workload-generators.md`` §0: ``L`` layers, ``h`` hidden, ``a``
-heads, ``g`` KV heads, ``f`` FFN size, ``V`` vocabulary, ``s`` sequence, ``t c d p e`` the tensor,
-context, data, pipeline and expert sizes.
+vocabulary, tokens per micro-batch), well-known presets, and :func:`check_spec`, which refuses a spec
+that cannot be generated, naming each key and value involved. Reading spec files and overrides is
+:mod:`chakra.generate.spec_input`. Symbols follow ``reference/workload-generators.md`` §0: ``L``
+layers, ``h`` hidden, ``a`` heads, ``g`` KV heads, ``f`` FFN size, ``V`` vocabulary, ``s`` sequence,
+``t c d p e`` the tensor, context, data, pipeline and expert sizes.
 
 Example:
     >>> spec = WorkloadSpec(PRESETS["gpt3-175b"], ParallelSpec(tp=8, pp=8, dp=32), global_batch=1536)
@@ -14,14 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import difflib
 import math
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from chakra.errors import ChakraInputError
+from chakra.errors import ChakraInputError, PathLike
 
 #: Bytes per element of the dtypes a spec may name (reference §0).
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -256,191 +255,148 @@ PRESETS = {
 }  # fmt: skip
 
 
-def check_spec(spec: WorkloadSpec, *, path: str | Path | None = None) -> None:
-    """Raise :class:`ChakraInputError` for a spec that cannot be generated, saying which value and why."""
+class KeyNames:
+    """How a message names a spec key and its value: ``parallel.tp = 3`` as in a spec file, or the
+    label of the override that set it (``--tp 3``, ``overrides['parallel.tp'] = 3``)."""
+
+    def __init__(self, labels: Mapping[str, str] | None = None):
+        self.labels = labels or {}
+
+    def __call__(self, key: str, value: object) -> str:
+        shown = list(value) if isinstance(value, tuple) else value
+        label = self.labels.get(key)
+        return f"{key} = {shown!r}" if label is None else f"{label} {shown!r}"
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice nearest to ``word``, case aside (``"1F1B"`` finds ``"1f1b"``), or None when none is near."""
+    by_folded = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), sorted(by_folded), n=1)
+    return by_folded[close[0]] if close else None
+
+
+def refuse_choice(say: KeyNames, key: str, value: str, allowed: Iterable[str], path: PathLike | None) -> None:
+    """Raise for ``value`` of ``key`` unless it is one of ``allowed``, suggesting the closest."""
+    allowed = tuple(allowed)
+    if value in allowed:
+        return
+    close = closest(value, allowed)
+    raise ChakraInputError(
+        f"{say(key, value)} is not one of {', '.join(allowed)}",
+        path=path,
+        hint=f"did you mean {close!r}?" if close else "pick one of them",
+    )
+
+
+def check_spec(
+    spec: WorkloadSpec, *, path: PathLike | None = None, labels: Mapping[str, str] | None = None
+) -> None:
+    """Raise :class:`ChakraInputError` for a spec that cannot be generated, naming each key and value
+    involved. ``labels`` say how to name keys an override set (``{"parallel.tp": "--tp"}``).
+
+    Example:
+        >>> check_spec(WorkloadSpec(PRESETS["llama3-8b"], ParallelSpec(pp=0)), labels={"parallel.pp": "--pp"})
+        Traceback (most recent call last):
+        chakra.errors.ChakraInputError: --pp 0 must be at least 1 (hint: 1 turns it off)
+    """
+    say = KeyNames(labels)
 
     def bad(message: str, hint: str) -> None:
         raise ChakraInputError(message, path=path, hint=hint)
 
-    m, par = spec.model, spec.parallel
-    for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len"):
-        if getattr(m, name) < 1:
-            bad(f"model.{name} must be at least 1, not {getattr(m, name)}", "give a positive size")
-    for name in ("tp", "pp", "dp", "cp", "ep"):
-        if getattr(par, name) < 1:
-            bad(f"parallel.{name} must be at least 1, not {getattr(par, name)}", "1 turns a parallelism off")
-    if m.norm not in NORM_PARAMS_PER_HIDDEN:
-        bad(f"model.norm {m.norm!r} is not one of {', '.join(NORM_PARAMS_PER_HIDDEN)}", "pick one of them")
+    m, par, hw = spec.model, spec.parallel, spec.hardware
+    at_least_one = {
+        "model.layers": m.layers, "model.hidden": m.hidden, "model.heads": m.heads, "model.kv_heads": m.kv_heads,
+        "model.ffn": m.ffn, "model.vocab": m.vocab, "model.seq_len": m.seq_len,
+        "parallel.tp": par.tp, "parallel.pp": par.pp, "parallel.dp": par.dp, "parallel.cp": par.cp,
+        "parallel.ep": par.ep, "parallel.virtual_stages": par.virtual_stages, "micro_batch": spec.micro_batch,
+    }  # fmt: skip
+    for key, value in at_least_one.items():
+        if value < 1:
+            bad(f"{say(key, value)} must be at least 1", "1 turns it off" if "parallel." in key else "give a size")
+    not_negative = {
+        "model.head_dim": m.head_dim, "model.experts": m.experts, "model.expert_ffn": m.expert_ffn,
+        "global_batch": spec.global_batch, "dp_bucket_params": spec.dp_bucket_params,
+        "prompt_len": spec.prompt_len, "decode_steps": spec.decode_steps,
+    }  # fmt: skip
+    for key, value in not_negative.items():
+        if value < 0:
+            bad(f"{say(key, value)} cannot be negative", "give 0 or more (0 picks the default)")
+    if hw is not None:
+        rates = {"hardware.peak_flops": hw.peak_flops, "hardware.mem_bw_bytes_per_s": hw.mem_bw_bytes_per_s}
+        for key, rate in rates.items():
+            if not (math.isfinite(rate) and rate > 0):
+                bad(f"{say(key, rate)} must be a positive number", "give the datasheet's peak per second")
+    refuse_choice(say, "model.norm", m.norm, NORM_PARAMS_PER_HIDDEN, path)
+    refuse_choice(say, "parallel.schedule", par.schedule, SCHEDULES, path)
+    refuse_choice(say, "step", spec.step, STEPS, path)
+    refuse_choice(say, "recompute", spec.recompute, RECOMPUTE, path)
+    refuse_choice(say, "dtype", spec.dtype, DTYPE_BYTES, path)
+    refuse_choice(say, "grad_dtype", spec.grad_dtype, DTYPE_BYTES, path)
+    if par.zero not in ZERO_STAGES:
+        bad(f"{say('parallel.zero', par.zero)} is not a ZeRO stage", "use 0, 1, 2 or 3")
+    heads, kv_heads, tp = say("model.heads", m.heads), say("model.kv_heads", m.kv_heads), say("parallel.tp", par.tp)
+    if not m.head_dim and m.hidden % m.heads:
+        bad(f"{say('model.hidden', m.hidden)} does not split into {heads}", "give head_dim, or a multiple of heads")
     if m.heads % m.kv_heads:
-        bad(f"{m.heads} heads do not divide into {m.kv_heads} KV heads", "kv_heads must divide heads")
+        bad(f"{heads} do not divide into {kv_heads} (KV heads)", "kv_heads must divide heads")
+    if m.heads % par.tp:
+        bad(f"{heads} do not split over {tp}", "tp must divide the heads")
     if m.kv_heads % par.tp and par.tp % m.kv_heads:
         bad(
-            f"{m.kv_heads} KV heads neither split over nor replicate evenly on tp={par.tp}",
+            f"{kv_heads} (KV heads) neither split over nor replicate evenly on {tp}",
             "tp must divide kv_heads, or kv_heads divide tp",
         )
-    if m.heads % par.tp:
-        bad(f"{m.heads} heads do not split over tp={par.tp}", "tp must divide the number of heads")
-    if m.ffn_per_expert % par.tp or m.ffn % par.tp:
-        bad(f"the FFN size does not split over tp={par.tp}", "tp must divide ffn")
-    if m.seq_len % par.cp or (par.sp and (m.seq_len // par.cp) % par.tp):
-        bad(f"sequence {m.seq_len} does not split over cp={par.cp} (and tp={par.tp} with sp)", "pick divisors")
+    for key, size in (("model.ffn", m.ffn), ("model.expert_ffn", m.ffn_per_expert)):
+        if size % par.tp:
+            bad(f"{say(key, size)} (the FFN size) does not split over {tp}", "tp must divide ffn")
+    seq, cp = say("model.seq_len", m.seq_len), say("parallel.cp", par.cp)
+    if m.seq_len % par.cp:
+        bad(f"{seq} does not split over {cp}", "cp must divide the sequence length")
+    if par.sp and (m.seq_len // par.cp) % par.tp:
+        bad(f"{seq} does not split over {cp} and {tp} (sequence parallelism)", "pick divisors")
     if par.cp > 1 and m.seq_len % (2 * par.cp):
         bad(
-            f"sequence {m.seq_len} does not cut into 2·cp = {2 * par.cp} chunks for causal load balancing",
+            f"{seq} does not cut into 2·cp = {2 * par.cp} chunks for causal load balancing",
             "pick a sequence length that is a multiple of 2·cp",
         )
+    ep = say("parallel.ep", par.ep)
     if par.ep > 1 and not m.is_moe:
-        bad(f"ep={par.ep} needs a mixture-of-experts model", "set model.experts or ep=1")
+        bad(f"{ep} needs a mixture-of-experts model", "set model.experts or ep=1")
     if m.is_moe and (m.experts % par.ep or (par.dp * par.cp) % par.ep):
-        bad(f"ep={par.ep} must divide the experts ({m.experts}) and dp·cp ({par.dp * par.cp})", "pick a divisor")
+        bad(f"{ep} must divide {say('model.experts', m.experts)} and dp·cp = {par.dp * par.cp}", "pick a divisor")
     if m.is_moe and not 1 <= m.top_k <= m.experts:
-        bad(f"top_k={m.top_k} must be between 1 and the experts ({m.experts})", "pick a smaller top_k")
-    if par.schedule not in SCHEDULES:
-        bad(f"parallel.schedule {par.schedule!r} is not one of {', '.join(SCHEDULES)}", "use 1f1b or gpipe")
+        bad(f"{say('model.top_k', m.top_k)} must be between 1 and the experts ({m.experts})", "pick a smaller top_k")
+    schedule, virtual = say("parallel.schedule", par.schedule), say("parallel.virtual_stages", par.virtual_stages)
     if par.schedule == "interleaved" and (par.virtual_stages < 2 or par.pp < 2):
         bad(
-            f"the interleaved schedule needs pp >= 2 and virtual_stages >= 2, not {par.pp} and {par.virtual_stages}",
+            f"{schedule} needs pp >= 2 and virtual_stages >= 2, not {say('parallel.pp', par.pp)} and {virtual}",
             "give virtual_stages (--virtual-stages) 2 or more, or use 1f1b",
         )
     if par.schedule != "interleaved" and par.virtual_stages != 1:
-        bad(f"virtual_stages={par.virtual_stages} needs schedule interleaved", "set schedule: interleaved")
-    if par.schedule == "interleaved" and spec.step == "train" and spec.micro_batches % par.pp:
-        bad(
-            f"the interleaved schedule needs the micro-batches ({spec.micro_batches}) to be a multiple of pp",
-            "pick a global batch giving m = k·pp",
-        )
-    if par.zero not in ZERO_STAGES:
-        bad(f"parallel.zero {par.zero} is not a ZeRO stage", "use 0, 1, 2 or 3")
-    if spec.step not in STEPS:
-        bad(f"step {spec.step!r} is not one of {', '.join(STEPS)}", "use train or inference")
-    if spec.recompute not in RECOMPUTE:
-        bad(f"recompute {spec.recompute!r} is not one of {', '.join(RECOMPUTE)}", "use none, selective or full")
-    for name in ("dtype", "grad_dtype"):
-        if getattr(spec, name) not in DTYPE_BYTES:
-            bad(f"{name} {getattr(spec, name)!r} is not one of {', '.join(DTYPE_BYTES)}", "use bf16, fp16, fp32 ...")
-    virtual = spec.layers_of_virtual_stage()
-    count = par.pp * par.virtual_stages
-    if len(virtual) != count or sum(virtual) != m.layers or min(virtual) < 0:
-        bad(f"layers_per_stage {virtual} must list {count} stages adding up to {m.layers} layers", "fix the split")
-    if not par.layers_per_stage and m.layers < count:
-        bad(f"{m.layers} layers do not fill {count} pipeline stages", "use fewer stages or give layers_per_stage")
-    if spec.micro_batch < 1:
-        bad(f"micro_batch must be at least 1, not {spec.micro_batch}", "give sequences per micro-batch")
+        bad(f"{virtual} needs schedule interleaved", "set schedule: interleaved")
+    batch = say("global_batch", spec.global_batch)
     if spec.global_batch and spec.global_batch % (spec.micro_batch * par.dp):
         bad(
-            f"global_batch {spec.global_batch} is not a multiple of micro_batch x dp = {spec.micro_batch * par.dp}",
+            f"{batch} is not a multiple of micro_batch x dp = {spec.micro_batch * par.dp}",
             "pick a global batch that splits into whole micro-batches",
         )
     if spec.global_batch and spec.global_batch < spec.micro_batch * par.dp:
-        bad(f"global_batch {spec.global_batch} is smaller than micro_batch x dp", "raise the global batch")
+        bad(f"{batch} is smaller than micro_batch x dp = {spec.micro_batch * par.dp}", "raise the global batch")
+    if par.schedule == "interleaved" and spec.step == "train" and spec.micro_batches % par.pp:
+        bad(
+            f"{schedule} needs the micro-batches ({spec.micro_batches}) to be a multiple of pp = {par.pp}",
+            "pick a global batch giving m = k·pp",
+        )
+    stages = spec.layers_of_virtual_stage()
+    count = par.pp * par.virtual_stages
+    split = say("parallel.layers_per_stage", par.layers_per_stage)
+    if par.layers_per_stage and (len(stages) != count or sum(stages) != m.layers or min(stages) < 0):
+        bad(f"{split} must list {count} stages adding up to {m.layers} layers", "fix the split")
+    if not par.layers_per_stage and m.layers < count:
+        bad(
+            f"{say('model.layers', m.layers)} do not fill {count} pipeline stages",
+            "use fewer stages or give layers_per_stage",
+        )
     if spec.step == "inference" and par.zero:
-        bad("ZeRO does not apply to inference", "set zero to 0")
-    if spec.dp_bucket_params < 0:
-        bad(f"dp_bucket_params cannot be negative ({spec.dp_bucket_params})", "0 picks Megatron-Core's size")
-    if spec.decode_steps < 0 or spec.prompt_len < 0:
-        bad("decode_steps and prompt_len cannot be negative", "give 0 or more")
-
-
-#: Spec-file sections and the dataclass each fills.
-_SECTIONS = {"parallel": ParallelSpec, "hardware": HardwareSpec}
-
-
-def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ChakraInputError(
-            f"unknown key{'s' if len(unknown) > 1 else ''} in {where}: {', '.join(unknown)}",
-            path=path,
-            hint=f"known keys: {', '.join(sorted(known))}",
-        )
-    if "layers_per_stage" in values:
-        values = {**values, "layers_per_stage": tuple(values["layers_per_stage"])}
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise ChakraInputError(f"{where}: {exc}", path=path, hint="check the section's keys") from None
-
-
-def load_spec(path: str | Path, *, check: bool = True, **overrides: Any) -> WorkloadSpec:
-    """Read a YAML or JSON spec file. ``model`` is a preset name or a mapping (optionally with
-    ``preset:`` plus the keys it changes); ``hardware`` a preset name or a mapping; the other keys
-    are :class:`WorkloadSpec` fields. ``overrides`` replace top-level fields after reading; with
-    ``check=False`` the result is not checked (a caller changing it further checks it then).
-
-    Example file::
-
-        model: {preset: llama3-70b, seq_len: 4096}
-        parallel: {tp: 8, pp: 4, dp: 16, schedule: 1f1b}
-        hardware: h100
-        global_batch: 1024
-    """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ChakraInputError(f"cannot read the spec: {exc.strerror}", path=path) from None
-    data = _parse_spec_text(text, path)
-    if not isinstance(data, dict):
-        raise ChakraInputError("a spec file holds a mapping at the top", path=path, hint="see chakra generate llm -h")
-    data = dict(data)
-    model = data.pop("model", None)
-    if model is None:
-        raise ChakraInputError("the spec has no model", path=path, hint="add model: PRESET or a model mapping")
-    spec_values: dict[str, Any] = {"model": model_from(model, path)}
-    for key, cls in _SECTIONS.items():
-        if key in data:
-            value = data.pop(key)
-            if key == "hardware" and isinstance(value, str):
-                spec_values[key] = hardware_from(value, path)
-            elif isinstance(value, dict):
-                spec_values[key] = _build(cls, value, key, path)
-            else:
-                raise ChakraInputError(f"{key} must be a mapping", path=path, hint=f"{key}: {{...}}")
-    spec = _build(WorkloadSpec, {**spec_values, **data}, "the spec", path)
-    spec = dataclasses.replace(spec, **overrides)
-    if check:
-        check_spec(spec, path=path)
-    return spec
-
-
-def _parse_spec_text(text: str, path: Path) -> Any:
-    if path.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ChakraInputError(f"invalid JSON at line {exc.lineno}: {exc.msg}", path=path) from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ChakraInputError(f"invalid YAML{where}", path=path, hint="check indentation and colons") from None
-
-
-def model_from(value: Any, path: str | Path | None = None) -> ModelSpec:
-    """A preset name, or a mapping of :class:`ModelSpec` fields (``preset:`` starts from a preset)."""
-    if isinstance(value, str):
-        if value not in PRESETS:
-            raise ChakraInputError(f"unknown model preset {value!r}", path=path, hint=f"presets: {', '.join(PRESETS)}")
-        return PRESETS[value]
-    if not isinstance(value, dict):
-        raise ChakraInputError("model must be a preset name or a mapping", path=path, hint="model: llama3-8b")
-    values = dict(value)
-    preset = values.pop("preset", None)
-    if preset is not None:
-        base = model_from(preset, path)
-        return _build(ModelSpec, {**dataclasses.asdict(base), **values}, "model", Path(path or "spec"))
-    values.setdefault("name", "custom")
-    return _build(ModelSpec, values, "model", Path(path or "spec"))
-
-
-def hardware_from(name: str, path: str | Path | None = None) -> HardwareSpec:
-    """A hardware preset by name."""
-    if name not in HARDWARE_PRESETS:
-        raise ChakraInputError(
-            f"unknown hardware preset {name!r}", path=path, hint=f"presets: {', '.join(HARDWARE_PRESETS)}"
-        )
-    return HARDWARE_PRESETS[name]
+        bad(f"{say('parallel.zero', par.zero)}: ZeRO does not apply to inference", "set zero to 0")
