@@ -296,15 +296,13 @@ def _attr_from_dict(value: Any) -> dict[str, Any]:
             member = field
         elif field in kw:
             raise _ValueError(f".{key}", f"{field} given twice", "give each key once")
-        if convert is None:
-            if type(item) is not str:
-                raise _ValueError(f".{key}", f"expected a string, got {_short(item)}", _STRING_HINT)
+        if convert is None and type(item) is str:  # string fields: no call on the hot path
             kw[field] = item
-        else:
-            try:
-                kw[field] = convert(item)
-            except (ValueError, TypeError, OverflowError) as exc:
-                raise _ValueError(f".{key}", str(exc), _ATTR_HINTS[field]) from None
+            continue
+        try:
+            kw[field] = (convert or _string)(item)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise _ValueError(f".{key}", str(exc), _ATTR_HINTS[field]) from None
     return kw
 
 
@@ -431,12 +429,10 @@ def _message_kwargs(
             field, convert = spec
             if aliased and field in kw:  # a pair always has one alias: whichever comes second sees it
                 raise _ValueError("", f"{field} given twice (json and proto field name)", "give each key once")
-            if convert is None:
-                if type(value) is not str:
-                    raise ValueError(f"expected a string, got {_short(value)}")
+            if convert is None and type(value) is str:  # string fields: no call on the hot path
                 kw[field] = value
             else:
-                kw[field] = convert(value)
+                kw[field] = (convert or _string)(value)
     except _ValueError as exc:
         raise ChakraFormatError(
             f"JSON key {key}{exc.key!s}: {exc.message}",
