@@ -51,7 +51,6 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-
 class _JsonText:
     """Incremental reader of JSON values from a text file, with line/column/byte positions for errors.
 
