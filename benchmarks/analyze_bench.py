@@ -133,7 +133,7 @@ def run_once(path: Path, cprofile_out: Path | None = None) -> dict[str, object]:
     cpu = pin_to_one_core()
     from chakra.analyze.breakdown import BY_EXCLUSIVE, breakdown, top_operators
     from chakra.analyze.critical_path import critical_path
-    from chakra.analyze.table import load_table
+    from chakra.table import load_table
 
     baseline = peak_rss_bytes()
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from chakra.analyze.breakdown import (
     operator_stats,
     top_operators,
 )
-from chakra.analyze.table import COMMUNICATION, load_table, load_workload, table_from_nodes
+from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -26,6 +26,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     MEM_LOAD_NODE,
     METADATA_NODE,
 )
+from chakra.table import COMMUNICATION, load_table, table_from_nodes
 
 T0 = 1_000  # µs: the first recorded start of the hand-built traces; times below are relative to it
 

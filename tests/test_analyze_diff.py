@@ -16,10 +16,11 @@ from chakra.analyze.diff import (
     diff_tables,
     diff_workloads,
 )
-from chakra.analyze.table import load_table, load_workload
+from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, MEM_LOAD_NODE
+from chakra.table import load_table
 
 T0_US = 1_000_000
 

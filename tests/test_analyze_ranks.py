@@ -15,7 +15,7 @@ from chakra.analyze.ranks import (
     compare_ranks,
     stragglers,
 )
-from chakra.analyze.table import load_workload
+from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import (

@@ -1,4 +1,4 @@
-"""chakra.analyze.table: one rank's nodes as arrays (categories, tracks, durations, communication)."""
+"""chakra.table: one rank's nodes as arrays (categories, tracks, durations, communication)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,10 @@ import numpy as np
 import pytest
 from conftest import make_node, write_et
 
-from chakra.analyze.table import (
-    COMMUNICATION,
-    COMPUTE,
-    NO_COMM_TYPE,
-    NO_TRACK,
-    OTHER,
-    load_table,
-    load_workload,
-)
+from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, COMM_COLL_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
+from chakra.table import COMMUNICATION, COMPUTE, NO_COMM_TYPE, NO_TRACK, OTHER, load_table
 
 
 def test_nodes_get_their_category_track_and_duration(tmp_path):

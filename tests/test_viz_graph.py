@@ -17,9 +17,9 @@ import networkx as nx
 import pytest
 from conftest import UPSTREAM_NODE_COUNT, make_node, require_shared, write_et
 
-from chakra.analyze.table import load_table, table_from_nodes
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_SEND_NODE, COMP_NODE
+from chakra.table import load_table, table_from_nodes
 from chakra.viz import graph
 from chakra.viz.graph import CONTROL, DATA, PATH, export_graph, select, write_dot, write_graphml
 

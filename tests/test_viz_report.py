@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import make_node, write_et
 
-from chakra.analyze.table import load_workload
+from chakra.analyze.workload import load_workload
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
 from chakra.viz.report import write_report

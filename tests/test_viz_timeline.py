@@ -13,13 +13,14 @@ import pytest
 from conftest import make_node, write_et
 from test_cli import run as run_cli
 
-from chakra.analyze.table import load_table, load_workload
+from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 from chakra.sim.collectives import p2p_time_ns
 from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
+from chakra.table import load_table
 from chakra.viz.timeline import trace_events, write_simulation_timeline, write_trace_timeline
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"

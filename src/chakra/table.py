@@ -232,7 +232,7 @@ class AttrProblems:
         }
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: analyses cache what they derive from a table
 class NodeTable:
     """One rank's nodes as columns; index ``i`` is the ``i``-th node of the file (see the module doc).
 
@@ -279,6 +279,19 @@ class NodeTable:
 
     def __len__(self) -> int:
         return self.graph.num_nodes
+
+    def __getstate__(self) -> dict[str, object]:
+        # protobuf messages do not pickle across processes (chakra.parallel): ship their bytes
+        state = dict(self.__dict__)
+        state["metadata"] = self.metadata.SerializeToString()
+        state["metadata_nodes"] = {pos: node.SerializeToString() for pos, node in self.metadata_nodes.items()}
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.metadata = GlobalMetadata.FromString(state["metadata"])  # type: ignore[arg-type]
+        nodes: dict[int, bytes] = state["metadata_nodes"]  # type: ignore[assignment]
+        self.metadata_nodes = {pos: Node.FromString(data) for pos, data in nodes.items()}
 
     @property
     def ids(self) -> np.ndarray:
@@ -633,7 +646,7 @@ def _assemble(
         stream=ints["stream"],
         dur_ns=_durations_ns(graph, ints["duration_ns"], label),
         comm_type=comm_type.astype(np.int64),
-        comm_size=np.where(ints["comm_size"] != MISSING, ints["comm_size"], 0),
+        comm_size=np.where((category == COMMUNICATION) & (ints["comm_size"] != MISSING), ints["comm_size"], 0),
         comm=CommColumns(
             pos=comm_pos,
             pg_name=pg_names,

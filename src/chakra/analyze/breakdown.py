@@ -25,7 +25,7 @@ Semantics (all times integer ns):
 * ``comm_overlapped_ns``: time during which some communication *and* some compute run (any track),
   ``|C ∩ K| = |C| + |K| - |C ∪ K|``; ``comm_exposed_ns = communication_ns - comm_overlapped_ns``.
 * ``busy_by_track``: union of the placed compute, communication and memory nodes of each track
-  (threads, streams and the ASTRA-sim slots of :mod:`chakra.analyze.table`), every track of the
+  (threads, streams and the ASTRA-sim slots of :mod:`chakra.table`), every track of the
   table (0 when it has none), so each is at most ``span_ns - idle_ns``.
 * ``bytes_by_collective`` / ``count_by_collective``: summed ``comm_size`` and node count per
   ``CollectiveCommType`` name for collectives (``"UNSPECIFIED"`` without ``comm_type``,
@@ -62,10 +62,10 @@ from itertools import pairwise
 import numpy as np
 
 from chakra.analyze.frames import to_frame
-from chakra.analyze.replay import schedule_starts
-from chakra.analyze.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
+from chakra.analyze.replay import replayed_starts_ns
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
+from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
 
 #: ``timing=`` values: where the start times come from (see the module doc).
 TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = "recorded", "replay", "auto"
@@ -234,10 +234,7 @@ def node_starts(table: NodeTable, timing: str = TIMING_AUTO) -> tuple[str, np.nd
     table.require_nodes()
     if timing == TIMING_RECORDED or (timing == TIMING_AUTO and table.has_start_times):
         return TIMING_RECORDED, table.start_ns(), table.start_us > 0
-    resource = array("q", table.resource().tobytes())
-    dur_ns = array("q", table.dur_ns.tobytes())
-    start_ns = schedule_starts(table.graph, resource, table.num_resources, dur_ns, table.path)
-    return TIMING_REPLAY, start_ns, np.ones(len(table), dtype=bool)
+    return TIMING_REPLAY, replayed_starts_ns(table), np.ones(len(table), dtype=bool)
 
 
 def exclusive_ns(table: NodeTable, start_ns: np.ndarray, placed: np.ndarray) -> np.ndarray:

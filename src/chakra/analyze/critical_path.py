@@ -5,7 +5,7 @@ slack of the longest nodes off it.
 
 Semantics (all times integer ns):
 
-* **Graph.** Nodes are weighted by ``dur_ns`` (:class:`~chakra.analyze.table.NodeTable`: the
+* **Graph.** Nodes are weighted by ``dur_ns`` (:class:`~chakra.table.NodeTable`: the
   ``duration_ns`` attribute, else ``duration_micros``). Edges are ``data_deps`` and ``ctrl_deps``
   alike, as FeederV3 issues: a node may start once every node it depends on has finished.
   (PyTorch-derived traces put the call-tree parent in ``ctrl_deps``, so a host op and the ops it
@@ -44,14 +44,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from chakra.analyze.frames import to_frame
-from chakra.analyze.table import CATEGORY_NAMES, NodeTable
-from chakra.errors import ChakraInputError
-from chakra.graph import find_cycle
+from chakra.graph import CycleError, topological_order
+from chakra.table import CATEGORY_NAMES, NodeTable
 
 #: Nodes off the path listed with their slack unless told otherwise.
 DEFAULT_TOP = 20
-#: Ids quoted in the cycle error (a cycle can run through a million nodes).
-CYCLE_EXAMPLE_IDS = 10
 
 
 @dataclass
@@ -163,40 +160,15 @@ def critical_path(table: NodeTable, *, top: int = DEFAULT_TOP) -> CriticalPath:
 
 
 def _dependency_order(table: NodeTable) -> Sequence[int]:
-    """Positions with every node after the nodes it depends on: file order when every dependency
-    points backwards (the common case, checked in one vectorized step), else Kahn's order.
+    """Positions with every node after the nodes it depends on (:func:`chakra.graph.topological_order`:
+    file order when every dependency points backwards, the common case).
 
-    Raises :class:`ChakraInputError` naming the ids of a cycle when there is one.
+    Raises :class:`chakra.graph.CycleError` naming the ids of a cycle when there is one.
     """
-    graph = table.graph
-    n = len(table)
-    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-    if bool((graph.dep_pos < child_of).all()):
-        return range(n)
-    waiting = np.diff(graph.dep_ptr).tolist()
-    child_ptr_np, child_pos_np = graph.children_csr()
-    child_ptr = child_ptr_np.tolist()
-    child_pos = child_pos_np.tolist()
-    order = np.flatnonzero(np.diff(graph.dep_ptr) == 0).tolist()
-    append = order.append
-    for pos in order:  # grows while it is walked: each node joins once its last parent is placed
-        for k in range(child_ptr[pos], child_ptr[pos + 1]):
-            child = child_pos[k]
-            left = waiting[child] - 1
-            waiting[child] = left
-            if not left:
-                append(child)
-    if len(order) < n:
-        stuck = np.flatnonzero(np.array(waiting, dtype=np.int64) > 0)
-        cycle = find_cycle(graph, stuck)
-        ids = graph.ids[cycle[:CYCLE_EXAMPLE_IDS]].tolist()
-        loop = " -> ".join(map(str, ids)) + (" -> ..." if len(cycle) > CYCLE_EXAMPLE_IDS else f" -> {ids[0]}")
-        raise ChakraInputError(
-            f"the dependencies form a cycle (node ids {loop}; each depends on the next), so there is no critical path",
-            path=table.path,
-            hint="run chakra validate to list the cycle; data_deps and ctrl_deps together must form a DAG",
-        )
-    return order
+    try:
+        return topological_order(table.graph, path=table.path).tolist()
+    except CycleError as error:
+        raise CycleError(error.ids, error.blocked, path=table.path, what=", so there is no critical path") from None
 
 
 def _earliest_finish(order: Sequence[int], ptr: list[int], parents: list[int], dur: list[int]) -> list[int]:

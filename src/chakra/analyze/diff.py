@@ -42,8 +42,9 @@ from dataclasses import asdict, dataclass, field
 
 from chakra.analyze.breakdown import TIMING_AUTO, Breakdown, OperatorStat, breakdown, operator_stats
 from chakra.analyze.frames import to_frame
-from chakra.analyze.table import NodeTable, Workload
+from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError
+from chakra.table import NodeTable
 
 #: An operator is faster or slower only if its total time changed by at least this fraction of
 #: ``a``'s: repeated steps of one job differ by a few per cent (clock, cache and scheduling jitter),

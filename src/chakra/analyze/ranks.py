@@ -9,9 +9,9 @@ the two halves of the straggler analysis on their own.
   ASTRA-sim, ``reference/astra-sim.md`` §2.5). The ``k``-th collective of a group on one member is
   matched with the ``k``-th on every other member, each rank's collectives ordered by recorded start
   time, ties by id (all members must issue a group's collectives in the same order, as NCCL, gloo
-  and ASTRA-sim require). The members of a group are those of ``workload.comm_groups`` (ASTRA-sim's
-  ``{id: [ranks]}``, keyed by ``int(pg_name)``) that are in the workload; for a group the file does
-  not define, the ranks that issue collectives on it.
+  and ASTRA-sim require). ``pg_name`` is read as :func:`chakra.groups.group_id` reads it (ASTRA-sim's
+  ``stoi``). The members of a group are those of ``workload.comm_groups`` that are in the workload;
+  for a group the file does not define, the ranks that issue collectives on it.
 * **Unmatched** counts collective nodes (summed over ranks) in no matched collective: the ``k``-th
   collectives where some member has fewer than ``k + 1`` on that group, those whose members
   disagree on the collective type (the sequences have drifted apart there), those issued by a rank
@@ -46,13 +46,12 @@ import numpy as np
 
 from chakra.analyze.breakdown import TIMING_AUTO, UNSPECIFIED_COLLECTIVE, breakdown
 from chakra.analyze.frames import to_frame
-from chakra.analyze.table import NO_COMM_TYPE, NS_PER_US, NodeTable, Workload
+from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
+from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, NO_COMM_TYPE, NS_PER_US, NodeTable
 
-#: ``pg_name`` values of the group of every rank (ASTRA-sim, ``reference/astra-sim.md`` §2.5), and the
-#: name this module reports for it.
-DEFAULT_GROUPS = frozenset({"", "0"})
+#: The name this module reports for the group of every rank (``pg_name`` "" or "0", chakra.groups).
 DEFAULT_GROUP = "0"
 
 #: Quantities of :class:`RankRow` whose imbalance :class:`RankComparison` reports (name -> field).
@@ -160,8 +159,12 @@ def _comm_type_name(value: int) -> str:
     return CollectiveCommType.Name(value) if value in CollectiveCommType.values() else f"UNKNOWN_{value}"
 
 
-def _group_key(pg_name: str) -> str:
-    return DEFAULT_GROUP if pg_name in DEFAULT_GROUPS else pg_name
+def _group_key(group: int, pg_name: str) -> str:
+    """A collective's group as this module names it: its id (:func:`chakra.groups.group_id`, so
+    ``" 1"`` and ``"1"`` are one group), :data:`DEFAULT_GROUP`, or a ``pg_name`` that names no id."""
+    if group == DEFAULT_GROUP_ID:
+        return DEFAULT_GROUP
+    return pg_name if group == INVALID_GROUP_ID else str(group)
 
 
 @dataclass
@@ -188,8 +191,10 @@ def _rank_collectives(table: NodeTable, timed: bool) -> tuple[dict[str, np.ndarr
     pos = pos[order]
     by_group: dict[str, list[int]] = defaultdict(list)
     comm = table.comm
-    for p in pos.tolist():  # one entry per collective, not per node
-        by_group[_group_key(comm[p].pg_name)].append(p)
+    at = np.searchsorted(comm.pos, pos).tolist()
+    groups = comm.group.tolist()
+    for p, k in zip(pos.tolist(), at, strict=True):  # one entry per collective, not per node
+        by_group[_group_key(groups[k], comm.pg_name[k])].append(p)
     return {group: np.array(ps, dtype=np.int64) for group, ps in by_group.items()}, skipped
 
 
@@ -197,9 +202,10 @@ def _group_members(workload: Workload, group: str, issuers: set[int]) -> list[in
     present = set(workload.tables)
     if group == DEFAULT_GROUP:
         return sorted(present)
-    defined = {str(key): members for key, members in (workload.comm_groups or {}).items()}
-    if group in defined:
-        return sorted(present.intersection(defined[group]))
+    groups = workload.comm_groups
+    defined = groups.members(int(group), max(present) + 1) if groups and group.isdigit() else None
+    if defined is not None:
+        return sorted(present.intersection(defined))
     return sorted(issuers)
 
 

@@ -17,12 +17,10 @@ Semantics of the replay:
     communication work running on a CPU worker thread);
   - neither (``METADATA`` nodes, hand-made traces): no resource, the node starts when ready.
 
-  Attributes are read as FeederV3 reads them: the first attribute of a name, any integer-like
-  member (:func:`chakra.attrs.flag_value`, :func:`chakra.attrs.int_value`); a value of another
-  family counts as absent.
-* **Durations.** ``duration_micros`` (µs), or ``duration_ns / 1000`` when the node has an integer
-  attribute ``duration_ns`` (converters may keep exact nanoseconds); a negative ``duration_ns`` is
-  ignored. The replay computes in integer nanoseconds, so sums are exact.
+  These are the *resources* of the node table (:meth:`chakra.table.NodeTable.resource`), whose
+  attributes follow the reading rules of :mod:`chakra.attrs`.
+* **Durations.** The table's ``dur_ns``: ``duration_ns`` where a converter kept exact nanoseconds,
+  else ``duration_micros`` x 1000. The replay computes in integer nanoseconds, so sums are exact.
 * **Order on a resource.** Among the ready nodes of a free resource the one with the smallest
   recorded ``start_time_micros`` goes first, ties by id, which keeps the replay in the measured
   order where the graph allows it. A start of 0 means "not recorded" (proto3 cannot tell 0 from
@@ -35,7 +33,8 @@ Semantics of the replay:
   ``measured_span_us`` is ``max(start + duration) - min(start)`` over the nodes with a recorded
   start (duration as in the replay), ``None`` when no node has one.
 
-A dependency cycle leaves nodes that never become ready: :class:`chakra.errors.ChakraInputError`.
+A dependency cycle leaves nodes that never become ready: :class:`chakra.graph.CycleError`. The
+schedule of a table is computed once (:func:`replayed_starts_ns`) and shared by every analysis of it.
 
 The scheduler is an event-driven list scheduler: a heap of completion events, one heap of ready
 nodes per resource; O((N + E) log N), iterative, over compact int arrays (no per-node objects).
@@ -49,36 +48,18 @@ from __future__ import annotations
 
 import heapq
 import os
+import weakref
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from chakra import io
-from chakra.attrs import flag_value, int_value
-from chakra.errors import ChakraInputError
-from chakra.graph import GraphBuilder, TraceGraph
+from chakra.graph import TraceGraph, cycle_error
 from chakra.schema.protobuf.et_def_pb2 import Node
+from chakra.table import NodeTable, load_table, table_from_nodes
 
 NS_PER_US = 1000
-
-#: ``tid`` of a CPU op that records none (the main thread).
-DEFAULT_TID = 0
-
-#: Resource index of a node without thread or stream: it never waits for a resource.
-NO_RESOURCE = -1
-
-#: Resource kinds, the first element of a resource key ``(kind, number)``.
-THREAD, STREAM = "thread", "stream"
-
-#: Ids of never-run nodes quoted in the cycle error (the full list can be a million long).
-CYCLE_EXAMPLE_IDS = 5
-
-#: Largest duration the replay accepts, in ns (int64 time stamps must hold the sum of a path).
-MAX_DUR_NS = (1 << 62) - 1
-
-_IS_CPU_OP, _TID, _STREAM, _DURATION_NS = "is_cpu_op", "tid", "stream", "duration_ns"
 
 
 @dataclass
@@ -119,103 +100,53 @@ class ReplayResult:
         }
 
 
-@dataclass
-class _ReplayInputs:
-    """What the replay keeps of each node: the graph arrays, resource index and duration in ns."""
-
-    graph: TraceGraph
-    resource: array
-    dur_ns: array
-    num_resources: int
-
-
-def _collect(nodes: Iterable[Node]) -> _ReplayInputs:
-    """One pass over ``nodes`` into typed arrays (the messages are not kept).
-
-    A hot loop over a million nodes: locals instead of attribute lookups, no per-node objects.
-    """
-    builder = GraphBuilder()
-    resource = array("q")
-    dur_ns_arr = array("q")
-    resource_index: dict[tuple[str, int], int] = {}
-    add_graph, add_resource, add_dur = builder.add, resource.append, dur_ns_arr.append
-    for node in nodes:
-        add_graph(node)
-        is_cpu: bool | None = None
-        tid = stream = dur_ns = None
-        seen_tid = seen_stream = seen_dur = False
-        for attr in node.attr:
-            # the first attribute of a name is the one consumers read
-            name = attr.name
-            if name == _IS_CPU_OP:
-                if is_cpu is None:
-                    is_cpu = flag_value(attr)
-            elif name == _TID:
-                if not seen_tid:
-                    seen_tid, tid = True, int_value(attr)
-            elif name == _STREAM:
-                if not seen_stream:
-                    seen_stream, stream = True, int_value(attr)
-            elif name == _DURATION_NS and not seen_dur:
-                seen_dur, dur_ns = True, int_value(attr)
-        key: tuple[str, int] | None
-        if is_cpu:
-            key = (THREAD, DEFAULT_TID if tid is None else tid)
-        elif stream is not None:
-            key = (STREAM, stream)
-        elif tid is not None:
-            key = (THREAD, tid)
-        else:
-            key = None
-        if key is None:
-            add_resource(NO_RESOURCE)
-        else:
-            index = resource_index.get(key)
-            if index is None:
-                index = resource_index[key] = len(resource_index)
-            add_resource(index)
-        if dur_ns is None or dur_ns < 0:
-            dur_ns = node.duration_micros * NS_PER_US
-        if dur_ns > MAX_DUR_NS:
-            raise ChakraInputError(
-                f"node {node.id}: duration of {dur_ns} ns is not a plausible time",
-                hint="check duration_micros / duration_ns of this node",
-            )
-        add_dur(dur_ns)
-    return _ReplayInputs(builder.build(), resource, dur_ns_arr, len(resource_index))
-
-
 def replay(nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None) -> ReplayResult:
     """Replay the nodes of one rank (any order) with their recorded durations; see the module doc.
 
     ``path`` only names the file in errors.
     """
-    return _replay_inputs(_collect(nodes), path)
+    return replay_table(table_from_nodes(nodes, path=path))
 
 
 def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
-    """Stream ``path`` (plain, ``.gz`` or ``.zst``) and replay it, keeping only compact arrays."""
-    return replay(io.stream(path), path=path)
+    """Stream ``path`` (plain, ``.gz`` or ``.zst``) into its node table and replay it."""
+    return replay_table(load_table(path))
 
 
-def _replay_inputs(inputs: _ReplayInputs, path: str | os.PathLike[str] | None) -> ReplayResult:
-    graph = inputs.graph
-    dur_ns = np.frombuffer(inputs.dur_ns, dtype=np.int64) if len(inputs.dur_ns) else np.zeros(0, dtype=np.int64)
-    start_ns = schedule_starts(graph, inputs.resource, inputs.num_resources, inputs.dur_ns, path)
-    start_us = start_ns.astype(np.float64) / NS_PER_US
+def replay_table(table: NodeTable) -> ReplayResult:
+    """Replay one rank's table (see the module doc)."""
+    graph = table.graph
+    dur_ns = table.dur_ns
+    start_ns = replayed_starts_ns(table)
     end_ns = start_ns + dur_ns
-    end_us = end_ns.astype(np.float64) / NS_PER_US
     n = graph.num_nodes
     predicted_us = float(end_ns.max() - start_ns.min()) / NS_PER_US if n else 0.0
     return ReplayResult(
         predicted_span_us=predicted_us,
         measured_span_us=_measured_span_us(graph.start_us, dur_ns),
         nodes=n,
-        resources=inputs.num_resources,
-        start_us=start_us,
-        end_us=end_us,
+        resources=table.num_resources,
+        start_us=start_ns.astype(np.float64) / NS_PER_US,
+        end_us=end_ns.astype(np.float64) / NS_PER_US,
         missing_deps=len(graph.missing_deps),
     )
+
+
+#: The replayed schedule of each table, computed once (tables compare by identity).
+_SCHEDULES: weakref.WeakKeyDictionary[NodeTable, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def replayed_starts_ns(table: NodeTable) -> np.ndarray:
+    """Replayed start of every position of ``table`` in ns from 0, by :func:`schedule_starts` over its
+    resources and durations; computed once per table (read-only)."""
+    found = _SCHEDULES.get(table)
+    if found is None:
+        found = schedule_starts(
+            table.graph, _int_array(table.resource()), table.num_resources, _int_array(table.dur_ns), table.path
+        )
+        found.setflags(write=False)
+        _SCHEDULES[table] = found
+    return found
 
 
 def _measured_span_us(recorded_start_us: np.ndarray, dur_ns: np.ndarray) -> float | None:
@@ -261,7 +192,7 @@ def schedule_starts(
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     scale = n
-    child_ptr_np, child_pos_np = graph.children_csr()
+    child_ptr_np, child_pos_np = graph.children
     child_ptr = _int_array(child_ptr_np)
     child_pos = _int_array(child_pos_np)
     remaining = _int_array(np.diff(graph.dep_ptr))
@@ -333,12 +264,6 @@ def schedule_starts(
         now = events[0] // scale
 
     if started < n:
-        never = np.flatnonzero(np.frombuffer(remaining, dtype=np.int64) > 0)
-        examples = ", ".join(str(i) for i in graph.ids[never[:CYCLE_EXAMPLE_IDS]].tolist())
-        more = ", ..." if len(never) > CYCLE_EXAMPLE_IDS else ""
-        raise ChakraInputError(
-            f"replay stuck: {n - started} nodes never ran, waiting on a dependency cycle (ids {examples}{more})",
-            path=path,
-            hint="run chakra validate to find the cycle",
-        )
+        ran = np.flatnonzero(np.frombuffer(remaining, dtype=np.int64) == 0)
+        raise cycle_error(graph, ran, path=path, what=" in the replay")
     return np.frombuffer(start, dtype=np.int64).copy()

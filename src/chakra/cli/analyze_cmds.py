@@ -13,9 +13,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from chakra.analyze.table import NodeTable, Workload, load_table, load_workload
+from chakra.analyze.workload import Workload, load_workload
 from chakra.cli.main import app, busy, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
+from chakra.table import NodeTable, load_table
 from chakra.trace import rank_of
 
 #: Tables show ms; analyses return ns.

@@ -231,7 +231,7 @@ def visualizer_main(argv: list[str] | None = None) -> None:
         help=f"draw the first N nodes in dependency order (default {graph.DEFAULT_MAX_NODES}; 0: every node)",
     )
     args = parser.parse_args(argv)
-    from chakra.analyze.table import load_table
+    from chakra.table import load_table
 
     try:
         table = load_table(args.input_filename)

@@ -49,7 +49,6 @@ import os
 import shutil
 import signal
 import subprocess
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,10 +58,18 @@ import numpy as np
 
 from chakra import io
 from chakra.analyze.frames import to_frame
-from chakra.analyze.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NS_PER_US, OTHER, NodeTable
 from chakra.errors import ChakraInputError
-from chakra.graph import CTRL_DEP, DATA_DEP, TraceGraph, topological_order
+from chakra.graph import (
+    CTRL_DEP,
+    DATA_DEP,
+    MAX_REDUCE_NODES,
+    TraceGraph,
+    neighbourhood,
+    topological_order,
+    transitive_reduction,
+)
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType, NodeType
+from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NS_PER_US, OTHER, NodeTable
 
 PathLike = str | os.PathLike[str]
 
@@ -79,8 +86,6 @@ MAX_BRIDGE_SOURCES = 32
 #: 112 nodes with 3,470 edges take over 5 minutes. Beyond this, edges implied by longer paths are
 #: left out of pictures (a transitive reduction: 3,470 -> 170 edges there).
 FULL_EDGES_LIMIT = 1000
-#: Largest view reduced: the reduction keeps a bitset of descendants per node (n^2 bits, 50 MB here).
-MAX_REDUCE_NODES = 20_000
 #: Views above this many nodes ask ``dot`` for fewer layout iterations (below: the full layout).
 #: On upstream chakra.0.et, reduced, 1,000 nodes take 12 s with the full layout and 1.4 s with
 #: this one; 2,000 nodes over a minute and 3.6 s; on a converted ResNet rank 300 nodes with 597
@@ -207,9 +212,7 @@ def select(
     center: int | None = None
     if around is not None:
         center = _position_of(table, around)
-        scope = _within_hops(graph.dep_ptr, graph.dep_pos, center, depth, n)
-        child_ptr, child_pos = graph.children_csr()
-        scope |= _within_hops(child_ptr, child_pos, center, depth, n)
+        scope = neighbourhood(graph, center, depth)
         notes.append(f"neighbourhood of node {around}: {int(scope.sum()):,} nodes within {depth} hops up and down")
     keep = scope.copy()
     if comm_only:
@@ -268,7 +271,7 @@ def select(
 
 
 def _position_of(table: NodeTable, node_id: int) -> int:
-    pos = table.graph.position_of.get(int(node_id))
+    pos = table.graph.position(int(node_id))
     if pos is None:
         ids = table.ids
         raise ChakraInputError(
@@ -279,28 +282,9 @@ def _position_of(table: NodeTable, node_id: int) -> int:
     return pos
 
 
-def _within_hops(ptr: np.ndarray, neighbours: np.ndarray, start: int, depth: int, n: int) -> np.ndarray:
-    """Mask of the positions at most ``depth`` hops from ``start`` along a CSR adjacency."""
-    seen = np.zeros(n, dtype=bool)
-    seen[start] = True
-    frontier = np.array([start], dtype=np.int64)
-    for _ in range(depth):
-        lo = ptr[frontier]
-        counts = ptr[frontier + 1] - lo
-        total = int(counts.sum())
-        if not total:
-            break
-        # the CSR slices of every frontier node, gathered in one index array
-        index = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
-        reached = np.unique(neighbours[index])
-        frontier = reached[~seen[reached]]
-        seen[frontier] = True
-    return seen
-
-
 def _dependency_order(graph: TraceGraph, notes: list[str]) -> np.ndarray:
     """Topological order of every position; nodes on or behind a cycle follow in file order."""
-    order = topological_order(graph)
+    order = topological_order(graph, strict=False)
     if len(order) < graph.num_nodes:
         placed = np.zeros(graph.num_nodes, dtype=bool)
         placed[order] = True
@@ -409,8 +393,8 @@ def _nodes(table: NodeTable, view: GraphView) -> _Nodes:
     positions = view.positions
     pos_l = positions.tolist()
     ids = table.ids[positions].tolist()
-    last = graph.position_of
-    keys = [str(i) if last.get(i) == p else f"{i}@{p}" for i, p in zip(ids, pos_l, strict=True)]
+    last = graph.positions(table.ids[positions]).tolist()  # the occurrence of each id dependents point to
+    keys = [str(i) if q == p else f"{i}@{p}" for i, p, q in zip(ids, pos_l, last, strict=True)]
     types_code = graph.node_type[positions].tolist()
     types = [_TYPE_NAMES.get(t, f"type {t}") for t in types_code]
     cats = table.category[positions].tolist()
@@ -479,63 +463,14 @@ def _batched(lines: Iterator[str]) -> Iterator[str]:
 
 
 def _implied_pairs(view: GraphView) -> set[tuple[int, int]] | None:
-    """``(parent, child)`` pairs of ``view.edges`` implied by a longer path between drawn nodes.
-
-    A transitive reduction: the nodes are put in dependency order, a cycle broken where the order
-    stalls by placing the first waiting node in file order (edges going backwards are never left
-    out). One sweep in reverse order carries each node's descendants as a bitset (a Python int, bit
-    = rank in the order); an edge ``v -> c`` is implied when ``c`` is below another child of ``v``.
-    ``None`` when the view is too large for the bitsets (:data:`MAX_REDUCE_NODES`).
-    """
-    m = len(view.positions)
-    if m > MAX_REDUCE_NODES:
-        return None
+    """``(parent, child)`` pairs of ``view.edges`` implied by a longer path between drawn nodes
+    (:func:`chakra.graph.transitive_reduction` over the drawn nodes); ``None`` for too large a view."""
     positions = view.positions.tolist()
-    index_of = dict(zip(positions, range(m), strict=True))
-    children: list[set[int]] = [set() for _ in range(m)]
-    for parent, child, _ in view.edges:
-        if parent != child:
-            children[index_of[parent]].add(index_of[child])
-    indegree = [0] * m
-    for kids in children:
-        for c in kids:
-            indegree[c] += 1
-    placed = [False] * m
-    ready = deque(v for v in range(m) if indegree[v] == 0)
-    order: list[int] = []
-    waiting = 0
-    while len(order) < m:
-        if not ready:
-            while placed[waiting]:
-                waiting += 1
-            ready.append(waiting)
-        v = ready.popleft()
-        if placed[v]:
-            continue
-        placed[v] = True
-        order.append(v)
-        for c in children[v]:
-            if not placed[c]:
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    ready.append(c)
-    rank = [0] * m
-    for r, v in enumerate(order):
-        rank[v] = r
-    below = [0] * m  # descendants of each node along forward edges, as bits of their rank
-    implied: set[tuple[int, int]] = set()
-    for v in reversed(order):
-        forward = [c for c in children[v] if rank[c] > rank[v]]
-        reach = 0
-        for c in forward:
-            reach |= below[c]
-        for c in forward:
-            if reach >> rank[c] & 1:
-                implied.add((positions[v], positions[c]))
-        for c in forward:
-            reach |= 1 << rank[c]
-        below[v] = reach
-    return implied
+    index_of = dict(zip(positions, range(len(positions)), strict=True))
+    implied = transitive_reduction(len(positions), ((index_of[a], index_of[b]) for a, b, _ in view.edges))
+    if implied is None:
+        return None
+    return {(positions[a], positions[b]) for a, b in implied}
 
 
 def _picture_edges(view: GraphView, all_edges: bool) -> tuple[list[tuple[int, int, str]], list[str]]:

@@ -27,7 +27,7 @@ from chakra import __version__, io
 from chakra.analyze.breakdown import Breakdown, breakdown, top_operators
 from chakra.analyze.critical_path import CriticalPath, critical_path
 from chakra.analyze.ranks import RankComparison, compare_ranks
-from chakra.analyze.table import Workload
+from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.viz import plots
 

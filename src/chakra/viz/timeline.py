@@ -6,7 +6,7 @@ event (``ph: "X"``) per node, named after the node, with its id in ``args``. Chr
 ``dur`` are **microseconds**; times are written as floats so sub-µs durations keep their length.
 
 * :func:`trace_events` / :func:`write_trace_timeline`: the timeline an ET records itself. Tracks
-  are those of :class:`chakra.analyze.table.NodeTable` (host threads, device streams, else
+  are those of :class:`chakra.table.NodeTable` (host threads, device streams, else
   ASTRA-sim's slot of the node's kind; nodes on no track, such as metadata, on ``none``). ``ts`` is
   the node's ``start_time_micros`` minus the smallest recorded start over **all** ranks: this
   assumes the ranks' clocks are one clock (true for ranks recorded on one machine; across
@@ -39,10 +39,11 @@ import orjson
 
 from chakra import io
 from chakra.analyze.frames import to_frame
-from chakra.analyze.table import CATEGORY_NAMES, COMMUNICATION, NO_COMM_TYPE, NodeTable, Workload
+from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.sim.engine import SLOT_NAMES, SimResult
+from chakra.table import CATEGORY_NAMES, COMMUNICATION, NO_COMM_TYPE, NodeTable
 
 logger = logging.getLogger(__name__)
 
