@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from conftest import make_node
 
+from chakra.groups import group_id
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
 from chakra.trace import Trace, TraceSet, write_comm_groups
 from chakra.validate import (
     ERROR,
     INFO,
     WARNING,
-    astra_group_id,
     count_by_severity,
     validate_file,
     validate_set,
@@ -187,7 +187,7 @@ def test_astra_target_rejects_non_numeric_pg_name():
 
 @pytest.mark.parametrize(("pg_name", "group"), [("", None), ("0", None), ("00", 0), (" 1", 1), ("+2", 2), ("3x", 3)])
 def test_pg_name_is_read_like_astra_sims_stoi(pg_name, group):
-    assert astra_group_id(pg_name) == group
+    assert group_id(pg_name) == group
 
 
 @pytest.mark.parametrize("pg_name", ["tp_group", "²", "--5", "99999999999"])

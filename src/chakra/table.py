@@ -172,12 +172,14 @@ class CommInfo(NamedTuple):
 class CommColumns:
     """Attributes of the communication nodes, aligned to ``pos`` (their positions, ascending):
     ``pg_name`` text (``""`` when absent), its ``group`` (:func:`chakra.groups.group_id`;
-    :data:`DEFAULT_GROUP_ID`, :data:`INVALID_GROUP_ID`), and ``src``/``dst``/``tag``/``priority``
-    (int64, :data:`MISSING` when absent)."""
+    :data:`DEFAULT_GROUP_ID`, :data:`INVALID_GROUP_ID`), and ``kind`` (``comm_type``), ``size``,
+    ``src``, ``dst``, ``tag``, ``priority`` as recorded (int64, :data:`MISSING` when absent)."""
 
     pos: np.ndarray
     pg_name: list[str]
     group: np.ndarray
+    kind: np.ndarray
+    size: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     tag: np.ndarray
@@ -651,6 +653,8 @@ def _assemble(
             pos=comm_pos,
             pg_name=pg_names,
             group=_group_ids(pg_names),
+            kind=ints["comm_type"][comm_pos],
+            size=ints["comm_size"][comm_pos],
             src=ints["comm_src"][comm_pos],
             dst=ints["comm_dst"][comm_pos],
             tag=ints["comm_tag"][comm_pos],

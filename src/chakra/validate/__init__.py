@@ -1,0 +1,185 @@
+"""Structural and consumer-compatibility checks of Chakra traces. Returns findings, never prints.
+
+:func:`validate_table` checks one rank's node table (:mod:`chakra.table`: the values every other
+consumer reads), :func:`validate_trace` / :func:`validate_file` a trace or a file; :func:`validate_set`
+checks every rank of a workload plus what only shows across ranks (missing rank files, unmatched
+send/recv pairs, collectives issued in different orders). ``target="astra-sim"`` adds what that
+simulator aborts, hangs or silently misbehaves on (``reference/astra-sim.md`` §2, §7).
+
+Example:
+    >>> findings = validate_trace(Trace.load("llama.0.et"), target="astra-sim")   # doctest: +SKIP
+    >>> [f for f in findings if f.severity == ERROR]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from chakra.errors import ChakraFormatError
+from chakra.groups import MAX_ASTRA_GROUP_ID, CommGroups, astra_group_id_note
+from chakra.paths import rank_of
+from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+from chakra.table import NodeTable, load_table, table_from_nodes
+from chakra.trace import Trace, TraceSet, comm_groups_beside
+from chakra.validate.findings import (
+    DEFAULT_LIMIT_PER_CODE,
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    TARGETS,
+    WARNING,
+    Collector,
+    Finding,
+    Target,
+    count_by_severity,
+)
+from chakra.validate.rank import ASTRA_UNSUPPORTED_COLLECTIVES, RankSummary, check_rank
+from chakra.validate.workload import cross_rank_findings
+
+__all__ = [
+    "ASTRA_UNSUPPORTED_COLLECTIVES",
+    "DEFAULT_LIMIT_PER_CODE",
+    "ERROR",
+    "INFO",
+    "MAX_ASTRA_GROUP_ID",
+    "SEVERITY_ORDER",
+    "TARGETS",
+    "WARNING",
+    "Finding",
+    "Target",
+    "astra_group_id_note",
+    "count_by_severity",
+    "iter_validate_set",
+    "validate_file",
+    "validate_nodes",
+    "validate_set",
+    "validate_table",
+    "validate_trace",
+]
+
+Groups = Mapping[int, Iterable[int]]
+
+
+def _target(target: Target | str | None) -> bool:
+    """Whether ``target`` is ASTRA-sim; ``ValueError`` for a target that is not known."""
+    if target is None:
+        return False
+    if str(getattr(target, "value", target)) not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+    return True
+
+
+def _validate(
+    table: NodeTable,
+    target: Target | str | None,
+    rank: int | None,
+    comm_groups: Groups | None,
+    limit_per_code: int | None,
+) -> tuple[list[Finding], RankSummary]:
+    astra = _target(target)
+    out = Collector(rank, limit_per_code)
+    summary = check_rank(table, out, astra=astra, rank=rank, groups_defined=set(comm_groups or {}), path=table.path)
+    return out.result(), summary
+
+
+def validate_table(
+    table: NodeTable,
+    *,
+    target: Target | str | None = None,
+    rank: int | None = None,
+    comm_groups: Groups | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """The findings of one rank's node table (``rank`` defaults to the table's)."""
+    return _validate(table, target, table.rank if rank is None else rank, comm_groups, limit_per_code)[0]
+
+
+def validate_trace(
+    trace: Trace,
+    *,
+    target: Target | str | None = None,
+    rank: int | None = None,
+    comm_groups: Groups | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """The findings of one rank held in memory."""
+    return validate_table(
+        trace.table(), target=target, rank=rank, comm_groups=comm_groups, limit_per_code=limit_per_code
+    )
+
+
+def validate_nodes(
+    metadata: GlobalMetadata,
+    nodes: Iterable[Node],
+    *,
+    path: str | Path | None = None,
+    target: Target | str | None = None,
+    rank: int | None = None,
+    comm_groups: Groups | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """:func:`validate_table` of the table of ``nodes``."""
+    table = table_from_nodes(nodes, metadata=metadata, path=path, rank=rank_of(path) if path and rank is None else rank)
+    return validate_table(table, target=target, comm_groups=comm_groups, limit_per_code=limit_per_code)
+
+
+def validate_file(
+    path: str | Path,
+    *,
+    target: Target | str | None = None,
+    comm_groups: Groups | None = None,
+    limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
+) -> list[Finding]:
+    """Check one file; a file that does not parse is one ``format`` error finding.
+
+    Without ``comm_groups``, the workload's ``PREFIX.comm_groups.json`` beside a ``PREFIX.{rank}.et``
+    file is used when it exists.
+    """
+    if comm_groups is None:
+        comm_groups = comm_groups_beside(path)
+    findings, _ = _validate_file(path, target, rank_of(path), comm_groups, limit_per_code)
+    return findings
+
+
+def _validate_file(
+    path: str | Path,
+    target: Target | str | None,
+    rank: int | None,
+    comm_groups: Groups | None,
+    limit_per_code: int | None,
+) -> tuple[list[Finding], RankSummary | None]:
+    _target(target)
+    try:
+        table = load_table(path, rank)
+    except ChakraFormatError as exc:
+        where = ""
+        if exc.offset is not None:
+            record = f"node #{exc.node_index}" if exc.node_index is not None else "GlobalMetadata record"
+            where = f" (byte {exc.offset}, {record})"
+        return [Finding(ERROR, "format", exc.message + where, None, exc.hint, rank)], None
+    return _validate(table, target, rank, comm_groups, limit_per_code)
+
+
+def iter_validate_set(
+    workload: TraceSet, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+) -> Iterator[tuple[int | None, list[Finding]]]:
+    """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
+    and holds the cross-rank findings. One rank's table is held at a time."""
+    summaries: dict[int, RankSummary] = {}
+    for rank, path in workload.ranks.items():
+        findings, summary = _validate_file(path, target, rank, workload.comm_groups, limit_per_code)
+        if summary is not None:
+            summaries[rank] = summary
+        yield rank, findings
+    groups = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()}) if workload.comm_groups else None
+    yield None, cross_rank_findings(workload.missing_ranks, groups, summaries, _target(target), limit_per_code)
+
+
+def validate_set(
+    workload: TraceSet, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+) -> list[Finding]:
+    """All findings of every rank of ``workload`` plus the cross-rank ones."""
+    return [
+        f for _, findings in iter_validate_set(workload, target=target, limit_per_code=limit_per_code) for f in findings
+    ]
