@@ -53,14 +53,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from chakra import io
 from chakra.attrs import INT_MEMBER_RANGES, set_attr
 from chakra.errors import ChakraInputError, PathLike
-from chakra.generate.template import RankTemplate, prepare_prefix, remove_stale_files, write_ranks
+from chakra.generate.template import RankTemplate
+from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -71,7 +71,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     GlobalMetadata,
     Node,
 )
-from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
+from chakra.trace import WorkloadWriter, prepare_prefix
 
 # Parallelism kinds, spelled as in the first line of a workload (ASTRA-sim's ``decode_parallelsim``).
 MICRO = "MICRO"
@@ -1016,33 +1016,27 @@ def _write(
     ranks_of: dict[tuple[int, ...], list[int]] = {}
     for rank in range(num_npus):
         ranks_of.setdefault(tuple(group_of(where, rank) for where in placements), []).append(rank)
-    paths = [prefix.with_name(f"{prefix.name}.{rank}.et") for rank in range(num_npus)]
-    rendered: dict[tuple[int, ...], bytes] = {}
-
-    def render(key: tuple[int, ...], rank: int) -> bytes:
-        if key not in rendered:
-            rendered.clear()  # ranks come grouped by key: keep one rendering in memory
-            rendered[key] = frozen.render(rank, group_of)
-        return rendered[key]
-
-    write_ranks((paths[rank], partial(render, key, rank)) for key, ranks in ranks_of.items() for rank in ranks)
-    groups_path = prefix.with_name(prefix.name + COMM_GROUPS_SUFFIX)
-    if groups:
-        write_comm_groups(groups_path, groups)
-    # files of an earlier conversion to this prefix with more NPUs (or groups) would join this one
-    removed = remove_stale_files(prefix.parent, prefix.name, set(paths), None if groups else groups_path)
+    with WorkloadWriter(prefix) as writer:
+        for ranks in ranks_of.values():
+            data = frozen.render(ranks[0], group_of)  # ranks of one key have the same groups, the same bytes
+            for rank in ranks:
+                writer.write_bytes(rank, data)
+        if groups:
+            writer.groups = CommGroups({k: tuple(v) for k, v in groups.items()})
+    written = writer.result
+    assert written is not None
+    paths = [written.paths[rank] for rank in range(num_npus)]
+    groups_path = written.groups_path
+    removed = written.removed_note()
     if removed:
-        shown = ", ".join(path.name for path in removed[:_NOTE_EXAMPLES]) + (
-            " ..." if len(removed) > _NOTE_EXAMPLES else ""
-        )
-        notes.append(f"removed {len(removed)} files of an earlier workload with this prefix: {shown}")
+        notes.append(removed)
     return TextConversion(
         prefix=prefix,
         parallelism=workload.parallelism,
         num_npus=num_npus,
         num_passes=num_passes,
         paths=paths,
-        comm_groups_path=groups_path if groups else None,
+        comm_groups_path=groups_path,
         groups=groups,
         nodes_per_rank=len(builder.nodes),
         collectives_per_rank=sum(1 for node in builder.nodes if node.type == COMM_COLL_NODE),

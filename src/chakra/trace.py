@@ -41,6 +41,8 @@ from chakra.table import NodeTable, table_from_nodes
 WRITE_THREADS = 8
 #: Rendered rank files waiting for a writer thread at most (bounds memory to a few files).
 MAX_PENDING_WRITES = 2 * WRITE_THREADS
+#: Stale files a note names before it says "...".
+REMOVED_SHOWN = 5
 
 
 class Trace:
@@ -251,6 +253,14 @@ class WrittenWorkload:
     groups_path: Path | None
     removed: tuple[Path, ...]
 
+    def removed_note(self) -> str | None:
+        """The note a producer prints about the stale files it removed, or ``None``."""
+        if not self.removed:
+            return None
+        shown = ", ".join(path.name for path in self.removed[:REMOVED_SHOWN])
+        more = " ..." if len(self.removed) > REMOVED_SHOWN else ""
+        return f"removed {len(self.removed)} files of an earlier workload with this prefix: {shown}{more}"
+
 
 def prepare_prefix(prefix: PathLike) -> Path:
     """``prefix`` (of ``PREFIX.{rank}.et``) as a path whose folder exists (created when missing).
@@ -303,11 +313,21 @@ class WorkloadWriter:
 
     def staging_path(self, rank: int) -> Path:
         """Where rank ``rank`` is written before the workload is complete."""
-        return self.prefix.with_name(f".{self.prefix.name}.{rank}.et.{self._token}.staged")
+        return Path(self.staging_pattern().format(rank=rank))
+
+    def staging_pattern(self) -> str:
+        """:meth:`staging_path` as a ``str.format`` pattern with ``{rank}``, for workers in other
+        processes that learn their rank from what they read."""
+        escaped = self.prefix.name.replace("{", "{{").replace("}", "}}")
+        folder = str(self.prefix.parent).replace("{", "{{").replace("}", "}}")
+        return os.path.join(folder, f".{escaped}.{{rank}}.et.{self._token}.staged")
 
     def write_nodes(self, rank: int, nodes: Iterable[Node], metadata: GlobalMetadata | None = None) -> None:
         """Write rank ``rank`` from node messages (``GlobalMetadata.version`` defaults to the format's)."""
-        io.write(self.staging_path(rank), metadata or GlobalMetadata(version=io.FORMAT_VERSION), nodes)
+        try:
+            io.write(self.staging_path(rank), metadata or GlobalMetadata(version=io.FORMAT_VERSION), nodes)
+        except OSError as error:
+            raise _write_error(self.prefix, error) from None
         self.adopt(rank)
 
     def write_bytes(self, rank: int, data: bytes) -> None:
@@ -355,11 +375,7 @@ class WorkloadWriter:
             removed = _remove_stale(self.prefix, set(paths.values()), None if self.groups is not None else found)
         except OSError as error:
             self.abort()
-            raise ChakraInputError(
-                f"cannot write workload {self.prefix.name}: {error.strerror or error}",
-                path=error.filename or self.prefix.parent,
-                hint="choose an output folder you can write to, with room for the workload",
-            ) from None
+            raise _write_error(self.prefix, error) from None
         except BaseException:
             self.abort()
             raise
@@ -388,6 +404,14 @@ class WorkloadWriter:
             self._pool = None
         if errors:
             raise errors[0]
+
+
+def _write_error(prefix: Path, error: OSError) -> ChakraInputError:
+    return ChakraInputError(
+        f"cannot write workload {prefix.name}: {error.strerror or error}",
+        path=error.filename or prefix.parent,
+        hint="choose an output folder you can write to, with room for the workload",
+    )
 
 
 def _write_file(path: Path, data: bytes) -> None:

@@ -15,6 +15,7 @@ from rich.text import Text
 from chakra import jsonize as jsonize_lib
 from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, progress_bar, stderr, stdout
 from chakra.io import AtomicFile
+from chakra.pytorch.workload import FIDELITY_TOLERANCE
 
 if TYPE_CHECKING:
     from chakra.pytorch.workload import WorkloadResult
@@ -65,9 +66,6 @@ convert_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(convert_app, name="convert")
-
-#: ``--check`` fails (exit 1) when a rank's replayed span is further than this from the measured one.
-FIDELITY_TOLERANCE = 0.05
 
 
 @convert_app.command("pytorch")
@@ -132,7 +130,7 @@ def convert_pytorch(
         stdout.print_json(json.dumps(summary))
     else:
         _print_conversion(result)
-    off = {r: f.error for r, f in result.fidelity.items() if f.error is None or abs(f.error) > FIDELITY_TOLERANCE}
+    off = result.fidelity_failures()
     if check and off:
         stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
         raise typer.Exit(EXIT_CHECKS_FAILED)
@@ -234,3 +232,7 @@ def _print_conversion(result: WorkloadResult) -> None:
     if lacking is not None:
         stderr.print(Text(f"{lacking.mode}: the ETs lack " + "; ".join(lacking.lacks), style="yellow"))
     stdout.print(f"wrote {len(result.paths)} rank files and {result.comm_groups_path}")
+    if result.removed:
+        stderr.print(
+            Text(f"note: removed {len(result.removed)} files of an earlier workload with this prefix", style="yellow")
+        )

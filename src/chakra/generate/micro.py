@@ -40,10 +40,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chakra import io
+from chakra import trace
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
-from chakra.generate.template import remove_stale_files
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -54,11 +53,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
     METADATA_NODE,
     AttributeProto,
     CollectiveCommType,
-    GlobalMetadata,
     Node,
     NodeType,
 )
-from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
 from chakra.validate import ASTRA_UNSUPPORTED_COLLECTIVES
 
 # Defaults of upstream chakra_generator's flags (upstream-behaviour.md §6).
@@ -727,36 +724,13 @@ def sweep_collectives(
 
 
 def write_workload(out_dir: str | Path, workload: Workload) -> WrittenWorkload:
-    """Write ``DIR/NAME.{rank}.et`` for every rank (``GlobalMetadata.version`` = the format version) and
-    ``DIR/NAME.comm_groups.json`` when the workload has groups, each atomically.
-
-    Files of an earlier workload of the same name that would make this one inconsistent (ranks
-    beyond this one's count, compressed copies, a groups file it no longer has) are removed and
-    listed in the result.
+    """Write ``DIR/NAME.{rank}.et`` for every rank and ``DIR/NAME.comm_groups.json`` when the workload
+    has groups, through the core writer (:class:`chakra.trace.WorkloadWriter`: all or nothing; files of
+    an earlier workload of the same name that would join this one are removed and listed in the result).
     """
-    directory = Path(out_dir)
-    prefix = directory / workload.name
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for rank, nodes in enumerate(workload.ranks):
-            path = directory / f"{workload.name}.{rank}.et"
-            io.write(path, GlobalMetadata(version=io.FORMAT_VERSION), nodes)
-            paths.append(path)
-        groups_path = directory / f"{workload.name}{COMM_GROUPS_SUFFIX}"
-        if workload.comm_groups is not None:
-            write_comm_groups(groups_path, workload.comm_groups)
-        removed = remove_stale_files(
-            directory, workload.name, set(paths), groups_path if workload.comm_groups is None else None
-        )
-    except OSError as error:
-        raise ChakraInputError(
-            f"cannot write workload {workload.name}: {error.strerror or error}",
-            path=error.filename or directory,
-            hint="choose an output directory you can write to",
-        ) from error
+    written = trace.write_workload(Path(out_dir) / workload.name, dict(enumerate(workload.ranks)), workload.comm_groups)
     return WrittenWorkload(
-        workload, prefix, tuple(paths), groups_path if workload.comm_groups is not None else None, tuple(removed)
+        workload, written.prefix, tuple(written.paths.values()), written.groups_path, written.removed
     )
 
 

@@ -6,7 +6,9 @@
 group each collective used where the traces do not say (:mod:`chakra.pytorch.groups`), global
 peers of sends and receives, and consistent ``comm_seq`` numbers. Ranks whose group-dependent
 attributes change are rewritten. ``PREFIX.comm_groups.json`` lists the non-default groups in
-ASTRA-sim's format. With ``check=True`` each rank is replayed with its recorded durations
+ASTRA-sim's format. Everything is written through :class:`chakra.trace.WorkloadWriter`: all ranks
+or none, and files of an earlier, larger job converted to the same prefix are removed (``removed``).
+With ``check=True`` each rank is replayed with its recorded durations
 (:func:`chakra.analyze.replay.replay_file`) and the predicted span compared with the measured one.
 
 Example:
@@ -28,13 +30,18 @@ from chakra import io
 from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
+from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
+from chakra.paths import groups_path
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
-from chakra.trace import write_comm_groups
+from chakra.trace import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
+#: The fidelity check fails a rank whose replayed span is further than this from the measured one
+#: (the converter is measured within 1.5 % on the gloo example; README, Fidelity).
+FIDELITY_TOLERANCE = 0.05
 
 
 #: Key of the one file a pattern without ``{rank}`` names: its rank is read from the device trace.
@@ -89,6 +96,12 @@ class WorkloadResult:
     rewritten: list[int] = field(default_factory=list)
     fidelity: dict[int, ReplayResult] = field(default_factory=dict)
     missing_device: list[int] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)  # stale files of an earlier workload of the prefix
+
+    def fidelity_failures(self, tolerance: float = FIDELITY_TOLERANCE) -> dict[int, float | None]:
+        """The ranks the fidelity check fails: replayed span off the measured one by more than
+        ``tolerance`` (relative), or nothing measured to compare with (``None``)."""
+        return {r: f.error for r, f in self.fidelity.items() if f.error is None or abs(f.error) > tolerance}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,14 +112,16 @@ class WorkloadResult:
             "group_methods": dict(self.group_methods),
             "rewritten": self.rewritten,
             "missing_device": self.missing_device,
+            "removed": [str(p) for p in self.removed],
             "reports": {r: rep.to_dict() for r, rep in self.reports.items()},
             "fidelity": {r: f.to_dict() for r, f in self.fidelity.items()},
         }
 
 
 def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResult:
-    """Worker: convert and write one rank (runs in another process)."""
-    rank, host_path, device_path, prefix, data_deps, astra_compatible = job
+    """Worker: convert one rank and write it where ``staging`` (a path with ``{rank}``) says (runs in
+    another process)."""
+    rank, host_path, device_path, staging, data_deps, astra_compatible = job
     host, linked = load_pair(host_path, device_path)
     records = [host.process_groups()]
     world_size = 0
@@ -115,7 +130,7 @@ def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResul
         world_size = int(linked.device.distributed_info.get("world_size") or 0)
     if rank == SINGLE:
         rank = linked.device.rank if linked is not None and linked.device.rank is not None else 0
-    out_path = f"{prefix}.{rank}.et"
+    out_path = staging.format(rank=rank)
     conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
     conversion.write(out_path)
     return RankResult(
@@ -165,49 +180,54 @@ def convert_workload(
         raise ChakraInputError(
             f"device traces of ranks {orphans} have no host trace", hint=f"check the --host pattern {host_pattern!r}"
         )
-    prefix = Path(out_prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    jobs = [
-        (rank, str(path), str(devices[rank]) if rank in devices else None, str(prefix), data_deps, astra_compatible)
-        for rank, path in hosts.items()
-    ]
+    with WorkloadWriter(out_prefix) as writer:
+        prefix = writer.prefix
+        staging = writer.staging_pattern()
+        jobs = [
+            (rank, str(path), str(devices[rank]) if rank in devices else None, staging, data_deps, astra_compatible)
+            for rank, path in hosts.items()
+        ]
 
-    def tell(stage: str) -> Callable[[int, int], None] | None:
-        return (lambda done, total: progress(stage, done, total)) if progress else None
+        def tell(stage: str) -> Callable[[int, int], None] | None:
+            return (lambda done, total: progress(stage, done, total)) if progress else None
 
-    results: list[RankResult] = map_ranks(
-        _convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
-    )
-    by_rank = {r.rank: r for r in results}
-    world_size = max([r.world_size for r in results] + [max(by_rank) + 1])
-    records = [entries for r in results for entries in r.group_records]
-    groups = group_table(*records, world_size=world_size)
-    have_records = any(records)
-    resolution = resolve(
-        {r: res.comm_nodes for r, res in by_rank.items()}, groups, world_size, have_records=have_records
-    )
+        results: list[RankResult] = map_ranks(
+            _convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
+        )
+        by_rank = {r.rank: r for r in results}
+        for rank in by_rank:
+            writer.adopt(rank)
+        world_size = max([r.world_size for r in results] + [max(by_rank) + 1])
+        records = [entries for r in results for entries in r.group_records]
+        groups = group_table(*records, world_size=world_size)
+        have_records = any(records)
+        resolution = resolve(
+            {r: res.comm_nodes for r, res in by_rank.items()}, groups, world_size, have_records=have_records
+        )
 
-    group_methods: Counter[str] = Counter()
-    rewritten: list[int] = []
-    used: set[str] = set()
+        group_methods: Counter[str] = Counter()
+        rewritten: list[int] = []
+        used: set[str] = set()
+        for rank, result in by_rank.items():
+            found = resolution[rank]
+            group_methods.update(res.method for res in found.values())
+            used.update(res.pg_name for res in found.values())
+            result.report.comm_groups = Counter(res.method for res in found.values())
+            wanted = node_attributes(result.comm_nodes, found, groups, rank)
+            changes = {
+                node_id: attrs
+                for node_id, attrs in wanted.items()
+                if sorted(attrs) != sorted(result.written_attrs.get(node_id, []))
+            }
+            if changes:
+                _rewrite(result.path, changes)
+                rewritten.append(rank)
+        comm_groups = comm_groups_json(groups, used - {DEFAULT_GROUP}, world_size)
+        writer.groups = CommGroups({k: tuple(v) for k, v in comm_groups.items()})
+    written = writer.result
+    assert written is not None
     for rank, result in by_rank.items():
-        found = resolution[rank]
-        group_methods.update(res.method for res in found.values())
-        used.update(res.pg_name for res in found.values())
-        result.report.comm_groups = Counter(res.method for res in found.values())
-        wanted = node_attributes(result.comm_nodes, found, groups, rank)
-        changes = {
-            node_id: attrs
-            for node_id, attrs in wanted.items()
-            if sorted(attrs) != sorted(result.written_attrs.get(node_id, []))
-        }
-        if changes:
-            _rewrite(result.path, changes)
-            rewritten.append(rank)
-
-    comm_groups = comm_groups_json(groups, used - {DEFAULT_GROUP}, world_size)
-    groups_path = Path(f"{prefix}.comm_groups.json")
-    write_comm_groups(groups_path, comm_groups)
+        result.path = written.paths[rank]
 
     fidelity: dict[int, ReplayResult] = {}
     if check:
@@ -223,8 +243,9 @@ def convert_workload(
         prefix=prefix,
         paths={r: by_rank[r].path for r in sorted(by_rank)},
         reports={r: by_rank[r].report for r in sorted(by_rank)},
-        comm_groups_path=groups_path,
+        comm_groups_path=written.groups_path or groups_path(prefix),
         comm_groups=comm_groups,
+        removed=list(written.removed),
         group_methods=group_methods,
         rewritten=rewritten,
         fidelity=fidelity,
