@@ -168,6 +168,7 @@ def test_a_misspelt_choice_suggests_the_spelling_regardless_of_case():
         ('model: llama3-8b\nparallel: {tp: "2"}\n', ("parallel.tp = '2' is text, not an integer", "write 2")),
         ("model: llama3-8b\nparallel: {tp: two}\n", ("parallel.tp = 'two' is text, not an integer",)),
         ("model: {preset: llama3-8b, layers: many}\n", ("model.layers = 'many' is text, not an integer",)),
+        ("model: gpt3-175b\nparallel: {pp: 2, layers_per_stage: [48, a]}\n", ("is not a list of integers",)),
     ],
 )
 def test_the_cli_refuses_a_value_of_the_wrong_type(tmp_path: Path, spec_text: str, fragments: tuple[str, ...]):

@@ -303,11 +303,14 @@ def _typed_fields(cls: type, values: Mapping[str, Any], prefix: str, say: KeyNam
 
 
 def _type_error(key: str, value: Any, expected: Any, say: KeyNames, path: PathLike | None) -> ChakraInputError:
+    """``KEY = VALUE is text, not an integer``; for a list, which of its items is not."""
     wanted = _EXPECTED.get(expected, str(expected))
     found = "empty (null)" if value is None else _FOUND.get(type(value), type(value).__name__)
     hint = f"write {wanted}"
     if isinstance(value, str) and expected in (int, float) and _is_number_text(value, expected):
         hint = f"write {value.strip()}, without quotes"
+    if isinstance(value, list) and typing.get_origin(expected) is tuple:
+        return ChakraInputError(f"{say(key, value)} is not {wanted}", path=path, hint=hint)
     return ChakraInputError(f"{say(key, value)} is {found}, not {wanted}", path=path, hint=hint)
 
 
