@@ -332,7 +332,7 @@ def test_records_and_length_prefixes_cut_by_tiny_read_chunks_read_fine(tmp_path,
     # records of 1..~300 bytes: 1- and 2-byte length prefixes, many straddling a 64-byte chunk edge
     nodes = [make_node(i, "n" * (i % 300), COMP_NODE, range(max(0, i - 3), i)) for i in range(600)]
     path = write_et(tmp_path / f"tiny.0{suffix}", nodes)
-    monkeypatch.setattr(io, "READ_CHUNK_BYTES", 64)
+    monkeypatch.setattr(io.framing, "READ_CHUNK_BYTES", 64)
 
     assert io.read(path)[1] == nodes
     with io.EtReader(path) as reader:
@@ -341,7 +341,7 @@ def test_records_and_length_prefixes_cut_by_tiny_read_chunks_read_fine(tmp_path,
 
 def test_a_record_ending_or_a_length_prefix_splitting_exactly_at_a_chunk_boundary_reads_fine(tmp_path, monkeypatch):
     chunk = 64
-    monkeypatch.setattr(io, "READ_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(io.framing, "READ_CHUNK_BYTES", chunk)
     nodes = [make_node(1, "a" * 130), make_node(2, "b" * 5), make_node(3, "c" * 200)]  # 2-byte, 1-byte prefixes
     # shift the records by 0..chunk bytes (version length) so every alignment with the edge occurs
     for shift in range(chunk + 1):
@@ -567,7 +567,7 @@ def test_a_directory_where_no_file_can_be_created_is_an_input_error(tmp_path, mo
         raise PermissionError(13, "Permission denied")
 
     # as root a read-only directory is still writable, so the refusal is simulated
-    monkeypatch.setattr(io.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(io.writer.tempfile, "mkstemp", refuse)
     with pytest.raises(ChakraInputError, match="cannot create a file here: Permission denied"):
         io.write(tmp_path / "w.0.et", None, chain(1))
 

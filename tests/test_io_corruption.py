@@ -167,7 +167,7 @@ def test_truncating_a_plain_file_at_every_byte_gives_a_valid_prefix_or_a_clean_e
 
 
 def test_truncating_at_every_byte_through_the_streaming_reader_with_tiny_chunks(tmp_path, monkeypatch):
-    monkeypatch.setattr(io, "READ_CHUNK_BYTES", 7)
+    monkeypatch.setattr(io.framing, "READ_CHUNK_BYTES", 7)
     path = tmp_path / "cut.0.et"
     for cut in range(len(VALID) + 1):
         path.write_bytes(VALID[:cut])

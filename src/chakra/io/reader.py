@@ -1,69 +1,40 @@
-"""Framing of ``.et`` files: read, stream and write Chakra execution traces.
-
-A file is ``varint32(len) GlobalMetadata`` followed by ``varint32(len) Node`` records until the end
-of the file (``reference/chakra-format.md`` §2). Plain, gzip (``.gz``) and zstandard (``.zst``)
-files are supported; the compression is chosen by the file name suffix, and a plain-named file whose
-content starts with a gzip or zstd magic number is decompressed too.
+"""Reading ``.et`` files: :class:`EtReader` streams one (metadata, then nodes, in bounded memory),
+:func:`read` keeps every node, :func:`stream` yields them one at a time.
 
 Speed: instead of one ``ParseFromString`` call per record, the reader gives protobuf a whole
 buffer of records at once, parsed as ``repeated Node`` (see :data:`_NodeBatch`): the length
 prefixes are already the wire format of such a field once a one-byte tag is put in front of each.
 That moves the per-node work into C and keeps the nodes in one arena per buffer.
+:meth:`EtReader.decoded_batches` hands the same buffers to the node table's C decoder instead.
 
-Examples:
-    >>> from chakra import io
-    >>> metadata, nodes = io.read("workload.0.et")          # doctest: +SKIP
-    >>> for node in io.stream("workload.0.et"): ...          # doctest: +SKIP
-    >>> with io.EtReader("workload.0.et") as reader:         # doctest: +SKIP
-    ...     for node in reader: ...
-    >>> with io.EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
-    ...     writer.write(node)
+Example:
+    >>> metadata, nodes = read("workload.0.et")          # doctest: +SKIP
+    >>> for node in stream("workload.0.et"): ...          # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import gzip
-import os
 import re
-import stat
-import tempfile
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NamedTuple
+from typing import Any, NamedTuple
 
-import zstandard
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
 from chakra import _columns
-from chakra.errors import ChakraFormatError, ChakraInputError
+from chakra.errors import ChakraFormatError, PathLike
+from chakra.io import framing
+from chakra.io.framing import (
+    DECOMPRESS_ERRORS,
+    MAX_READ_CALL_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_VARINT32_BYTES,
+    open_decompressed,
+)
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-
-PathLike = str | os.PathLike[str]
-
-#: Version string written into ``GlobalMetadata.version`` when a producer leaves it empty: the
-#: Chakra release whose ``et_def.proto`` this package carries (chakra-format.md §8).
-FORMAT_VERSION = "1.0.0"
-
-#: Bytes read from disk per refill of the streaming buffer. Large enough that the per-batch
-#: overhead vanishes, small enough that streaming memory stays flat (measured in benchmarks/).
-READ_CHUNK_BYTES = 1 << 20
-
-#: Most bytes asked of a compressed stream in one ``read`` call (``read(n)`` allocates ``n`` up
-#: front). A record length in a compressed file cannot be checked against the file size, so a
-#: corrupt prefix may claim up to 2 GiB; reading it in pieces keeps memory proportional to the data.
-MAX_READ_CALL_BYTES = 8 << 20
-
-#: protobuf refuses messages of 2 GiB or more; a record claiming more is corrupt for every reader.
-MAX_RECORD_BYTES = (1 << 31) - 1
-
-#: A varint32 length prefix is at most 5 bytes long (7 payload bits per byte).
-MAX_VARINT32_BYTES = 5
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 #: The start of a JSON object or array (what host traces, Kineto traces and jsonized ETs begin
 #: with), looked for in the first bytes of a file whose first record does not parse.
@@ -73,7 +44,6 @@ _JSON_SNIFF_BYTES = 64
 _TEXT_CONTROL_BYTES = frozenset(b"\t\n\r")
 #: Characters of a text file quoted in the error that refuses it.
 _TEXT_SHOWN_BYTES = 40
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: Wire tag of field 1 with wire type LEN: put in front of each record it turns the framed file
 #: into the serialization of ``message _NodeBatch { repeated Node nodes = 1; }``.
@@ -107,95 +77,6 @@ def _make_batch_class() -> Any:
 
 
 _NodeBatch = _make_batch_class()
-
-
-def compression_for(path: PathLike) -> str | None:
-    """The compression a file name asks for: ``"gzip"``, ``"zstd"`` or ``None`` (plain)."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".gz":
-        return "gzip"
-    if suffix in (".zst", ".zstd"):
-        return "zstd"
-    return None
-
-
-def encode_varint(value: int) -> bytes:
-    """Unsigned base-128 varint, least significant group first (protobuf's length encoding)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-#: Pre-encoded length prefixes for records under 16 KiB, which covers nearly every node.
-_SHORT_PREFIX_LIMIT = 1 << 14
-_SHORT_PREFIXES = tuple(encode_varint(n) for n in range(_SHORT_PREFIX_LIMIT))
-
-
-def frame(payload: bytes) -> bytes:
-    """One record: the varint32 length of ``payload`` followed by ``payload``."""
-    n = len(payload)
-    return (_SHORT_PREFIXES[n] if n < _SHORT_PREFIX_LIMIT else encode_varint(n)) + payload
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-
-
-#: What gzip and zstd raise for corrupt input (``zlib.error`` and ``ZstdError`` are no ``OSError``).
-DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
-
-
-class _ClosingStream:
-    """A decompressing stream that also closes the file under it (``GzipFile`` leaves it open)."""
-
-    def __init__(self, stream: Any, raw: BinaryIO):
-        self._stream = stream
-        self._raw = raw
-
-    def read(self, n: int = -1) -> bytes:
-        return self._stream.read(n)
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            self._raw.close()
-
-
-def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[BinaryIO, int | None]:
-    """Open ``path`` for binary reading, decompressing gzip or zstd (by suffix, else by magic number).
-
-    Returns ``(stream, size)``: ``size`` is the file size in bytes for plain files and ``None`` for
-    compressed ones (whose length is unknown until read). Closing the stream closes the file.
-    Raises :class:`ChakraInputError` for files that cannot be opened; ``what`` names the expected
-    kind of file in that message.
-    """
-    path = Path(path)
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned stream
-    except FileNotFoundError:
-        raise ChakraInputError("no such file", path=path, hint="check the path") from None
-    except IsADirectoryError:
-        raise ChakraInputError(f"is a directory, not {what}", path=path) from None
-    except OSError as exc:
-        raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
-    kind = compression_for(path)
-    if kind is None:
-        head = raw.peek(len(ZSTD_MAGIC))[: len(ZSTD_MAGIC)]  # peek works on pipes too
-        if head.startswith(ZSTD_MAGIC):
-            kind = "zstd"
-        elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
-            kind = "gzip"
-    if kind == "gzip":
-        return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw), None  # type: ignore[return-value]
-    if kind == "zstd":
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
-    info = os.fstat(raw.fileno())
-    # only a regular file's size bounds its records; a pipe reports 0
-    return raw, info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 class DecodedRecords(NamedTuple):
@@ -327,7 +208,7 @@ class EtReader:
                 want = need_total - have
                 if self._size is None:  # compressed: the record length was not checked against the data
                     want = min(want, MAX_READ_CALL_BYTES)
-                chunk = self._stream.read(max(READ_CHUNK_BYTES, want))
+                chunk = self._stream.read(max(framing.READ_CHUNK_BYTES, want))
             except DECOMPRESS_ERRORS as exc:
                 # gzip/zstd report their own corruption (bad CRC, truncated stream) here
                 raise self._error(
@@ -553,186 +434,3 @@ def read_metadata(path: PathLike) -> GlobalMetadata:
     """Only the GlobalMetadata record of a file (reads the first few bytes)."""
     with EtReader(path) as reader:
         return reader.metadata
-
-
-# --------------------------------------------------------------------------------------------
-# Writing
-
-
-#: Records gathered in memory before one ``write`` call to the file.
-_WRITE_FLUSH_RECORDS = 4096
-
-
-def _current_umask() -> int:
-    """The process umask, from /proc where it can be read without changing it."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    umask = os.umask(0)  # briefly process-wide; only where /proc is missing
-    os.umask(umask)
-    return umask
-
-
-class AtomicFile:
-    """A binary file that appears at ``path`` only when closed without error.
-
-    Data goes to a temporary file beside ``path`` and is renamed over it on :meth:`commit`, so
-    readers never see a half-written file and a failed run leaves the old file untouched.
-    """
-
-    def __init__(self, path: PathLike):
-        self.path = Path(path)
-        directory = self.path.parent
-        if not directory.is_dir():
-            raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
-        if self.path.is_dir():
-            raise ChakraInputError("output path is a directory", path=self.path, hint="give a file name")
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
-        except OSError as exc:
-            raise ChakraInputError(f"cannot create a file here: {exc.strerror}", path=directory) from None
-        self.tmp_path = Path(tmp)
-        # mkstemp creates 0600; give the file the mode open() would (0666 less the umask)
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        self.file: IO[bytes] = os.fdopen(fd, "wb")
-
-    def commit(self) -> None:
-        try:
-            self.file.flush()
-            os.fsync(self.file.fileno())
-            self.file.close()
-            os.replace(self.tmp_path, self.path)
-        except OSError as exc:
-            self.abort()
-            raise ChakraInputError(f"cannot write: {exc.strerror}", path=self.path) from None
-
-    def abort(self) -> None:
-        self.file.close()
-        self.tmp_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> IO[bytes]:
-        return self.file
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
-
-
-class EtWriter:
-    """Write one ``.et`` file node by node; it appears atomically on :meth:`close`.
-
-    ``compress``: ``"auto"`` (by suffix: ``.gz`` gzip, ``.zst`` zstd, else plain), ``None``/``"none"``
-    or an explicit ``"gzip"``/``"zstd"``. Plain files are what ASTRA-sim reads.
-
-    A ``GlobalMetadata`` that would serialize to zero bytes gets ``version = FORMAT_VERSION``
-    (a zero-length first record makes the upstream Python reader see an empty file); a node
-    that would serialize to zero bytes (id 0, no name, ``INVALID_NODE``, nothing else) is refused.
-    """
-
-    def __init__(self, path: PathLike, metadata: GlobalMetadata | None = None, *, compress: str | None = "auto"):
-        self.path = Path(path)
-        self.node_count = 0
-        kind = compression_for(path) if compress == "auto" else (None if compress in (None, "none") else compress)
-        if kind not in (None, "gzip", "zstd"):
-            raise ChakraInputError(f"unknown compression {compress!r}", hint="use gzip, zstd or none")
-        self._atomic = AtomicFile(path)
-        self._closed = False
-        try:
-            self._open_sink(kind, metadata)
-        except BaseException:
-            self._atomic.abort()
-            raise
-
-    def _open_sink(self, kind: str | None, metadata: GlobalMetadata | None) -> None:
-        self._sink: IO[bytes]
-        if kind == "gzip":
-            # mtime=0 keeps the bytes reproducible for the same content
-            self._sink = gzip.GzipFile(fileobj=self._atomic.file, mode="wb", mtime=0)  # type: ignore[assignment]
-        elif kind == "zstd":
-            self._sink = zstandard.ZstdCompressor().stream_writer(self._atomic.file, closefd=False)  # type: ignore[assignment]
-        else:
-            self._sink = self._atomic.file
-        self._pending: list[bytes] = []
-        if metadata is None:
-            metadata = GlobalMetadata(version=FORMAT_VERSION)
-        payload = metadata.SerializeToString()
-        if not payload:
-            payload = GlobalMetadata(version=FORMAT_VERSION).SerializeToString()
-        self._pending.append(frame(payload))
-
-    def write(self, node: Node) -> None:
-        """Append one node."""
-        self.write_serialized(node.SerializeToString())
-
-    def write_serialized(self, payload: bytes) -> None:
-        """Append one node given as its serialized ``Node`` message (see :mod:`chakra.wire`)."""
-        if self._closed:
-            raise ChakraInputError("write after close or abort", path=self.path, hint="open a new EtWriter")
-        n = len(payload)
-        if n == 0:
-            # refused without aborting: the caller may skip the node and go on
-            raise ChakraInputError(
-                f"node #{self.node_count} is empty (id 0, no name, INVALID_NODE) and would be a "
-                "zero-length record, which the upstream Python reader takes for end of file",
-                path=self.path,
-                hint="give the node a name or type",
-            )
-        pending = self._pending
-        pending.append(_SHORT_PREFIXES[n] if n < _SHORT_PREFIX_LIMIT else encode_varint(n))
-        pending.append(payload)
-        self.node_count += 1
-        if len(pending) >= _WRITE_FLUSH_RECORDS:
-            self._flush()
-
-    def write_many(self, nodes: Iterable[Node]) -> None:
-        """Append every node of ``nodes`` in order."""
-        for node in nodes:
-            self.write(node)
-
-    def _flush(self) -> None:
-        self._sink.write(b"".join(self._pending))
-        self._pending.clear()
-
-    def close(self) -> None:
-        """Finish the file and move it into place."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._flush()
-            if self._sink is not self._atomic.file:
-                self._sink.close()
-        except BaseException:
-            self._atomic.abort()
-            raise
-        self._atomic.commit()
-
-    def abort(self) -> None:
-        """Drop everything written; the target file is left as it was."""
-        if not self._closed:
-            self._closed = True
-            self._atomic.abort()
-
-    def __enter__(self) -> EtWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-def write(
-    path: PathLike, metadata: GlobalMetadata | None, nodes: Iterable[Node], *, compress: str | None = "auto"
-) -> int:
-    """Write a whole ``.et`` file atomically; returns the number of nodes written."""
-    with EtWriter(path, metadata, compress=compress) as writer:
-        writer.write_many(nodes)
-        return writer.node_count

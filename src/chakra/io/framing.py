@@ -1,0 +1,130 @@
+"""The bytes of an ``.et`` file: varint framing of records, the format's limits, and opening a file with
+its compression (plain, gzip ``.gz``, zstandard ``.zst``; by suffix, else by magic number).
+
+A file is ``varint32(len) GlobalMetadata`` followed by ``varint32(len) Node`` records until the end of
+the file (``reference/chakra-format.md`` §2).
+
+Example:
+    >>> frame(b"abc"), encode_varint(300)
+    (b'\\x03abc', b'\\xac\\x02')
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import zstandard
+
+from chakra.errors import ChakraInputError, PathLike
+
+#: Version string written into ``GlobalMetadata.version`` when a producer leaves it empty: the
+#: Chakra release whose ``et_def.proto`` this package carries (chakra-format.md §8).
+FORMAT_VERSION = "1.0.0"
+
+#: Bytes read from disk per refill of the streaming buffer. Large enough that the per-batch
+#: overhead vanishes, small enough that streaming memory stays flat (measured in benchmarks/).
+READ_CHUNK_BYTES = 1 << 20
+
+#: Most bytes asked of a compressed stream in one ``read`` call (``read(n)`` allocates ``n`` up
+#: front). A record length in a compressed file cannot be checked against the file size, so a
+#: corrupt prefix may claim up to 2 GiB; reading it in pieces keeps memory proportional to the data.
+MAX_READ_CALL_BYTES = 8 << 20
+
+#: protobuf refuses messages of 2 GiB or more; a record claiming more is corrupt for every reader.
+MAX_RECORD_BYTES = (1 << 31) - 1
+
+#: A varint32 length prefix is at most 5 bytes long (7 payload bits per byte).
+MAX_VARINT32_BYTES = 5
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def compression_for(path: PathLike) -> str | None:
+    """The compression a file name asks for: ``"gzip"``, ``"zstd"`` or ``None`` (plain)."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".gz":
+        return "gzip"
+    if suffix in (".zst", ".zstd"):
+        return "zstd"
+    return None
+
+
+def encode_varint(value: int) -> bytes:
+    """Unsigned base-128 varint, least significant group first (protobuf's length encoding)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+#: Pre-encoded length prefixes for records under 16 KiB, which covers nearly every node.
+SHORT_PREFIX_LIMIT = 1 << 14
+SHORT_PREFIXES = tuple(encode_varint(n) for n in range(SHORT_PREFIX_LIMIT))
+
+
+def frame(payload: bytes) -> bytes:
+    """One record: the varint32 length of ``payload`` followed by ``payload``."""
+    n = len(payload)
+    return (SHORT_PREFIXES[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n)) + payload
+
+
+#: What gzip and zstd raise for corrupt input (``zlib.error`` and ``ZstdError`` are no ``OSError``).
+DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+
+
+class _ClosingStream:
+    """A decompressing stream that also closes the file under it (``GzipFile`` leaves it open)."""
+
+    def __init__(self, stream: Any, raw: BinaryIO):
+        self._stream = stream
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self._stream.read(n)
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            self._raw.close()
+
+
+def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[BinaryIO, int | None]:
+    """Open ``path`` for binary reading, decompressing gzip or zstd (by suffix, else by magic number).
+
+    Returns ``(stream, size)``: ``size`` is the file size in bytes for plain files and ``None`` for
+    compressed ones (whose length is unknown until read). Closing the stream closes the file.
+    Raises :class:`ChakraInputError` for files that cannot be opened; ``what`` names the expected
+    kind of file in that message.
+    """
+    path = Path(path)
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned stream
+    except FileNotFoundError:
+        raise ChakraInputError("no such file", path=path, hint="check the path") from None
+    except IsADirectoryError:
+        raise ChakraInputError(f"is a directory, not {what}", path=path) from None
+    except OSError as exc:
+        raise ChakraInputError(f"cannot open: {exc.strerror}", path=path) from None
+    kind = compression_for(path)
+    if kind is None:
+        head = raw.peek(len(ZSTD_MAGIC))[: len(ZSTD_MAGIC)]  # peek works on pipes too
+        if head.startswith(ZSTD_MAGIC):
+            kind = "zstd"
+        elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
+            kind = "gzip"
+    if kind == "gzip":
+        return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw), None  # type: ignore[return-value]
+    if kind == "zstd":
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
+    info = os.fstat(raw.fileno())
+    # only a regular file's size bounds its records; a pipe reports 0
+    return raw, info.st_size if stat.S_ISREG(info.st_mode) else None

@@ -1,0 +1,200 @@
+"""Writing ``.et`` files atomically: :class:`AtomicFile` (temporary file, then rename), :class:`EtWriter`
+(node by node) and :func:`write` (a whole file).
+
+Example:
+    >>> with EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
+    ...     writer.write(node)
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+import zstandard
+
+from chakra.errors import ChakraInputError, PathLike
+from chakra.io.framing import FORMAT_VERSION, SHORT_PREFIX_LIMIT, SHORT_PREFIXES, compression_for, encode_varint, frame
+from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+
+#: Records gathered in memory before one ``write`` call to the file.
+_WRITE_FLUSH_RECORDS = 4096
+
+
+def _current_umask() -> int:
+    """The process umask, from /proc where it can be read without changing it."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0)  # briefly process-wide; only where /proc is missing
+    os.umask(umask)
+    return umask
+
+
+class AtomicFile:
+    """A binary file that appears at ``path`` only when closed without error.
+
+    Data goes to a temporary file beside ``path`` and is renamed over it on :meth:`commit`, so
+    readers never see a half-written file and a failed run leaves the old file untouched.
+    """
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        directory = self.path.parent
+        if not directory.is_dir():
+            raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
+        if self.path.is_dir():
+            raise ChakraInputError("output path is a directory", path=self.path, hint="give a file name")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise ChakraInputError(f"cannot create a file here: {exc.strerror}", path=directory) from None
+        self.tmp_path = Path(tmp)
+        # mkstemp creates 0600; give the file the mode open() would (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~_current_umask())
+        self.file: IO[bytes] = os.fdopen(fd, "wb")
+
+    def commit(self) -> None:
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.tmp_path, self.path)
+        except OSError as exc:
+            self.abort()
+            raise ChakraInputError(f"cannot write: {exc.strerror}", path=self.path) from None
+
+    def abort(self) -> None:
+        self.file.close()
+        self.tmp_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> IO[bytes]:
+        return self.file
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class EtWriter:
+    """Write one ``.et`` file node by node; it appears atomically on :meth:`close`.
+
+    ``compress``: ``"auto"`` (by suffix: ``.gz`` gzip, ``.zst`` zstd, else plain), ``None``/``"none"``
+    or an explicit ``"gzip"``/``"zstd"``. Plain files are what ASTRA-sim reads.
+
+    A ``GlobalMetadata`` that would serialize to zero bytes gets ``version = FORMAT_VERSION``
+    (a zero-length first record makes the upstream Python reader see an empty file); a node
+    that would serialize to zero bytes (id 0, no name, ``INVALID_NODE``, nothing else) is refused.
+    """
+
+    def __init__(self, path: PathLike, metadata: GlobalMetadata | None = None, *, compress: str | None = "auto"):
+        self.path = Path(path)
+        self.node_count = 0
+        kind = compression_for(path) if compress == "auto" else (None if compress in (None, "none") else compress)
+        if kind not in (None, "gzip", "zstd"):
+            raise ChakraInputError(f"unknown compression {compress!r}", hint="use gzip, zstd or none")
+        self._atomic = AtomicFile(path)
+        self._closed = False
+        try:
+            self._open_sink(kind, metadata)
+        except BaseException:
+            self._atomic.abort()
+            raise
+
+    def _open_sink(self, kind: str | None, metadata: GlobalMetadata | None) -> None:
+        self._sink: IO[bytes]
+        if kind == "gzip":
+            # mtime=0 keeps the bytes reproducible for the same content
+            self._sink = gzip.GzipFile(fileobj=self._atomic.file, mode="wb", mtime=0)  # type: ignore[assignment]
+        elif kind == "zstd":
+            self._sink = zstandard.ZstdCompressor().stream_writer(self._atomic.file, closefd=False)  # type: ignore[assignment]
+        else:
+            self._sink = self._atomic.file
+        self._pending: list[bytes] = []
+        if metadata is None:
+            metadata = GlobalMetadata(version=FORMAT_VERSION)
+        payload = metadata.SerializeToString()
+        if not payload:
+            payload = GlobalMetadata(version=FORMAT_VERSION).SerializeToString()
+        self._pending.append(frame(payload))
+
+    def write(self, node: Node) -> None:
+        """Append one node."""
+        self.write_serialized(node.SerializeToString())
+
+    def write_serialized(self, payload: bytes) -> None:
+        """Append one node given as its serialized ``Node`` message (see :mod:`chakra.wire`)."""
+        if self._closed:
+            raise ChakraInputError("write after close or abort", path=self.path, hint="open a new EtWriter")
+        n = len(payload)
+        if n == 0:
+            # refused without aborting: the caller may skip the node and go on
+            raise ChakraInputError(
+                f"node #{self.node_count} is empty (id 0, no name, INVALID_NODE) and would be a "
+                "zero-length record, which the upstream Python reader takes for end of file",
+                path=self.path,
+                hint="give the node a name or type",
+            )
+        pending = self._pending
+        pending.append(SHORT_PREFIXES[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n))
+        pending.append(payload)
+        self.node_count += 1
+        if len(pending) >= _WRITE_FLUSH_RECORDS:
+            self._flush()
+
+    def write_many(self, nodes: Iterable[Node]) -> None:
+        """Append every node of ``nodes`` in order."""
+        for node in nodes:
+            self.write(node)
+
+    def _flush(self) -> None:
+        self._sink.write(b"".join(self._pending))
+        self._pending.clear()
+
+    def close(self) -> None:
+        """Finish the file and move it into place."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._flush()
+            if self._sink is not self._atomic.file:
+                self._sink.close()
+        except BaseException:
+            self._atomic.abort()
+            raise
+        self._atomic.commit()
+
+    def abort(self) -> None:
+        """Drop everything written; the target file is left as it was."""
+        if not self._closed:
+            self._closed = True
+            self._atomic.abort()
+
+    def __enter__(self) -> EtWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write(
+    path: PathLike, metadata: GlobalMetadata | None, nodes: Iterable[Node], *, compress: str | None = "auto"
+) -> int:
+    """Write a whole ``.et`` file atomically; returns the number of nodes written."""
+    with EtWriter(path, metadata, compress=compress) as writer:
+        writer.write_many(nodes)
+        return writer.node_count
