@@ -17,8 +17,8 @@ from strategies import nodes
 
 from chakra import _columns, io
 from chakra.attrs import MEMBER_CODE, MEMBER_OF_CODE
+from chakra.chunks import ATTR_ROW, NODE_ROW
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, Node
-from chakra.table import ATTR_ROW, NODE_ROW
 
 
 def decode(*payloads: bytes) -> tuple:
@@ -26,7 +26,7 @@ def decode(*payloads: bytes) -> tuple:
     buf = b"".join(io.frame(p) for p in payloads)
     names: dict[bytes, int] = {}
     attr_names: dict[bytes, int] = {}
-    stop, count, error, rows, ctrl, data, attrs = _columns.decode(buf, 0, len(buf), names, attr_names)
+    _stop, count, error, rows, ctrl, data, attrs = _columns.decode(buf, 0, len(buf), names, attr_names)
     return (
         count,
         error,
@@ -144,7 +144,7 @@ def test_what_protobuf_accepts_the_decoder_accepts(payload, why):
 
 def test_a_scalar_given_twice_keeps_the_last_value_and_a_oneof_the_last_member():
     payload = b"\x08\x01\x08\x07" + b"\x52\x07\x0a\x01a\x48\x05\x38\x07"  # id 1 then 7; int64 5 then int32 7
-    count, _, rows, _, _, attrs, *_ = decode(payload)
+    _count, _, rows, _, _, attrs, *_ = decode(payload)
 
     assert int(rows[0]["id"]) == 7
     assert (int(attrs[0]["member"]), int(attrs[0]["value"])) == (MEMBER_CODE["int32_val"], 7)
@@ -169,7 +169,7 @@ def test_repeated_attribute_names_are_marked_after_the_first():
 
 def test_a_record_that_does_not_parse_stops_the_batch_after_the_good_ones():
     good = make_node(1, "a").SerializeToString()
-    count, error, rows, *_ = decode(good, good, b"\x00", good)
+    count, error, _rows, *_ = decode(good, good, b"\x00", good)
 
     assert count == 2
     assert error[0] == 2 and "field number 0" in error[2]

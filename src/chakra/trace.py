@@ -197,8 +197,8 @@ class TraceSet:
                 path=directory,
                 hint="a workload is PREFIX.0.et, PREFIX.1.et, ...",
             )
-        found = groups_path(prefix)
-        return cls(prefix, ranks, CommGroups.read(found) if found.exists() else None)
+        groups_file = groups_path(prefix)
+        return cls(prefix, ranks, CommGroups.read(groups_file) if groups_file.exists() else None)
 
     @property
     def num_ranks(self) -> int:

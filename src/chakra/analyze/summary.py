@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra.attrs import member_value
+from chakra.chunks import MISSING, NodeChunk, attr_counts, chunk_of_nodes, iter_chunks
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -31,7 +32,6 @@ from chakra.schema.protobuf.et_def_pb2 import (
     Node,
     NodeType,
 )
-from chakra.table import MISSING, NodeChunk, attr_counts, chunk_of_nodes, iter_chunks
 from chakra.trace import rank_of
 
 

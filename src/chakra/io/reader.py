@@ -87,7 +87,7 @@ class DecodedRecords(NamedTuple):
     buf: bytes
     base_offset: int
     first_index: int
-    count: int
+    num_nodes: int
     nodes: bytes
     ctrl_deps: bytes
     data_deps: bytes

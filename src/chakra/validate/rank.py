@@ -247,32 +247,40 @@ def _check_communication(table: NodeTable, out: Collector, astra: bool, rank: in
     sizeless_types = table.node_type[sizeless].tolist()
     _each(out, table, ERROR, "comm-missing-attr", sizeless, lambda k: f"{names[sizeless_types[k]]} has no comm_size",
           "set comm_size (bytes, int64_val)")  # fmt: skip
-    for node_type, peer, own in ((SEND, "comm_dst", "comm_src"), (RECV, "comm_src", "comm_dst")):
-        mine = np.asarray(types == node_type)
-        at = np.flatnonzero(mine)
-        if not len(at):
-            continue
-        pos = comm.pos[at]
-        peers = comm.dst[at] if peer == "comm_dst" else comm.src[at]
-        no_peer = _absent(table, pos, peers, peer)
-        _each(out, table, ERROR, "p2p-missing-peer", no_peer, lambda k, t=node_type, p=peer: f"{names[t]} has no {p}",
-              f"set {peer} (peer rank, int32_val)")  # fmt: skip
-        if not astra:
-            continue
-        no_tag = _absent(table, pos, comm.tag[at], "comm_tag")
-        _each(out, table, ERROR, "astra-missing-attr", no_tag, lambda k, t=node_type: f"{names[t]} has no comm_tag",
-              "set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'")  # fmt: skip
-        owns = comm.src[at] if own == "comm_src" else comm.dst[at]
-        if rank is not None:
-            foreign = np.flatnonzero((owns != MISSING) & (owns != rank))
-            values = owns[foreign].tolist()
-            role = "sender" if node_type == SEND else "receiver"
-            _each(
-                out, table, ERROR, "astra-p2p-own-rank", pos[foreign],
-                lambda k, o=own, r=role, v=values: f"{o}={v[k]} but this file is rank {rank}; ASTRA-sim requires the "
-                f"{r}'s own rank there",
-                f"set {own}={rank} or leave it out",
-            )  # fmt: skip
+    for node_type in (SEND, RECV):
+        at = np.flatnonzero(types == node_type)
+        if len(at):
+            _check_transfers(table, out, astra, rank, node_type, at)
+
+
+def _check_transfers(
+    table: NodeTable, out: Collector, astra: bool, rank: int | None, node_type: int, at: np.ndarray
+) -> None:
+    """Sends (or receives) ``at`` (indices into the communication columns): peer, tag, own rank."""
+    comm = table.comm
+    what = NodeType.Name(node_type)
+    is_send = node_type == SEND
+    peer, own = ("comm_dst", "comm_src") if is_send else ("comm_src", "comm_dst")
+    pos = comm.pos[at]
+    peers, owns = (comm.dst[at], comm.src[at]) if is_send else (comm.src[at], comm.dst[at])
+    no_peer = _absent(table, pos, peers, peer)
+    _each(out, table, ERROR, "p2p-missing-peer", no_peer, lambda k: f"{what} has no {peer}",
+          f"set {peer} (peer rank, int32_val)")  # fmt: skip
+    if not astra:
+        return
+    no_tag = _absent(table, pos, comm.tag[at], "comm_tag")
+    _each(out, table, ERROR, "astra-missing-attr", no_tag, lambda k: f"{what} has no comm_tag",
+          "set comm_tag (int32_val); FeederV3 throws 'Attribute comm_tag not found'")  # fmt: skip
+    if rank is None:
+        return
+    foreign = np.flatnonzero((owns != MISSING) & (owns != rank))
+    values = owns[foreign].tolist()
+    role = "sender" if is_send else "receiver"
+    _each(
+        out, table, ERROR, "astra-p2p-own-rank", pos[foreign],
+        lambda k: f"{own}={values[k]} but this file is rank {rank}; ASTRA-sim requires the {role}'s own rank there",
+        f"set {own}={rank} or leave it out",
+    )  # fmt: skip
 
 
 def _check_collectives(table: NodeTable, out: Collector, astra: bool) -> set[int]:

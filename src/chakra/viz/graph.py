@@ -110,7 +110,7 @@ DOT_PROGRAM = "dot"
 _DOT_HINT = "install Graphviz (apt-get install graphviz, brew install graphviz), or write .dot or .graphml instead"
 
 # One light fill per category so black text stays readable; the hexagon marks communication at a glance.
-_CATEGORY_STYLE = {
+_CATEGORY_STYLE: dict[int, str] = {
     COMPUTE: 'shape=box, style=filled, fillcolor="#cfe2f3"',
     COMMUNICATION: 'shape=hexagon, style=filled, fillcolor="#f9cb9c"',
     MEMORY: 'shape=cylinder, style=filled, fillcolor="#d9ead3"',
