@@ -68,9 +68,10 @@ from chakra.errors import ChakraInputError
 from chakra.generate.inference import build_inference
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.specs import WorkloadSpec, check_spec
-from chakra.generate.template import RankTemplate, prepare_prefix, remove_stale_files, write_ranks
+from chakra.generate.template import RankTemplate
 from chakra.generate.training import build_training
 from chakra.generate.transformer import StageBuilder
+from chakra.groups import CommGroups, astra_group_id_note
 from chakra.io import FORMAT_VERSION
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
@@ -79,8 +80,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     CollectiveCommType,
     GlobalMetadata,
 )
-from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
-from chakra.validate import astra_group_id_note
+from chakra.trace import WorkloadWriter
 
 #: Metadata attribute holding the spec a workload was generated from.
 SPEC_ATTR = "chakra_generate_spec"
@@ -183,7 +183,6 @@ def _write_workload(
 ) -> LlmWorkload:
     """Write each stage's template for every rank of the stage, the communicator groups, and remove
     the files of an earlier, larger workload of the same prefix: every file this module writes."""
-    prefix = prepare_prefix(prefix)
     id_arrays = {kind: array.tolist() for kind, array in ids.items()}
 
     def group_id(kind: str, rank: int) -> int:
@@ -191,39 +190,36 @@ def _write_workload(
 
     world = layout.world_size
     per_stage = world // layout.pp
-    files: list[Path] = [prefix.parent / f"{prefix.name}.{rank}.et" for rank in range(world)]
     nodes_per_stage: list[int] = []
     kinds_per_stage: list[dict[str, int]] = []
-    written = 0
-    for stage, template in enumerate(stages):
-        nodes_per_stage.append(len(template))
-        kinds_per_stage.append(_count_kinds(template))
-        frozen = template.freeze(metadata)
-        ranks = range(stage * per_stage, (stage + 1) * per_stage)
-        written += write_ranks(
-            ((files[rank], partial(frozen.render, rank, group_id)) for rank in ranks),
-            progress=None if progress is None else partial(_tell, progress, written, world),
-        )
-    groups_file = prefix.parent / f"{prefix.name}{COMM_GROUPS_SUFFIX}"
-    if groups:
-        write_comm_groups(groups_file, groups)
-    removed = remove_stale_files(prefix.parent, prefix.name, set(files), None if groups else groups_file)
+    tell = None if progress is None else partial(_tell, progress, world)
+    with WorkloadWriter(prefix, progress=tell) as writer:
+        for stage, template in enumerate(stages):
+            nodes_per_stage.append(len(template))
+            kinds_per_stage.append(_count_kinds(template))
+            frozen = template.freeze(metadata)
+            for rank in range(stage * per_stage, (stage + 1) * per_stage):
+                writer.write_bytes(rank, frozen.render(rank, group_id))
+        if groups:
+            writer.groups = CommGroups({k: tuple(v) for k, v in groups.items()})
+    written = writer.result
+    assert written is not None
     notes = [note for note in (astra_group_id_note(max(groups, default=0)),) if note is not None]
     return LlmWorkload(
-        prefix,
+        written.prefix,
         world,
-        files,
-        groups_file if groups else None,
+        [written.paths[rank] for rank in range(world)],
+        written.groups_path,
         len(groups),
         nodes_per_stage,
         kinds_per_stage,
-        removed,
+        list(written.removed),
         notes,
     )
 
 
-def _tell(progress: Callable[[int, int], None], before: int, total: int, done: int) -> None:
-    progress(before + done, total)
+def _tell(progress: Callable[[int, int], None], total: int, done: int) -> None:
+    progress(done, total)
 
 
 def _record_spec(metadata: GlobalMetadata, spec: WorkloadSpec) -> None:
@@ -246,4 +242,3 @@ def _count_kinds(template: RankTemplate) -> dict[str, int]:
             key = "COMP"
         counts[key] = counts.get(key, 0) + 1
     return counts
-

@@ -4,7 +4,7 @@ Ranks that play the same part (the same pipeline stage of a data/tensor-parallel
 nodes; only the communicator of each collective (``pg_name``) and the peers of sends and receives
 differ. A :class:`RankTemplate` holds such a graph with those values left open: collectives name a
 group *kind* (``"tp"``, ``"dpcp"``, ...) and point-to-point nodes a peer *offset*. Writing a rank
-(:func:`write_rank`) copies the pre-serialized bytes of every other node and encodes only the open
+(:meth:`FrozenTemplate.render`, written by :class:`chakra.trace.WorkloadWriter`) copies the pre-serialized bytes of every other node and encodes only the open
 attributes, so a thousand ranks cost little more than one (``reference/workload-generators.md`` §6.3).
 
 The bytes are exactly what ``io.write`` would produce for the filled-in nodes: the open attributes are
@@ -14,17 +14,11 @@ to the node's serialized prefix is the canonical encoding.
 
 from __future__ import annotations
 
-import os
-import re
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from chakra.attrs import set_attr
-from chakra.errors import ChakraInputError
-from chakra.io import FORMAT_VERSION, AtomicFile, encode_varint, frame
+from chakra.io import FORMAT_VERSION, encode_varint, frame
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -36,12 +30,6 @@ from chakra.schema.protobuf.et_def_pb2 import (
 
 #: Static nodes are framed into chunks of about this many bytes before joining.
 _CHUNK_NODES = 4096
-
-#: Threads writing rank files: the time goes into creating, syncing and renaming files, which
-#: release the GIL (measured: 1,024 files of 60 kB in 2.5 s with one thread, 0.55 s with 8, no
-#: gain beyond). At most ``MAX_PENDING_WRITES`` rendered files wait in memory for a thread.
-WRITE_THREADS = 8
-MAX_PENDING_WRITES = 2 * WRITE_THREADS
 
 
 @dataclass
@@ -197,62 +185,3 @@ class FrozenTemplate:
             append(part.prefix)
             append(extra)
         return b"".join(out)
-
-
-def write_rank(path: str | Path, data: bytes) -> None:
-    """Write one rank's rendered bytes atomically."""
-    with AtomicFile(path) as handle:
-        handle.write(data)
-
-
-def write_ranks(
-    files: Iterable[tuple[Path, Callable[[], bytes]]],
-    *,
-    progress: Callable[[int], None] | None = None,
-) -> int:
-    """Write each ``(path, render)`` pair: ``render()`` gives the file's bytes, rendered here in order
-    and written atomically by a few threads (file creation and fsync dominate, and release the GIL).
-    ``progress(done)`` is called as files are rendered. Returns how many files were written; the
-    first write error is raised after the others finish."""
-    pending: deque[Future[None]] = deque()
-    done = 0
-    with ThreadPoolExecutor(WRITE_THREADS) as pool:
-        for path, render in files:
-            pending.append(pool.submit(write_rank, path, render()))
-            done += 1
-            if progress is not None:
-                progress(done)
-            if len(pending) >= MAX_PENDING_WRITES:
-                pending.popleft().result()
-        for future in pending:
-            future.result()
-    return done
-
-
-def prepare_prefix(prefix: str | os.PathLike[str]) -> Path:
-    """``prefix`` (of ``PREFIX.{rank}.et``) as a path whose folder exists (created when missing).
-
-    Raises :class:`ChakraInputError` when the prefix names a folder or the folder cannot be made."""
-    prefix = Path(prefix)
-    if prefix.is_dir():
-        raise ChakraInputError(
-            "the output prefix is a directory", path=prefix, hint=f"give a name inside it, e.g. {prefix / 'workload'}"
-        )
-    try:
-        prefix.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ChakraInputError(f"cannot create the output folder: {exc.strerror}", path=prefix.parent) from None
-    return prefix
-
-
-def remove_stale_files(directory: Path, name: str, keep: set[Path], stale_groups: Path | None) -> list[Path]:
-    """Remove ``directory/name.{rank}.et`` files (also compressed) not in ``keep``, and
-    ``stale_groups`` if it exists: what an earlier, larger workload of the same name left behind
-    would otherwise join this one. Returns the removed paths."""
-    rank_file = re.compile(re.escape(name) + r"\.\d+\.et(?:\.gz|\.zst|\.zstd)?")
-    stale = sorted(p for p in directory.iterdir() if rank_file.fullmatch(p.name) and p not in keep)
-    if stale_groups is not None and stale_groups.exists():
-        stale.append(stale_groups)
-    for path in stale:
-        path.unlink()
-    return stale
