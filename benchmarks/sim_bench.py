@@ -227,7 +227,8 @@ def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dic
     """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
     cpu = pin_to_one_core()
     from chakra.sim.config import load_network, load_system
-    from chakra.sim.engine import load_rank, simulate
+    from chakra.sim.engine import simulate
+    from chakra.sim.program import load_rank
     from chakra.trace import read_comm_groups
 
     spec = CASES[case]

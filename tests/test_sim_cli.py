@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from conftest import make_node, write_et
 from test_cli import assert_one_line_error, run
 
+from chakra.cli.main import EXIT_BAD_INPUT, main
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
@@ -74,3 +77,111 @@ def test_a_workload_written_with_upstream_scripts_simulates(tmp_path: Path):
     )
     assert result.returncode == 0, result.stderr
     assert sum(line.startswith("sys[") for line in result.stdout.splitlines()) == 8
+
+
+# --- a wrong configuration file: one line naming the file, the key and the value; exit 2 ---------
+# (a missing system key: test_a_missing_system_key_names_the_file_and_key above)
+
+RING2_TEXT = RING2.read_text()
+#: The example system file's keys and values.
+SYSTEM_KEYS = json.loads(SYSTEM.read_text())
+
+
+def _simulate_error(
+    capsys: pytest.CaptureFixture[str], workload: Path, *extra: str, system: Path = SYSTEM, network: Path = RING2
+) -> str:
+    """Run ``chakra simulate`` in this process; the one line it prints on stderr, having exited 2."""
+    args = ["--workload", str(workload), "--system", str(system), "--network", str(network), *extra]
+    with pytest.raises(SystemExit) as exited:  # any other exception (a traceback) fails the test
+        main(["simulate", *args])
+    assert exited.value.code == EXIT_BAD_INPUT
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"local-mem-bw": "fast"}, "local-mem-bw = 'fast' is not a finite number"),
+        ({"scheduling-policy": "RANDOM"}, "scheduling-policy = 'RANDOM' is not one of LIFO"),
+        ({"preferred-dataset-splits": 0}, "preferred-dataset-splits = 0 must be > 0"),
+        ({"replay-only": True}, "replay-only = True is not 0 or 1"),  # a JSON boolean is not a 0/1 flag
+    ],
+    ids=["wrong-type", "unknown-value", "out-of-range", "boolean-flag"],
+)
+def test_a_wrong_system_value_is_one_line_naming_file_key_and_value(tmp_path, capsys, change, fragment):
+    system = tmp_path / "sys.json"
+    system.write_text(json.dumps({**SYSTEM_KEYS, **change}))
+
+    line = _simulate_error(capsys, _workload(tmp_path), system=system)
+
+    assert str(system) in line and fragment in line, line
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (RING2_TEXT.replace("50.0", "fast"), "bandwidth[0] (dimension 0) = 'fast' is not a finite number"),
+        (RING2_TEXT.replace("[ Ring ]", "[ Torus ]"), "topology[0] (dimension 0) = 'Torus' is not one of Ring"),
+        (RING2_TEXT.replace("latency:", "latencies:"), "network configuration has no 'latency'"),
+        (RING2_TEXT.replace("500.0", "-1"), "latency[0] (dimension 0) = -1 must be >= 0"),
+    ],
+    ids=["wrong-type", "unknown-value", "missing-key", "out-of-range"],
+)
+def test_a_wrong_network_value_is_one_line_naming_file_key_and_value(tmp_path, capsys, text, fragment):
+    network = tmp_path / "net.yml"
+    network.write_text(text)
+
+    line = _simulate_error(capsys, _workload(tmp_path), network=network)
+
+    assert str(network) in line and fragment in line, line
+
+
+@pytest.mark.parametrize(
+    ("memory", "fragment"),
+    [
+        ({"memory-type": "MEMORY_POOL", "remote-mem-bw": "x"}, "remote-mem-bw = 'x' is not a finite number"),
+        ({"memory-type": "CXL"}, "memory-type = 'CXL' is not one of NO_MEMORY_EXPANSION"),
+        ({"remote-mem-bw": 50}, "remote memory configuration has no 'memory-type'"),
+        ({"memory-type": "MEMORY_POOL", "remote-mem-latency": -5}, "remote-mem-latency = -5 must be >= 0"),
+    ],
+    ids=["wrong-type", "unknown-value", "missing-key", "out-of-range"],
+)
+def test_a_wrong_remote_memory_value_is_one_line_naming_file_key_and_value(tmp_path, capsys, memory, fragment):
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps(memory))
+
+    line = _simulate_error(capsys, _workload(tmp_path), "--remote-memory", str(path))
+
+    assert str(path) in line and fragment in line, line
+
+
+@pytest.mark.parametrize(
+    ("groups", "fragment"),
+    [
+        ({"1": "0,1"}, "group 1: ranks must be a list of integers"),
+        ({"one": [0, 1]}, "group id 'one' is not a decimal integer"),
+        ({"1": [0, 5]}, "communicator group 1 lists ranks [5], outside the network's 2 NPUs"),
+    ],
+    ids=["wrong-type", "unknown-value", "out-of-range"],
+)
+def test_a_wrong_comm_groups_file_is_one_line_naming_the_file_and_group(tmp_path, capsys, groups, fragment):
+    path = tmp_path / "groups.json"
+    path.write_text(json.dumps(groups))
+
+    line = _simulate_error(capsys, _workload(tmp_path), "--comm-groups", str(path))
+
+    assert str(path) in line and fragment in line, line
+
+
+def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_and_group(tmp_path, capsys):
+    grouped = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=1024, pg_name="1")
+    for rank in (0, 1):
+        write_et(tmp_path / f"job.{rank}.et", [grouped])
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"2": [0, 1]}))
+
+    line = _simulate_error(capsys, tmp_path / "job", "--comm-groups", str(groups))
+
+    assert "rank 0 node 1" in line and "communicator group '1', which no comm groups file defines" in line, line

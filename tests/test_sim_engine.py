@@ -18,7 +18,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.sim.collectives import collective_time_ns, p2p_time_ns
 from chakra.sim.config import load_network, load_system
-from chakra.sim.engine import SimulationStuck, load_rank, simulate
+from chakra.sim.engine import simulate
+from chakra.sim.program import load_rank
+from chakra.sim.results import SimulationStuck
 from chakra.sim.run import simulate_workload
 
 NS_PER_US = 1000

@@ -14,7 +14,7 @@ from test_cli import assert_one_line_error, run
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
-from chakra.sim.engine import SimulationStuck
+from chakra.sim.results import SimulationStuck
 from chakra.sim.sweep import (
     SweepPoint,
     SweepResult,

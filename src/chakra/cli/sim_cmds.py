@@ -65,15 +65,15 @@ def simulate(
     --timeline job.trace.json
     """
     from chakra.sim import config
-    from chakra.sim.engine import SimulationStuck
     from chakra.sim.report import report_dict, write_report
+    from chakra.sim.results import SimulationStuck
     from chakra.sim.run import simulate_workload
 
     system_config = config.load_system(system, dict(config.parse_override(o) for o in overrides))
     network_config = config.load_network(network, dict(config.parse_override(o) for o in network_overrides))
     network_config = config.scale_network(network_config, bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
     memory_config = config.load_remote_memory(remote_memory)
-    for key in getattr(system_config, "unknown_keys", ()):
+    for key in system_config.unknown_keys:
         stderr.print(Text(f"warning: {system}: unknown key {key!r} ignored", style="yellow"))
     try:
         with busy("simulating"):
@@ -149,7 +149,7 @@ def sweep(
     """
     from chakra.errors import ChakraInputError
     from chakra.sim import sweep as sw
-    from chakra.sim.engine import SimulationStuck
+    from chakra.sim.results import SimulationStuck
 
     grid_axes: dict[str, list[object]] = {}
     for text in axes:

@@ -60,9 +60,8 @@ like the others (and padded, since they are not ALL_GATHER):
   ``i + 2^k`` (mod n), latency only; no data, so no chunking or padding.
 * REDUCE_SCATTER_BLOCK: exactly REDUCE_SCATTER.
 
-Results are memoised (an LRU cache) when ``system`` and ``network`` are hashable or frozen
-dataclasses (a frozen one holding a dict, like ``SystemConfig``, is keyed by identity); other
-objects are recomputed on every call, so a caller holding mutable configurations should cache.
+Results are memoised (an LRU cache) by the network's value and the system's identity (a
+``SystemConfig`` holds a dict, so it cannot be hashed by value; it is frozen, so its identity names it).
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -85,6 +83,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     REDUCE_SCATTER_BLOCK,
     SCATTER,
 )
+from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.network import dimension_hops, hop_delay_ns, message_delay_ns
 
 #: The subgroup ring's endpoint (MA bus) crossing: ASTRA-sim fixes it at 10 ns for the "Local"
@@ -234,14 +233,14 @@ class _Span:
         return range(1) if self.symmetric else range(self.size)
 
 
-def _dimension_span(network: Any, dim: int, endpoint_ns: int) -> _Span:
+def _dimension_span(network: NetworkConfig, dim: int, endpoint_ns: int) -> _Span:
     def delay(a: int, b: int, size_bytes: int) -> int:
         return hop_delay_ns(network, dim, dimension_hops(network, dim, a, b), size_bytes)
 
     return _Span(network.npus_count[dim], endpoint_ns, delay, symmetric=True)
 
 
-def _npu_span(network: Any, npus: tuple[int, ...], endpoint_ns: int, symmetric: bool) -> _Span:
+def _npu_span(network: NetworkConfig, npus: tuple[int, ...], endpoint_ns: int, symmetric: bool) -> _Span:
     def delay(a: int, b: int, size_bytes: int) -> int:
         return message_delay_ns(network, npus[a], npus[b], size_bytes)
 
@@ -383,7 +382,7 @@ def _size_after(phase_type: int, size_bytes: int, n: int) -> int:
 
 
 def _default_group_phases(
-    phase_type: int, chunk_bytes: int, system: Any, network: Any, t_red: ReductionCost
+    phase_type: int, chunk_bytes: int, system: SystemConfig, network: NetworkConfig, t_red: ReductionCost
 ) -> tuple[list[int], int]:
     """Chunk times in ns of one stream's phases on all NPUs, and the size in bytes the stream ends with."""
     algorithms = [parse_algorithm(name) for name in system.algorithms(_ALGORITHM_LIST[phase_type], network.dims)]
@@ -419,7 +418,12 @@ def _default_group_phases(
 
 
 def _native_phases(
-    phase_type: int, chunk_bytes: int, group: _Span | None, system: Any, network: Any, t_red: ReductionCost
+    phase_type: int,
+    chunk_bytes: int,
+    group: _Span | None,
+    system: SystemConfig,
+    network: NetworkConfig,
+    t_red: ReductionCost,
 ) -> tuple[list[int], int]:
     """One stream's AR/RS/AG/A2A phases: the subgroup ring, or the multi-dimensional plan."""
     if group is not None:
@@ -429,7 +433,7 @@ def _native_phases(
 
 
 def _collective_time_ns(
-    comm_type: int, size_bytes: int, members: tuple[int, ...] | None, system: Any, network: Any
+    comm_type: int, size_bytes: int, members: tuple[int, ...] | None, system: SystemConfig, network: NetworkConfig
 ) -> int:
     if comm_type not in KNOWN_TYPES:
         raise ChakraInputError(f"unknown collective type {comm_type}", hint="use a CollectiveCommType value 0–9")
@@ -480,44 +484,31 @@ def _collective_time_ns(
 
 
 @dataclass(frozen=True, eq=False)
-class _Frozen:
-    """Cache key for a frozen configuration that cannot be hashed by value (it holds a dict).
+class _ByIdentity:
+    """Cache key for a system configuration: it holds a dict, so it cannot be hashed by value.
 
     Two keys are equal only when they wrap the same object; the key keeps that object alive, so its
     ``id`` is not reused while the entry is cached.
     """
 
-    value: Any
+    system: SystemConfig
 
     def __hash__(self) -> int:
-        return id(self.value)
+        return id(self.system)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Frozen) and other.value is self.value
-
-
-def _cache_key(config: Any) -> Any:
-    """``config`` itself when hashable, a by-identity key for a frozen dataclass, else ``None`` (no caching)."""
-    try:
-        hash(config)
-        return config
-    except TypeError:
-        params = getattr(type(config), "__dataclass_params__", None)
-        return _Frozen(config) if params is not None and params.frozen else None
+        return isinstance(other, _ByIdentity) and other.system is self.system
 
 
 @functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _cached_collective_time_ns(
-    comm_type: int, size_bytes: int, members: tuple[int, ...] | None, system_key: Any, network_key: Any
+    comm_type: int, size_bytes: int, members: tuple[int, ...] | None, system: _ByIdentity, network: NetworkConfig
 ) -> int:
-    def unwrap(key: Any) -> Any:
-        return key.value if isinstance(key, _Frozen) else key
-
-    return _collective_time_ns(comm_type, size_bytes, members, unwrap(system_key), unwrap(network_key))
+    return _collective_time_ns(comm_type, size_bytes, members, system.system, network)
 
 
 def collective_time_ns(
-    comm_type: int, size_bytes: int, members: Sequence[int] | None, system: Any, network: Any
+    comm_type: int, size_bytes: int, members: Sequence[int] | None, system: SystemConfig, network: NetworkConfig
 ) -> int:
     """Time in ns of one collective from issue (all members present) to completion.
 
@@ -528,18 +519,14 @@ def collective_time_ns(
     Raises :class:`ChakraInputError` for a reducing collective with ``local-mem-bw`` 0, an
     all-gather below ``preferred-dataset-splits`` bytes, unknown types or algorithms.
 
-    Memoised when both configurations are hashable or frozen dataclasses (those holding a dict are
-    keyed by identity); mutable ones are recomputed on every call.
+    Memoised by the network's value and the system's identity.
     """
     group = None if members is None else tuple(sorted(members))
     if group is not None and len(group) == network.num_npus:
         group = None
-    system_key, network_key = _cache_key(system), _cache_key(network)
-    if system_key is None or network_key is None:
-        return _collective_time_ns(comm_type, size_bytes, group, system, network)
-    return _cached_collective_time_ns(comm_type, size_bytes, group, system_key, network_key)
+    return _cached_collective_time_ns(comm_type, size_bytes, group, _ByIdentity(system), network)
 
 
-def p2p_time_ns(src: int, dst: int, size_bytes: int, network: Any) -> int:
+def p2p_time_ns(src: int, dst: int, size_bytes: int, network: NetworkConfig) -> int:
     """Time in ns of a SEND/RECV message: the network delay alone (no chunking, no bus costs, §5.7)."""
     return message_delay_ns(network, src, dst, size_bytes)

@@ -6,20 +6,21 @@ which the two NPUs' coordinates differ** (other differing dimensions cost nothin
 dimension: Ring = the shorter way round (links are bidirectional), FullyConnected = 1, Switch = 2
 (NPU → switch → NPU). No queuing, no contention: concurrent messages do not slow each other.
 
-``network`` is duck-typed (:mod:`chakra.sim.config` builds it): it needs ``topology``,
-``npus_count``, ``latency_ns`` (per dimension), ``bandwidth_bytes_per_ns(dim)`` (already converted
-from GB/s with 2^30/1e9, §5.1) and ``coordinates(npu)`` (dimension 0 varies fastest).
+``network`` is a :class:`~chakra.sim.config.NetworkConfig`: bandwidth in bytes/ns through
+``bandwidth_bytes_per_ns(dim)`` (converted from GB/s with 2^30/1e9, §5.1), latency in ns per link,
+coordinates with dimension 0 varying fastest.
 
 Example:
-    >>> message_delay_ns(network, src=0, dst=3, size_bytes=1 << 20)  # doctest: +SKIP
-    21471
+    >>> from chakra.sim.config import NetworkConfig
+    >>> ring = NetworkConfig(("Ring",), (8,), bandwidth_gbps=(50.0,), latency_ns=(500.0,))
+    >>> message_delay_ns(ring, src=0, dst=3, size_bytes=1 << 20)  # 3 hops · 500 + 2^20 / (50 · 2^30 / 1e9)
+    21031
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from chakra.errors import ChakraInputError
+from chakra.sim.config import NetworkConfig
 
 #: Topology names of the network YAML (§4.2) and the hop count of a message between two distinct
 #: NPUs of one dimension, where it does not depend on their distance.
@@ -30,7 +31,7 @@ FULLY_CONNECTED_HOPS = 1  # a direct link to every peer
 SWITCH_HOPS = 2  # NPU → switch → NPU: two link latencies (§4.2)
 
 
-def dimension_hops(network: Any, dim: int, a: int, b: int) -> int:
+def dimension_hops(network: NetworkConfig, dim: int, a: int, b: int) -> int:
     """Links a message crosses between local coordinates ``a`` and ``b`` of dimension ``dim``.
 
     0 when ``a == b``; Ring: the shorter way round (``min(|a−b|, n−|a−b|)``); FullyConnected: 1;
@@ -53,7 +54,7 @@ def dimension_hops(network: Any, dim: int, a: int, b: int) -> int:
     )
 
 
-def hop_delay_ns(network: Any, dim: int, hops: int, size_bytes: int) -> int:
+def hop_delay_ns(network: NetworkConfig, dim: int, hops: int, size_bytes: int) -> int:
     """Delay in ns of ``size_bytes`` over ``hops`` links of dimension ``dim``: ``trunc(hops·L + m/B)``.
 
     Latency ``L`` is ns per link, ``B`` bytes per ns; the sum is truncated once, as ASTRA-sim does
@@ -62,7 +63,7 @@ def hop_delay_ns(network: Any, dim: int, hops: int, size_bytes: int) -> int:
     return int(hops * network.latency_ns[dim] + size_bytes / network.bandwidth_bytes_per_ns(dim))
 
 
-def message_delay_ns(network: Any, src: int, dst: int, size_bytes: int) -> int:
+def message_delay_ns(network: NetworkConfig, src: int, dst: int, size_bytes: int) -> int:
     """Delay in ns of one ``size_bytes`` message from NPU ``src`` to NPU ``dst`` (global ids).
 
     Uses the lowest dimension in which the coordinates differ; ``src == dst`` costs 0.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra.io import AtomicFile
-from chakra.sim.engine import SimResult
+from chakra.sim.results import SimResult
 
 #: Per-rank columns of the CSV report (all ns).
 RANK_COLUMNS = (

@@ -3,18 +3,22 @@
 An *axis* is a knob and the values to try: ``compute-scale``, ``bandwidth-scale``, ``latency-scale``
 (as ``chakra simulate`` has them), any system key (``preferred-dataset-splits``) or ``network.<key>``
 (``network.latency``). :func:`grid` takes the cartesian product of the axes; :func:`run_sweep`
-simulates every point in parallel (:func:`chakra.parallel.map_ranks`: local processes or Dask), each
-worker loading the configuration files itself with the point's overrides.
+simulates every point in parallel (:func:`chakra.parallel.map_ranks`: local processes or Dask). The
+configurations of every point are read and checked once, up front; the workload is loaded once per
+worker process and simulated at every point that worker runs.
 
 Example:
-    >>> points = grid({"bandwidth-scale": [0.5, 1, 2], "compute-scale": [0.5, 1]})  # doctest: +SKIP
-    >>> results = run_sweep("out/job", "sys.json", "net.yml", points)
-    >>> write_plot(results, "sweep.png", "bandwidth-scale")
+    >>> points = grid({"bandwidth-scale": [0.5, 1, 2], "compute-scale": [0.5, 1]})
+    >>> len(points), points[0].label()
+    (6, 'compute-scale=0.5, bandwidth-scale=0.5')
+    >>> results = run_sweep("out/job", "sys.json", "net.yml", points)  # doctest: +SKIP
+    >>> write_plot(results, "sweep.png", "bandwidth-scale")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import io as _io
 import itertools
 import json
@@ -28,7 +32,11 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.io import AtomicFile
 from chakra.parallel import map_ranks
 from chakra.sim import config
-from chakra.sim.engine import SimulationStuck
+from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
+from chakra.sim.engine import simulate
+from chakra.sim.program import RankProgram, load_rank
+from chakra.sim.results import SimulationStuck
+from chakra.sim.run import check_network_covers, find_workload
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
 #: The axes that scale the workload or network rather than override a configuration key.
@@ -183,15 +191,21 @@ def grid(axes: Mapping[str, Sequence[Any]]) -> list[SweepPoint]:
 # Running
 
 
+#: A rank file as a worker loads it: (rank, path, size in bytes, modification time in ns). The size
+#: and time tell a worker that kept an older load of the same path (a Dask worker lives on) to reload.
+_RankFile = tuple[int, str, int, int]
+
+
 @dataclass(frozen=True)
 class _PointTask:
-    """What a worker needs to simulate one point: file paths and the point (all picklable)."""
+    """What a worker needs to simulate one point: the rank files, the groups, the point's
+    configurations (read and checked in the caller) and the point (all picklable)."""
 
-    workload: str
-    system_path: str
-    network_path: str
-    comm_groups_path: str | None
-    remote_memory_path: str | None
+    rank_files: tuple[_RankFile, ...]
+    comm_groups: dict[int, list[int]] | None
+    system: SystemConfig
+    network: NetworkConfig
+    remote_memory: RemoteMemoryConfig
     point: SweepPoint
 
 
@@ -211,45 +225,52 @@ def run_sweep(
     ``workers``/``scheduler``/``progress``); results in the order of ``points``.
 
     Every point's configuration is loaded and checked here first, so a bad override fails at once
-    rather than after the first simulations. A workload that cannot finish raises
-    :class:`~chakra.sim.engine.SimulationStuck` naming the point.
+    rather than after the first simulations. Each worker process loads the workload once, at its first
+    point. A workload that cannot finish raises :class:`~chakra.sim.results.SimulationStuck` naming
+    the point.
     """
+    files = find_workload(workload, comm_groups_path)
+    remote_memory = config.load_remote_memory(remote_memory_path)
+    rank_files = tuple(
+        (rank, str(path), (stat := path.stat()).st_size, stat.st_mtime_ns) for rank, path in sorted(files.ranks.items())
+    )
+    tasks = []
     for point in points:
-        _load_configs(str(system_path), str(network_path), point)
-    config.load_remote_memory(remote_memory_path)
-    tasks = [
-        _PointTask(
-            str(workload),
-            str(system_path),
-            str(network_path),
-            str(comm_groups_path) if comm_groups_path is not None else None,
-            str(remote_memory_path) if remote_memory_path is not None else None,
-            point,
+        system, network = _load_configs(system_path, network_path, point)
+        check_network_covers(files, network)
+        tasks.append(_PointTask(rank_files, files.comm_groups, system, network, remote_memory, point))
+    try:
+        return map_ranks(
+            _run_point, tasks, workers=workers, scheduler=scheduler, progress=progress, description="sweep"
         )
-        for point in points
-    ]
-    return map_ranks(_run_point, tasks, workers=workers, scheduler=scheduler, progress=progress, description="sweep")
+    finally:
+        _programs.cache_clear()  # the points ran in this process: do not hold the workload after the sweep
 
 
-def _load_configs(system_path: str, network_path: str, point: SweepPoint) -> tuple[Any, Any]:
+def _load_configs(
+    system_path: PathLike, network_path: PathLike, point: SweepPoint
+) -> tuple[SystemConfig, NetworkConfig]:
     system = config.load_system(system_path, point.system_overrides)
     network = config.load_network(network_path, point.network_overrides)
     network = config.scale_network(network, bandwidth_scale=point.bandwidth_scale, latency_scale=point.latency_scale)
     return system, network
 
 
+@functools.lru_cache(maxsize=1)
+def _programs(rank_files: tuple[_RankFile, ...]) -> dict[int, RankProgram]:
+    """The workload's programs, loaded once per process: every point a worker runs reuses them."""
+    return {rank: load_rank(path, rank) for rank, path, _, _ in rank_files}
+
+
 def _run_point(task: _PointTask) -> SweepResult:
     """Simulate one point (runs in a worker process: a top-level function, found by import)."""
-    from chakra.sim.run import simulate_workload
-
-    system, network = _load_configs(task.system_path, task.network_path, task.point)
     try:
-        result = simulate_workload(
-            task.workload,
-            system,
-            network,
-            remote_memory=config.load_remote_memory(task.remote_memory_path),
-            comm_groups_path=task.comm_groups_path,
+        result = simulate(
+            _programs(task.rank_files),
+            task.system,
+            task.network,
+            remote_memory=task.remote_memory,
+            comm_groups=task.comm_groups,
             compute_scale=task.point.compute_scale,
         )
     except SimulationStuck as stuck:

@@ -1,0 +1,187 @@
+"""Matching communication across ranks: collectives by group and turn, messages by peers, tag and size.
+
+* :class:`CollectiveMatcher`: the k-th collective a rank issues on a group is matched with the k-th
+  of every other member present (ASTRA-sim's rule: members issue a group's collectives in the same
+  order, ``reference/astra-sim.md`` §2.5); it starts when the last one arrives and lasts
+  :func:`chakra.sim.collectives.collective_time_ns`.
+* :class:`MessageMatcher`: sends and receives match on ``(src, dst, tag, size)``, first come first
+  matched, whichever side comes first waiting for the other (§2.4).
+
+Both say, when the simulation ends with work left, who still waits and for what (:meth:`stuck`).
+
+Example:
+    >>> messages = MessageMatcher()
+    >>> messages.receive((0, 1, 7, 64), rank=1, pos=3, now_ns=10) is None  # posted, no message yet
+    True
+    >>> messages.send((0, 1, 7, 64), arrival_ns=500)  # the waiting receive: (rank, pos, posted at)
+    (1, 3, 10)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Collection, Mapping, Sequence
+
+from chakra.errors import ChakraInputError, PathLike
+from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
+from chakra.sim.collectives import collective_time_ns
+from chakra.sim.config import NetworkConfig, SystemConfig
+
+#: The group every rank belongs to: ``pg_name`` empty or "0" (§2.5).
+DEFAULT_GROUPS = frozenset({"", "0"})
+#: The key the default group's collectives are counted under.
+DEFAULT_GROUP_KEY = "0"
+
+#: A message's match key: (source rank, destination rank, tag, size in bytes).
+MessageKey = tuple[int, int, int, int]
+#: A rank still waiting at the end, and why: (rank, position, what it waits for).
+Waiting = tuple[int, int, str]
+#: The totals kept per collective type.
+_TOTALS = ("count", "bytes", "time_ns")
+
+
+def check_groups(comm_groups: Mapping[int, Sequence[int]] | None, world: int, path: PathLike | None = None) -> None:
+    """Raise unless every group lists each of its ranks once, all inside the network's ``world`` NPUs
+    (``path``: the comm groups file, named in the error)."""
+    for key, ranks in (comm_groups or {}).items():
+        outside = sorted(r for r in ranks if not 0 <= r < world)
+        if outside:
+            raise ChakraInputError(
+                f"communicator group {key} lists ranks {outside}, outside the network's {world} NPUs",
+                path=path,
+                hint="check the comm groups file against npus_count in the network configuration",
+            )
+        if len(set(ranks)) != len(ranks):
+            raise ChakraInputError(
+                f"communicator group {key} lists a rank more than once: {list(ranks)}",
+                path=path,
+                hint="list each member of a group once in the comm groups file",
+            )
+
+
+class CollectiveMatcher:
+    """Collectives matched by group and turn, timed when the last member arrives, totalled by type."""
+
+    def __init__(
+        self,
+        comm_groups: Mapping[int, Sequence[int]] | None,
+        present: Collection[int],
+        world: int,
+        system: SystemConfig,
+        network: NetworkConfig,
+    ):
+        """``comm_groups``: group id -> member ranks (the comm groups file); ``present``: the ranks
+        simulated; ``world``: the network's NPUs. Raises as :func:`check_groups`."""
+        check_groups(comm_groups, world)
+        self.members: dict[str, tuple[int, ...] | None] = {name: None for name in DEFAULT_GROUPS}
+        for key, ranks in (comm_groups or {}).items():
+            self.members[str(key)] = tuple(sorted(ranks))
+        self._member_sets = {name: frozenset(ranks) for name, ranks in self.members.items() if ranks is not None}
+        self._present = present
+        # how many of a group's members are simulated: a collective starts when they all arrived
+        self._expected = {
+            name: sum(1 for r in (ranks if ranks is not None else present) if r in present)
+            for name, ranks in self.members.items()
+        }
+        self._system, self._network = system, network
+        self._turn: dict[tuple[int, str], int] = defaultdict(int)  # (rank, group) -> collectives issued
+        # (group, turn) -> rank -> (arrival ns, pos, comm type, size) of the members arrived so far
+        self._arrived: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]] = {}
+        self._time_ns: dict[tuple[int, int, str], int] = {}  # (type, size, group) -> ns: the model is pure
+        self._type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
+        self.totals: dict[str, dict[str, int]] = {}  # type name -> count, bytes, time_ns
+        self.warnings: list[str] = []
+
+    def refusal(self, rank: int, pg_name: str) -> tuple[str, str] | None:
+        """Why ``rank`` cannot issue a collective on ``pg_name`` (an unknown group, one it is not in), with
+        a hint, or ``None`` when it can."""
+        if pg_name not in self.members:
+            return f"uses communicator group {pg_name!r}, which no comm groups file defines", (
+                "pass --comm-groups PREFIX.comm_groups.json"
+            )
+        members = self._member_sets.get(pg_name)
+        if members is not None and rank not in members:
+            return f"issues a collective on communicator group {pg_name}, whose members are {sorted(members)}", (
+                "the comm groups file does not match the workload: pass the one written with it"
+            )
+        return None
+
+    def arrive(
+        self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, pg_name: str
+    ) -> tuple[int, list[tuple[int, int]]] | None:
+        """``rank`` issues its next collective on ``pg_name`` (checked with :meth:`refusal`) at ``now_ns``.
+
+        When it is the last member to arrive: the end time in ns and every member's ``(rank, pos)``.
+        Members that disagree on type or size are simulated as the largest, with a warning.
+        """
+        group = DEFAULT_GROUP_KEY if pg_name in DEFAULT_GROUPS else pg_name
+        turn = self._turn[(rank, group)]
+        self._turn[(rank, group)] = turn + 1
+        arrivals = self._arrived.setdefault((group, turn), {})
+        arrivals[rank] = (now_ns, pos, comm_type, size_bytes)
+        if len(arrivals) < self._expected[pg_name]:
+            return None
+        del self._arrived[(group, turn)]
+        start_ns = max(a[0] for a in arrivals.values())
+        kinds = {(a[2], a[3]) for a in arrivals.values()}
+        comm_type, size_bytes = max(kinds, key=lambda kind: kind[1])
+        if len(kinds) > 1:
+            self.warnings.append(
+                f"collective #{turn} of group {group}: members disagree on type/size {sorted(kinds)}; "
+                f"simulated as the largest"
+            )
+        key = (comm_type, size_bytes, group)
+        duration_ns = self._time_ns.get(key)
+        if duration_ns is None:
+            members = self.members[group]
+            duration_ns = collective_time_ns(comm_type, size_bytes, members, self._system, self._network)
+            self._time_ns[key] = duration_ns
+        total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
+        total["count"] += 1
+        total["bytes"] += size_bytes
+        total["time_ns"] += duration_ns
+        return start_ns + duration_ns, [(r, a[1]) for r, a in arrivals.items()]
+
+    def stuck(self) -> list[Waiting]:
+        """The ranks waiting in a collective that some member never issues."""
+        waiting = []
+        for (group, turn), arrivals in self._arrived.items():
+            members = self.members.get(group)
+            expected = [r for r in (members if members is not None else self._present) if r in self._present]
+            absent = [r for r in expected if r not in arrivals]
+            for rank, (_, pos, _, _) in arrivals.items():
+                waiting.append((rank, pos, f"collective #{turn} of group {group}: ranks {absent} never issue it"))
+        return waiting
+
+
+class MessageMatcher:
+    """Sends and receives matched on ``(src, dst, tag, size)`` in the order they come."""
+
+    def __init__(self) -> None:
+        self._arrivals: dict[MessageKey, deque[int]] = defaultdict(deque)  # sent, not yet received: arrival ns
+        self._posted: dict[MessageKey, deque[tuple[int, int, int]]] = defaultdict(deque)  # (rank, pos, posted ns)
+
+    def send(self, key: MessageKey, arrival_ns: int) -> tuple[int, int, int] | None:
+        """A message that arrives at ``arrival_ns``: the receive waiting for it ``(rank, pos, posted ns)``,
+        or ``None`` (the message waits for its receive)."""
+        posted = self._posted.get(key)
+        if posted:
+            return posted.popleft()
+        self._arrivals[key].append(arrival_ns)
+        return None
+
+    def receive(self, key: MessageKey, rank: int, pos: int, now_ns: int) -> int | None:
+        """A receive posted at ``now_ns``: the arrival time of the message sent for it, or ``None`` (it waits)."""
+        arrivals = self._arrivals.get(key)
+        if arrivals:
+            return arrivals.popleft()
+        self._posted[key].append((rank, pos, now_ns))
+        return None
+
+    def stuck(self) -> list[Waiting]:
+        """The receives whose message is never sent."""
+        return [
+            (rank, pos, f"a receive of {size} bytes from rank {src} (tag {tag}) that is never sent")
+            for (src, _dst, tag, size), posts in self._posted.items()
+            for rank, pos, _ in posts
+        ]
