@@ -14,6 +14,7 @@ from test_cli import assert_one_line_error, run
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
+from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimulationStuck
 from chakra.sim.sweep import (
     SweepPoint,
@@ -121,6 +122,27 @@ def test_faster_compute_finishes_a_compute_bound_workload_sooner(compute_bound: 
     slow, fast = run_sweep(compute_bound, SYSTEM, RING2, grid({"compute-scale": [1, 0.5]}), workers=1)
     assert fast.finish_ns < slow.finish_ns
     assert (slow.total_compute_ns, fast.total_compute_ns) == (2 * 10_000_000, 2 * 5_000_000)  # two ranks, ns
+
+
+def test_a_sweep_loads_each_rank_once_not_once_per_point(comm_bound: Path, monkeypatch: pytest.MonkeyPatch):
+    from chakra.sim import sweep
+
+    loaded: list[int] = []
+
+    def counting_load_rank(path: str, rank: int) -> RankProgram:
+        loaded.append(rank)
+        return load_rank(path, rank)
+
+    monkeypatch.setattr(sweep, "load_rank", counting_load_rank)
+    run_sweep(comm_bound, SYSTEM, RING2, grid({"bandwidth-scale": [0.5, 1, 2]}), workers=1)  # points in this process
+    assert sorted(loaded) == [0, 1]
+
+
+def test_a_sweep_run_in_this_process_does_not_keep_the_workload(comm_bound: Path):
+    from chakra.sim.sweep import _programs  # the per-process cache of loaded programs
+
+    run_sweep(comm_bound, SYSTEM, RING2, grid({"bandwidth-scale": [1, 2]}), workers=1)
+    assert _programs.cache_info().currsize == 0
 
 
 def test_a_bad_override_fails_before_any_simulation(comm_bound: Path):
