@@ -1,0 +1,112 @@
+"""The layout keeps its rules (ARCHITECTURE.md): the core imports no front end or consumer, no import
+cycle, one decoder of node attributes, no module far over the size limit."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "chakra"
+#: The core: what every producer and consumer builds on.
+CORE = ("errors", "io", "_columns", "wire", "attrs", "chunks", "table", "groups", "paths", "trace", "graph", "validate", "jsonize")
+#: Modules allowed past the size limit, with why: tables of rules.
+RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}
+#: The limit of the house ("no module over about 600 lines"), with the slack "about" allows.
+MAX_LINES = 650
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py") if "schema" not in p.parts}
+
+
+def imports_of(path: Path, name: str) -> set[str]:
+    """The chakra modules ``path`` imports, at module level and inside functions alike."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("chakra."))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(["chakra", *package.split(".")][: len(package.split(".")) + 2 - node.level]) + (
+                    "." + base if base else ""
+                )
+            if base == "chakra":
+                found.update(f"chakra.{a.name}" for a in node.names)
+            elif base.startswith("chakra."):
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+    known = {f"chakra.{m}" if m else "chakra" for m in modules()}
+    return {m.removeprefix("chakra.") for m in found if m in known} - {name}
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: imports_of(path, name) for name, path in modules().items()}
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_the_core_imports_no_front_end_or_consumer():
+    outside = {
+        name: sorted(m for m in deps if top(m) not in CORE and m != "")
+        for name, deps in graph().items()
+        if top(name) in CORE
+    }
+
+    assert {name: deps for name, deps in outside.items() if deps} == {}
+
+
+def test_there_is_no_import_cycle():
+    deps = graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for dep in sorted(deps.get(name, ())):
+            if dep in path:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif state.get(dep) != 2 and dep in deps:
+                visit(dep, [*path, dep])
+        state[name] = 2
+
+    for name in sorted(deps):
+        if state.get(name) != 2:
+            visit(name, [name])
+    # a package's __init__ re-exporting its own submodules is not a cycle
+    real = [c for c in cycles if not all(m.startswith(c[0].split(".")[0]) and c[0].count(".") == 0 for m in c[1:])]
+    assert real == []
+
+
+def test_only_the_table_decodes_attribute_values():
+    # reading values out of AttributeProto members belongs to chakra.attrs and the table's decoder
+    decoders = {"attrs", "chunks", "table"}
+    offenders = []
+    for name, path in modules().items():
+        text = path.read_text()
+        if name not in decoders and ("WhichOneof(" in text or "flag_value(" in text or "int_value(" in text):
+            offenders.append(name)
+    assert sorted(offenders) == sorted(ALLOWED_MESSAGE_READERS)
+
+
+#: Modules that read whole messages for their own format, not consumer values: the JSON mapping
+#: writes every member as it is; the upstream drop-in mirrors protolib.
+ALLOWED_MESSAGE_READERS = ("jsonize.encode", "jsonize.decode")
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_no_module_is_far_over_the_size_limit(name):
+    lines = modules()[name].read_text().count("\n")
+
+    assert lines <= MAX_LINES or name in RULE_TABLES, f"{name}: {lines} lines"
