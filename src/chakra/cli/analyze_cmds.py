@@ -17,7 +17,7 @@ from chakra.analyze.workload import Workload, load_workload
 from chakra.cli.main import app, busy, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
 from chakra.table import NodeTable, load_table
-from chakra.trace import rank_of
+from chakra.trace import TraceSet, rank_of
 
 #: Tables show ms; analyses return ns.
 NS_PER_MS = 1e6
@@ -60,22 +60,22 @@ def _note(text: str) -> None:
     stderr.print(Text(f"note: {text}", style="yellow"))
 
 
-def _load(where: str, workers: int | None = None, scheduler: str | None = None) -> Workload:
-    """Load a workload, saying which ranks it lacks (the analyses then cover the others only)."""
+def _load(
+    where: str, workers: int | None = None, scheduler: str | None = None, ranks: list[int] | None = None
+) -> Workload:
+    """Load a workload (``ranks``: only those), saying which ranks it lacks."""
     with progress_bar() as bar:
         task = bar.add_task("loading ranks", total=None)
         workload = load_workload(
             where,
+            ranks=ranks,
             workers=workers,
             scheduler=scheduler,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    ranks = workload.ranks
-    missing = sorted(set(range(ranks[-1] + 1)) - set(ranks)) if ranks else []
-    if missing:
-        _note(
-            f"ranks {', '.join(map(str, missing))} have no file: only ranks {', '.join(map(str, ranks))} are analysed"
-        )
+    if workload.missing:
+        loaded = ", ".join(map(str, workload.ranks))
+        _note(f"ranks {', '.join(map(str, workload.missing))} have no file: only ranks {loaded} are analysed")
     return workload
 
 
@@ -87,18 +87,20 @@ def _note_untimed(tables: Iterable[NodeTable]) -> None:
 
 
 def _one_rank(where: str, rank: int | None) -> NodeTable:
-    """One rank's table: ``where`` is a file, or a workload of which ``rank`` (default: 0) is taken."""
+    """One rank's table: ``where`` is a file, or a workload of which ``rank`` (default: the lowest) is
+    taken; only that rank's file is read."""
     path = Path(where)
     if path.is_file() and (rank is None or rank_of(path) == rank):
         with busy(f"loading {path.name}"):
             return load_table(path)
-    workload = _load(where)
-    chosen = workload.ranks[0] if rank is None else rank
-    if chosen not in workload.tables:
-        raise ChakraInputError(f"the workload has no rank {chosen} (ranks {workload.ranks})", path=workload.prefix)
+    traces = TraceSet.discover(where)
+    chosen = min(traces.ranks) if rank is None else rank
+    if chosen not in traces.ranks:
+        raise ChakraInputError(f"the workload has no rank {chosen} (ranks {sorted(traces.ranks)})", path=traces.prefix)
     if rank is None and chosen != 0:
         _note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
-    return workload.tables[chosen]
+    with busy(f"loading {traces.ranks[chosen].name}"):
+        return load_table(traces.ranks[chosen], chosen)
 
 
 def _print_json(data: Any) -> None:
@@ -139,7 +141,7 @@ def summary_cmd(
     from chakra.analyze.breakdown import breakdown
 
     _check_timing(timing)
-    loaded = _load(workload, workers, scheduler)
+    loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
     results = {r: breakdown(loaded.tables[r], timing=timing) for r in _ranks(loaded, rank)}
     if as_json:
         _print_json({str(r): b.to_dict() for r, b in results.items()})
@@ -189,7 +191,7 @@ def breakdown_cmd(
     from chakra.analyze.breakdown import breakdown, top_operators
 
     _check_timing(timing)
-    loaded = _load(workload, workers, scheduler)
+    loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
     ranks = _ranks(loaded, rank)
     results = {r: breakdown(loaded.tables[r], timing=timing) for r in ranks}
     tops = {r: top_operators(loaded.tables[r], top, by=by, timing=timing) for r in ranks}
