@@ -7,8 +7,8 @@ chunks of a file into a :class:`~chakra.table.NodeTable`; ``chakra info`` adds t
 (:func:`iter_chunks`), so its memory does not grow with the file.
 
 Example:
-    >>> metadata, chunks, decoder = iter_chunks("job.0.et")            # doctest: +SKIP
-    >>> sum(len(chunk.rows) for chunk in chunks)
+    metadata, chunks, decoder = iter_chunks("job.0.et")
+    sum(len(chunk.rows) for chunk in chunks)
 """
 
 from __future__ import annotations

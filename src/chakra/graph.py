@@ -452,9 +452,9 @@ class GraphBuilder:
     messages).
 
     Example:
-        >>> builder = GraphBuilder()
-        >>> for node in reader: builder.add(node)          # doctest: +SKIP
-        >>> graph = builder.build()
+        builder = GraphBuilder()
+        for node in reader: builder.add(node)
+        graph = builder.build()
     """
 
     def __init__(self) -> None:

@@ -25,8 +25,8 @@ same columns a buffer at a time for consumers that only add things up (``chakra 
 * **Roofline**: ``num_ops`` (FLOPs) and ``tensor_size`` (bytes), :data:`MISSING` where absent.
 
 Example:
-    >>> table = load_table("job.0.et")                         # doctest: +SKIP
-    >>> table.names[0], table.category[0], table.dur_ns[0], table.track_names[table.track[0]]
+    table = load_table("job.0.et")
+    table.names[0], table.category[0], table.dur_ns[0], table.track_names[table.track[0]]
 """
 
 from __future__ import annotations

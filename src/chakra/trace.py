@@ -5,14 +5,14 @@ A workload on disk is ``PREFIX.{rank}.et`` (optionally ``.gz``/``.zst``) plus, w
 groups exist, ``PREFIX.comm_groups.json`` in ASTRA-sim's format (:mod:`chakra.groups`).
 
 Example:
-    >>> trace = Trace.load("llama.0.et")                  # doctest: +SKIP
-    >>> trace.node(42).name
-    >>> workload = TraceSet.discover("runs/llama")       # llama.0.et, llama.1.et, ...
-    >>> for rank, trace in workload: ...
-    >>> with WorkloadWriter("out/job") as writer:        # out/job.0.et, out/job.1.et, groups
-    ...     writer.write_nodes(0, nodes0)
-    ...     writer.write_nodes(1, nodes1)
-    ...     writer.groups = CommGroups({1: (0, 1)})
+    trace = Trace.load("llama.0.et")
+    trace.node(42).name
+    workload = TraceSet.discover("runs/llama")       # llama.0.et, llama.1.et, ...
+    for rank, trace in workload: ...
+    with WorkloadWriter("out/job") as writer:        # out/job.0.et, out/job.1.et, groups
+        writer.write_nodes(0, nodes0)
+        writer.write_nodes(1, nodes1)
+        writer.groups = CommGroups({1: (0, 1)})
 """
 
 from __future__ import annotations

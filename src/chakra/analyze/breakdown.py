@@ -47,10 +47,10 @@ full duration. Computed after one sort per resource with a single pass of a stac
 intervals (each node pushed and popped once) and vectorized unions: O(n log n).
 
 Example:
-    >>> table = load_table("llama.0.et")                       # doctest: +SKIP
-    >>> b = breakdown(table)
-    >>> b.compute_ns, b.comm_exposed_ns, b.idle_ns
-    >>> [(s.name, s.exclusive_ns) for s in top_operators(table, 5, by="exclusive")]
+    table = load_table("llama.0.et")
+    b = breakdown(table)
+    b.compute_ns, b.comm_exposed_ns, b.idle_ns
+    [(s.name, s.exclusive_ns) for s in top_operators(table, 5, by="exclusive")]
 """
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
     ``timing`` it does not know, or ``timing="recorded"`` without recorded start times.
 
     Example:
-        >>> b = breakdown(table)                                   # doctest: +SKIP
-        >>> b.comm_exposed_ns / b.span_ns                          # share of the step lost to communication
+        b = breakdown(table)
+        b.comm_exposed_ns / b.span_ns                          # share of the step lost to communication
     """
     table.require_durations()
     used, start_ns, placed = node_starts(table, timing)

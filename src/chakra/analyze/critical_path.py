@@ -32,8 +32,8 @@ dependency order (file order when every dependency points backwards, else Kahn's
 O(nodes + edges), no recursion.
 
 Example:
-    >>> cp = critical_path(load_table("llama.0.et"))          # doctest: +SKIP
-    >>> cp.length_ns, list(cp.by_operator.items())[:3]
+    cp = critical_path(load_table("llama.0.et"))
+    cp.length_ns, list(cp.by_operator.items())[:3]
 """
 
 from __future__ import annotations

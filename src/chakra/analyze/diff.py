@@ -31,8 +31,8 @@ added, removed, or got faster or slower.
   anywhere shows).
 
 Example:
-    >>> d = diff_workloads(load_workload("before"), load_workload("after"))   # doctest: +SKIP
-    >>> d.delta_span_ns, d.explained, [op.name for op in d.slower()[:5]]
+    d = diff_workloads(load_workload("before"), load_workload("after"))
+    d.delta_span_ns, d.explained, [op.name for op in d.slower()[:5]]
 """
 
 from __future__ import annotations
@@ -200,8 +200,8 @@ def diff_tables(a: NodeTable, b: NodeTable, *, timing: str = TIMING_AUTO) -> Tra
     Raises :class:`ChakraInputError` when either trace has no nodes or no durations.
 
     Example:
-        >>> d = diff_tables(load_table("before.0.et"), load_table("after.0.et"))  # doctest: +SKIP
-        >>> d.explained                          # {'compute': ..., 'comm_exposed': ..., ...}
+        d = diff_tables(load_table("before.0.et"), load_table("after.0.et"))
+        d.explained                          # {'compute': ..., 'comm_exposed': ..., ...}
     """
     ops = _op_deltas(_op_totals(operator_stats(a, timing=timing)), _op_totals(operator_stats(b, timing=timing)))
     return _diff(breakdown(a, timing=timing), breakdown(b, timing=timing), ops)

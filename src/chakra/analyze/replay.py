@@ -40,8 +40,8 @@ The scheduler is an event-driven list scheduler: a heap of completion events, on
 nodes per resource; O((N + E) log N), iterative, over compact int arrays (no per-node objects).
 
 Example:
-    >>> result = replay_file("llama.0.et")                 # doctest: +SKIP
-    >>> result.predicted_span_us, result.measured_span_us, result.error
+    result = replay_file("llama.0.et")
+    result.predicted_span_us, result.measured_span_us, result.error
 """
 
 from __future__ import annotations

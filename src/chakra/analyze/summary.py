@@ -6,8 +6,8 @@ grow with the file); :func:`summarize_nodes` works on nodes held in memory. The 
 data (``TraceSummary.to_dict()`` is JSON-ready).
 
 Example:
-    >>> s = summarize_file("llama.0.et")          # doctest: +SKIP
-    >>> s.by_type["COMP_NODE"], s.comm_size_total
+    s = summarize_file("llama.0.et")
+    s.by_type["COMP_NODE"], s.comm_size_total
 """
 
 from __future__ import annotations

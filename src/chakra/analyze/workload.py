@@ -7,8 +7,8 @@ derive from a table (the replayed schedule of :mod:`chakra.analyze.replay`) is c
 table, so a report, a breakdown and a rank comparison of the same workload share it.
 
 Example:
-    >>> workload = load_workload("out/job")                   # doctest: +SKIP
-    >>> workload.ranks, workload.tables[0].label
+    workload = load_workload("out/job")
+    workload.ranks, workload.tables[0].label
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ class RankTemplate:
     """The nodes of one representative rank, ids dense from 0 in the order they are added.
 
     Example:
+        >>> from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE
         >>> t = RankTemplate()
         >>> a = t.compute("gemm", num_ops=2 * 64**3, tensor_size=3 * 2 * 64**2, duration_us=1)
         >>> t.collective("grad.allreduce", comm_type=ALL_REDUCE, size_bytes=1 << 20, group="dpcp", deps=[a])

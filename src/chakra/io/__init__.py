@@ -7,13 +7,13 @@ content starts with a gzip or zstd magic number is decompressed too. The modules
 (records, limits, opening), :mod:`.reader`, :mod:`.writer`.
 
 Examples:
-    >>> from chakra import io
-    >>> metadata, nodes = io.read("workload.0.et")          # doctest: +SKIP
-    >>> for node in io.stream("workload.0.et"): ...          # doctest: +SKIP
-    >>> with io.EtReader("workload.0.et") as reader:         # doctest: +SKIP
-    ...     for node in reader: ...
-    >>> with io.EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
-    ...     writer.write(node)
+    from chakra import io
+    metadata, nodes = io.read("workload.0.et")
+    for node in io.stream("workload.0.et"): ...
+    with io.EtReader("workload.0.et") as reader:
+        for node in reader: ...
+    with io.EtWriter("out.0.et", metadata) as writer:
+        writer.write(node)
 """
 
 from chakra.errors import PathLike

@@ -8,8 +8,8 @@ That moves the per-node work into C and keeps the nodes in one arena per buffer.
 :meth:`EtReader.decoded_batches` hands the same buffers to the node table's C decoder instead.
 
 Example:
-    >>> metadata, nodes = read("workload.0.et")          # doctest: +SKIP
-    >>> for node in stream("workload.0.et"): ...          # doctest: +SKIP
+    metadata, nodes = read("workload.0.et")
+    for node in stream("workload.0.et"): ...
 """
 
 from __future__ import annotations

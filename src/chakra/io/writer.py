@@ -2,8 +2,8 @@
 (node by node) and :func:`write` (a whole file).
 
 Example:
-    >>> with EtWriter("out.0.et", metadata) as writer:    # doctest: +SKIP
-    ...     writer.write(node)
+    with EtWriter("out.0.et", metadata) as writer:
+        writer.write(node)
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ Both run in constant memory (one batch of nodes, or one JSON node, at a time) an
 output atomically. The forms are described in :mod:`chakra.jsonize`.
 
 Examples:
-    >>> jsonize("llama.0.et", "llama.0.jsonl.gz", lines=True)          # doctest: +SKIP
-    JsonizeResult(nodes=3664, nodes_with_unknown_fields=0, metadata_has_unknown_fields=False)
-    >>> dejsonize("llama.0.jsonl.gz", "llama.0.et")                    # doctest: +SKIP
-    3664
+    jsonize("llama.0.et", "llama.0.jsonl.gz", lines=True)
+    # JsonizeResult(nodes=3664, nodes_with_unknown_fields=0, metadata_has_unknown_fields=False)
+    dejsonize("llama.0.jsonl.gz", "llama.0.et")
+    # 3664
 """
 
 from __future__ import annotations

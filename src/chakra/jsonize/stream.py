@@ -6,9 +6,9 @@ single message (a node), however long the file. Errors name the line and column 
 characters) and the byte offset of the decompressed text.
 
 Examples:
-    >>> from chakra.jsonize import stream
-    >>> for message in stream.iter_json_messages("llama.0.json"):   # doctest: +SKIP
-    ...     print(message.get("name"))
+    from chakra.jsonize import stream
+    for message in stream.iter_json_messages("llama.0.json"):
+        print(message.get("name"))
 """
 
 from __future__ import annotations

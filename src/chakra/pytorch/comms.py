@@ -15,8 +15,8 @@ peer and tag, all in the terms consumers read (``reference/workload-generators.m
 ``comm_size`` means per collective).
 
 Example:
-    >>> calls = find_calls(load_host_trace("host.0.json").nodes)     # doctest: +SKIP
-    >>> [(c.name, c.comm_type, c.size_bytes) for c in calls.values()][:3]
+    calls = find_calls(load_host_trace("host.0.json").nodes)
+    [(c.name, c.comm_type, c.size_bytes) for c in calls.values()][:3]
 """
 
 from __future__ import annotations

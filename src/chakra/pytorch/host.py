@@ -14,8 +14,8 @@ Speed and memory: the JSON is decoded by msgspec into typed structs, with the bu
 4.6 s and 860 MB on top of the bytes for ``orjson.loads`` into dicts.
 
 Example:
-    >>> trace = load_host_trace("traces/host.0.json")      # doctest: +SKIP
-    >>> trace.schema, len(trace.nodes), trace.process_groups()
+    trace = load_host_trace("traces/host.0.json")
+    trace.schema, len(trace.nodes), trace.process_groups()
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ indexed by ``correlation``, device activity (kernels, memcpy, memset), synchroni
 Times are those of the file: ``ts``/``dur`` in µs, ``ts`` based on the Unix epoch.
 
 Example:
-    >>> trace = load_kineto_trace("traces/device.0.json")     # doctest: +SKIP
-    >>> events = classify(trace)
-    >>> len(events.host_ops), len(events.device_ops), trace.rank
+    trace = load_kineto_trace("traces/device.0.json")
+    events = classify(trace)
+    len(events.host_ops), len(events.device_ops), trace.rank
 """
 
 from __future__ import annotations

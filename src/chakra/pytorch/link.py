@@ -14,8 +14,8 @@ and every device activity left unattached, with the reason. Traces from differen
 refused: their ids may coincide, but the names of the joined ops do not.
 
 Example:
-    >>> linked = link(load_host_trace("host.0.json"), load_kineto_trace("device.0.json"))   # doctest: +SKIP
-    >>> linked.report.host_matched, linked.timing[42].dur_us
+    linked = link(load_host_trace("host.0.json"), load_kineto_trace("device.0.json"))
+    linked.report.host_matched, linked.timing[42].dur_us
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ With ``check=True`` each rank is replayed with its recorded durations
 (:func:`chakra.analyze.replay.replay_file`) and the predicted span compared with the measured one.
 
 Example:
-    >>> result = convert_workload("traces/host.{rank}.json", "traces/device.{rank}.json", "out/job")  # doctest: +SKIP
-    >>> result.paths[0], result.reports[0].node_count, result.fidelity[0].error
+    result = convert_workload("traces/host.{rank}.json", "traces/device.{rank}.json", "out/job")
+    result.paths[0], result.reports[0].node_count, result.fidelity[0].error
 """
 
 from __future__ import annotations

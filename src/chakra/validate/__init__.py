@@ -7,8 +7,8 @@ send/recv pairs, collectives issued in different orders). ``target="astra-sim"``
 simulator aborts, hangs or silently misbehaves on (``reference/astra-sim.md`` §2, §7).
 
 Example:
-    >>> findings = validate_trace(Trace.load("llama.0.et"), target="astra-sim")   # doctest: +SKIP
-    >>> [f for f in findings if f.severity == ERROR]
+    findings = validate_trace(Trace.load("llama.0.et"), target="astra-sim")
+    [f for f in findings if f.severity == ERROR]
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ for in the name; a node that fits no lane goes on "other" (upstream stops with a
 which every PyTorch-derived trace hits).
 
 Example:
-    >>> log = parse_log("astra.log", num_npus=8)                          # doctest: +SKIP
-    >>> write_log_timeline(log, "timeline.json", parse_frequency_mhz("1.5GHz"), num_npus=8)
+    log = parse_log("astra.log", num_npus=8)
+    write_log_timeline(log, "timeline.json", parse_frequency_mhz("1.5GHz"), num_npus=8)
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 :class:`GraphView` (positions, edges, notes) by the rules of :mod:`chakra.viz.graph`.
 
 Example (a chain 0 -> 1 -> 2 -> 3 -> 4):
-    >>> view = select(table, around=2, depth=1)                         # doctest: +SKIP
-    >>> table.ids[view.positions]                                        # [1, 2, 3]
+    view = select(table, around=2, depth=1)
+    table.ids[view.positions]                                        # [1, 2, 3]
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def select(
     :class:`ChakraInputError` for an empty trace, an id not in the file, or filters that leave nothing.
 
     Example (a chain 0 -> 1 -> 2 -> 3 -> 4):
-        >>> view = select(table, around=2, depth=1)                         # doctest: +SKIP
-        >>> table.ids[view.positions]                                        # [1, 2, 3]
+        view = select(table, around=2, depth=1)
+        table.ids[view.positions]                                        # [1, 2, 3]
     """
     table.require_nodes()
     if depth < 0:

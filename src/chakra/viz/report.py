@@ -10,8 +10,8 @@ many plots the browser rendered (``data-plots-rendered`` on ``<body>``), so a he
 check the page.
 
 Example:
-    >>> workload = load_workload("out/job")                     # doctest: +SKIP
-    >>> write_report(workload, "report.html")
+    workload = load_workload("out/job")
+    write_report(workload, "report.html")
 """
 
 from __future__ import annotations

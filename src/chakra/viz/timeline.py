@@ -21,9 +21,9 @@ event (``ph: "X"``) per node, named after the node, with its id in ``args``. Chr
   divided by 1000.
 
 Example:
-    >>> write_trace_timeline(load_workload("out/job"), "job.trace.json")          # doctest: +SKIP
-    >>> result = simulate_workload("out/job", system, network, keep_intervals=True)  # doctest: +SKIP
-    >>> write_simulation_timeline(result, "job.sim.trace.json")                    # doctest: +SKIP
+    write_trace_timeline(load_workload("out/job"), "job.trace.json")
+    result = simulate_workload("out/job", system, network, keep_intervals=True)
+    write_simulation_timeline(result, "job.sim.trace.json")
 """
 
 from __future__ import annotations
@@ -181,8 +181,8 @@ def trace_events(workload: Workload | Mapping[int, NodeTable] | NodeTable) -> li
     :class:`ChakraInputError` when no node records a start time.
 
     Example:
-        >>> events = trace_events(load_workload("out/job"))      # doctest: +SKIP
-        >>> events[-1]["ts"], events[-1]["dur"]                  # µs since the first start, µs
+        events = trace_events(load_workload("out/job"))
+        events[-1]["ts"], events[-1]["dur"]                  # µs since the first start, µs
     """
     _, events, streams = _trace_parts(workload)
     for stream in streams:
