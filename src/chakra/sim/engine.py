@@ -32,6 +32,7 @@ import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from chakra.errors import ChakraInputError
 from chakra.sim.collectives import p2p_time_ns
@@ -251,7 +252,9 @@ class _Run:
         lowest-id ready node, then every ready receive. Compute nodes are issued and completed here,
         inline (the hot path); the others through :meth:`issue` and :meth:`finish`.
         """
-        ranks, total, intervals, start_of = self.ranks, self.total, self.intervals, self.start_of
+        # ranks without a program (None) never have an event, so the loop reads states only
+        ranks = cast("list[RankState]", self.ranks)
+        total, intervals, start_of = self.total, self.intervals, self.start_of
         keep_intervals = self.keep_intervals
         issue, finish = self.issue, self.finish
         queue = self.queue
@@ -271,7 +274,6 @@ class _Run:
                 pos = key & pos_mask
                 state = ranks[(key >> pos_bits) & rank_mask]
                 now = key >> time_shift
-            assert state is not None
             action, slot, ready, busy = state.action, state.slot, state.ready, state.busy
             if pos >= 0:  # node ``pos`` completes
                 lane = slot[pos]
