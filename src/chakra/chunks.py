@@ -122,7 +122,7 @@ class NodeChunk:
     ctrl_deps: np.ndarray  # uint64
     data_deps: np.ndarray  # uint64
     is_cpu: np.ndarray
-    ints: dict[str, np.ndarray]  # INT_KEYS -> int64, MISSING where absent
+    ints: dict[str, tuple[np.ndarray, np.ndarray]]  # INT_KEYS -> (positions in the chunk, int64 values)
     comm_pos: np.ndarray  # positions within the chunk of the communication nodes
     comm_texts: dict[str, list[str]]  # _TEXT_KEYS -> text per communication node ("" when absent)
     metadata_nodes: dict[int, Node]
@@ -132,6 +132,14 @@ class NodeChunk:
     repeated_pos: list[int]
     repeated_name: list[str]
     member_counts: np.ndarray  # (attr name id, member code) -> nodes
+
+
+    def column(self, name: str) -> np.ndarray:
+        """Integer attribute ``name`` of every node of the chunk (int64, :data:`MISSING` where absent)."""
+        out = np.full(len(self.rows), MISSING, dtype=np.int64)
+        positions, values = self.ints[name]
+        out[positions] = values
+        return out
 
 
 class ChunkDecoder:
@@ -184,15 +192,12 @@ class ChunkDecoder:
         if len(sel):
             flags, ok = flag_column(a_member[sel], a_value[sel], strings_of(sel))
             is_cpu[a_node[sel[ok]]] = flags[ok]
-        ints: dict[str, np.ndarray] = {}
+        ints: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name in INT_KEYS:
-            column = np.full(count, MISSING, dtype=np.int64)
             sel = rows_of(name)
-            if len(sel):
-                values, ok = int_column(a_member[sel], a_value[sel])
-                ok &= values != MISSING
-                column[a_node[sel[ok]]] = values[ok]
-            ints[name] = column
+            values, ok = int_column(a_member[sel], a_value[sel])
+            ok &= values != MISSING
+            ints[name] = (a_node[sel[ok]].astype(np.int64), values[ok])
         types = rows["type"]
         category = categories(types)
         comm_pos = np.flatnonzero(category == COMMUNICATION)

@@ -351,9 +351,7 @@ def _assemble(
         rows["n_ctrl"],
         joined(lambda c: c.ctrl_deps, np.uint64),
     )
-    ints = {
-        name: np.concatenate([c.ints[name] for c in chunks]) if chunks else np.zeros(0, np.int64) for name in INT_KEYS
-    }
+    ints = {name: _dense(chunks, name, len(rows)) for name in INT_KEYS}
     is_cpu = joined(lambda c: c.is_cpu, np.bool_)
     category = categories(types)
     track, track_names, num_resources = _tracks(is_cpu, ints["tid"], ints["stream"], category)
@@ -410,6 +408,15 @@ def _assemble(
         num_data_deps=int(rows["n_data"].sum()),
         num_ctrl_deps=int(rows["n_ctrl"].sum()),
     )
+
+
+def _dense(chunks: list[NodeChunk], name: str, n: int) -> np.ndarray:
+    """Integer attribute ``name`` of every node of the file (int64, :data:`MISSING` where absent)."""
+    out = np.full(n, MISSING, dtype=np.int64)
+    for chunk in chunks:
+        positions, values = chunk.ints[name]
+        out[positions + chunk.first] = values
+    return out
 
 
 def _group_ids(pg_names: list[str]) -> np.ndarray:

@@ -164,8 +164,9 @@ class _Summing:
             last = int((start[timed] + dur[timed]).max())
             self.first_start = first if self.first_start is None else min(first, self.first_start)
             self.last_end = last if self.last_end is None else max(last, self.last_end)
-        size = np.where(chunk.ints["comm_size"] != MISSING, chunk.ints["comm_size"], 0)
-        comm_type = chunk.ints["comm_type"]
+        sizes = chunk.column("comm_size")
+        size = np.where(sizes != MISSING, sizes, 0)
+        comm_type = chunk.column("comm_type")
         coll = types == COMM_COLL_NODE
         for value in np.unique(comm_type[coll]).tolist():
             mine = coll & (comm_type == value)
