@@ -1,0 +1,158 @@
+"""Dependencies that are not waits: each thread's and stream's order (:func:`chain`), a thread
+woken by another (:func:`inter_thread`), ``Stream Wait Event`` syncs (:func:`stream_waits`), the
+structure of a host-only conversion (:func:`host_only_structure`) and, on request, tensor producer
+-> consumer edges across threads (:func:`tensor_deps`). The rules are in the module docstring of
+:mod:`chakra.pytorch.convert`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from typing import Any
+
+import msgspec
+
+from chakra.pytorch.items import Builder, Item
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
+
+#: A thread idle for longer than this before an op was woken by another thread (µs). Shorter gaps
+#: are its own bookkeeping between back-to-back ops.
+INTER_THREAD_IDLE_US = 20.0
+#: Kineto ``cuda_sync`` kind that orders one stream after another (reference §2.7).
+STREAM_WAIT_EVENT = "Stream Wait Event"
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+def chain(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """Each op of a thread or stream after the one before it."""
+    for items in by_thread.values():
+        for prev, item in itertools.pairwise(items):
+            item.data.append(prev.node_id)
+        if builder.metadata_item is not None and items:
+            items[0].data.append(builder.metadata_item.node_id)
+
+
+def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """A top-level op that starts a busy period of its thread depends on the op that finished
+    last on another CPU thread before it started."""
+    cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
+    if len(cpu_threads) < 2:
+        return
+    finished = {t: sorted(by_thread[t], key=lambda i: i.end_us) for t in cpu_threads}
+    finished_ends = {t: [i.end_us for i in items] for t, items in finished.items()}
+    for thread in cpu_threads:
+        last_end = float("-inf")
+        for item in by_thread[thread]:
+            if item.depth != 0:
+                continue
+            ts = item.ts_us or 0.0
+            idle = ts - last_end
+            last_end = max(last_end, item.end_us)
+            if idle <= INTER_THREAD_IDLE_US or any(
+                not isinstance(builder.items[d].thread, tuple) and builder.items[d].thread != thread
+                for d in item.data
+                if d in builder.items
+            ):
+                continue  # busy or already tied to another thread (an issued transfer)
+            best: Item | None = None
+            for other in cpu_threads:
+                if other == thread:
+                    continue
+                k = bisect.bisect_right(finished_ends[other], ts) - 1
+                if k >= 0 and (best is None or finished_ends[other][k] > best.end_us):
+                    best = finished[other][k]
+            if best is not None and best.node_id not in item.data:
+                item.data.append(best.node_id)
+                builder.report.inter_thread_deps += 1
+
+
+def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """``Stream Wait Event`` sync activities: the next activity of the waiting stream after
+    the last activity of the awaited stream that finished before the wait."""
+    if builder.linked is None:
+        return
+    for sync in builder.linked.activities:
+        if sync.cat != "cuda_sync" or (sync.args.get("cuda_sync_kind") or sync.name) != STREAM_WAIT_EVENT:
+            continue
+        waiting = by_thread.get(("stream", sync.device, sync.args.get("stream", sync.stream)))
+        awaited = by_thread.get(("stream", sync.device, sync.args.get("wait_on_stream")))
+        if not waiting or not awaited:
+            continue
+        sync_end = sync.ts_us + sync.dur_us
+        before = [a for a in awaited if a.end_us <= sync_end]
+        after = [w for w in waiting if (w.ts_us or 0.0) >= sync.ts_us]
+        if before and after and before[-1].node_id not in after[0].data:
+            after[0].data.append(before[-1].node_id)
+
+
+def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """Without timing: call-tree parents as ``ctrl_deps``; transfers leave their thread's
+    chain (they run asynchronously) and synchronous calls hold the thread until they finish."""
+    transfers = {
+        i.node_id: i for i in builder.items.values() if i.node_type in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
+    }
+    for items in by_thread.values():
+        kept = [i for i in items if i.node_id not in transfers]
+        items[:] = kept
+    for item in builder.items.values():
+        parent = item.host.parent if item.host is not None else None
+        if parent is not None and parent != item.node_id and parent in builder.items and parent not in item.ctrl:
+            item.ctrl.append(parent)
+    for call in builder.calls.values():
+        transfer = next((transfers[m] for m in call.member_ids if m in transfers), None)
+        issuer = builder.items.get(call.root_id)
+        if transfer is None or issuer is None:
+            continue
+        if transfer is not issuer and issuer.node_id not in transfer.data:
+            transfer.data.append(issuer.node_id)
+        if call.async_op is False:
+            after = max(call.member_ids)
+            items = by_thread.get(issuer.thread, [])
+            k = bisect.bisect_right([i.node_id for i in items], after)
+            if k < len(items):
+                items[k].data.append(transfer.node_id)
+
+
+def tensor_deps(builder: Builder) -> None:
+    """Producer -> consumer edges across threads, by tensor id, among leaf ops and transfers."""
+    has_child = {i.host.parent for i in builder.items.values() if i.host is not None}
+    writer: dict[int, Item] = {}
+    for item in sorted(builder.items.values(), key=lambda i: i.key):
+        if item.host is None or item.node_type == METADATA_NODE:
+            continue
+        is_transfer = item.node_type != COMP_NODE
+        if item.node_id in has_child and not is_transfer:
+            continue
+        inputs = _tensor_ids(_safe_values(item.host.inputs.raw_values))
+        for tensor in inputs:
+            producer = writer.get(tensor)
+            if producer is not None and producer.thread != item.thread and producer.node_id not in item.data:
+                item.data.append(producer.node_id)
+                builder.report.data_deps += 1
+        outputs = _tensor_ids(_safe_values(item.host.outputs.raw_values))
+        for tensor in outputs + (inputs if is_transfer else []):
+            writer[tensor] = item
+
+
+def _safe_values(raw: bytes) -> Any:
+    try:
+        return _decode_json(raw)
+    except msgspec.DecodeError:
+        return []
+
+
+def _tensor_ids(value: Any) -> list[int]:
+    """Tensor ids (first field of ``[tensor_id, storage_id, offset, numel, itemsize, device]``)."""
+    found: list[int] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, list):
+            continue
+        if len(v) == 6 and isinstance(v[5], str) and isinstance(v[0], int):
+            found.append(v[0])
+        else:
+            stack.extend(v)
+    return found

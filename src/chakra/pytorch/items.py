@@ -1,0 +1,141 @@
+"""The nodes of one conversion under construction: an :class:`Item` per host op, device activity
+and part, the :class:`Segment` stretches of an op's exclusive time, and the :class:`Builder` that
+holds them (and the rest of a conversion's state) and makes the items. The steps that add
+dependencies are in :mod:`chakra.pytorch.waits`, :mod:`chakra.pytorch.dependencies` and
+:mod:`chakra.pytorch.transfers`; :mod:`chakra.pytorch.encode` writes the items as nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chakra.pytorch.comms import find_calls
+from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
+from chakra.pytorch.link import DeviceActivity, LinkedTrace
+from chakra.pytorch.report import ConversionReport
+from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
+
+#: Observer roots (``[pytorch|profiler|execution_trace|...]``): no work of their own, dropped.
+SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
+
+
+@dataclass(slots=True)
+class Segment:
+    """A stretch of an op's exclusive time on its thread (``owner`` None: between top-level ops)."""
+
+    start_us: float
+    end_us: float
+    owner: Item | None
+    first: bool  # starts where the owner starts
+    waited: bool = False  # the thread waited here until wait_end_us (for wait_edges[edge])
+    wait_end_us: float = 0.0
+    edge: int = -1
+
+
+@dataclass(slots=True)
+class Item:
+    """One node under construction. ``key`` orders nodes in time (ties: parents first)."""
+
+    node_id: int
+    name: str
+    node_type: int
+    key: tuple[float, float, int]
+    thread: Any = None  # chain key: Kineto tid, host tid, or ("stream", device, stream)
+    ts_us: float | None = None
+    dur_us: float = 0.0
+    excl_us: float = 0.0
+    is_cpu: bool = True
+    host: HostNode | None = None
+    activity: DeviceActivity | None = None
+    data: list[int] = field(default_factory=list)
+    ctrl: list[int] = field(default_factory=list)
+    attrs: list[tuple[str, Any]] = field(default_factory=list)
+    depth: int = 0
+    part_of: Item | None = None  # for the later parts of an op split at its children
+
+    @property
+    def end_us(self) -> float:
+        return (self.ts_us or 0.0) + self.dur_us
+
+
+class Builder:
+    """Holds the state of one conversion; :func:`chakra.pytorch.convert.convert` drives it."""
+
+    def __init__(
+        self, host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, astra_compatible: bool
+    ):
+        self.astra_compatible = astra_compatible
+        self.host = host
+        self.linked = linked
+        self.rank = rank
+        self.with_data_deps = data_deps
+        self.report = ConversionReport(rank=rank, mode="linked" if linked else "host-only")
+        self.report.link = linked.report if linked else None
+        self.items: dict[int, Item] = {}
+        self.by_host_id = host.by_id()
+        self.groups = host.process_groups()
+        self.calls = find_calls(host.nodes, self.groups)
+        self.metadata_item: Item | None = None
+        self.wait_edges: list[tuple[Item, Item]] = []  # (waited, resumed), tied after split_parts
+        self.next_id = max((n.id for n in host.nodes), default=0) + 1  # for nodes the host trace lacks
+
+    def add_host_ops(self) -> None:
+        timing = self.linked.timing if self.linked else {}
+        for node in self.host.nodes:
+            self.report.host_ops += 1
+            if node.name in SYNTHETIC_ROOTS:
+                self.report.drop(node.id, node.name, "observer root (no work of its own)")
+                continue
+            if node.name == PROCESS_GROUP_NODE:
+                item = Item(node.id, node.name, METADATA_NODE, (float("-inf"), 0.0, node.id), host=node, is_cpu=False)
+                self.metadata_item = self.items[node.id] = item
+                continue
+            if self.linked is not None:
+                t = timing.get(node.id)
+                if t is None:
+                    reason = (
+                        "recorded without an rf_id, so it cannot be timed"
+                        if not node.rf_id
+                        else "outside the profiled window (no Kineto op with its rf_id)"
+                    )
+                    self.report.drop(node.id, node.name, reason)
+                    continue
+                item = Item(node.id, node.name, COMP_NODE, (t.ts_us, -t.dur_us, node.id), thread=t.thread)
+                item.ts_us, item.dur_us, item.excl_us = t.ts_us, t.dur_us, t.exclusive_us
+            else:
+                item = Item(node.id, node.name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid)
+            item.host = node
+            self.items[node.id] = item
+
+    def add_device_activities(self) -> None:
+        if self.linked is None:
+            return
+        next_id = self.next_id
+        for activity in self.linked.activities:
+            self.report.device_activities += 1
+            if activity.cat == "cuda_sync":
+                # orders streams (see dependencies.stream_waits); it does no work of its own
+                self.report.drop(activity.name, activity.name, "synchronisation event (turned into dependencies)")
+                continue
+            item = Item(next_id, activity.name, COMP_NODE, (activity.ts_us, -activity.dur_us, next_id))
+            item.thread = ("stream", activity.device, activity.stream)
+            item.ts_us, item.dur_us, item.excl_us = activity.ts_us, activity.dur_us, activity.dur_us
+            item.is_cpu = False
+            item.activity = activity
+            if activity.host_id is not None and activity.host_id in self.items:
+                item.data.append(activity.host_id)
+                item.ctrl.append(activity.host_id)
+            self.items[next_id] = item
+            next_id += 1
+        self.next_id = next_id
+
+    def threads(self) -> dict[Any, list[Item]]:
+        by_thread: dict[Any, list[Item]] = defaultdict(list)
+        for item in self.items.values():
+            if item.node_type != METADATA_NODE:
+                by_thread[item.thread].append(item)
+        for items in by_thread.values():
+            items.sort(key=lambda i: i.key)
+        return by_thread

@@ -1,0 +1,233 @@
+"""Where threads waited, and the exclusive time of ops (linked mode, from timing): the call-tree
+nesting of each CPU thread into :class:`~chakra.pytorch.items.Segment` stretches (:func:`nest`), the
+split of an issuer at the moment its work started elsewhere (:func:`split_at_issue`), the waits a
+thread resumed from (:func:`find_waits`, tied by :func:`tie_waits`), the parts an op spends after its
+children (:func:`split_parts`), and the pick-up delay of worker-run transfers (:func:`absorb_pickup`).
+The rules are in the module docstring of :mod:`chakra.pytorch.convert`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from typing import Any
+
+from chakra.pytorch.items import Builder, Item, Segment
+from chakra.pytorch.report import COMM_KIND_LABEL
+from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
+
+#: A thread that resumes this soon after an activity it waited for finished is taken to have
+#: waited for it. Measured resume latencies: 5-40 µs after a gloo work completes (Python returning
+#: from ``Work.wait``), a few µs after a CUDA sync; 50 µs covers both with margin.
+WAIT_RESUME_TOLERANCE_US = 50.0
+#: ... or within this share of the wait itself (long waits on a busy machine resume later).
+WAIT_RESUME_SHARE = 0.25
+#: Busy time an op spends after one of its children becomes a node of its own from this length on
+#: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
+PART_MIN_US = 20.0
+
+
+def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
+    """Per CPU thread: depth of every op, call-tree parents (``ctrl_deps``) and the segments of
+    exclusive time where the thread ran no child (owner ``None``: between top-level ops)."""
+    segments: dict[Any, list[Segment]] = {}
+    for thread, items in by_thread.items():
+        if isinstance(thread, tuple):  # device streams have no nesting
+            continue
+        segs: list[Segment] = []
+        stack: list[list[Any]] = []  # [item, cursor: where its exclusive time resumes]
+        top_cursor = float("-inf")
+        for item in items:
+            ts = item.ts_us or 0.0
+            while stack and ts >= stack[-1][0].end_us:
+                top_cursor = _close(stack, segs, top_cursor)
+            if stack:
+                parent, cursor = stack[-1]
+                if ts > cursor:
+                    segs.append(Segment(cursor, ts, parent, cursor == (parent.ts_us or 0.0)))
+                stack[-1][1] = max(cursor, ts)
+                item.depth = len(stack)
+                if item.host is not None and item.host.parent == parent.node_id:
+                    item.ctrl.append(parent.node_id)
+            else:
+                if top_cursor != float("-inf") and ts > top_cursor:
+                    segs.append(Segment(top_cursor, ts, None, False))
+                item.depth = 0
+            stack.append([item, ts])
+        while stack:
+            top_cursor = _close(stack, segs, top_cursor)
+        segments[thread] = segs
+        # exclusive time = the op's segments, consistent with how children were assigned above
+        for item in items:
+            item.excl_us = 0.0
+        for segment in segs:
+            if segment.owner is not None:
+                segment.owner.excl_us += segment.end_us - segment.start_us
+    return segments
+
+
+def _close(stack: list[list[Any]], segs: list[Segment], top_cursor: float) -> float:
+    """Pop the innermost open op: its last exclusive segment, and move its parent's cursor (or the
+    thread's, returned) past everything below it."""
+    owner, cursor = stack.pop()
+    if owner.end_us > cursor:
+        segs.append(Segment(cursor, owner.end_us, owner, cursor == (owner.ts_us or 0.0)))
+    # a child may outlast its parent (gloo's recv runs on after c10d::recv_ returns): that time
+    # is the child's, not the grandparent's
+    subtree_end = max(owner.end_us, cursor)
+    if stack:
+        stack[-1][1] = max(stack[-1][1], subtree_end)
+        return top_cursor
+    return max(top_cursor, subtree_end)
+
+
+def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None:
+    """Where work on another thread started while the op that issued it was still running
+    (a gloo ``c10d::`` op that stays busy after handing its work to the worker), split the
+    issuer's time at that moment: the work depends on the issuer's first piece, the rest
+    becomes a part (or a wait, if the issuer then waited for the work)."""
+    by_owner: dict[int, list[Segment]] = defaultdict(list)
+    for segs in segments.values():
+        for segment in segs:
+            if segment.owner is not None:
+                by_owner[segment.owner.node_id].append(segment)
+    for item in builder.items.values():
+        if item.ts_us is None or isinstance(item.thread, tuple):
+            continue
+        for dep in item.data:
+            issuer = builder.items.get(dep)
+            if (
+                issuer is None
+                or issuer.ts_us is None
+                or isinstance(issuer.thread, tuple)
+                or issuer.thread == item.thread
+                or not issuer.ts_us < item.ts_us < issuer.end_us - PART_MIN_US
+            ):
+                continue
+            for segment in by_owner.get(issuer.node_id, []):
+                if segment.start_us < item.ts_us < segment.end_us - PART_MIN_US:
+                    rest = Segment(item.ts_us, segment.end_us, issuer, False)
+                    segment.end_us = item.ts_us
+                    segments[issuer.thread].append(rest)
+                    by_owner[issuer.node_id].append(rest)
+                    break
+
+
+def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
+    """Dependencies for the places a thread waited (see :mod:`chakra.pytorch.convert`)."""
+    cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
+    issued: dict[Any, list[Item]] = defaultdict(list)  # thread -> async items it started
+    for item in builder.items.values():
+        if item.ts_us is None or item.node_type == METADATA_NODE:
+            continue
+        for dep in item.data:
+            parent = builder.items.get(dep)
+            if parent is not None and parent.thread != item.thread and not isinstance(parent.thread, tuple):
+                issued[parent.thread].append(item)
+    for thread in cpu_threads:
+        items = by_thread[thread]
+        starts = [i.ts_us or 0.0 for i in items]
+        issued_here = sorted(issued.get(thread, []), key=lambda i: i.end_us)
+        others = [i for t in cpu_threads if t != thread for i in by_thread[t] if i.depth == 0]
+        # inside an op: anything the thread could have waited for; between top-level ops only
+        # what it issued itself (a worker thread idles between works without waiting for them)
+        inside = sorted(issued_here + others, key=lambda i: i.end_us)
+        lists = {True: (inside, [c.end_us for c in inside]), False: (issued_here, [c.end_us for c in issued_here])}
+        for segment in segments.get(thread, []):
+            seg_start, seg_end, owner = segment.start_us, segment.end_us, segment.owner
+            candidates, ends = lists[owner is not None]
+            k = bisect.bisect_right(ends, seg_end) - 1
+            if k < 0 or ends[k] <= seg_start:
+                continue
+            waited = candidates[k]
+            wait_us = ends[k] - seg_start
+            if seg_end - ends[k] > max(WAIT_RESUME_TOLERANCE_US, WAIT_RESUME_SHARE * wait_us):
+                continue
+            j = bisect.bisect_left(starts, seg_end)
+            if j >= len(items):
+                continue
+            builder.wait_edges.append((waited, items[j]))
+            if owner is not None:
+                owner.excl_us = max(0.0, owner.excl_us - wait_us)
+            segment.waited = True
+            segment.wait_end_us = ends[k]
+            segment.edge = len(builder.wait_edges) - 1
+            builder.report.waits += 1
+            builder.report.wait_us += wait_us
+
+
+def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
+    """Give busy exclusive time that an op spent *after* one of its children (at least
+    ``PART_MIN_US``, or any time after a wait) a node of its own at that place in the thread,
+    named like the op: left at the op's start it would delay the op's children and hide
+    overlap with what they issued."""
+    for thread, segs in segments.items():
+        added = False
+        for segment in segs:
+            owner = segment.owner
+            if owner is None:
+                continue
+            if segment.waited:
+                # what the op did after the wait ended (at least returning from it) comes after it
+                start_us = segment.wait_end_us
+                length = segment.end_us - start_us
+                if length <= 0:
+                    continue
+            elif segment.first or segment.end_us - segment.start_us < PART_MIN_US:
+                continue
+            else:
+                start_us, length = segment.start_us, segment.end_us - segment.start_us
+            node_id = builder.next_id
+            builder.next_id += 1
+            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread=thread)
+            part.ts_us, part.dur_us, part.excl_us = start_us, length, length
+            if segment.waited:
+                waited, _ = builder.wait_edges[segment.edge]
+                builder.wait_edges[segment.edge] = (waited, part)
+            part.depth = owner.depth + 1
+            part.ctrl.append(owner.node_id)
+            part.part_of = owner
+            owner.excl_us = max(0.0, owner.excl_us - length)
+            builder.items[node_id] = part
+            by_thread[thread].append(part)
+            builder.report.parts += 1
+            added = True
+        if added:
+            by_thread[thread].sort(key=lambda i: i.key)
+
+
+def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """The op that resumed after a wait depends on the *last* node of what it waited for: an op
+    with children (a gloo work that copies, an autograd function) is only done when its last
+    child or part is."""
+    starts = {t: [i.ts_us or 0.0 for i in items] for t, items in by_thread.items()}
+    for waited, resumed in builder.wait_edges:
+        items = by_thread.get(waited.thread, [])
+        k = bisect.bisect_left(starts.get(waited.thread, []), waited.end_us) - 1
+        last = items[k] if k >= 0 and items[k].key >= waited.key else waited
+        if last.node_id not in resumed.data and last is not resumed:
+            resumed.data.append(last.node_id)
+
+
+def absorb_pickup(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """A transfer run by a worker thread (gloo) starts some time after its issuer handed it over
+    and the worker was free (µs normally, ms for a group's first collective); nothing else
+    explains that delay, so it counts as part of the communication as the program sees it:
+    the transfer node starts at the hand-over."""
+    for thread, items in by_thread.items():
+        if isinstance(thread, tuple):
+            continue
+        for k, item in enumerate(items):
+            if item.node_type not in COMM_KIND_LABEL or item.ts_us is None:
+                continue
+            issuers = [builder.items[d] for d in item.data if d in builder.items and builder.items[d].thread != thread]
+            ready_us = max([i.end_us for i in issuers if i.ts_us is not None], default=None)
+            if ready_us is None:
+                continue
+            if k > 0:
+                ready_us = max(ready_us, items[k - 1].end_us)
+            delay_us = item.ts_us - ready_us
+            if delay_us > 0:
+                item.ts_us -= delay_us
+                item.dur_us += delay_us
+                item.excl_us += delay_us
