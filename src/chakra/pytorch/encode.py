@@ -37,7 +37,7 @@ def encode_nodes(builder: Builder, comm_nodes: list[CommNode]) -> Conversion:
     return _Encoder(builder).finish(comm_nodes)
 
 
-def costed_ancestors(builder: Builder) -> set[int]:
+def _costed_ancestors(builder: Builder) -> set[int]:
     """Ops with a modelled op below them (``linear`` over ``addmm``, ``conv2d`` over
     ``convolution``) get no cost of their own: the work would be counted twice."""
     costed_below: set[int] = set()
@@ -60,7 +60,7 @@ class _Encoder:
         self.linked = builder.linked
         self.rank = builder.rank
         self.report = builder.report
-        self.costed_below = costed_ancestors(builder)
+        self.costed_below = _costed_ancestors(builder)
         self.io_cache: dict[bytes, bytes] = {}
         self.encode = AttrEncoder()
         self.shared_attrs: dict[tuple[Any, ...], bytes] = {}

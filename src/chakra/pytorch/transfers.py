@@ -64,7 +64,7 @@ def attach_comm(builder: Builder) -> list[CommNode]:
             and issuer.node_id not in transfer.data
         ):
             transfer.data.append(issuer.node_id)
-        comm_nodes.append(make_comm(builder, call, transfer))
+        comm_nodes.append(_make_comm(builder, call, transfer))
     for item in builder.items.values():
         if item.activity is not None and is_nccl_kernel(item.name) and item.node_id not in claimed:
             kind = comm_kind(item.name)
@@ -73,11 +73,12 @@ def attach_comm(builder: Builder) -> list[CommNode]:
                 continue
             call = CommCall(item.node_id, item.name, kind[0], kind[1], 0, "kernel name only", 0)
             builder.report.comm_notes["NCCL kernel without its call: size unknown (0)"] += 1
-            comm_nodes.append(make_comm(builder, call, item))
+            comm_nodes.append(_make_comm(builder, call, item))
     return comm_nodes
 
 
-def make_comm(builder: Builder, call: CommCall, transfer: Item) -> CommNode:
+def _make_comm(builder: Builder, call: CommCall, transfer: Item) -> CommNode:
+    """Make ``transfer`` the node of ``call`` (its type and attributes, counted in the report)."""
     transfer.node_type = call.node_type
     transfer.is_cpu = False
     builder.report.comm[_comm_label(call)] += 1
