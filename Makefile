@@ -38,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/generate_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output
+	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so
