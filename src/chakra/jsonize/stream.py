@@ -40,9 +40,11 @@ JSON_DETECT_CHARS = 1 << 16
 #: buffer boundary (a literal, a number or a ``\\uXXXX`` escape is shorter), so more text is read.
 JSON_TAIL_SLACK_CHARS = 32
 
-_WS = re.compile(r"[ \t\n\r]*")
+#: JSON's whitespace characters.
+_WS_CHARS = " \t\n\r"
+_WS = re.compile(f"[{_WS_CHARS}]*")
 #: How our document form starts (its first key); anything else is read as objects back to back.
-_DOCUMENT_START = re.compile(rf'\{{[ \t\n\r]*"(?:{DOC_METADATA_KEY}|{DOC_NODES_KEY})"')
+_DOCUMENT_START = re.compile(rf'\{{[{_WS_CHARS}]*"(?:{DOC_METADATA_KEY}|{DOC_NODES_KEY})"')
 _UTF8_BOM = "\ufeff"
 
 
@@ -134,6 +136,9 @@ class _JsonText:
 
     def peek(self) -> str | None:
         """The next non-whitespace character (``pos`` moves onto it), None at end of file."""
+        buf, pos = self.buf, self.pos
+        if pos < len(buf) and buf[pos] not in _WS_CHARS:  # already on it (a ',' after a node): no regex
+            return buf[pos]
         while True:
             self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf):
