@@ -264,7 +264,7 @@ class _Run:
         push, pop = heapq.heappush, heapq.heappop
         done = self.done
         starting = sorted(self.programs, reverse=True)
-        now = 0
+        now_ns = 0
         while starting or events:
             if starting:
                 state = ranks[starting.pop()]
@@ -273,28 +273,28 @@ class _Run:
                 key = pop(events)
                 pos = key & pos_mask
                 state = ranks[(key >> pos_bits) & rank_mask]
-                now = key >> time_shift
+                now_ns = key >> time_shift
             action, slot, ready, busy = state.action, state.slot, state.ready, state.busy
             if pos >= 0:  # node ``pos`` completes
                 lane = slot[pos]
                 if action[pos] == DO_COMPUTE:
                     busy[lane] = False
-                    elapsed = now - state.last_change_ns  # state.account(now), inline
+                    elapsed = now_ns - state.last_change_ns  # state.account(now_ns), inline
                     if elapsed:
                         state.split_ns[(state.running_compute > 0) * 2 + (state.running_comm > 0)] += elapsed
-                        state.last_change_ns = now
+                        state.last_change_ns = now_ns
                     state.running_compute -= 1
                 else:
                     if lane != NO_SLOT:
                         busy[lane] = False
-                    finish(state, pos, now, action[pos], lane)
-                state.finish_ns = now  # events come in time order
+                    finish(state, pos, now_ns, action[pos], lane)
+                state.finish_ns = now_ns  # events come in time order
                 done += 1
                 if progress is not None and done % PROGRESS_EVERY == 0:
                     progress(done, total)
                 if intervals is not None:
                     node_id = state.program.ids[pos]
-                    intervals[state.rank].append((node_id, start_of.pop((state.rank, pos), now), now, lane))
+                    intervals[state.rank].append((node_id, start_of.pop((state.rank, pos), now_ns), now_ns, lane))
                 deps_left = state.deps_left
                 for child in state.children[pos]:
                     left = deps_left[child] - 1
@@ -307,47 +307,48 @@ class _Run:
                     busy[lane] = True
                     if action[pos] == DO_COMPUTE:
                         if keep_intervals:
-                            start_of[(state.rank, pos)] = now
-                        elapsed = now - state.last_change_ns  # state.account(now), inline
+                            start_of[(state.rank, pos)] = now_ns
+                        elapsed = now_ns - state.last_change_ns  # state.account(now_ns), inline
                         if elapsed:
                             state.split_ns[(state.running_compute > 0) * 2 + (state.running_comm > 0)] += elapsed
-                            state.last_change_ns = now
+                            state.last_change_ns = now_ns
                         state.running_compute += 1
-                        took = state.run_ns[pos]
+                        took_ns = state.run_ns[pos]
                         if state.cpu_slot[lane]:
-                            state.cpu_ns += took
+                            state.cpu_ns += took_ns
                         else:
-                            state.gpu_ns += took
-                        push(events, ((now + took) << time_shift) | (next_seq() << seq_shift) | state.event_base | pos)
+                            state.gpu_ns += took_ns
+                        end_ns = now_ns + took_ns
+                        push(events, (end_ns << time_shift) | (next_seq() << seq_shift) | state.event_base | pos)
                     else:
-                        issue(state, pos, now)
+                        issue(state, pos, now_ns)
             receives = ready[NO_SLOT]
             while receives:
-                issue(state, pop(receives), now)
+                issue(state, pop(receives), now_ns)
         self.done = done
 
-    def issue(self, state: RankState, pos: int, now: int) -> None:
+    def issue(self, state: RankState, pos: int, now_ns: int) -> None:
         """Issue a node that is not compute (compute is issued inline in :meth:`loop`)."""
         program, rank, queue = state.program, state.rank, self.queue
         action = state.action[pos]
         lane = state.slot[pos]
         if self.keep_intervals:
-            self.start_of[(rank, pos)] = now
+            self.start_of[(rank, pos)] = now_ns
         if action in COMMUNICATING_ACTIONS:
-            state.account(now)
+            state.account(now_ns)
             state.running_comm += 1
         if lane == SLOT_COMM:
-            self.comm_started[(rank, pos)] = now
+            self.comm_started[(rank, pos)] = now_ns
         if self.replay_only and action != DO_INSTANT:
             # replay-only: every node takes its recorded time, communication included (§2.4)
-            took = state.run_ns[pos]
+            took_ns = state.run_ns[pos]
             if state.cpu_slot[lane]:
-                state.cpu_ns += took
+                state.cpu_ns += took_ns
             else:
-                state.gpu_ns += took
-            queue.push(now + took, rank, pos)
+                state.gpu_ns += took_ns
+            queue.push(now_ns + took_ns, rank, pos)
         elif action == DO_INSTANT:
-            queue.push(now, rank, pos)
+            queue.push(now_ns, rank, pos)
         elif action == DO_MEMORY:
             if not self.memory.enabled:
                 raise ChakraInputError(
@@ -356,7 +357,7 @@ class _Run:
                     path=self.memory.config.path,
                     hint="pass --remote-memory with a memory-type such as PER_NPU_MEMORY_EXPANSION",
                 )
-            queue.push(self.memory.access(rank, now, program.memory_bytes.get(pos, 0)), rank, pos)
+            queue.push(self.memory.access(rank, now_ns, program.memory_bytes.get(pos, 0)), rank, pos)
         elif action == DO_COLLECTIVE:
             comm_type, size, pg_name, _, _, _ = program.comm[pos]
             refusal = self.collectives.refusal(rank, pg_name)
@@ -365,14 +366,14 @@ class _Run:
                 raise ChakraInputError(
                     f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) {why}", path=program.path, hint=hint
                 )
-            started = self.collectives.arrive(rank, pos, now, comm_type, size, pg_name)
+            started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, pg_name)
             if started is not None:
                 end_ns, members = started
                 for member, member_pos in members:
                     queue.push(end_ns, member, member_pos)
         elif action == DO_SEND:
             _, size, _, src, dst, tag = program.comm[pos]
-            arrival_ns = now + p2p_time_ns(src, dst, size, self.network)
+            arrival_ns = now_ns + p2p_time_ns(src, dst, size, self.network)
             queue.push(arrival_ns, rank, pos)
             receive = self.messages.send((src, dst, tag, size), arrival_ns)
             if receive is not None:
@@ -380,17 +381,17 @@ class _Run:
                 queue.push(max(arrival_ns, posted_ns), receiver, receive_pos)
         else:  # DO_RECV
             _, size, _, src, dst, tag = program.comm[pos]
-            sent_ns = self.messages.receive((src, dst, tag, size), rank, pos, now)
+            sent_ns = self.messages.receive((src, dst, tag, size), rank, pos, now_ns)
             if sent_ns is not None:
-                queue.push(max(sent_ns, now), rank, pos)
+                queue.push(max(sent_ns, now_ns), rank, pos)
 
-    def finish(self, state: RankState, pos: int, now: int, action: int, lane: int) -> None:
+    def finish(self, state: RankState, pos: int, now_ns: int, action: int, lane: int) -> None:
         """Bookkeeping when a node that is not compute completes."""
         if action in COMMUNICATING_ACTIONS:
-            state.account(now)
+            state.account(now_ns)
             state.running_comm -= 1
         if lane == SLOT_COMM:
-            state.comm_ns += now - self.comm_started.pop((state.rank, pos), now)
+            state.comm_ns += now_ns - self.comm_started.pop((state.rank, pos), now_ns)
 
     def result(self) -> SimResult:
         """The statistics of a finished run; :class:`SimulationStuck` when nodes were left."""
