@@ -28,9 +28,9 @@ This module lists the families (:data:`FAMILIES`), sweeps and writes them; each 
 :mod:`chakra.generate.micro_families`, the parsing of sizes in :mod:`chakra.generate.sizes`.
 
 Example:
-    >>> from chakra.generate.micro import MicroParams, generate, sweep_collectives
-    >>> written = generate("micro", ["ALL_REDUCE", "send_recv_ring"], MicroParams(num_npus=8))  # doctest: +SKIP
-    >>> written = sweep_collectives("sweep", ["ALL_REDUCE"], [1 << 10, 1 << 20], [8, 16])  # doctest: +SKIP
+    from chakra.generate.micro import MicroParams, generate, sweep_collectives
+    written = generate("micro", ["ALL_REDUCE", "send_recv_ring"], MicroParams(num_npus=8))
+    written = sweep_collectives("sweep", ["ALL_REDUCE"], [1 << 10, 1 << 20], [8, 16])
 """
 
 from __future__ import annotations

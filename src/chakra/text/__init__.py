@@ -48,8 +48,8 @@ The package: :mod:`~chakra.text.workload` (kinds, columns, the parsed form), :mo
 :mod:`~chakra.text.convert` (notes and writing).
 
 Example:
-    >>> conversion = convert_text("resnet50.txt", "out/resnet", num_npus=8)  # doctest: +SKIP
-    >>> conversion.paths[0], conversion.nodes_per_rank, conversion.notes  # doctest: +SKIP
+    conversion = convert_text("resnet50.txt", "out/resnet", num_npus=8)
+    conversion.paths[0], conversion.nodes_per_rank, conversion.notes
 """
 
 from __future__ import annotations
