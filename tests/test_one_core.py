@@ -241,3 +241,32 @@ def test_a_workload_whose_writing_fails_leaves_the_earlier_one_as_it_was(tmp_pat
 
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert io.read(f"{prefix}.0.et")[1][0].name == "stale"
+
+
+# -- the simulator reads the same table -------------------------------------------------------------
+
+
+def simulate(prefix: Path, num_npus: int):
+    from chakra.sim.config import load_network, load_system
+    from chakra.sim.run import simulate_workload
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "astra"
+    network = load_network(examples / "ring2.yml", {"npus_count": [num_npus]})
+    return simulate_workload(prefix, load_system(examples / "system.json"), network)
+
+
+def test_the_simulator_runs_a_text_false_flag_on_the_gpu_not_the_cpu(tmp_path):
+    for rank in range(2):
+        write_et(tmp_path / f"w.{rank}.et", [text_flag_node(1, "false")])
+
+    stats = simulate(tmp_path / "w", 2).ranks[0]
+
+    assert (stats.cpu_ns, stats.gpu_compute_ns) == (0, 7000)
+
+
+def test_the_simulator_runs_a_spaced_pg_name_on_its_group(tmp_path):
+    prefix = spaced_group_workload(tmp_path)
+
+    result = simulate(prefix, 2)
+
+    assert result.collectives["ALL_REDUCE"]["count"] == 1 and result.finish_ns > 0

@@ -184,4 +184,4 @@ def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_and_grou
 
     line = _simulate_error(capsys, tmp_path / "job", "--comm-groups", str(groups))
 
-    assert "rank 0 node 1" in line and "communicator group '1', which no comm groups file defines" in line, line
+    assert "rank 0 node 1" in line and "communicator group 1, which no comm groups file defines" in line, line

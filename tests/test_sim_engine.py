@@ -17,7 +17,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     METADATA_NODE,
 )
 from chakra.sim.collectives import collective_time_ns, p2p_time_ns
-from chakra.sim.config import load_network, load_system
+from chakra.sim.config import load_network, load_system, scale_network
 from chakra.sim.engine import simulate
 from chakra.sim.program import load_rank
 from chakra.sim.results import SimulationStuck
@@ -284,3 +284,43 @@ def test_a_group_listing_a_rank_twice_is_refused(tmp_path, configs):
     (tmp_path / "groups.json").write_text('{"1": [0, 1, 1]}')
     with pytest.raises(ChakraInputError, match="group 1 lists a rank more than once"):
         run(tmp_path, {0: [comp(1, 1)], 1: [comp(1, 1)]}, system, net2, comm_groups_path=tmp_path / "groups.json")
+
+
+# -- what-if magnitudes, on generated workloads (deterministic: no recording, no machine load) ------
+
+
+@pytest.fixture(scope="module")
+def generated_step(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated Llama 3 8B training step (2 layers) on 2 tensor-parallel ranks, whose all-reduces
+    sit between the compute they separate, with roofline durations: the same every run."""
+    from chakra.generate.llm import generate_llm
+    from chakra.generate.spec_input import resolve_spec
+
+    prefix = tmp_path_factory.mktemp("generated") / "llama"
+    spec = resolve_spec("llama3-8b", overrides={"parallel.tp": 2, "global_batch": 2, "model.layers": 2})
+    generate_llm(spec, prefix)
+    return prefix
+
+
+def test_halving_compute_halves_a_compute_bound_generated_step(generated_step, configs):
+    system, net2, _ = configs
+    fast = scale_network(net2, bandwidth_scale=1e4, latency_scale=1e-3)  # the network next to free
+    base = simulate_workload(generated_step, system, fast).finish_ns
+    # what stays when compute is free: the all-reduces (their reductions cost local memory bandwidth)
+    rest = simulate_workload(generated_step, system, fast, compute_scale=0.0).finish_ns
+
+    halved = simulate_workload(generated_step, system, fast, compute_scale=0.5).finish_ns
+
+    assert (halved - rest) / (base - rest) == pytest.approx(0.5, abs=0.01)
+
+
+def test_twice_the_bandwidth_halves_the_time_a_slow_network_adds_to_a_generated_step(generated_step, configs):
+    system, net2, _ = configs
+    fast = scale_network(net2, bandwidth_scale=1e4, latency_scale=1e-3)
+    slow = scale_network(net2, bandwidth_scale=1e-3, latency_scale=1e-3)  # bandwidth-bound all-reduces
+    base = simulate_workload(generated_step, system, fast).finish_ns
+    added = simulate_workload(generated_step, system, slow).finish_ns - base
+    added_at_twice = simulate_workload(generated_step, system, scale_network(slow, bandwidth_scale=2)).finish_ns - base
+
+    assert added > 0
+    assert added_at_twice / added == pytest.approx(0.5, abs=0.005)

@@ -38,7 +38,7 @@ from chakra.errors import ChakraInputError
 from chakra.sim.collectives import p2p_time_ns
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.events import EventQueue
-from chakra.sim.matching import DEFAULT_GROUPS, CollectiveMatcher, MessageMatcher, Waiting
+from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
 from chakra.sim.memory import MemoryQueues
 from chakra.sim.program import (
     COMMUNICATING_ACTIONS,
@@ -57,7 +57,6 @@ from chakra.sim.results import RankStats, SimResult, SimulationStuck
 
 # Kept importable from here, where they lived before the program and results had their own modules.
 __all__ = [
-    "DEFAULT_GROUPS",
     "SLOT_NAMES",
     "RankProgram",
     "RankState",
@@ -359,14 +358,14 @@ class _Run:
                 )
             queue.push(self.memory.access(rank, now_ns, program.memory_bytes.get(pos, 0)), rank, pos)
         elif action == DO_COLLECTIVE:
-            comm_type, size, pg_name, _, _, _ = program.comm[pos]
-            refusal = self.collectives.refusal(rank, pg_name)
+            comm_type, size, group, _, _, _ = program.comm[pos]
+            refusal = self.collectives.refusal(rank, group)
             if refusal is not None:
                 why, hint = refusal
                 raise ChakraInputError(
                     f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) {why}", path=program.path, hint=hint
                 )
-            started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, pg_name)
+            started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
             if started is not None:
                 end_ns, members = started
                 for member, member_pos in members:

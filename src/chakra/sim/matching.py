@@ -26,11 +26,10 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.sim.collectives import collective_time_ns
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.table import DEFAULT_GROUP_ID
 
-#: The group every rank belongs to: ``pg_name`` empty or "0" (§2.5).
-DEFAULT_GROUPS = frozenset({"", "0"})
-#: The key the default group's collectives are counted under.
-DEFAULT_GROUP_KEY = "0"
+#: How messages name the default group (``pg_name`` "" or "0", §2.5).
+DEFAULT_GROUP_LABEL = "0"
 
 #: A message's match key: (source rank, destination rank, tag, size in bytes).
 MessageKey = tuple[int, int, int, int]
@@ -73,9 +72,10 @@ class CollectiveMatcher:
         """``comm_groups``: group id -> member ranks (the comm groups file); ``present``: the ranks
         simulated; ``world``: the network's NPUs. Raises as :func:`check_groups`."""
         check_groups(comm_groups, world)
-        self.members: dict[str, tuple[int, ...] | None] = {name: None for name in DEFAULT_GROUPS}
+        # group id (chakra.groups.group_id; DEFAULT_GROUP_ID: all ranks) -> members, None for all
+        self.members: dict[int, tuple[int, ...] | None] = {DEFAULT_GROUP_ID: None}
         for key, ranks in (comm_groups or {}).items():
-            self.members[str(key)] = tuple(sorted(ranks))
+            self.members[int(key)] = tuple(sorted(ranks)) if ranks else None
         self._member_sets = {name: frozenset(ranks) for name, ranks in self.members.items() if ranks is not None}
         self._present = present
         # how many of a group's members are simulated: a collective starts when they all arrived
@@ -84,42 +84,41 @@ class CollectiveMatcher:
             for name, ranks in self.members.items()
         }
         self._system, self._network = system, network
-        self._turn: dict[tuple[int, str], int] = defaultdict(int)  # (rank, group) -> collectives issued
+        self._turn: dict[tuple[int, int], int] = defaultdict(int)  # (rank, group) -> collectives issued
         # (group, turn) -> rank -> (arrival ns, pos, comm type, size) of the members arrived so far
-        self._arrived: dict[tuple[str, int], dict[int, tuple[int, int, int, int]]] = {}
-        self._time_ns: dict[tuple[int, int, str], int] = {}  # (type, size, group) -> ns: the model is pure
+        self._arrived: dict[tuple[int, int], dict[int, tuple[int, int, int, int]]] = {}
+        self._time_ns: dict[tuple[int, int, int], int] = {}  # (type, size, group) -> ns: the model is pure
         self._type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
         self.totals: dict[str, dict[str, int]] = {}  # type name -> count, bytes, time_ns
         self.warnings: list[str] = []
 
-    def refusal(self, rank: int, pg_name: str) -> tuple[str, str] | None:
-        """Why ``rank`` cannot issue a collective on ``pg_name`` (an unknown group, one it is not in), with
+    def refusal(self, rank: int, group: int) -> tuple[str, str] | None:
+        """Why ``rank`` cannot issue a collective on ``group`` (an unknown group, one it is not in), with
         a hint, or ``None`` when it can."""
-        if pg_name not in self.members:
-            return f"uses communicator group {pg_name!r}, which no comm groups file defines", (
+        if group not in self.members:
+            return f"uses communicator group {group}, which no comm groups file defines", (
                 "pass --comm-groups PREFIX.comm_groups.json"
             )
-        members = self._member_sets.get(pg_name)
+        members = self._member_sets.get(group)
         if members is not None and rank not in members:
-            return f"issues a collective on communicator group {pg_name}, whose members are {sorted(members)}", (
+            return f"issues a collective on communicator group {group}, whose members are {sorted(members)}", (
                 "the comm groups file does not match the workload: pass the one written with it"
             )
         return None
 
     def arrive(
-        self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, pg_name: str
+        self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int
     ) -> tuple[int, list[tuple[int, int]]] | None:
-        """``rank`` issues its next collective on ``pg_name`` (checked with :meth:`refusal`) at ``now_ns``.
+        """``rank`` issues its next collective on ``group`` (checked with :meth:`refusal`) at ``now_ns``.
 
         When it is the last member to arrive: the end time in ns and every member's ``(rank, pos)``.
         Members that disagree on type or size are simulated as the largest, with a warning.
         """
-        group = DEFAULT_GROUP_KEY if pg_name in DEFAULT_GROUPS else pg_name
         turn = self._turn[(rank, group)]
         self._turn[(rank, group)] = turn + 1
         arrivals = self._arrived.setdefault((group, turn), {})
         arrivals[rank] = (now_ns, pos, comm_type, size_bytes)
-        if len(arrivals) < self._expected[pg_name]:
+        if len(arrivals) < self._expected[group]:
             return None
         del self._arrived[(group, turn)]
         start_ns = max(a[0] for a in arrivals.values())
@@ -127,7 +126,7 @@ class CollectiveMatcher:
         comm_type, size_bytes = max(kinds, key=lambda kind: kind[1])
         if len(kinds) > 1:
             self.warnings.append(
-                f"collective #{turn} of group {group}: members disagree on type/size {sorted(kinds)}; "
+                f"collective #{turn} of group {_label(group)}: members disagree on type/size {sorted(kinds)}; "
                 f"simulated as the largest"
             )
         key = (comm_type, size_bytes, group)
@@ -150,8 +149,14 @@ class CollectiveMatcher:
             expected = [r for r in (members if members is not None else self._present) if r in self._present]
             absent = [r for r in expected if r not in arrivals]
             for rank, (_, pos, _, _) in arrivals.items():
-                waiting.append((rank, pos, f"collective #{turn} of group {group}: ranks {absent} never issue it"))
+                waiting.append(
+                    (rank, pos, f"collective #{turn} of group {_label(group)}: ranks {absent} never issue it")
+                )
         return waiting
+
+
+def _label(group: int) -> str:
+    return DEFAULT_GROUP_LABEL if group == DEFAULT_GROUP_ID else str(group)
 
 
 class MessageMatcher:

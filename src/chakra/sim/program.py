@@ -19,10 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from chakra import io
-from chakra.attrs import int_value, member_value
 from chakra.errors import ChakraInputError
-from chakra.graph import GraphBuilder
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -30,15 +27,14 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMP_NODE,
     MEM_LOAD_NODE,
     MEM_STORE_NODE,
-    AttributeProto,
-    Node,
 )
+from chakra.table import COMMUNICATION, DEFAULT_GROUP_ID, INVALID_GROUP_ID, MISSING, NodeTable, Slot, load_table
 
 NS_PER_US = 1000
 
 #: Hardware slots (§2.3). With ``cpu_per_thread``/``gpu_per_stream`` a rank gets more slots, one per
 #: host thread (``tid``) or device stream (``stream``), numbered after these.
-SLOT_CPU, SLOT_GPU, SLOT_COMM, NO_SLOT = 0, 1, 2, 3
+SLOT_CPU, SLOT_GPU, SLOT_COMM, NO_SLOT = (int(s) for s in (Slot.CPU, Slot.GPU_COMPUTE, Slot.GPU_COMM, Slot.NONE))
 SLOT_NAMES = ("CPU", "GPU compute", "GPU comm", "none")
 
 #: What a node does when issued.
@@ -52,7 +48,7 @@ class CommSpec(NamedTuple):
 
     comm_type: int  # CollectiveCommType of a collective; 0 for sends and receives
     size_bytes: int
-    pg_name: str  # communicator group ("" or "0": all ranks)
+    group: int  # communicator group id (chakra.groups.group_id); DEFAULT_GROUP_ID: all ranks
     src: int  # sending rank (a collective: the rank itself)
     dst: int  # receiving rank (a collective: the rank itself)
     tag: int
@@ -82,105 +78,76 @@ class RankProgram:
         return len(self.ids)
 
 
-def _attrs(node: Node) -> dict[str, AttributeProto]:
-    """The first attribute of each name (the one consumers read)."""
-    out: dict[str, AttributeProto] = {}
-    for attr in node.attr:
-        if attr.name not in out:
-            out[attr.name] = attr
-    return out
-
-
 def load_rank(
     path: str | Path, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
 ) -> RankProgram:
-    """Read one rank's ET into a :class:`RankProgram` (streamed; the messages are not kept).
+    """Read one rank's ET into a :class:`RankProgram` through its node table (:mod:`chakra.table`: the
+    kind, slot, group and attributes every consumer reads).
 
     ASTRA-sim gives a rank one CPU and one GPU-compute slot. ``cpu_per_thread`` gives every host
     thread (``tid``) its own CPU slot and ``gpu_per_stream`` every stream its own compute slot, as
     the recorded job had them (a PyTorch trace's autograd and gloo threads run side by side).
     """
-    path = Path(path)
+    table = load_table(path, rank)
+    return program_of(table, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+
+
+def program_of(
+    table: NodeTable, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
+) -> RankProgram:
+    """The :class:`RankProgram` of one rank's table (see :func:`load_rank`). Times are
+    ``duration_micros`` in ns, as ASTRA-sim reads them (it ignores ``duration_ns``)."""
+    path = Path(table.path) if table.path is not None else Path(f"rank {rank}")
+    types = table.node_type
+    n = len(table)
+    action = np.full(n, DO_INSTANT, dtype=np.int64)  # METADATA_NODE, INVALID_NODE: finish at once (§2.4)
+    for node_type, what in _ACTION_OF_TYPE.items():
+        action[types == node_type] = what
+    _refuse_comm_on_cpu(table, path)
+    slot = table.slot.astype(np.int64)  # the table's Slot numbers are SLOT_CPU, SLOT_GPU, ...
     slot_names = list(SLOT_NAMES)
-    extra_slots: dict[tuple[str, int], int] = {}
-
-    def extra_slot(kind: str, key: int) -> int:
-        index = extra_slots.get((kind, key))
-        if index is None:
-            index = extra_slots[(kind, key)] = len(slot_names)
-            slot_names.append(f"{kind} {key}")
-        return index
-
-    builder = GraphBuilder()
-    names: list[str] = []
-    action: list[int] = []
-    slot: list[int] = []
-    time_ns: list[int] = []
-    comm: dict[int, CommSpec] = {}
-    roofline: dict[int, tuple[int, int]] = {}
-    memory_bytes: dict[int, int] = {}
-    for node in io.stream(path):
-        pos = builder.add(node)
-        names.append(node.name)
-        attrs = _attrs(node)
-        cpu_attr = attrs.get("is_cpu_op")
-        is_cpu = bool(member_value(cpu_attr)) if cpu_attr is not None else False
-        node_type = node.type
-        duration = node.duration_micros * NS_PER_US
-        if node_type == COMP_NODE:
-            action.append(DO_COMPUTE)
-            if is_cpu:
-                tid = attrs.get("tid")
-                slot.append(extra_slot("CPU thread", int_value(tid) or 0) if cpu_per_thread and tid else SLOT_CPU)
-            else:
-                stream = attrs.get("stream")
-                if gpu_per_stream and stream is not None:
-                    slot.append(extra_slot("GPU stream", int_value(stream) or 0))
-                else:
-                    slot.append(SLOT_GPU)
-            time_ns.append(duration)
-            if not is_cpu and "num_ops" in attrs and "tensor_size" in attrs:
-                roofline[pos] = (int_value(attrs["num_ops"]) or 0, int_value(attrs["tensor_size"]) or 0)
-        elif node_type in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
-            if is_cpu:
-                raise ChakraInputError(
-                    f"node {node.id} ({node.name}) is a communication node marked is_cpu_op",
-                    path=path,
-                    hint="communication runs on the device: set is_cpu_op false (ASTRA-sim aborts too)",
-                )
-            action.append({COMM_COLL_NODE: DO_COLLECTIVE, COMM_SEND_NODE: DO_SEND}.get(node_type, DO_RECV))
-            slot.append(NO_SLOT if node_type == COMM_RECV_NODE else SLOT_COMM)
-            time_ns.append(duration)
-            comm[pos] = _comm_spec(node, attrs, rank, path)
-        elif node_type in (MEM_LOAD_NODE, MEM_STORE_NODE):
-            action.append(DO_MEMORY)
-            slot.append(SLOT_COMM)
-            size = attrs.get("tensor_size")
-            memory_bytes[pos] = (int_value(size) or 0) if size is not None else 0
-            time_ns.append(0)
-        else:  # METADATA_NODE, INVALID_NODE: finish at once (§2.4)
-            action.append(DO_INSTANT)
-            slot.append(SLOT_COMM)
-            time_ns.append(0)
-    graph = builder.build()
-    n = graph.num_nodes
+    compute = types == COMP_NODE
+    cpu_slots = {SLOT_CPU}
+    if cpu_per_thread:
+        cpu_slots |= _own_slots(slot, slot_names, compute & table.is_cpu, table.tid, "CPU thread")
+    if gpu_per_stream:
+        _own_slots(slot, slot_names, compute & ~table.is_cpu, table.stream, "GPU stream")
+    dur_us = table.graph.dur_us
+    if len(dur_us) and int(dur_us.max()) > MAX_DURATION_US:
+        at = int(np.argmax(dur_us))
+        raise ChakraInputError(
+            f"node {int(table.ids[at])}: duration of {int(dur_us[at])} µs is not a plausible time",
+            path=path,
+            hint="check duration_micros of this node",
+        )
+    time_ns = np.where(np.isin(action, (DO_MEMORY, DO_INSTANT)), 0, dur_us.astype(np.int64) * NS_PER_US)
+    comm = _comm_specs(table, rank, path)
+    roofline_pos = np.flatnonzero(compute & ~table.is_cpu & (table.num_ops != MISSING) & (table.tensor_size != MISSING))
+    roofline = dict(
+        zip(
+            roofline_pos.tolist(),
+            zip(table.num_ops[roofline_pos].tolist(), table.tensor_size[roofline_pos].tolist(), strict=True),
+            strict=True,
+        )
+    )
+    memory_pos = np.flatnonzero(action == DO_MEMORY)
+    sizes = table.tensor_size[memory_pos]
+    memory_bytes = dict(zip(memory_pos.tolist(), np.where(sizes != MISSING, sizes, 0).tolist(), strict=True))
+    graph = table.graph
     ids_np = graph.ids
+    names = table.names
     # Positions are renumbered in ascending id order (file order among equal ids), so a ready heap
     # holds plain positions and pops the lowest id first, as ASTRA-sim issues (§2.2).
     order = np.argsort(ids_np, kind="stable")
-    in_id_order = bool(np.all(order == np.arange(n)))
     dep_pos_np = graph.dep_pos
     child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-    if not in_id_order:
+    if not bool(np.all(order == np.arange(n))):
         new_pos = np.empty(n, dtype=np.int64)
         new_pos[order] = np.arange(n, dtype=np.int64)
         dep_pos_np = new_pos[dep_pos_np]
         child_of = new_pos[child_of]
-        positions = order.tolist()
-        names = [names[i] for i in positions]
-        action = [action[i] for i in positions]
-        slot = [slot[i] for i in positions]
-        time_ns = [time_ns[i] for i in positions]
+        names = [names[i] for i in order.tolist()]
+        action, slot, time_ns = action[order], slot[order], time_ns[order]
         remap = new_pos.tolist()
         comm = {remap[k]: v for k, v in comm.items()}
         roofline = {remap[k]: v for k, v in roofline.items()}
@@ -201,38 +168,92 @@ def load_rank(
         path=path,
         ids=ids_np.tolist(),
         names=names,
-        action=action,
-        slot=slot,
-        time_ns=time_ns,
+        action=action.tolist(),
+        slot=slot.tolist(),
+        time_ns=time_ns.tolist(),
         dep_count=dep_count,
         children=children,
         comm=comm,
         roofline=roofline,
         memory_bytes=memory_bytes,
         slot_names=slot_names,
-        cpu_slots=frozenset({SLOT_CPU} | {i for (kind, _), i in extra_slots.items() if kind == "CPU thread"}),
+        cpu_slots=frozenset(cpu_slots),
         missing_deps=len(graph.missing_deps),
     )
 
 
-def _comm_spec(node: Node, attrs: dict[str, AttributeProto], rank: int, path: Path) -> CommSpec:
-    def number(name: str, default: int | None = None) -> int:
-        attr = attrs.get(name)
-        value = int_value(attr) if attr is not None else None
-        if value is None:
-            if default is None:
-                raise ChakraInputError(
-                    f"node {node.id} ({node.name}) has no {name}",
-                    path=path,
-                    hint="run chakra validate --target astra-sim on the workload",
-                )
-            return default
-        return value
+#: What a node of each type does when issued (§2.4); other types finish at once.
+_ACTION_OF_TYPE = {
+    COMP_NODE: DO_COMPUTE,
+    COMM_COLL_NODE: DO_COLLECTIVE,
+    COMM_SEND_NODE: DO_SEND,
+    COMM_RECV_NODE: DO_RECV,
+    MEM_LOAD_NODE: DO_MEMORY,
+    MEM_STORE_NODE: DO_MEMORY,
+}
+#: Longest ``duration_micros`` simulated: its ns must fit the event queue's int64 times.
+MAX_DURATION_US = ((1 << 62) - 1) // NS_PER_US
 
-    pg = attrs.get("pg_name")
-    pg_name = str(member_value(pg)) if pg is not None else ""
-    if node.type == COMM_COLL_NODE:
-        return CommSpec(number("comm_type"), number("comm_size"), pg_name, rank, rank, 0)
-    src = number("comm_src", rank)
-    dst = number("comm_dst", rank)
-    return CommSpec(0, number("comm_size"), pg_name, src, dst, number("comm_tag", 0))
+
+def _own_slots(slot: np.ndarray, names: list[str], mask: np.ndarray, keys: np.ndarray, kind: str) -> set[int]:
+    """Give each distinct ``keys`` value of the nodes of ``mask`` that record one its own slot, named
+    ``f"{kind} {key}"``, in order of first appearance (in place); returns the new slots."""
+    where = np.flatnonzero(mask & (keys != MISSING))
+    distinct, first, back = np.unique(keys[where], return_index=True, return_inverse=True)
+    appearance = np.argsort(first, kind="stable")
+    number = np.empty(len(distinct), dtype=np.int64)
+    number[appearance] = np.arange(len(names), len(names) + len(distinct))
+    names.extend(f"{kind} {key}" for key in distinct[appearance].tolist())
+    slot[where] = number[back]
+    return set(number.tolist())
+
+
+def _refuse_comm_on_cpu(table: NodeTable, path: Path) -> None:
+    bad = np.flatnonzero((table.category == COMMUNICATION) & table.is_cpu)
+    if len(bad):
+        pos = int(bad[0])
+        raise ChakraInputError(
+            f"node {int(table.ids[pos])} ({table.names[pos]}) is a communication node marked is_cpu_op",
+            path=path,
+            hint="communication runs on the device: set is_cpu_op false (ASTRA-sim aborts too)",
+        )
+
+
+def _comm_specs(table: NodeTable, rank: int, path: Path) -> dict[int, CommSpec]:
+    """Position -> :class:`CommSpec` of every communication node (a collective's peers are the rank
+    itself; a missing peer of a transfer is the rank, a missing tag 0, as FeederV3 defaults them)."""
+    comm = table.comm
+    specs: dict[int, CommSpec] = {}
+    types = table.node_type[comm.pos].tolist()
+    columns = zip(
+        comm.pos.tolist(), types, comm.kind.tolist(), comm.size.tolist(), comm.group.tolist(), comm.src.tolist(),
+        comm.dst.tolist(), comm.tag.tolist(), comm.pg_name, strict=True,
+    )  # fmt: skip
+    for pos, node_type, kind, size, group, src, dst, tag, pg_name in columns:
+        if size == MISSING:
+            _missing(table, pos, "comm_size", path)
+        if node_type == COMM_COLL_NODE:
+            if kind == MISSING:
+                _missing(table, pos, "comm_type", path)
+            if group == INVALID_GROUP_ID:
+                raise ChakraInputError(
+                    f"node {int(table.ids[pos])} ({table.names[pos]}) uses pg_name {pg_name!r}, which names no "
+                    "communicator group (ASTRA-sim's stoi refuses it)",
+                    path=path,
+                    hint="map process groups to ids 1, 2, ... and write a comm groups file",
+                )
+            specs[pos] = CommSpec(kind, size, group, rank, rank, 0)
+        else:
+            specs[pos] = CommSpec(
+                0, size, DEFAULT_GROUP_ID, rank if src == MISSING else src, rank if dst == MISSING else dst,
+                0 if tag == MISSING else tag,
+            )  # fmt: skip
+    return specs
+
+
+def _missing(table: NodeTable, pos: int, name: str, path: Path) -> None:
+    raise ChakraInputError(
+        f"node {int(table.ids[pos])} ({table.names[pos]}) has no {name}",
+        path=path,
+        hint="run chakra validate --target astra-sim on the workload",
+    )
