@@ -1,27 +1,299 @@
-"""Helpers shared by test modules (import them with ``from helpers import run_cli, ...``).
+"""Helpers shared by the test modules: import them with ``from helpers import make_node, ...``.
 
-* :func:`run_cli` -- run the ``chakra`` command in a fresh process, capturing its output.
-* :func:`assert_one_line_error` -- a refused input: exit code 2, one line on stderr, no traceback.
+* :func:`require_shared` -- path of a file under the shared real-trace folder ``../shared/data``;
+  skips the test when the folder is absent, fails instead when ``CHAKRA_REQUIRE_SHARED_DATA=1``.
+* :func:`make_node`, :func:`make_metadata` -- build ``Node`` / ``GlobalMetadata`` messages in one line,
+  attributes written through :func:`chakra.attrs.set_attr` (canonical oneof members).
+* :func:`chain` -- ``n`` compute nodes, each depending on the previous one.
+* :func:`write_et` -- write nodes (and metadata) to an ``.et`` file with :func:`chakra.io.write`.
+* :func:`records` -- hand-built file bytes from raw payloads (for framing corner cases the writer refuses).
+* :func:`write_allreduce_workload` -- a small multi-rank workload ``PREFIX.{rank}.et`` (+ comm groups).
+* :func:`record_gloo` -- record a real 2-rank gloo job (examples/collect_gloo.py).
+* :func:`host_node`, :func:`kineto_op`, ... -- hand-made PyTorch host and Kineto traces.
+* :func:`run_cli` -- run the ``chakra`` command in this process (typer's runner), as a user would;
+  :func:`run_subprocess` in a fresh process, for what only a real process shows (tracebacks, exit
+  codes of the console script).
+* :func:`assert_one_line_error`, :func:`assert_usage_error` -- a refused input: exit code 2, no
+  traceback, and one line (a library error) or typer's usage message (a command-line mistake).
+
+Fixtures live in ``conftest.py``.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import subprocess
 import sys
+import traceback
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chakra import io
+from chakra.attrs import set_attr
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_REDUCE,
+    COMM_COLL_NODE,
+    COMP_NODE,
+    GlobalMetadata,
+    Node,
+)
 
 #: The folder of the interpreter running the tests: the ``chakra`` command's own environment.
 BIN = Path(sys.executable).parent
+#: Columns the CLI renders to in tests, so that rich wraps no line.
+CLI_COLUMNS = 200
+
+#: The shared folder of real traces: ``../shared/data`` beside the project checkout.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+#: Set to ``1`` (CI does) to turn "shared data missing" from a skip into a failure.
+REQUIRE_SHARED_ENV = "CHAKRA_REQUIRE_SHARED_DATA"
+
+
+#: ``upstream-chakra/chakra.0.et.gz``: gzip of a raw ``.et`` from the upstream 2023/2024 PyTorch converter.
+UPSTREAM_ET_GZ = "upstream-chakra/chakra.0.et.gz"
+
+
+UPSTREAM_NODE_COUNT = 3664
+
+
+def require_shared(relpath: str | os.PathLike[str] = "") -> Path:
+    """Path of ``relpath`` inside the shared data folder (the folder itself for ``""``).
+
+    When it is missing the calling test is skipped with the reason, or failed when
+    ``CHAKRA_REQUIRE_SHARED_DATA=1`` is set (the data README's rule: CI must not skip silently).
+    """
+    path = SHARED_DATA / relpath
+    if not path.exists():
+        reason = f"shared test data not found: {path} (expected ../shared/data beside the checkout)"
+        if os.environ.get(REQUIRE_SHARED_ENV) == "1":
+            pytest.fail(f"{reason}; {REQUIRE_SHARED_ENV}=1 requires it", pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+def make_node(
+    id: int,  # mirrors the protobuf field name
+    name: str | None = None,
+    type: int = COMP_NODE,
+    data_deps: Iterable[int] = (),
+    ctrl_deps: Iterable[int] = (),
+    *,
+    duration_micros: int = 0,
+    start_time_micros: int = 0,
+    **attrs: Any,
+) -> Node:
+    """A ``Node`` with the given fields; every extra keyword becomes an attribute via ``set_attr``.
+
+    ``name`` defaults to ``f"node{id}"`` so the node never serializes to zero bytes. Attributes keep
+    keyword order. Example: ``make_node(3, "ar", COMM_COLL_NODE, [2], comm_type=0, comm_size=1 << 20)``.
+    """
+    node = Node(
+        id=id,
+        name=f"node{id}" if name is None else name,
+        type=type,
+        data_deps=list(data_deps),
+        ctrl_deps=list(ctrl_deps),
+        duration_micros=duration_micros,
+        start_time_micros=start_time_micros,
+    )
+    for attr_name, value in attrs.items():
+        set_attr(node, attr_name, value)
+    return node
+
+
+def make_metadata(version: str = io.FORMAT_VERSION, **attrs: Any) -> GlobalMetadata:
+    """A ``GlobalMetadata`` with ``version`` and attributes (type inferred as in ``set_attr``)."""
+    metadata = GlobalMetadata(version=version)
+    for attr_name, value in attrs.items():
+        set_attr(metadata, attr_name, value)  # type: ignore[arg-type]  # same repeated attr field
+    return metadata
+
+
+def chain(n: int, *, first_id: int = 0, duration_micros: int = 1, name_prefix: str = "op") -> list[Node]:
+    """``n`` compute nodes with ids ``first_id, first_id+1, ...``, each data-dependent on the previous."""
+    return [
+        make_node(
+            first_id + i,
+            f"{name_prefix}{first_id + i}",
+            COMP_NODE,
+            data_deps=[first_id + i - 1] if i else (),
+            duration_micros=duration_micros,
+        )
+        for i in range(n)
+    ]
+
+
+def write_et(path: str | os.PathLike[str], nodes: Iterable[Node], metadata: GlobalMetadata | None = None) -> Path:
+    """Write ``nodes`` to ``path`` (compression by suffix) and return the path."""
+    io.write(path, metadata, nodes)
+    return Path(path)
+
+
+def records(*payloads: bytes | Node | GlobalMetadata) -> bytes:
+    """File bytes built record by record: each payload (raw bytes or a message) is framed as-is.
+
+    Unlike the writer this allows zero-length records (``b""``), a missing metadata record, etc.
+    """
+    out = bytearray()
+    for payload in payloads:
+        raw = payload if isinstance(payload, bytes) else payload.SerializeToString()
+        out += io.frame(raw)
+    return bytes(out)
+
+
+def allreduce_rank_nodes(rank: int, *, comm_size: int = 1 << 20, pg_name: str = "0") -> list[Node]:
+    """One rank's nodes: compute -> all-reduce (``comm_size`` bytes, group ``pg_name``) -> compute."""
+    return [
+        make_node(0, f"fwd_rank{rank}", COMP_NODE, duration_micros=10 + rank, is_cpu_op=False, num_ops=1000),
+        make_node(
+            1,
+            "all_reduce",
+            COMM_COLL_NODE,
+            data_deps=[0],
+            is_cpu_op=False,
+            comm_type=ALL_REDUCE,
+            comm_size=comm_size,
+            pg_name=pg_name,
+        ),
+        make_node(2, f"bwd_rank{rank}", COMP_NODE, data_deps=[1], duration_micros=20, is_cpu_op=False),
+    ]
+
+
+def write_allreduce_workload(
+    directory: str | os.PathLike[str],
+    prefix: str = "workload",
+    num_ranks: int = 4,
+    *,
+    comm_size: int = 1 << 20,
+    comm_groups: dict[int, Sequence[int]] | None = None,
+    suffix: str = ".et",
+) -> Path:
+    """Write ``PREFIX.{rank}.et`` for ranks ``0..num_ranks-1`` (see :func:`allreduce_rank_nodes`).
+
+    With ``comm_groups`` the collectives use group ``min(comm_groups)`` and ``PREFIX.comm_groups.json``
+    is written. ``suffix`` may be ``.et.gz``/``.et.zst``. Returns the prefix path (``directory/prefix``).
+    """
+    from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
+
+    directory = Path(directory)
+    pg_name = str(min(comm_groups)) if comm_groups else "0"
+    for rank in range(num_ranks):
+        write_et(
+            directory / f"{prefix}.{rank}{suffix}",
+            allreduce_rank_nodes(rank, comm_size=comm_size, pg_name=pg_name),
+            make_metadata(rank=rank),
+        )
+    if comm_groups:
+        write_comm_groups(directory / f"{prefix}{COMM_GROUPS_SUFFIX}", {k: list(v) for k, v in comm_groups.items()})
+    return directory / prefix
+
+
+#: Ranks and steps of the recorded gloo job (examples/collect_gloo.py; the first step is warm-up).
+GLOO_RANKS = 2
+
+
+GLOO_STEPS = 3
+
+
+#: The job takes about 5 s; this is only a guard against a hang.
+GLOO_TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: A compute-bound DDP job (examples/collect_gloo.py --training-only): wide batches, small gradients,
+#: so that gloo's loopback communication is a few per cent of a step.
+TRAINING_JOB_ARGS = ("--hidden", "128", "--batch", "16384", "--training-only")
+
+
+def record_gloo(out: Path, *extra: str) -> Path:
+    """Run examples/collect_gloo.py into ``out`` (GLOO_RANKS ranks, GLOO_STEPS steps, a free port)."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
+    command = [
+        sys.executable, str(example), str(out), "--ranks", str(GLOO_RANKS), "--steps", str(GLOO_STEPS),
+        "--port", str(_free_port()), *extra,
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
+    return out
+
+
+def host_node(node_id: int, name: str, rf_id: int, parent: int = 1, **attrs: Any) -> dict:
+    """A grouped-layout host trace node; extra keyword attributes (``tid=2``) become typed attrs."""
+    node_attrs = [{"name": "rf_id", "value": rf_id}] + [{"name": k, "value": v} for k, v in attrs.items()]
+    return {"id": node_id, "name": name, "ctrl_deps": parent, "attrs": node_attrs}
+
+
+def kineto_op(name: str, rf_id: int, ts: float, dur: float, tid: int = 1) -> dict:
+    """A Kineto ``cpu_op`` event joined to the host node with the same ``rf_id``."""
+    return {"ph": "X", "cat": "cpu_op", "name": name, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"Record function id": rf_id}}  # fmt: skip
+
+
+def kineto_kernel(ts: float, correlation: int, stream: int = 7, dur: float = 5, name: str = "k") -> dict:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "stream": stream}}  # fmt: skip
+
+
+def kineto_launch(ts: float, correlation: int, tid: int = 1, name: str = "cudaLaunchKernel", dur: float = 2) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation}}  # fmt: skip
+
+
+def write_trace_pair(folder: Path, host_nodes: list[dict], events: list[dict], rank: int = 0) -> tuple[Path, Path]:
+    """Write ``host.{rank}.json`` (schema 1.1.1) and ``device.{rank}.json``; returns both paths."""
+    host = folder / f"host.{rank}.json"
+    host.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": host_nodes}))
+    device = folder / f"device.{rank}.json"
+    device.write_text(json.dumps({"traceEvents": events}))
+    return host, device
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the command
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``chakra ARGS...`` as a user runs it, 200 columns wide so that rich wraps no line."""
+    """``chakra ARGS...`` in this process, through typer's test runner: the exit code, stdout and
+    stderr as a user sees them (an exception that escaped the command shows as its traceback on
+    stderr, exit code 1)."""
+    from typer.testing import CliRunner
+
+    from chakra.cli import console
+    from chakra.cli.main import app
+
+    console.stdout.width = console.stderr.width = CLI_COLUMNS
+    here = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner(env={"COLUMNS": str(CLI_COLUMNS)}).invoke(app, list(args))
+    finally:
+        os.chdir(here)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["chakra", *args], result.exit_code, result.stdout, stderr)
+
+
+def run_subprocess(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``chakra ARGS...`` in a fresh process, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "chakra", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={"COLUMNS": "200", "PATH": str(BIN), "HOME": str(cwd or Path.cwd())},
+        env={"COLUMNS": str(CLI_COLUMNS), "PATH": str(BIN), "HOME": str(cwd or Path.cwd())},
     )
 
 
@@ -34,3 +306,12 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
     assert len(lines) == 1, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def assert_usage_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """A command-line mistake (an unknown option, a value not among the choices): typer's usage
+    message on stderr naming every fragment, exit code 2, no traceback."""
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
+from helpers import make_node, write_et
 
 from chakra.analyze.breakdown import (
     TIMING_RECORDED,
@@ -152,7 +152,7 @@ def test_recorded_timing_on_a_trace_without_start_times_is_an_error(tmp_path: Pa
 
 
 def test_an_unknown_timing_is_an_error(overlapping):
-    with pytest.raises(ChakraInputError, match="timing must be one of recorded, replay, auto"):
+    with pytest.raises(ChakraInputError, match="timing must be one of auto, recorded, replay"):
         breakdown(overlapping, timing="measured")
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
-from test_cli import assert_one_line_error, run
+from helpers import assert_one_line_error, assert_usage_error, make_node, write_et
+from helpers import run_cli as run
 
 from chakra.demo import build_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
@@ -142,8 +142,8 @@ def test_an_empty_trace_is_one_clear_error(tmp_path: Path):
     assert_one_line_error(run("analyze", "critical-path", str(tmp_path / "empty.et")), "no nodes")
 
 
-def test_an_unknown_timing_is_one_clear_error(demo: Path):
-    assert_one_line_error(run("analyze", "breakdown", str(demo), "--timing", "soon"), "--timing")
+def test_an_unknown_timing_is_a_usage_error_naming_the_choices(demo: Path):
+    assert_usage_error(run("analyze", "breakdown", str(demo), "--timing", "soon"), "--timing", "soon", "replay")
 
 
 @pytest.mark.parametrize("command", [["analyze", "--help"], ["viz", "--help"], ["report", "--help"]])

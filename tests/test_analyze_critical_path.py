@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import chain, make_node, write_et
+from helpers import chain, make_node, write_et
 
 from chakra import io
 from chakra.analyze.critical_path import critical_path
@@ -122,7 +122,8 @@ def test_a_cycle_is_an_error_that_names_its_nodes(tmp_path: Path):
         make_node(4, ctrl_deps=[3], duration_micros=1),
     ]
     table = load_table(write_et(tmp_path / "loop.0.et", nodes))
-    with pytest.raises(ChakraInputError, match=r"cycle of 3 nodes: (2|3|4) -> .* -> (2|3|4) .*no critical path") as error:
+    cycle = r"cycle of 3 nodes: (2|3|4) -> .* -> (2|3|4) .*no critical path"
+    with pytest.raises(ChakraInputError, match=cycle) as error:
         critical_path(table)
     assert "loop.0.et" in str(error.value) and sorted(error.value.ids) == [2, 3, 4]
 

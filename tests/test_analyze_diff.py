@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_node, require_shared, write_et
+from helpers import make_node, require_shared, write_et
 
 from chakra.analyze.diff import (
     EXPLAINED_KEYS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_node, write_et
+from helpers import make_node, write_et
 
 from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError

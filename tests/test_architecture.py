@@ -10,7 +10,21 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "chakra"
 #: The core: what every producer and consumer builds on.
-CORE = ("errors", "io", "_columns", "wire", "attrs", "chunks", "table", "groups", "paths", "trace", "graph", "validate", "jsonize")
+CORE = (
+    "errors",
+    "io",
+    "_columns",
+    "wire",
+    "attrs",
+    "chunks",
+    "table",
+    "groups",
+    "paths",
+    "trace",
+    "graph",
+    "validate",
+    "jsonize",
+)
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}
 #: The limit of the house ("no module over about 600 lines"), with the slack "about" allows.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_node
+from helpers import make_node
 
 from chakra.attrs import (
     INT_MEMBER_RANGES,

@@ -5,33 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import BIN, assert_one_line_error, assert_usage_error, run_subprocess
+from helpers import run_cli as run
 
 from chakra.demo import build_workload
-
-BIN = Path(sys.executable).parent
-
-
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chakra", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={"COLUMNS": "200", "PATH": str(BIN), "HOME": str(cwd or Path.cwd())},
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture
@@ -98,7 +78,7 @@ def test_missing_file_is_one_line_and_exit_2(tmp_path: Path):
 
 
 def test_unknown_target_is_bad_input(demo: Path):
-    assert_one_line_error(run("validate", f"{demo}.0.et", "--target", "ns3"), "ns3")
+    assert_usage_error(run("validate", f"{demo}.0.et", "--target", "ns3"), "ns3", "astra-sim")
 
 
 def test_jsonize_then_dejsonize_gives_identical_bytes(demo: Path, tmp_path: Path):
@@ -197,3 +177,37 @@ def test_convert_pytorch_names_the_rank_file_that_is_broken(gloo_traces: Path, t
     (traces / "host.1.json").write_text('{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "name": ')
     result = run("convert", "pytorch", "--host", str(traces / "host.{rank}.json"), "-o", str(tmp_path / "x"))
     assert_one_line_error(result, "host.1.json")
+
+
+# -- the console script itself, in a fresh process ----------------------------------------------
+
+
+def test_the_console_script_turns_bad_input_into_one_line_and_exit_2(tmp_path: Path):
+    (tmp_path / "broken.0.et").write_bytes(b"\x05abc")
+
+    assert_one_line_error(run_subprocess("info", str(tmp_path / "broken.0.et")), "broken.0.et")
+
+
+def test_the_console_script_exits_1_when_checks_fail(tmp_path: Path):
+    from helpers import make_node, write_et
+
+    write_et(tmp_path / "cycle.0.et", [make_node(1, data_deps=[2]), make_node(2, data_deps=[1])])
+
+    result = run_subprocess("validate", str(tmp_path / "cycle.0.et"))
+
+    assert result.returncode == 1 and "cycle" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_the_console_script_answers_a_usage_mistake_with_exit_2(tmp_path: Path):
+    assert_usage_error(run_subprocess("info", "--no-such-option"), "--no-such-option")
+
+
+def test_the_app_has_every_command_once_imported():
+    import typer
+
+    from chakra.cli.main import app
+
+    commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+    assert {"info", "validate", "jsonize", "dejsonize", "convert", "generate", "simulate", "sweep", "analyze",
+            "viz", "report"} <= commands  # fmt: skip

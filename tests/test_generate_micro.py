@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import assert_one_line_error, run
+from helpers import assert_one_line_error
+from helpers import run_cli as run
 
 from chakra import io
 from chakra.attrs import find_attr, get_attr

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import UPSTREAM_NODE_COUNT, chain, make_node
+from helpers import UPSTREAM_NODE_COUNT, chain, make_node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

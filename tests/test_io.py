@@ -11,7 +11,7 @@ import os
 import warnings
 
 import pytest
-from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, require_shared, write_et
+from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, require_shared, write_et
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import metadatas, nodes
@@ -487,23 +487,23 @@ def test_compression_is_named_by_the_last_suffix(name, kind):
 
 
 def test_tests_needing_absent_shared_data_skip_with_the_reason(monkeypatch, tmp_path):
-    import conftest
+    import helpers
 
-    monkeypatch.setattr(conftest, "SHARED_DATA", tmp_path / "absent")
-    monkeypatch.delenv(conftest.REQUIRE_SHARED_ENV, raising=False)
+    monkeypatch.setattr(helpers, "SHARED_DATA", tmp_path / "absent")
+    monkeypatch.delenv(helpers.REQUIRE_SHARED_ENV, raising=False)
 
     with pytest.raises(pytest.skip.Exception, match="shared test data not found"):
-        conftest.require_shared(conftest.UPSTREAM_ET_GZ)
+        helpers.require_shared(helpers.UPSTREAM_ET_GZ)
 
 
 def test_tests_needing_absent_shared_data_fail_when_ci_requires_it(monkeypatch, tmp_path):
-    import conftest
+    import helpers
 
-    monkeypatch.setattr(conftest, "SHARED_DATA", tmp_path / "absent")
-    monkeypatch.setenv(conftest.REQUIRE_SHARED_ENV, "1")
+    monkeypatch.setattr(helpers, "SHARED_DATA", tmp_path / "absent")
+    monkeypatch.setenv(helpers.REQUIRE_SHARED_ENV, "1")
 
     with pytest.raises(pytest.fail.Exception, match="CHAKRA_REQUIRE_SHARED_DATA=1"):
-        conftest.require_shared(conftest.UPSTREAM_ET_GZ)
+        helpers.require_shared(helpers.UPSTREAM_ET_GZ)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import make_metadata, make_node, records
+from helpers import make_metadata, make_node, records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

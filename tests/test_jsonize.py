@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import require_shared
 from google.protobuf import json_format
+from helpers import require_shared
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import ONEOF_MEMBERS, metadatas, nodes

@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GLOO_RANKS, make_node, write_et
-from helpers import run_cli
+from helpers import GLOO_RANKS, make_node, run_cli, write_et
 
 from chakra import io
 from chakra.analyze.breakdown import breakdown

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import GLOO_RANKS
+from helpers import GLOO_RANKS
 
 from chakra.pytorch.host import load_host_trace
 from chakra.pytorch.kineto import classify, load_kineto_trace

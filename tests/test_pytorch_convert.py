@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+from helpers import (
     GLOO_RANKS,
     host_node,
     kineto_kernel,

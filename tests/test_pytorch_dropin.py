@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from helpers import require_shared
 
 from chakra import io
 from chakra.pytorch.convert import convert

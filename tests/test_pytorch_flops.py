@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from conftest import require_shared
+from helpers import require_shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

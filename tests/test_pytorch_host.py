@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from helpers import require_shared
 
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.host import PROCESS_ROOT_NAMES, load_host_trace

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from helpers import require_shared
 
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.kineto import classify, load_kineto_trace

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_op, require_shared, write_trace_pair
+from helpers import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_op, require_shared, write_trace_pair
 
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import load_host_trace

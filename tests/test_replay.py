@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import chain, make_node, write_et
+from helpers import chain, make_node, write_et
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

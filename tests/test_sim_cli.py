@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
-from test_cli import assert_one_line_error, run
+from helpers import assert_one_line_error, make_node, write_et
+from helpers import run_cli as run
 
 from chakra.cli.main import EXIT_BAD_INPUT, main
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE

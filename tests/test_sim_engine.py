@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
+from helpers import make_node, write_et
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (

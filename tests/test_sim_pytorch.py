@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from conftest import TRAINING_JOB_ARGS, record_gloo
+from helpers import TRAINING_JOB_ARGS, record_gloo
 
 from chakra.analyze.replay import replay_file
 from chakra.pytorch.workload import convert_workload

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
-from test_cli import assert_one_line_error, run
+from helpers import assert_one_line_error, make_node, write_et
+from helpers import run_cli as run
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE

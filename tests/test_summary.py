@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import make_metadata, make_node, write_et
+from helpers import make_metadata, make_node, write_et
 
 from chakra.analyze.summary import summarize_file
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, Node

@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import make_node
+from helpers import make_node
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import nodes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_allreduce_workload, write_et
+from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_allreduce_workload, write_et
 
 from chakra import io
 from chakra.errors import ChakraInputError

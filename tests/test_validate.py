@@ -6,7 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
-from conftest import make_node
+from helpers import make_node
 
 from chakra.groups import group_id
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType

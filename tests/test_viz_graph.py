@@ -15,7 +15,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from conftest import UPSTREAM_NODE_COUNT, make_node, require_shared, write_et
+from helpers import UPSTREAM_NODE_COUNT, make_node, require_shared, write_et
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_SEND_NODE, COMP_NODE

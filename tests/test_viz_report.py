@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
+from helpers import make_node, write_et
 
 from chakra.analyze.workload import load_workload
 from chakra.pytorch.workload import convert_workload

@@ -10,8 +10,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import make_node, write_et
-from test_cli import run as run_cli
+from helpers import make_node, run_cli, write_et
 
 from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import asdict, dataclass
+from enum import Enum
 from itertools import pairwise
 
 import numpy as np
@@ -67,17 +68,34 @@ from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
 from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
 
+
 #: ``timing=`` values: where the start times come from (see the module doc).
-TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = "recorded", "replay", "auto"
-TIMINGS = (TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO)
+class Timing(str, Enum):
+    """Where the start times of an analysis come from (see the module doc)."""
+
+    AUTO = "auto"
+    RECORDED = "recorded"
+    REPLAY = "replay"
+
+
+TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = Timing.RECORDED.value, Timing.REPLAY.value, Timing.AUTO.value
+TIMINGS = tuple(t.value for t in Timing)
 
 #: Keys of point-to-point nodes in ``bytes_by_collective``, after their node types.
 SEND_KEY, RECV_KEY = "SEND", "RECV"
 #: Key of a collective node without a ``comm_type`` attribute.
 UNSPECIFIED_COLLECTIVE = "UNSPECIFIED"
 
+
 #: ``by=`` values of :func:`top_operators`.
-BY_TOTAL, BY_EXCLUSIVE = "total", "exclusive"
+class RankBy(str, Enum):
+    """What :func:`top_operators` ranks operators by."""
+
+    TOTAL = "total"
+    EXCLUSIVE = "exclusive"
+
+
+BY_TOTAL, BY_EXCLUSIVE = RankBy.TOTAL.value, RankBy.EXCLUSIVE.value
 #: Operators :func:`top_operators` returns unless told otherwise.
 DEFAULT_TOP = 20
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,16 +12,20 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from chakra.analyze.breakdown import RankBy, Timing
 from chakra.analyze.workload import Workload, load_workload
-from chakra.cli.main import app, busy, progress_bar, stderr, stdout
+from chakra.cli.console import busy, note, print_json, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
 from chakra.table import NodeTable, load_table
 from chakra.trace import TraceSet, rank_of
+from chakra.viz.report import PlotKind, plot_analysis
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
 
 #: Tables show ms; analyses return ns.
 NS_PER_MS = 1e6
 DEFAULT_TOP = 15
-TIMINGS = ("auto", "recorded", "replay")
 
 analyze_app = typer.Typer(
     help="Where the time goes: breakdown, critical path, ranks compared, two runs diffed.\n\n"
@@ -39,7 +42,10 @@ app.add_typer(viz_app, name="viz")
 
 WORKLOAD_ARG = typer.Argument(..., help="A workload PREFIX (of PREFIX.{rank}.et), its folder, or one .et file.")
 TIMING_OPTION = typer.Option(
-    "auto", "--timing", help="Start times: recorded (from the trace), replay (scheduled from the graph), or auto."
+    Timing.AUTO,
+    "--timing",
+    case_sensitive=False,
+    help="Start times: recorded (from the trace), replay (scheduled from the graph), or auto.",
 )
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
 WORKERS_OPTION = typer.Option(None, "--workers", help="Ranks loaded at once (default: one per CPU).")
@@ -49,15 +55,6 @@ TOP_OPTION = typer.Option(DEFAULT_TOP, "--top", min=1, help="Rows in operator ta
 
 def _ms(ns: float) -> str:
     return f"{ns / NS_PER_MS:,.3f}"
-
-
-def _check_timing(timing: str) -> None:
-    if timing not in TIMINGS:
-        raise ChakraInputError(f"--timing {timing!r} is not one of {', '.join(TIMINGS)}")
-
-
-def _note(text: str) -> None:
-    stderr.print(Text(f"note: {text}", style="yellow"))
 
 
 def _load(
@@ -75,7 +72,7 @@ def _load(
         )
     if workload.missing:
         loaded = ", ".join(map(str, workload.ranks))
-        _note(f"ranks {', '.join(map(str, workload.missing))} have no file: only ranks {loaded} are analysed")
+        note(f"ranks {', '.join(map(str, workload.missing))} have no file: only ranks {loaded} are analysed")
     return workload
 
 
@@ -83,7 +80,7 @@ def _note_untimed(tables: Iterable[NodeTable]) -> None:
     """Say how many communication nodes have no duration (they count 0 in every analysis)."""
     untimed = sum(table.untimed_comm_nodes() for table in tables)
     if untimed:
-        _note(f"{untimed:,} communication nodes have no recorded duration and count 0 here; chakra simulate times them")
+        note(f"{untimed:,} communication nodes have no recorded duration and count 0 here; chakra simulate times them")
 
 
 def _one_rank(where: str, rank: int | None) -> NodeTable:
@@ -98,13 +95,9 @@ def _one_rank(where: str, rank: int | None) -> NodeTable:
     if chosen not in traces.ranks:
         raise ChakraInputError(f"the workload has no rank {chosen} (ranks {sorted(traces.ranks)})", path=traces.prefix)
     if rank is None and chosen != 0:
-        _note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
+        note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
     with busy(f"loading {traces.ranks[chosen].name}"):
         return load_table(traces.ranks[chosen], chosen)
-
-
-def _print_json(data: Any) -> None:
-    stdout.print_json(json.dumps(data))
 
 
 def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
@@ -129,7 +122,7 @@ def _ranks(workload: Workload, rank: int | None) -> list[int]:
 def summary_cmd(
     workload: str = WORKLOAD_ARG,
     rank: int | None = typer.Option(None, "--rank", help="Only this rank."),
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
@@ -140,11 +133,10 @@ def summary_cmd(
     """
     from chakra.analyze.breakdown import breakdown
 
-    _check_timing(timing)
     loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
     results = {r: breakdown(loaded.tables[r], timing=timing) for r in _ranks(loaded, rank)}
     if as_json:
-        _print_json({str(r): b.to_dict() for r, b in results.items()})
+        print_json({str(r): b.to_dict() for r, b in results.items()})
         return
     for r, b in results.items():
         stdout.print(f"[bold]rank {r}[/bold]: span {_ms(b.span_ns)} ms ({b.timing} timing)")
@@ -176,9 +168,11 @@ def summary_cmd(
 def breakdown_cmd(
     workload: str = WORKLOAD_ARG,
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: all)."),
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
     top: int = TOP_OPTION,
-    by: str = typer.Option("total", "--by", help="Rank operators by total or exclusive time."),
+    by: RankBy = typer.Option(
+        RankBy.TOTAL, "--by", case_sensitive=False, help="Rank operators by total or exclusive time."
+    ),
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
@@ -190,13 +184,12 @@ def breakdown_cmd(
     """
     from chakra.analyze.breakdown import breakdown, top_operators
 
-    _check_timing(timing)
     loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
     ranks = _ranks(loaded, rank)
     results = {r: breakdown(loaded.tables[r], timing=timing) for r in ranks}
     tops = {r: top_operators(loaded.tables[r], top, by=by, timing=timing) for r in ranks}
     if as_json:
-        _print_json({str(r): {**b.to_dict(), "top_operators": [vars(s) for s in tops[r]]} for r, b in results.items()})
+        print_json({str(r): {**b.to_dict(), "top_operators": [vars(s) for s in tops[r]]} for r, b in results.items()})
         return
     stdout.print(
         _table(
@@ -247,7 +240,7 @@ def critical_path_cmd(
     with busy("finding the critical path"):
         path = critical_path(table, top=top)
     if as_json:
-        _print_json(path.to_dict())
+        print_json(path.to_dict())
         return
     _note_untimed([table])
     of_rank = f" of rank {table.rank}" if table.rank is not None else ""
@@ -273,7 +266,7 @@ def critical_path_cmd(
 @analyze_app.command("ranks")
 def ranks_cmd(
     workload: str = WORKLOAD_ARG,
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
@@ -284,11 +277,10 @@ def ranks_cmd(
     """
     from chakra.analyze.ranks import compare_ranks
 
-    _check_timing(timing)
     loaded = _load(workload, workers, scheduler)
     comparison = compare_ranks(loaded, timing=timing)
     if as_json:
-        _print_json(comparison.to_dict())
+        print_json(comparison.to_dict())
         return
     _note_untimed(loaded.tables.values())
     stdout.print(
@@ -330,7 +322,7 @@ def diff_cmd(
     before: str = typer.Argument(..., help="The first run: a workload PREFIX, its folder, or one .et file."),
     after: str = typer.Argument(..., help="The second run of the same workload."),
     rank: int | None = typer.Option(None, "--rank", help="Compare this rank only (default: the whole workload)."),
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
     top: int = TOP_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -341,14 +333,13 @@ def diff_cmd(
     """
     from chakra.analyze.diff import diff_workloads
 
-    _check_timing(timing)
     first, second = _load(before), _load(after)
     result = diff_workloads(first, second, rank=rank, timing=timing)
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
         return
-    for note in result.notes:
-        _note(note)
+    for text in result.notes:
+        note(text)
     _note_untimed([*first.tables.values(), *second.tables.values()])
     sign = "+" if result.delta_span_ns >= 0 else ""
     stdout.print(
@@ -402,8 +393,8 @@ def graph_cmd(
             table, output, around=around, depth=depth, comm_only=comm_only, collapse_cpu=collapse_cpu, **limit
         )
     stderr.print(f"wrote {output}: {len(view.positions):,} nodes, {len(view.edges):,} edges")
-    for note in view.notes:
-        stderr.print(Text(f"note: {note}", style="yellow"))
+    for text in view.notes:
+        note(text)
 
 
 @viz_app.command("timeline")
@@ -426,47 +417,22 @@ def timeline_cmd(
     stderr.print(f"wrote {output}: {sum(written.timed.values()):,} nodes")
 
 
-PLOTS: dict[str, str] = {
-    "breakdown": "stacked time breakdown per rank",
-    "ranks": "ranks side by side",
-    "critical-path": "operators and kinds on the critical path (rank 0 or --rank)",
-}
-
-
 @viz_app.command("plot")
 def plot_cmd(
     workload: str = WORKLOAD_ARG,
-    kind: str = typer.Option("breakdown", "--kind", help="breakdown, ranks or critical-path."),
+    kind: PlotKind = typer.Option(PlotKind.BREAKDOWN, "--kind", case_sensitive=False, help="What to plot."),
     output: Path = typer.Option(..., "-o", "--output", help="OUT.png or OUT.svg."),
     rank: int | None = typer.Option(None, "--rank", help="For critical-path: the rank (default: the slowest)."),
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
 ) -> None:
-    """Plot an analysis as PNG or SVG.
+    """Plot an analysis as PNG or SVG: a stacked breakdown per rank, the ranks side by side, or the
+    operators of a critical path.
 
     Example: chakra viz plot out/job --kind breakdown -o breakdown.png
     """
-    from chakra.analyze.critical_path import critical_path
-    from chakra.analyze.ranks import compare_ranks
-    from chakra.viz import plots
-    from chakra.viz.report import breakdown_parts, rank_plot_rows
-
-    if kind not in PLOTS:
-        raise ChakraInputError(f"--kind {kind!r} is not one of {', '.join(PLOTS)}")
-    _check_timing(timing)
     loaded = _load(workload)
     with busy(f"plotting {output.name}"):
-        if kind == "breakdown":
-            from chakra.analyze.breakdown import breakdown
-
-            plots.plot_breakdown(
-                {r: breakdown_parts(breakdown(t, timing=timing)) for r, t in loaded.tables.items()}, output
-            )
-        elif kind == "ranks":
-            plots.plot_rank_comparison(rank_plot_rows(compare_ranks(loaded, timing=timing)), output)
-        else:
-            chosen = compare_ranks(loaded, timing=timing).slowest_rank if rank is None else _ranks(loaded, rank)[0]
-            path = critical_path(loaded.tables[chosen])
-            plots.plot_critical_path(path.by_operator, path.by_category, output)
+        plot_analysis(loaded, kind, output, rank=rank, timing=timing)
     stderr.print(f"wrote {output}")
 
 
@@ -475,7 +441,7 @@ def report(
     workload: str = WORKLOAD_ARG,
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
     title: str | None = typer.Option(None, "--title", help="Page title (default: from the workload name)."),
-    timing: str = TIMING_OPTION,
+    timing: Timing = TIMING_OPTION,
     top: int = TOP_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
@@ -486,7 +452,6 @@ def report(
     """
     from chakra.viz.report import write_report
 
-    _check_timing(timing)
     loaded = _load(workload, workers, scheduler)
     with busy("analysing and plotting"):
         write_report(loaded, output, title=title, timing=timing, top=top)

@@ -13,9 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, progress_bar, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, progress_bar, stderr, stdout
 from chakra.io import AtomicFile
 from chakra.pytorch.workload import FIDELITY_TOLERANCE
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
 
 if TYPE_CHECKING:
     from chakra.pytorch.workload import WorkloadResult
@@ -186,8 +189,8 @@ def convert_text_cmd(
     )
     if result.comm_groups_path is not None:
         stdout.print(Text(f"wrote {result.comm_groups_path} ({len(result.groups)} groups)"))
-    for note in result.notes:
-        stderr.print(Text(f"note: {note}", style="yellow"))
+    for text in result.notes:
+        note(text)
 
 
 def _comm_summary(comm: Counter[str]) -> str:
@@ -233,6 +236,4 @@ def _print_conversion(result: WorkloadResult) -> None:
         stderr.print(Text(f"{lacking.mode}: the ETs lack " + "; ".join(lacking.lacks), style="yellow"))
     stdout.print(f"wrote {len(result.paths)} rank files and {result.comm_groups_path}")
     if result.removed:
-        stderr.print(
-            Text(f"note: removed {len(result.removed)} files of an earlier workload with this prefix", style="yellow")
-        )
+        note(f"removed {len(result.removed)} files of an earlier workload with this prefix")

@@ -25,11 +25,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from chakra import jsonize as jsonize_lib
+from chakra.cli.console import EXIT_BAD_INPUT
 from chakra.errors import ChakraError
 
-EXIT_BAD_INPUT = 2
+
+def _refuse(prog: str, error: ChakraError | str) -> NoReturn:
+    """Bad input, in the upstream tools' argparse style: ``PROG: error: ...`` and exit code 2."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 def jsonizer_main(argv: list[str] | None = None) -> None:
@@ -45,8 +51,7 @@ def jsonizer_main(argv: list[str] | None = None) -> None:
     try:
         jsonize_lib.jsonize(args.input_filename, args.output_filename, upstream=True)
     except ChakraError as error:
-        print(f"chakra_jsonizer: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse("chakra_jsonizer", error)
 
 
 if __name__ == "__main__":
@@ -79,8 +84,7 @@ def trace_link_main(argv: list[str] | None = None) -> None:
         linked = link(load_host_trace(args.chakra_host_trace), device)
         count = write_linked_json(linked, args.output_file)
     except ChakraError as error:
-        print(f"chakra_trace_link: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse("chakra_trace_link", error)
     report = linked.report
     if args.log_level.upper() in ("DEBUG", "INFO"):
         print(
@@ -111,8 +115,7 @@ def _text_converter(args: argparse.Namespace) -> None:
             with open(args.log_filename, "w") as log:
                 json.dump(conversion.to_dict(), log, indent=1)
     except (ChakraError, OSError) as error:
-        print(f"chakra_converter: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse("chakra_converter", str(error))
     print(
         f"chakra_converter: wrote {conversion.num_npus} files {args.output}.{{npu}}.et "
         f"({conversion.nodes_per_rank:,} nodes each)",
@@ -162,8 +165,7 @@ def converter_main(argv: list[str] | None = None) -> None:
             with open(args.log_filename, "w") as log:
                 json.dump(conversion.report.to_dict(), log, indent=1)
     except (ChakraError, OSError) as error:
-        print(f"chakra_converter: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse("chakra_converter", str(error))
     report = conversion.report
     print(f"chakra_converter: wrote {report.node_count:,} nodes ({report.mode}) to {args.output}", file=sys.stderr)
     if args.simulate:
@@ -206,8 +208,7 @@ def timeline_visualizer_main(argv: list[str] | None = None) -> None:
             with open(args.log_filename, "w") as debug_log:
                 debug_log.write("\n".join([" ".join(sys.argv), *report]) + "\n")
     except (ChakraError, OSError) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse(prog, str(error))
     for line in report:
         print(line, file=sys.stderr)
 
@@ -237,8 +238,7 @@ def visualizer_main(argv: list[str] | None = None) -> None:
         table = load_table(args.input_filename)
         view = graph.export_graph(table, args.output_filename, max_nodes=args.max_nodes or None)
     except ChakraError as error:
-        print(f"chakra_visualizer: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse("chakra_visualizer", error)
     print(
         f"chakra_visualizer: wrote {len(view.positions):,} nodes, {len(view.edges):,} edges to {args.output_filename}",
         file=sys.stderr,
@@ -279,8 +279,7 @@ def generator_main(argv: list[str] | None = None) -> None:
         )
         written = micro.generate(args.output_dir, micro.UPSTREAM_FAMILIES, params)
     except ChakraError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+        _refuse(prog, error)
     files = sum(len(item.paths) for item in written)
     print(
         f"{prog}: wrote {len(written)} families x {args.num_npus} NPUs ({files} files) to {args.output_dir}",

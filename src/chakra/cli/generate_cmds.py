@@ -11,9 +11,12 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.main import app, stderr, stdout
+from chakra.cli.console import note, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
 from chakra.generate import micro as micro_lib
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
 
 if TYPE_CHECKING:
     from chakra.generate.llm import LlmWorkload
@@ -114,11 +117,11 @@ def print_written(written: list[micro_lib.WrittenWorkload], out_dir: Path) -> No
             "-".join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts)),
             micro_lib.FAMILIES[workload.family].astra_sim,
         )
-        for note in workload.notes:
-            notes[note].append(workload.name)
+        for text in workload.notes:
+            notes[text].append(workload.name)
     stdout.print(table)
-    for note, names in notes.items():
-        stderr.print(Text(f"note ({', '.join(names)}): {note}", style="yellow"), soft_wrap=True)
+    for text, names in notes.items():
+        note(f"{text} ({', '.join(names)})")
     removed = [path for item in written for path in item.removed_stale]
     if removed:
         shown = ", ".join(p.name for p in removed[:5]) + (" ..." if len(removed) > 5 else "")
@@ -184,7 +187,6 @@ def llm(
     """
     import time
 
-    from chakra.cli.main import progress_bar
     from chakra.generate import llm as llm_lib
     from chakra.generate import specs
     from chakra.generate.spec_input import resolve_spec
@@ -261,8 +263,8 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
     for stage, (nodes, counts) in enumerate(zip(result.nodes_per_stage, result.kinds_per_stage, strict=True)):
         table.add_row(str(stage), f"{nodes:,}", *(f"{counts.get(k, 0):,}" for k in kinds))
     stdout.print(table)
-    for note in result.notes:
-        stderr.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+    for text in result.notes:
+        note(text)
     if result.removed_stale:
         stderr.print(Text(f"removed {len(result.removed_stale)} files of an earlier, larger workload", style="yellow"))
     groups = f" and {result.groups_file} ({result.group_count} groups)" if result.groups_file else ""

@@ -10,18 +10,21 @@ from rich.table import Table
 from rich.text import Text
 
 from chakra.analyze.summary import TraceSummary, summarize_file
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, progress_bar, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, progress_bar, stdout
 from chakra.errors import ChakraInputError
 from chakra.trace import TraceSet
 from chakra.validate import (
     DEFAULT_LIMIT_PER_CODE,
     ERROR,
-    TARGETS,
     Finding,
+    Target,
     count_by_severity,
     iter_validate_set,
     validate_file,
 )
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -168,7 +171,9 @@ def _targets_of(inputs: list[Path]) -> list[Path | TraceSet]:
 @app.command()
 def validate(
     inputs: list[Path] = typer.Argument(..., help=".et files, or a workload PREFIX (PREFIX.{rank}.et) or directory."),
-    target: str = typer.Option(None, "--target", help=f"Also check what a consumer needs: {', '.join(TARGETS)}."),
+    target: Target | None = typer.Option(
+        None, "--target", case_sensitive=False, help="Also check what a consumer needs."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print findings as JSON."),
     max_per_code: int = typer.Option(
         DEFAULT_LIMIT_PER_CODE,
@@ -184,8 +189,6 @@ def validate(
 
     Example: chakra validate runs/llama --target astra-sim
     """
-    if target is not None and target not in TARGETS:
-        raise ChakraInputError(f"unknown --target {target!r}", hint=f"known targets: {', '.join(TARGETS)}")
     limit = max_per_code or None
     results: list[tuple[str, list[Finding]]] = []
     work = _targets_of(inputs)

@@ -1,25 +1,42 @@
-"""The ``chakra`` command: argument parsing and error reporting; the work happens in the library."""
+"""The ``chakra`` command: the verb groups of the other modules, composed into one app at import.
+
+Each ``*_cmds`` module builds its own Typer app; this module adds them to :data:`app`, whose group
+turns a :class:`~chakra.errors.ChakraError` from any command into one line and exit code 2, in
+process too: ``typer.testing.CliRunner().invoke(app, [...])`` runs any command. A command-line
+mistake (an unknown option, a value of the wrong type) is typer's usage message, also exit code 2.
+"""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
+from typer.core import TyperGroup
 
 from chakra import __version__
+from chakra.cli import analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds
+from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
-#: Exit codes shared by every command (DESIGN.md): checks failed, bad input.
-EXIT_CHECKS_FAILED = 1
-EXIT_BAD_INPUT = 2
+
+class ChakraGroup(TyperGroup):
+    """The root command group: errors of the library become one line and an exit code."""
+
+    # typer's own click (typer._click) declares the context type; typer.Context is its public subclass
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except ChakraError as error:
+            report_error(error)
+            ctx.exit(EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            stderr.print("interrupted")
+            ctx.exit(EXIT_INTERRUPTED)
+
 
 app = typer.Typer(
     name="chakra",
+    cls=ChakraGroup,
     help="Read, check and explain Chakra execution traces (.et files).\n\nExample: chakra info llama.0.et",
     no_args_is_help=True,
     add_completion=False,
@@ -29,9 +46,8 @@ app = typer.Typer(
     # line breaks of every paragraph after the first)
     rich_markup_mode="markdown",
 )
-
-stdout = Console()
-stderr = Console(stderr=True)
+for commands in (inspect_cmds.app, convert_cmds.app, generate_cmds.app, sim_cmds.app, analyze_cmds.app):
+    app.add_typer(commands)
 
 
 def _version(value: bool) -> None:
@@ -47,47 +63,9 @@ def _root(
     """Read, check and explain Chakra execution traces."""
 
 
-def progress_bar() -> Progress:
-    """A transient progress bar on stderr (hidden when stderr is not a terminal)."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal,
-    )
-
-
-@contextmanager
-def busy(message: str) -> Iterator[None]:
-    """A spinner on stderr while long work runs (nothing when stderr is not a terminal)."""
-    if not stderr.is_terminal:
-        yield
-        return
-    with stderr.status(message):
-        yield
-
-
-def report_error(error: ChakraError) -> None:
-    """One line on stderr, no traceback."""
-    stderr.print(Text.assemble(("error: ", "bold red"), str(error)), soft_wrap=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
-    # the command modules register themselves on ``app`` when imported
-    from chakra.cli import analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds  # noqa: F401
-
-    try:
-        app(args=argv, prog_name="chakra")
-    except ChakraError as error:
-        report_error(error)
-        sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        stderr.print("interrupted")
-        sys.exit(130)
+    app(args=argv, prog_name="chakra")
 
 
 if __name__ == "__main__":

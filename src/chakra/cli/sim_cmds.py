@@ -9,7 +9,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.main import EXIT_CHECKS_FAILED, app, busy, progress_bar, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, progress_bar, stderr, stdout
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
 
 #: Table times are shown in ms; results are ns.
 NS_PER_MS = 1e6

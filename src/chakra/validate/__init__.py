@@ -65,7 +65,7 @@ def _target(target: Target | str | None) -> bool:
     """Whether ``target`` is ASTRA-sim; ``ValueError`` for a target that is not known."""
     if target is None:
         return False
-    if str(getattr(target, "value", target)) not in TARGETS:
+    if target not in TARGETS:  # a Target is a str equal to its value
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
     return True
 

@@ -20,11 +20,12 @@ import datetime as dt
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from chakra import __version__, io
-from chakra.analyze.breakdown import Breakdown, breakdown, top_operators
+from chakra.analyze.breakdown import Breakdown, Timing, breakdown, top_operators
 from chakra.analyze.critical_path import CriticalPath, critical_path
 from chakra.analyze.ranks import RankComparison, compare_ranks
 from chakra.analyze.workload import Workload
@@ -131,6 +132,35 @@ def rank_plot_rows(comparison: RankComparison) -> list[dict[str, float]]:
         }
         for r in comparison.rows
     ]
+
+
+class PlotKind(str, Enum):
+    """The analyses :func:`plot_analysis` draws."""
+
+    #: stacked time breakdown per rank
+    BREAKDOWN = "breakdown"
+    #: ranks side by side
+    RANKS = "ranks"
+    #: operators and kinds on the critical path of one rank (the slowest unless told)
+    CRITICAL_PATH = "critical-path"
+
+
+def plot_analysis(
+    workload: Workload, kind: PlotKind | str, path: PathLike, *, rank: int | None = None, timing: Timing | str = "auto"
+) -> Path:
+    """Draw one analysis of ``workload`` as a PNG or SVG file (by suffix); ``rank`` picks the rank of a
+    critical path (default: the slowest)."""
+    kind = PlotKind(kind)
+    if kind is PlotKind.BREAKDOWN:
+        parts = {r: breakdown_parts(breakdown(t, timing=timing)) for r, t in workload.tables.items()}
+        return plots.plot_breakdown(parts, path)
+    comparison = compare_ranks(workload, timing=timing) if kind is PlotKind.RANKS or rank is None else None
+    if kind is PlotKind.RANKS:
+        assert comparison is not None
+        return plots.plot_rank_comparison(rank_plot_rows(comparison), path)
+    chosen = workload.table(rank if comparison is None else comparison.slowest_rank)
+    found = critical_path(chosen)
+    return plots.plot_critical_path(found.by_operator, found.by_category, path)
 
 
 def render_report(data: ReportData, *, title: str | None = None) -> str:
