@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "chakra"
 #: The core: what every producer and consumer builds on.
 CORE = (
     "errors",
+    "documents",
     "io",
     "_columns",
     "wire",

@@ -215,12 +215,12 @@ def test_the_cli_refuses_an_unknown_preset_option_with_the_presets(tmp_path: Pat
 
 def test_the_cli_refuses_a_bad_yaml_file_with_its_line(tmp_path: Path):
     result = generate_from(tmp_path, "model: llama3-8b\nparallel: {tp: 2\n")
-    assert_one_line_error(result, "spec.yaml", "invalid YAML at line 3")
+    assert_one_line_error(result, "spec.yaml", "not valid YAML", "at line 3")
 
 
 def test_the_cli_refuses_a_bad_json_file_with_its_line(tmp_path: Path):
     result = generate_from(tmp_path, '{"model": "llama3-8b",\n "parallel": {"tp": 2,}}', name="spec.json")
-    assert_one_line_error(result, "spec.json", "invalid JSON at line 2")
+    assert_one_line_error(result, "spec.json", "not valid JSON", "at line 2")
 
 
 @pytest.mark.parametrize(("spec_text", "found"), [("- llama3-8b\n- tp: 2\n", "a list"), ("", "an empty file")])

@@ -160,7 +160,7 @@ def test_a_wrong_remote_memory_value_is_one_line_naming_file_key_and_value(tmp_p
 @pytest.mark.parametrize(
     ("groups", "fragment"),
     [
-        ({"1": "0,1"}, "group 1: ranks must be a list of integers"),
+        ({"1": "0,1"}, "group 1: ranks = '0,1' must be a list of integers"),
         ({"one": [0, 1]}, "group id 'one' is not a decimal integer"),
         ({"1": [0, 5]}, "communicator group 1 lists ranks [5], outside the network's 2 NPUs"),
     ],

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chakra import io
+from chakra.documents import parse_json, read_text
 from chakra.errors import ChakraInputError, PathLike
 
 #: ``pg_name`` values that mean every rank (astra-sim.md §2.5).
@@ -129,14 +130,7 @@ class CommGroups(Mapping[int, tuple[int, ...]]):
     def read(cls, path: PathLike) -> CommGroups:
         """Read an ASTRA-sim communicator-group file (``{"1": [0, 1], ...}``)."""
         path = Path(path)
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ChakraInputError("no such comm groups file", path=path) from None
-        except OSError as exc:
-            raise ChakraInputError(f"cannot read comm groups file: {exc.strerror}", path=path) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ChakraInputError(f"not valid JSON: {exc}", path=path) from None
+        raw = parse_json(read_text(path, "comm groups"), path, "comm groups file", hint='write {"1": [0, 1], ...}')
         if not isinstance(raw, dict):
             raise ChakraInputError("comm groups must be a JSON object of group id -> rank list", path=path)
         groups: dict[int, tuple[int, ...]] = {}
@@ -148,7 +142,7 @@ class CommGroups(Mapping[int, tuple[int, ...]]):
                     hint="ASTRA-sim reads pg_name with stoi; use ids 1, 2, ...",
                 )
             if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-                raise ChakraInputError(f"group {key}: ranks must be a list of integers", path=path)
+                raise ChakraInputError(f"group {key}: ranks = {ranks!r} must be a list of integers", path=path)
             groups[int(key)] = tuple(ranks)
         return cls(groups)
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import re
 import typing
 from collections.abc import Mapping
 from dataclasses import asdict, fields
@@ -31,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from chakra.documents import parse_json, parse_yaml, read_text
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.specs import (
     HARDWARE_PRESETS,
@@ -59,10 +58,6 @@ CUSTOM_NAME = "custom"
 
 #: The hardware of roofline durations when neither the spec nor an override names one.
 DEFAULT_HARDWARE = "h100"
-
-#: Plain YAML scalars that YAML 1.2 reads as numbers but PyYAML (YAML 1.1: a float needs a dot and a
-#: signed exponent) reads as text, such as ``989e12`` or ``3.35e12``.
-_YAML12_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 #: How messages call the types of spec fields and of values read from a file.
 _EXPECTED: dict[Any, str] = {
@@ -159,12 +154,8 @@ def read_spec_file(path: PathLike) -> dict[Any, Any]:
     """The mapping of a YAML or JSON spec file (JSON by the ``.json`` suffix); numbers such as
     ``989e12`` are numbers in YAML too (as YAML 1.2 reads them)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ChakraInputError(f"cannot read the spec: {reason}", path=path) from None
-    data = _parse_json(text, path) if path.suffix == ".json" else _parse_yaml(text, path)
+    text = read_text(path, "spec")
+    data = parse_json(text, path, "spec") if path.suffix == ".json" else parse_yaml(text, path, "spec")
     if not isinstance(data, dict):
         found = "an empty file" if data is None else _FOUND.get(type(data), type(data).__name__)
         raise ChakraInputError(
@@ -173,36 +164,6 @@ def read_spec_file(path: PathLike) -> dict[Any, Any]:
             hint="write model: PRESET, parallel: {tp: 2}, ... one key a line",
         )
     return data
-
-
-def _parse_json(text: str, path: Path) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ChakraInputError(
-            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-            path=path,
-            hint="check commas and quotes",
-        ) from None
-
-
-def _parse_yaml(text: str, path: Path) -> Any:
-    import yaml
-
-    class SpecLoader(yaml.SafeLoader):
-        """PyYAML's safe loader reading ``989e12`` as a number (YAML 1.2), not as text."""
-
-    SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_EXPONENT_FLOAT, list("-+.0123456789"))
-    try:
-        return yaml.load(text, Loader=SpecLoader)  # a SafeLoader: builds plain data only
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ChakraInputError(
-            f"invalid YAML{where}: {exc.problem or exc.context}", path=path, hint="check indentation and colons"
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ChakraInputError(f"invalid YAML: {exc}", path=path, hint="check indentation and colons") from None
 
 
 def _set_override(data: dict[Any, Any], key: str, value: Any, label: str, path: PathLike | None) -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import msgspec
-import yaml
 
+from chakra.documents import parse_json, parse_yaml, read_text
 from chakra.errors import ChakraInputError
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -219,33 +219,14 @@ def _hint(key: str, declared: msgspec.inspect.Type) -> str:
 # Files
 
 
-def read_text(path: Path, what: str) -> str:
-    """The file's text; a missing, unreadable or non-UTF-8 file is an error naming ``what`` it should be."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ChakraInputError(
-            f"no such {what} file", path=path, hint=f"pass the path of an existing {what} file"
-        ) from None
-    except IsADirectoryError:
-        raise ChakraInputError(f"is a directory, not a {what} file", path=path) from None
-    except OSError as exc:
-        raise ChakraInputError(f"cannot read {what} file: {exc.strerror}", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise ChakraInputError(f"{what} file is not UTF-8 text (byte {exc.start})", path=path) from None
-
-
 def read_json_object(path: Path, what: str) -> dict[str, Any]:
     """The file's JSON object (key -> value)."""
-    text = read_text(path, what)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ChakraInputError(
-            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-            path=path,
-            hint="ASTRA-sim reads strict JSON: keys in double quotes, no comments, no trailing commas",
-        ) from None
+    document = parse_json(
+        read_text(path, what),
+        path,
+        what,
+        hint="ASTRA-sim reads strict JSON: keys in double quotes, no comments, no trailing commas",
+    )
     if not isinstance(document, dict):
         raise ChakraInputError(
             f"{what} must be a JSON object of key -> value, not {type(document).__name__}",
@@ -257,18 +238,7 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
 
 def read_yaml_mapping(path: Path, what: str, example: str) -> dict[str, Any]:
     """The file's YAML mapping (key -> value); ``example`` shows a good file in hints."""
-    text = read_text(path, what)
-    try:
-        document = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = exc.problem or exc.context or "syntax error"
-        raise ChakraInputError(
-            f"{what} is not valid YAML: {problem}{where}", path=path, hint=f"write one list per key, e.g. {example}"
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ChakraInputError(f"{what} is not valid YAML: {exc}", path=path) from None
+    document = parse_yaml(read_text(path, what), path, what, hint=f"write one list per key, e.g. {example}")
     if not isinstance(document, dict):
         found = "an empty file" if document is None else f"a {type(document).__name__}"
         raise ChakraInputError(
