@@ -278,51 +278,55 @@ static int member_wire_type(int member) {
     }
 }
 
-/* Check a list member's payload (`message XList { repeated X values = 1; }`): packed or not. */
-static int check_list(Cursor *outer, const uint8_t *data, size_t len, int list_member) {
+/* Pass an error of a nested message's cursor to the cursor of the message around it. */
+static int within(Cursor *outer, const Cursor *inner, int rc) {
+    if (rc < 0) outer->error = inner->error;
+    return rc;
+}
+
+/* Check a list member's fields (`message XList { repeated X values = 1; }`): packed or not. */
+static int check_list_fields(Cursor *c, int list_member) {
     int element = list_member - 1; /* DoubleList (4) holds doubles (3), ... */
     int element_wt = member_wire_type(element);
-    Cursor c = {data, data + len, NULL};
-    while (c.p < c.end) {
+    while (c->p < c->end) {
         uint32_t field;
         int wt;
-        if (read_tag(&c, &field, &wt) < 0) goto fail;
+        if (read_tag(c, &field, &wt) < 0) return -1;
         if (field == 1 && wt == element_wt) {
             uint64_t ignored;
             const uint8_t *s;
             size_t n;
             if (wt == WT_LEN) {
-                if (read_len(&c, &s, &n) < 0) goto fail;
-                if (element == A_STRING && check_string(&c, s, n) < 0) goto fail;
+                if (read_len(c, &s, &n) < 0) return -1;
+                if (element == A_STRING && check_string(c, s, n) < 0) return -1;
             } else if (wt == WT_VARINT) {
-                if (read_varint(&c, &ignored) < 0) goto fail;
-            } else if (read_fixed(&c, wt == WT_I64 ? 8 : 4, &ignored) < 0) {
-                goto fail;
+                if (read_varint(c, &ignored) < 0) return -1;
+            } else if (read_fixed(c, wt == WT_I64 ? 8 : 4, &ignored) < 0) {
+                return -1;
             }
         } else if (field == 1 && wt == WT_LEN && element_wt != WT_LEN) { /* packed */
             const uint8_t *s;
             size_t n;
-            if (read_len(&c, &s, &n) < 0) goto fail;
+            if (read_len(c, &s, &n) < 0) return -1;
             if (element_wt == WT_VARINT) {
                 Cursor packed = {s, s + n, NULL};
                 uint64_t ignored;
                 while (packed.p < packed.end)
-                    if (read_varint(&packed, &ignored) < 0) {
-                        c.error = packed.error;
-                        goto fail;
-                    }
+                    if (within(c, &packed, read_varint(&packed, &ignored)) < 0) return -1;
             } else if (n % (element_wt == WT_I64 ? 8 : 4)) {
-                c.error = "packed fixed-width list whose length is not a multiple of its width";
-                goto fail;
+                c->error = "packed fixed-width list whose length is not a multiple of its width";
+                return -1;
             }
-        } else if (skip_field(&c, field, wt, 0) < 0) {
-            goto fail;
+        } else if (skip_field(c, field, wt, 0) < 0) {
+            return -1;
         }
     }
     return 0;
-fail:
-    outer->error = c.error;
-    return -1;
+}
+
+static int check_list(Cursor *outer, const uint8_t *data, size_t len, int list_member) {
+    Cursor c = {data, data + len, NULL};
+    return within(outer, &c, check_list_fields(&c, list_member));
 }
 
 /* Check an IOInfo payload: three strings, unknown fields skipped. */
@@ -331,19 +335,16 @@ static int check_io(Cursor *outer, const uint8_t *data, size_t len) {
     while (c.p < c.end) {
         uint32_t field;
         int wt;
-        if (read_tag(&c, &field, &wt) < 0) goto fail;
+        if (read_tag(&c, &field, &wt) < 0) return within(outer, &c, -1);
         if (field >= 1 && field <= 3 && wt == WT_LEN) {
             const uint8_t *s;
             size_t n;
-            if (read_len(&c, &s, &n) < 0 || check_string(&c, s, n) < 0) goto fail;
+            if (read_len(&c, &s, &n) < 0 || check_string(&c, s, n) < 0) return within(outer, &c, -1);
         } else if (skip_field(&c, field, wt, 0) < 0) {
-            goto fail;
+            return within(outer, &c, -1);
         }
     }
     return 0;
-fail:
-    outer->error = c.error;
-    return -1;
 }
 
 static int64_t zigzag32(uint64_t raw) {

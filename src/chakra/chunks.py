@@ -32,18 +32,7 @@ from chakra.attrs import (
     text_column,
 )
 from chakra.errors import ChakraInputError, PathLike
-from chakra.schema.protobuf.et_def_pb2 import (
-    COMM_COLL_NODE,
-    COMM_RECV_NODE,
-    COMM_SEND_NODE,
-    COMP_NODE,
-    MEM_LOAD_NODE,
-    MEM_STORE_NODE,
-    METADATA_NODE,
-    AttributeProto,
-    GlobalMetadata,
-    Node,
-)
+from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata, Node, NodeType
 
 #: Row layouts of ``chakra._columns`` (its ``NodeRow`` and ``AttrRow`` structs; change both together).
 NODE_ROW = np.dtype(
@@ -83,12 +72,12 @@ class Category(IntEnum):
 COMPUTE, COMMUNICATION, MEMORY, OTHER = Category
 CATEGORY_NAMES = tuple(c.name.lower() for c in Category)
 _CATEGORY_OF_TYPE = {
-    COMP_NODE: COMPUTE,
-    COMM_COLL_NODE: COMMUNICATION,
-    COMM_SEND_NODE: COMMUNICATION,
-    COMM_RECV_NODE: COMMUNICATION,
-    MEM_LOAD_NODE: MEMORY,
-    MEM_STORE_NODE: MEMORY,
+    NodeType.COMP_NODE: COMPUTE,
+    NodeType.COMM_COLL_NODE: COMMUNICATION,
+    NodeType.COMM_SEND_NODE: COMMUNICATION,
+    NodeType.COMM_RECV_NODE: COMMUNICATION,
+    NodeType.MEM_LOAD_NODE: MEMORY,
+    NodeType.MEM_STORE_NODE: MEMORY,
 }
 
 
@@ -132,7 +121,6 @@ class NodeChunk:
     repeated_pos: list[int]
     repeated_name: list[str]
     member_counts: np.ndarray  # (attr name id, member code) -> nodes
-
 
     def column(self, name: str) -> np.ndarray:
         """Integer attribute ``name`` of every node of the chunk (int64, :data:`MISSING` where absent)."""
@@ -215,7 +203,7 @@ class ChunkDecoder:
             decoded.first_index + int(p): Node.FromString(
                 decoded.buf[int(rows["rec_off"][p]) : int(rows["rec_off"][p]) + int(rows["rec_len"][p])]
             )
-            for p in np.flatnonzero(types == METADATA_NODE).tolist()
+            for p in np.flatnonzero(types == NodeType.METADATA_NODE).tolist()
         }
         problem_pos, problem_name, problem_member = self._problems(a_node, a_name, a_member, decoded.first_index)
         repeated = attrs[repeat]

@@ -104,26 +104,14 @@ def build_rank(rank: int) -> Trace:
             pg_name=tp,
         )
     peer_next, peer_prev = (rank + 1) % NUM_RANKS, (rank - 1) % NUM_RANKS
-    send = add(
-        "activations.send",
-        NodeType.COMM_SEND_NODE,
-        [last],
-        is_cpu_op=False,
-        comm_src=rank,
-        comm_dst=peer_next,
-        comm_tag=ACTIVATION_TAG,
-        comm_size=activation_bytes,
-    )
-    recv = add(
-        "activations.recv",
-        NodeType.COMM_RECV_NODE,
-        [last],
-        is_cpu_op=False,
-        comm_src=peer_prev,
-        comm_dst=rank,
-        comm_tag=ACTIVATION_TAG,
-        comm_size=activation_bytes,
-    )
+    send, recv = (
+        add(name, node_type, [last], is_cpu_op=False, comm_src=src, comm_dst=dst, comm_tag=ACTIVATION_TAG,
+            comm_size=activation_bytes)
+        for name, node_type, src, dst in (
+            ("activations.send", NodeType.COMM_SEND_NODE, rank, peer_next),
+            ("activations.recv", NodeType.COMM_RECV_NODE, peer_prev, rank),
+        )
+    )  # fmt: skip
     last = add(
         "loss",
         NodeType.COMP_NODE,

@@ -103,6 +103,10 @@ DEFAULT_TOP = 20
 _CATEGORY_SLOTS = len(CATEGORY_NAMES)
 
 
+#: Short headers of :meth:`Breakdown.times_ns` (comm: communication; overlap: hidden behind compute).
+TIME_HEADERS = ("span", "compute", "comm", "overlap", "exposed", "memory", "idle")
+
+
 @dataclass
 class Breakdown:
     """Where one rank's time goes; all times in ns (see the module doc for each quantity)."""
@@ -125,6 +129,18 @@ class Breakdown:
     def to_dict(self) -> dict[str, object]:
         """Every field, JSON-ready."""
         return asdict(self)
+
+    def times_ns(self) -> tuple[int, ...]:
+        """The times tables show, in the order of :data:`TIME_HEADERS` (ns)."""
+        return (
+            self.span_ns,
+            self.compute_ns,
+            self.communication_ns,
+            self.comm_overlapped_ns,
+            self.comm_exposed_ns,
+            self.memory_ns,
+            self.idle_ns,
+        )
 
     def to_pandas(self):  # type: ignore[no-untyped-def]  # pandas is optional
         """One row per quantity: ``rank, timing, quantity, key, value``; ``key`` names the track,

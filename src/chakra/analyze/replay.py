@@ -207,35 +207,13 @@ def schedule_starts(
     untimed_rank = n
 
     touched: list[int] = []  # resources that freed up or got ready nodes at the current instant
+    released: list[int] = np.flatnonzero(np.diff(graph.dep_ptr) == 0).tolist()  # nodes whose parents are done
     now = 0
-    for pos in np.flatnonzero(np.diff(graph.dep_ptr) == 0).tolist():
-        r = resource[pos]
-        if r < 0:
-            started += 1
-            push(events, dur_ns[pos] * scale + pos)  # starts at 0
-        else:
-            p = prio[pos]
-            if p < 0:
-                p = untimed_rank
-                untimed_rank += 1
-            push(ready[r], p * scale + pos)
-            touched.append(r)
-
     while True:
         # complete every event at this instant (zero-length ones they release too) before any resource picks
         limit = (now + 1) * scale
-        while events and events[0] < limit:
-            pos = pop(events) - now * scale
-            r = resource[pos]
-            if r >= 0:
-                busy[r] = False
-                touched.append(r)
-            for k in range(child_ptr[pos], child_ptr[pos + 1]):
-                c = child_pos[k]
-                left = remaining[c] - 1
-                remaining[c] = left
-                if left:
-                    continue
+        while True:
+            for c in released:  # a node without a resource starts at once; the others wait for theirs
                 rc = resource[c]
                 if rc < 0:
                     start[c] = now
@@ -248,6 +226,20 @@ def schedule_starts(
                         untimed_rank += 1
                     push(ready[rc], p * scale + c)
                     touched.append(rc)
+            released = []
+            if not (events and events[0] < limit):
+                break
+            pos = pop(events) - now * scale
+            r = resource[pos]
+            if r >= 0:
+                busy[r] = False
+                touched.append(r)
+            for k in range(child_ptr[pos], child_ptr[pos + 1]):
+                c = child_pos[k]
+                left = remaining[c] - 1
+                remaining[c] = left
+                if not left:
+                    released.append(c)
         # dispatch: every touched free resource starts its best ready node now
         for r in touched:
             if not busy[r]:

@@ -12,7 +12,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from chakra.analyze.breakdown import RankBy, Timing
+from chakra.analyze.breakdown import TIME_HEADERS, RankBy, Timing
 from chakra.analyze.workload import Workload, load_workload
 from chakra.cli.console import busy, note, print_json, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
@@ -194,21 +194,8 @@ def breakdown_cmd(
     stdout.print(
         _table(
             "time breakdown (ms; comm: communication, overlap: comm hidden behind compute)",
-            ["rank", "span", "compute", "comm", "overlap", "exposed", "memory", "idle", "timing"],
-            [
-                (
-                    r,
-                    _ms(b.span_ns),
-                    _ms(b.compute_ns),
-                    _ms(b.communication_ns),
-                    _ms(b.comm_overlapped_ns),
-                    _ms(b.comm_exposed_ns),
-                    _ms(b.memory_ns),
-                    _ms(b.idle_ns),
-                    b.timing,
-                )
-                for r, b in results.items()
-            ],
+            ["rank", *TIME_HEADERS, "timing"],
+            [(r, *map(_ms, b.times_ns()), b.timing) for r, b in results.items()],
         )
     )
     for r in ranks:

@@ -171,27 +171,16 @@ def _comp(node_id: int, name: str, params: MicroParams, deps: Sequence[int] = ()
 
 
 def _send(node_id: int, rank: int, dst: int, size_bytes: int) -> Node:
-    return _node(
-        node_id,
-        f"send_to_{dst}",
-        COMM_SEND_NODE,
-        comm_src=rank,
-        comm_dst=dst,
-        comm_tag=p2p_tag(rank),
-        comm_size=size_bytes,
-    )
+    return _transfer(node_id, f"send_to_{dst}", COMM_SEND_NODE, rank, dst, size_bytes)
 
 
 def _recv(node_id: int, rank: int, src: int, size_bytes: int) -> Node:
-    return _node(
-        node_id,
-        f"recv_from_{src}",
-        COMM_RECV_NODE,
-        comm_src=src,
-        comm_dst=rank,
-        comm_tag=p2p_tag(src),
-        comm_size=size_bytes,
-    )
+    return _transfer(node_id, f"recv_from_{src}", COMM_RECV_NODE, src, rank, size_bytes)
+
+
+def _transfer(node_id: int, name: str, node_type: int, src: int, dst: int, size_bytes: int) -> Node:
+    """One half of a transfer from ``src`` to ``dst``, tagged by its sender (:func:`p2p_tag`)."""
+    return _node(node_id, name, node_type, comm_src=src, comm_dst=dst, comm_tag=p2p_tag(src), comm_size=size_bytes)
 
 
 def _same_on_every_rank(name: str, params: MicroParams, build: Callable[[], list[Node]], **extra: Any) -> Workload:

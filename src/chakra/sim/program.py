@@ -20,14 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from chakra.errors import ChakraInputError
-from chakra.schema.protobuf.et_def_pb2 import (
-    COMM_COLL_NODE,
-    COMM_RECV_NODE,
-    COMM_SEND_NODE,
-    COMP_NODE,
-    MEM_LOAD_NODE,
-    MEM_STORE_NODE,
-)
+from chakra.schema.protobuf.et_def_pb2 import NodeType
 from chakra.table import COMMUNICATION, DEFAULT_GROUP_ID, INVALID_GROUP_ID, MISSING, NodeTable, Slot, load_table
 
 NS_PER_US = 1000
@@ -106,7 +99,7 @@ def program_of(
     _refuse_comm_on_cpu(table, path)
     slot = table.slot.astype(np.int64)  # the table's Slot numbers are SLOT_CPU, SLOT_GPU, ...
     slot_names = list(SLOT_NAMES)
-    compute = types == COMP_NODE
+    compute = types == NodeType.COMP_NODE
     cpu_slots = {SLOT_CPU}
     if cpu_per_thread:
         cpu_slots |= _own_slots(slot, slot_names, compute & table.is_cpu, table.tid, "CPU thread")
@@ -184,12 +177,12 @@ def program_of(
 
 #: What a node of each type does when issued (§2.4); other types finish at once.
 _ACTION_OF_TYPE = {
-    COMP_NODE: DO_COMPUTE,
-    COMM_COLL_NODE: DO_COLLECTIVE,
-    COMM_SEND_NODE: DO_SEND,
-    COMM_RECV_NODE: DO_RECV,
-    MEM_LOAD_NODE: DO_MEMORY,
-    MEM_STORE_NODE: DO_MEMORY,
+    NodeType.COMP_NODE: DO_COMPUTE,
+    NodeType.COMM_COLL_NODE: DO_COLLECTIVE,
+    NodeType.COMM_SEND_NODE: DO_SEND,
+    NodeType.COMM_RECV_NODE: DO_RECV,
+    NodeType.MEM_LOAD_NODE: DO_MEMORY,
+    NodeType.MEM_STORE_NODE: DO_MEMORY,
 }
 #: Longest ``duration_micros`` simulated: its ns must fit the event queue's int64 times.
 MAX_DURATION_US = ((1 << 62) - 1) // NS_PER_US
@@ -232,7 +225,7 @@ def _comm_specs(table: NodeTable, rank: int, path: Path) -> dict[int, CommSpec]:
     for pos, node_type, kind, size, group, src, dst, tag, pg_name in columns:
         if size == MISSING:
             _missing(table, pos, "comm_size", path)
-        if node_type == COMM_COLL_NODE:
+        if node_type == NodeType.COMM_COLL_NODE:
             if kind == MISSING:
                 _missing(table, pos, "comm_type", path)
             if group == INVALID_GROUP_ID:

@@ -184,17 +184,7 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
         _table(
             ["rank", "nodes", "span", "compute", "communication", "overlapped", "exposed", "memory", "idle"],
             [
-                (
-                    rank,
-                    f"{len(workload.tables[rank]):,}",
-                    _ms(b.span_ns),
-                    _ms(b.compute_ns),
-                    _ms(b.communication_ns),
-                    _ms(b.comm_overlapped_ns),
-                    _ms(b.comm_exposed_ns),
-                    _ms(b.memory_ns),
-                    _ms(b.idle_ns),
-                )
+                (rank, f"{len(workload.tables[rank]):,}", *map(_ms, b.times_ns()))
                 for rank, b in data.breakdowns.items()
             ],
         )
