@@ -16,11 +16,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from chakra.attrs import set_attr
 from chakra.io import FORMAT_VERSION
-from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
-from chakra.trace import Trace, write_comm_groups
+from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, NodeType
+from chakra.trace import Trace, new_node, write_comm_groups
 
 DEMO_DIR = Path("demo-output")
 NUM_RANKS = 4
@@ -67,12 +67,9 @@ def build_rank(rank: int) -> Trace:
     trace = Trace(metadata)
     next_id = 0
 
-    def add(name: str, node_type: int, deps: list[int], dur_us: int = 0, **attrs: object) -> int:
+    def add(name: str, node_type: int, deps: list[int], dur_us: int = 0, **attrs: Any) -> int:
         nonlocal next_id
-        node = Node(id=next_id, name=name, type=node_type, duration_micros=dur_us)  # type: ignore[arg-type]  # enum values are ints
-        node.data_deps.extend(deps)
-        for key, value in attrs.items():
-            set_attr(node, key, value)
+        node = new_node(next_id, name, node_type, data_deps=deps, duration_us=dur_us, **attrs)
         trace.nodes.append(node)
         next_id += 1
         return node.id

@@ -25,10 +25,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from chakra import io
+from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.graph import TraceGraph, build_graph, topological_order
 from chakra.groups import CommGroups
@@ -44,6 +46,32 @@ WRITE_THREADS = 8
 MAX_PENDING_WRITES = 2 * WRITE_THREADS
 #: Stale files a note names before it says "...".
 REMOVED_SHOWN = 5
+
+
+def new_node(
+    node_id: int,
+    name: str,
+    node_type: int,
+    *,
+    data_deps: Iterable[int] = (),
+    ctrl_deps: Iterable[int] = (),
+    duration_us: int = 0,
+    **attrs: Any,
+) -> Node:
+    """A ``Node`` (the one factory every producer builds nodes with): its fields, and ``attrs`` written
+    through :func:`chakra.attrs.set_attr` in keyword order, each in the value kind consumers read.
+
+    >>> node = new_node(3, "ar", 7, data_deps=[2], comm_type=0, comm_size=1 << 20)
+    >>> [(a.name, a.WhichOneof("value")) for a in node.attr]
+    [('comm_type', 'int64_val'), ('comm_size', 'int64_val')]
+    """
+    node = Node(id=node_id, name=name, duration_micros=duration_us)
+    node.type = node_type  # type: ignore[assignment]  # NodeType is an open enum: a plain int
+    node.data_deps.extend(data_deps)
+    node.ctrl_deps.extend(ctrl_deps)
+    for key, value in attrs.items():
+        set_attr(node, key, value)
+    return node
 
 
 class Trace:
@@ -468,6 +496,7 @@ __all__ = [
     "WrittenWorkload",
     "comm_groups_beside",
     "groups_path",
+    "new_node",
     "prefix_of",
     "prepare_prefix",
     "rank_of",

@@ -25,6 +25,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     Node,
     NodeType,
 )
+from chakra.trace import new_node
 from chakra.validate import ASTRA_UNSUPPORTED_COLLECTIVES
 
 # Defaults of upstream chakra_generator's flags (upstream-behaviour.md §6).
@@ -146,16 +147,9 @@ def compute_flops(runtime_us: int, peak_tflops: float = REFERENCE_PEAK_TFLOPS) -
     return max(1, round(runtime_us * peak_tflops * FLOPS_PER_TFLOP / US_PER_S))
 
 
-def _node(
-    node_id: int, name: str, node_type: NodeType, *, deps: Sequence[int] = (), dur_us: int = 0, **attrs: Any
-) -> Node:
+def _node(node_id: int, name: str, node_type: int, *, deps: Sequence[int] = (), dur_us: int = 0, **attrs: Any) -> Node:
     """A device node (``is_cpu_op`` false, written first as upstream does) with ``attrs`` in canonical kinds."""
-    node = Node(id=node_id, name=name, type=node_type, duration_micros=dur_us)
-    node.data_deps.extend(deps)
-    set_attr(node, "is_cpu_op", False)
-    for key, value in attrs.items():
-        set_attr(node, key, value)
-    return node
+    return new_node(node_id, name, node_type, data_deps=deps, duration_us=dur_us, is_cpu_op=False, **attrs)
 
 
 def _comp(node_id: int, name: str, params: MicroParams, deps: Sequence[int] = ()) -> Node:
@@ -351,6 +345,7 @@ def collective(
 
 def collective_family(comm_type: str) -> Callable[[MicroParams], Workload]:
     """The builder of the ``comm_type`` family: :func:`collective` with the family's parameters."""
+
     def build(params: MicroParams) -> Workload:
         size = BARRIER_SIZE_BYTES if comm_type == "BARRIER" else params.comm_size_bytes
         return collective(comm_type, size, params.num_npus, runtime_us=params.runtime_us)
@@ -418,4 +413,3 @@ def send_recv_pair(params: MicroParams) -> Workload:
         ranks[src].append(_send(len(ranks[src]), src, dst, size))
         ranks[dst].append(_recv(len(ranks[dst]), dst, src, size))
     return Workload("send_recv_pair", "send_recv_pair", ranks)
-

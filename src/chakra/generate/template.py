@@ -28,6 +28,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     GlobalMetadata,
     Node,
 )
+from chakra.trace import new_node
 
 #: Static nodes are framed into chunks of about this many bytes before joining.
 _CHUNK_NODES = 4096
@@ -59,12 +60,7 @@ class RankTemplate:
     open_kinds: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def _node(self, name: str, node_type: int, deps: Sequence[int], ctrl: Sequence[int]) -> Node:
-        node = Node(id=len(self.nodes), name=name)
-        node.type = node_type  # type: ignore[assignment]  # an enum value as a plain int
-        if deps:
-            node.data_deps.extend(deps)
-        if ctrl:
-            node.ctrl_deps.extend(ctrl)
+        node = new_node(len(self.nodes), name, node_type, data_deps=deps, ctrl_deps=ctrl)
         self.nodes.append(node)
         return node
 

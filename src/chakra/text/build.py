@@ -7,8 +7,8 @@ parallelism). Every rank's graph is the same but for the ``pg_name`` of subgroup
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from chakra.attrs import set_attr
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, Node
 from chakra.text.placement import DLRM_EMBEDDING_SPANS, SINGLE, SPAN_ALL, SPAN_NOWHERE, SPANS, Placement
 from chakra.text.workload import (
@@ -30,6 +30,7 @@ from chakra.text.workload import (
     Layer,
     TextWorkload,
 )
+from chakra.trace import new_node
 
 #: Node name suffixes of each step: compute, collective, and a recomputed forward (both kinds).
 _COMPUTE_SUFFIX = {FWD: "FWD", IG: "BWD_IG", WG: "BWD_WG"}
@@ -60,22 +61,29 @@ class Builder:
 
     # -- nodes
 
-    def _add(self, node: Node, placement: str | None = None) -> int:
-        node.id = len(self.nodes)
-        set_attr(node, "is_cpu_op", False)
+    def _add(
+        self,
+        name: str,
+        node_type: int,
+        deps: Sequence[int],
+        placement: str | None = None,
+        *,
+        duration_us: int = 0,
+        **attrs: Any,
+    ) -> int:
+        """A device node (``is_cpu_op`` false, after the node's own attributes, as upstream writes it)."""
+        node = new_node(
+            len(self.nodes), name, node_type, data_deps=sorted(set(deps)), duration_us=duration_us, **attrs,
+            is_cpu_op=False,
+        )  # fmt: skip
         self.nodes.append(node)
         self.placements.append(placement)
         return node.id
 
     def compute(self, layer: Layer, which: str, deps: Sequence[int], *, recompute: bool = False) -> int:
         suffix = _RECOMPUTE if recompute else _COMPUTE_SUFFIX[which]
-        node = Node(
-            name=f"COMP_NODE_{layer.name}_{suffix}",
-            type=COMP_NODE,
-            data_deps=sorted(set(deps)),
-            duration_micros=self._duration_us(layer.phase(which).compute_us),
-        )
-        return self._add(node)
+        duration_us = self._duration_us(layer.phase(which).compute_us)
+        return self._add(f"COMP_NODE_{layer.name}_{suffix}", COMP_NODE, deps, duration_us=duration_us)
 
     def _duration_us(self, value: int) -> int:
         if self.units_per_us == 1:
@@ -120,14 +128,14 @@ class Builder:
             self.skip(index, which, "its group has a single NPU")
             return None
         suffix = _RECOMPUTE if recompute else _COMM_SUFFIX[which]
-        node = Node(
-            name=f"COMM_COLL_NODE_{layer.name}_{suffix}_{phase.comm_type}",
-            type=COMM_COLL_NODE,
-            data_deps=sorted(set(deps)),
+        return self._add(
+            f"COMM_COLL_NODE_{layer.name}_{suffix}_{phase.comm_type}",
+            COMM_COLL_NODE,
+            deps,
+            None if placement == SPAN_ALL else placement,
+            comm_type=COMM_TYPES[phase.comm_type],
+            comm_size=phase.comm_size_bytes,
         )
-        set_attr(node, "comm_type", COMM_TYPES[phase.comm_type])
-        set_attr(node, "comm_size", phase.comm_size_bytes)
-        return self._add(node, None if placement == SPAN_ALL else placement)
 
     # -- one pass per parallelism (the order of ASTRA-sim's ``Workload::iterate_*``)
 
