@@ -226,16 +226,16 @@ def ensure_workload(data_dir: Path, name: str, regenerate: bool) -> Path:
 def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dict[str, object]:
     """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
     cpu = pin_to_one_core()
+    from chakra.groups import CommGroups
     from chakra.sim.config import load_network, load_system
     from chakra.sim.engine import simulate
     from chakra.sim.program import load_rank
-    from chakra.trace import read_comm_groups
 
     spec = CASES[case]
     folder = data_dir / spec.workload
     system = load_system(folder / SYSTEM_FILE)
     network = load_network(folder / _network_file(spec.npus))
-    groups = read_comm_groups(folder / _groups_file(spec)) if WORKLOADS[spec.workload].grouped else None
+    groups = CommGroups.read(folder / _groups_file(spec)) if WORKLOADS[spec.workload].grouped else None
     baseline = peak_rss_bytes()
 
     t0 = time.perf_counter()

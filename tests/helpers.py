@@ -180,7 +180,8 @@ def write_allreduce_workload(
     With ``comm_groups`` the collectives use group ``min(comm_groups)`` and ``PREFIX.comm_groups.json``
     is written. ``suffix`` may be ``.et.gz``/``.et.zst``. Returns the prefix path (``directory/prefix``).
     """
-    from chakra.trace import COMM_GROUPS_SUFFIX, write_comm_groups
+    from chakra.groups import CommGroups
+    from chakra.paths import COMM_GROUPS_SUFFIX
 
     directory = Path(directory)
     pg_name = str(min(comm_groups)) if comm_groups else "0"
@@ -191,7 +192,7 @@ def write_allreduce_workload(
             make_metadata(rank=rank),
         )
     if comm_groups:
-        write_comm_groups(directory / f"{prefix}{COMM_GROUPS_SUFFIX}", {k: list(v) for k, v in comm_groups.items()})
+        CommGroups({k: tuple(v) for k, v in comm_groups.items()}).write(directory / f"{prefix}{COMM_GROUPS_SUFFIX}")
     return directory / prefix
 
 

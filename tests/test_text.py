@@ -14,6 +14,7 @@ from helpers import run_cli as run
 from chakra import io
 from chakra.attrs import find_attr, get_attr
 from chakra.errors import ChakraInputError
+from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -26,7 +27,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
 from chakra.text import TextConversion, convert_text, parse_text_workload
-from chakra.trace import TraceSet, read_comm_groups
+from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "text"
@@ -292,7 +293,7 @@ def test_hybrid_data_model_is_model_parallel_in_the_first_dimension(tmp_path: Pa
     assert _pg(nodes[:10]) == {
         "C_l0_FWD_ALLREDUCE": "2", "C_l1_IG_ALLREDUCE": "2", "C_l1_WG_REDUCESCATTER": "6", "C_l0_WG_ALLREDUCE": "6",
     }  # fmt: skip
-    assert read_comm_groups(conversion.comm_groups_path) == conversion.groups
+    assert CommGroups.read(conversion.comm_groups_path) == CommGroups(conversion.groups)
 
 
 def test_hybrid_model_data_is_data_parallel_in_the_first_dimension(tmp_path: Path):

@@ -9,8 +9,9 @@ from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_
 
 from chakra import io
 from chakra.errors import ChakraInputError
+from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, GlobalMetadata, Node
-from chakra.trace import Trace, TraceSet, rank_of, read_comm_groups, write_comm_groups
+from chakra.trace import Trace, TraceSet, rank_of
 
 # ---------------------------------------------------------------------------------------------
 # Trace: loading and saving
@@ -286,16 +287,16 @@ def test_a_workload_without_comm_groups_file_has_none(allreduce_workload):
 
 def test_comm_groups_are_written_in_astra_sim_format_and_read_back(tmp_path):
     path = tmp_path / "w.comm_groups.json"
-    write_comm_groups(path, {2: [2, 3], 1: [0, 1]})
+    CommGroups({2: (2, 3), 1: (0, 1)}).write(path)
 
     assert json.loads(path.read_text()) == {"1": [0, 1], "2": [2, 3]}
     assert list(json.loads(path.read_text())) == ["1", "2"]  # sorted by group id
-    assert read_comm_groups(path) == {1: [0, 1], 2: [2, 3]}
+    assert CommGroups.read(path) == CommGroups({1: (0, 1), 2: (2, 3)})
 
 
 def test_writing_comm_groups_into_a_missing_directory_is_an_input_error(tmp_path):
     with pytest.raises(ChakraInputError):
-        write_comm_groups(tmp_path / "nowhere" / "g.json", {1: [0]})
+        CommGroups({1: (0,)}).write(tmp_path / "nowhere" / "g.json")
 
 
 @pytest.mark.parametrize(
@@ -321,13 +322,13 @@ def test_bad_comm_groups_files_are_input_errors(tmp_path, content, message):
         path.write_text(content, encoding="utf-8")
 
     with pytest.raises(ChakraInputError, match=message) as info:
-        read_comm_groups(path)
+        CommGroups.read(path)
     assert info.value.path == str(path)
 
 
 def test_a_missing_comm_groups_file_is_an_input_error(tmp_path):
     with pytest.raises(ChakraInputError, match="no such"):
-        read_comm_groups(tmp_path / "absent.json")
+        CommGroups.read(tmp_path / "absent.json")
 
 
 def test_a_directory_in_place_of_the_comm_groups_file_is_an_input_error(tmp_path):

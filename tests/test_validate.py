@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers import make_node
 
-from chakra.groups import group_id
+from chakra.groups import CommGroups, group_id
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
-from chakra.trace import Trace, TraceSet, write_comm_groups
+from chakra.trace import Trace, TraceSet
 from chakra.validate import (
     ERROR,
     INFO,
@@ -283,7 +283,7 @@ def test_ranks_issuing_different_collectives_are_reported(tmp_path: Path):
 
 def test_collectives_of_a_subgroup_are_compared_among_its_members_only(tmp_path: Path):
     _write_workload(tmp_path, {0: [_allreduce(0, pg_name="1")], 1: [_allreduce(0, pg_name="1")], 2: [_comp(0)]})
-    write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
+    CommGroups({1: [0, 1]}).write(tmp_path / "w.comm_groups.json")
     assert validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim") == []
 
 
@@ -325,13 +325,13 @@ def test_groups_defined_by_metadata_nodes_limit_who_must_issue_their_collectives
 
 
 def test_rank_issuing_collectives_of_a_group_it_is_not_in_is_reported(tmp_path: Path):
-    write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
+    CommGroups({1: [0, 1]}).write(tmp_path / "w.comm_groups.json")
     workload = _write_workload(tmp_path, {r: [_allreduce(0, pg_name="1")] for r in range(3)})
     assert "collective-non-member" in _codes(validate_set(workload), ERROR)
 
 
 def test_single_rank_file_uses_the_comm_groups_file_beside_it(tmp_path: Path):
-    write_comm_groups(tmp_path / "w.comm_groups.json", {1: [0, 1]})
+    CommGroups({1: [0, 1]}).write(tmp_path / "w.comm_groups.json")
     _trace(_allreduce(0, pg_name="1")).save(tmp_path / "w.0.et")
     assert validate_file(tmp_path / "w.0.et", target="astra-sim") == []
 

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from chakra.groups import CommGroups
 from chakra.io import FORMAT_VERSION
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, NodeType
-from chakra.trace import Trace, new_node, write_comm_groups
+from chakra.trace import Trace, new_node
 
 DEMO_DIR = Path("demo-output")
 NUM_RANKS = 4
@@ -146,7 +147,7 @@ def build_workload(out_dir: Path = DEMO_DIR, prefix: str = "demo") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     for rank in range(NUM_RANKS):
         build_rank(rank).save(out_dir / f"{prefix}.{rank}.et")
-    write_comm_groups(out_dir / f"{prefix}.comm_groups.json", {**TP_GROUPS, **DP_GROUPS})
+    CommGroups({**TP_GROUPS, **DP_GROUPS}).write(out_dir / f"{prefix}.comm_groups.json")
     return out_dir / prefix
 
 

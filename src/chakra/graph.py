@@ -180,7 +180,8 @@ def graph_from_arrays(
     ([0], [(1, 9, 1)])
     """
     n = len(ids)
-    ids = np.asarray(ids, dtype=np.uint64)
+    # contiguous copies: the columns may be views into the decoder's rows (strided, and holding them)
+    ids = np.ascontiguousarray(ids, dtype=np.uint64)
     data_counts = np.asarray(data_counts, dtype=np.int64)
     ctrl_counts = np.asarray(ctrl_counts, dtype=np.int64)
     counts = data_counts + ctrl_counts
@@ -222,9 +223,9 @@ def graph_from_arrays(
         duplicates = np.unique(sorted_ids[1:][sorted_ids[1:] == sorted_ids[:-1]]).tolist()
     graph = TraceGraph(
         ids=ids,
-        node_type=np.asarray(node_type, dtype=np.int32),
-        dur_us=np.asarray(dur_us, dtype=np.uint64),
-        start_us=np.asarray(start_us, dtype=np.uint64),
+        node_type=np.ascontiguousarray(node_type, dtype=np.int32),
+        dur_us=np.ascontiguousarray(dur_us, dtype=np.uint64),
+        start_us=np.ascontiguousarray(start_us, dtype=np.uint64),
         dep_ptr=dep_ptr,
         dep_pos=dep_pos[present],
         dep_kind=dep_kind[present],
@@ -271,7 +272,7 @@ def topological_order(
     assert key is not None
     child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
     if bool((key[graph.dep_pos] < key[child_of]).all()):
-        return np.argsort(key, kind="stable")
+        return key if tie_break is TieBreak.POSITION else np.argsort(key, kind="stable")
     indegree = np.diff(graph.dep_ptr).tolist()
     child_ptr_np, child_pos_np = graph.children
     child_ptr = child_ptr_np.tolist()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,13 +93,13 @@ class CommGroups(Mapping[int, tuple[int, ...]]):
     """Group id -> member ranks (global, sorted as given). An empty member list means every rank, as
     in METADATA nodes. Read-only; :meth:`merged` makes a new one."""
 
-    groups: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    groups: Mapping[int, Sequence[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", {int(k): tuple(v) for k, v in sorted(self.groups.items())})
 
     def __getitem__(self, group: int) -> tuple[int, ...]:
-        return self.groups[group]
+        return tuple(self.groups[group])
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.groups)
@@ -115,7 +115,7 @@ class CommGroups(Mapping[int, tuple[int, ...]]):
         members = self.groups.get(group)
         if members is None:
             return None
-        return members if members else tuple(range(world_size))
+        return tuple(members) if members else tuple(range(world_size))
 
     def merged(self, other: Mapping[int, tuple[int, ...] | list[int]]) -> CommGroups:
         """These groups with ``other``'s added (``other`` wins where both define a group, as a METADATA

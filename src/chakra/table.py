@@ -368,7 +368,7 @@ def _assemble(
         path=label,
         rank=rank,
         graph=graph,
-        name_id=rows["name_id"].astype(np.int32),
+        name_id=np.ascontiguousarray(rows["name_id"], dtype=np.int32),
         name_list=decoder.node_name_list(),
         category=category,
         slot=_slots(types, is_cpu),

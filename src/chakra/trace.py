@@ -170,21 +170,11 @@ class Trace:
         return self.graph().dur_us
 
 
-def read_comm_groups(path: PathLike) -> dict[int, list[int]]:
-    """The groups of an ASTRA-sim communicator-group file as a plain dict (see :class:`CommGroups`)."""
-    return {k: list(v) for k, v in CommGroups.read(path).items()}
-
-
-def comm_groups_beside(path: PathLike) -> dict[int, list[int]] | None:
+def comm_groups_beside(path: PathLike) -> CommGroups | None:
     """The groups of ``PREFIX.comm_groups.json`` next to a ``PREFIX.{rank}.et`` file, if there is one."""
     prefix = prefix_of(path)
     found = groups_path(prefix) if prefix is not None else None
-    return read_comm_groups(found) if found is not None and found.is_file() else None
-
-
-def write_comm_groups(path: PathLike, groups: Mapping[int, Iterable[int]]) -> None:
-    """Write groups in ASTRA-sim's format, atomically."""
-    CommGroups({k: tuple(v) for k, v in groups.items()}).write(path)
+    return CommGroups.read(found) if found is not None and found.is_file() else None
 
 
 class TraceSet:
@@ -501,7 +491,5 @@ __all__ = [
     "prepare_prefix",
     "rank_of",
     "rank_path",
-    "read_comm_groups",
-    "write_comm_groups",
     "write_workload",
 ]

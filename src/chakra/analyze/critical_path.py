@@ -166,9 +166,11 @@ def _dependency_order(table: NodeTable) -> Sequence[int]:
     Raises :class:`chakra.graph.CycleError` naming the ids of a cycle when there is one.
     """
     try:
-        return topological_order(table.graph, path=table.path).tolist()
+        order = topological_order(table.graph, path=table.path)
     except CycleError as error:
         raise CycleError(error.ids, error.blocked, path=table.path, what=", so there is no critical path") from None
+    # the common case, file order: a range walks faster than a list of a million ints
+    return range(len(order)) if bool((order == np.arange(len(order))).all()) else order.tolist()
 
 
 def _earliest_finish(order: Sequence[int], ptr: list[int], parents: list[int], dur: list[int]) -> list[int]:

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.groups import CommGroups
 from chakra.paths import groups_path
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.matching import check_groups
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimResult
-from chakra.trace import TraceSet, read_comm_groups
+from chakra.trace import TraceSet
 
 #: ASTRA-sim's convention: a comm-group path containing this means "no groups" (§1).
 NO_GROUPS_MARKER = "empty"
@@ -47,7 +48,7 @@ def find_workload(workload: PathLike, comm_groups_path: PathLike | None = None) 
     if comm_groups_path is not None and NO_GROUPS_MARKER in str(comm_groups_path):
         return WorkloadFiles(traces.prefix, dict(traces.ranks), None)
     if comm_groups_path is not None:
-        groups = read_comm_groups(comm_groups_path)
+        groups = {k: list(v) for k, v in CommGroups.read(comm_groups_path).items()}
         return WorkloadFiles(traces.prefix, dict(traces.ranks), groups, Path(comm_groups_path))
     beside = groups_path(traces.prefix) if traces.comm_groups is not None else None
     return WorkloadFiles(traces.prefix, dict(traces.ranks), traces.comm_groups, beside)

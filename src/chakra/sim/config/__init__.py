@@ -4,7 +4,7 @@ Each loader reads one file, applies optional overrides (``--set key=value``, AST
 types it (a msgspec struct per file), checks every value ASTRA-sim would crash on, hang on or silently
 misread, and returns a frozen dataclass. Problems raise :class:`~chakra.errors.ChakraInputError`
 naming the file, the key and the value (and the override when one supplied it), with a fix hint.
-Communicator group files are read by :func:`chakra.trace.read_comm_groups`.
+Communicator group files are read by :meth:`chakra.groups.CommGroups.read`.
 
 One module per file: :mod:`.system`, :mod:`.network`, :mod:`.memory`; :mod:`.overrides` parses
 ``--set``; :mod:`.reading` holds what they share (file reading, typed decoding, error wording).
