@@ -6,9 +6,9 @@ time, its dependency count and children, and the attributes the engine needs for
 roofline compute and remote memory.
 
 Example:
-    >>> program = load_rank("out/job.0.et", rank=0)  # doctest: +SKIP
-    >>> len(program), program.slot_names[:3]  # doctest: +SKIP
-    (881, ['CPU', 'GPU compute', 'GPU comm'])
+    program = load_rank("out/job.0.et", rank=0)
+    len(program), program.slot_names[:3]
+    # (881, ['CPU', 'GPU compute', 'GPU comm'])
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ The steps apart (:func:`find_workload`, :func:`check_network_covers`, :func:`loa
 for callers that run one workload many times, as sweeps do: load once, simulate at every point.
 
 Example:
-    >>> from chakra.sim.config import load_network, load_system  # doctest: +SKIP
-    >>> result = simulate_workload("out/job", load_system("sys.json"), load_network("net.yml"))  # doctest: +SKIP
-    >>> print("\\n".join(result.astra_lines()))  # doctest: +SKIP
+    from chakra.sim.config import load_network, load_system
+    result = simulate_workload("out/job", load_system("sys.json"), load_network("net.yml"))
+    print("\\n".join(result.astra_lines()))
 """
 
 from __future__ import annotations

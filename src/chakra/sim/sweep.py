@@ -8,11 +8,11 @@ configurations of every point are read and checked once, up front; the workload 
 worker process and simulated at every point that worker runs.
 
 Example:
-    >>> points = grid({"bandwidth-scale": [0.5, 1, 2], "compute-scale": [0.5, 1]})
-    >>> len(points), points[0].label()
-    (6, 'compute-scale=0.5, bandwidth-scale=0.5')
-    >>> results = run_sweep("out/job", "sys.json", "net.yml", points)  # doctest: +SKIP
-    >>> write_plot(results, "sweep.png", "bandwidth-scale")  # doctest: +SKIP
+    points = grid({"bandwidth-scale": [0.5, 1, 2], "compute-scale": [0.5, 1]})
+    len(points), points[0].label()
+    # (6, 'compute-scale=0.5, bandwidth-scale=0.5')
+    results = run_sweep("out/job", "sys.json", "net.yml", points)
+    write_plot(results, "sweep.png", "bandwidth-scale")
 """
 
 from __future__ import annotations

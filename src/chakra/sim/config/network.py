@@ -3,9 +3,9 @@
 Per dimension: topology, NPU count, link bandwidth in GB/s (converted GiB-based, §5.1) and latency in ns.
 
 Example:
-    >>> network = load_network("examples/astra/ring2.yml")  # doctest: +SKIP
-    >>> network.num_npus, scale_network(network, bandwidth_scale=2).bandwidth_gbps  # doctest: +SKIP
-    (2, (100.0,))
+    network = load_network("examples/astra/ring2.yml")
+    network.num_npus, scale_network(network, bandwidth_scale=2).bandwidth_gbps
+    # (2, (100.0,))
 """
 
 from __future__ import annotations
