@@ -269,3 +269,12 @@ def test_the_simulator_runs_a_spaced_pg_name_on_its_group(tmp_path):
     result = simulate(prefix, 2)
 
     assert result.collectives["ALL_REDUCE"]["count"] == 1 and result.finish_ns > 0
+
+
+def test_pictures_label_a_spaced_pg_name_with_its_group(tmp_path):
+    prefix = spaced_group_workload(tmp_path)
+    out = tmp_path / "g.dot"
+
+    graph.export_graph(load_table(f"{prefix}.0.et"), out)
+
+    assert "pg 1" in out.read_text() and "pg ' 1'" not in out.read_text()

@@ -58,7 +58,17 @@ from chakra import io
 from chakra.errors import ChakraInputError
 from chakra.graph import MAX_REDUCE_NODES, transitive_reduction
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType, NodeType
-from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NS_PER_US, OTHER, NodeTable
+from chakra.table import (
+    CATEGORY_NAMES,
+    COMMUNICATION,
+    COMPUTE,
+    DEFAULT_GROUP_ID,
+    INVALID_GROUP_ID,
+    MEMORY,
+    NS_PER_US,
+    OTHER,
+    NodeTable,
+)
 from chakra.viz.graph_view import (
     CONTROL,
     DATA,
@@ -160,6 +170,18 @@ class _Nodes:
     key_of: dict[int, str]  # position -> key
 
 
+def _group_text(table: NodeTable, pos: int) -> str:
+    """A communication node's group as the label shows it: its id as every consumer reads it (``pg_name`` " 1"
+    is group 1), nothing for all ranks, a ``pg_name`` that names no group as written."""
+    at = table.comm.index(pos)
+    if at is None:
+        return ""
+    group = int(table.comm.group[at])
+    if group == DEFAULT_GROUP_ID:
+        return ""
+    return f" pg {table.comm.pg_name[at]!r}" if group == INVALID_GROUP_ID else f" pg {group}"
+
+
 def _nodes(table: NodeTable, view: GraphView) -> _Nodes:
     graph = table.graph
     positions = view.positions
@@ -192,7 +214,7 @@ def _nodes(table: NodeTable, view: GraphView) -> _Nodes:
             else:
                 what = _COLLECTIVE_NAMES.get(comm_type[k], "collective" if comm_type[k] < 0 else f"comm {comm_type[k]}")
             comm[k] = (what, comm_size[k])
-            group = f" pg {info.pg_name}" if info and info.pg_name else ""
+            group = _group_text(table, pos)
             node_lines.append(f"{what} {_size_text(comm_size[k])}{peer}{group}")
         lines.append(node_lines)
     return _Nodes(
