@@ -200,6 +200,20 @@ WELL_KNOWN: dict[str, AttrSpec] = {
             "ns",
             "exact duration where a converter kept it (analyses prefer it to duration_micros; ASTRA-sim ignores it)",
         ),
+        _spec(
+            "recorded_comm_type",
+            "int64_val",
+            KIND_INT,
+            "",
+            "CollectiveCommType that ran, where chakra adapt wrote a stand-in its consumer simulates as comm_type",
+        ),
+        _spec(
+            "recorded_node_type",
+            "int64_val",
+            KIND_INT,
+            "",
+            "NodeType the producer wrote, where chakra adapt changed the node's type for its consumer",
+        ),
         _spec("inputs", "string_list", KIND_STR_LIST, "", "ASTRA-sim local-memory tracking: [name, size_bytes, ...]"),
         _spec("outputs", "string_list", KIND_STR_LIST, "", "ASTRA-sim local-memory tracking: [name, size_bytes, ...]"),
     )
@@ -425,6 +439,38 @@ def set_attr(node: Node, name: str, value: Any, *, member: str | None = None) ->
         target.values.extend(bool(v) if member == "bool_list" else v for v in value)
     else:
         setattr(attr, member, bool(value) if member == "bool_val" else value)
+
+
+def canonicalize(attr: AttributeProto) -> str | None:
+    """Rewrite a well-known attribute stored outside its canonical member into that member, in place
+    (its position among the node's attributes kept), when the reading rules read it and the canonical
+    member holds the value exactly. Returns the member it was stored in, or ``None`` when nothing
+    changed (already canonical, not well-known, unreadable, or out of range).
+
+    >>> attr = AttributeProto(name="comm_size", uint64_val=4096)
+    >>> canonicalize(attr), attr.WhichOneof("value"), attr.int64_val
+    ('uint64_val', 'int64_val', 4096)
+    >>> canonicalize(AttributeProto(name="comm_size", double_val=1.5)) is None
+    True
+    """
+    spec = WELL_KNOWN.get(attr.name)
+    member = attr.WhichOneof("value")
+    if spec is None or member is None or member == spec.member:
+        return None
+    value = read_value(spec.kind, member, member_value(attr))
+    if value is None:
+        return None
+    try:
+        check_value(attr.name, spec.member, value)
+    except AttrKindError:
+        return None
+    if spec.member in LIST_MEMBERS:
+        target = getattr(attr, spec.member)
+        del target.values[:]
+        target.values.extend(value)
+    else:
+        setattr(attr, spec.member, value)
+    return member
 
 
 # -- grading (chakra validate) ---------------------------------------------------------------------

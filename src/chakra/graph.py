@@ -4,7 +4,8 @@ A :class:`TraceGraph` holds ids, types, times and the dependencies of one rank a
 positions are indices in file order. :func:`graph_from_arrays` builds one from decoded columns (the
 node table does, :mod:`chakra.table`) and :func:`build_graph` from ``Node`` messages. The algorithms
 are plain functions over a graph, in networkx's style: :func:`topological_order` (with its
-tie-breaks), :func:`find_cycle`, :func:`roots`, :func:`neighbourhood`, :func:`transitive_reduction`.
+tie-breaks), :func:`find_cycle`, :func:`break_cycles`, :func:`roots`, :func:`neighbourhood`,
+:func:`transitive_reduction`.
 A dependency cycle is one :class:`CycleError`, carrying the ids.
 
 Both ``data_deps`` and ``ctrl_deps`` are edges (FeederV3 gates on both). A dependency on an id that is
@@ -345,6 +346,87 @@ def find_cycle(graph: TraceGraph, candidates: np.ndarray | None = None) -> list[
                 stack.pop()
                 path.pop()
     return []
+
+
+def break_cycles(graph: TraceGraph) -> list[int]:
+    """Edges to leave out so that no dependency cycle is left: indices into ``graph.dep_pos``, sorted.
+
+    Within each strongly connected part of the graph, the dependencies on a node written at or after
+    the dependent one (itself included) are left out: producers write nodes in program order, so those
+    are the edges least likely to be real, and what is left of the part only points backwards in file
+    order, which cannot cycle. Only the nodes a topological pass cannot place are searched.
+
+    >>> from chakra.schema.protobuf.et_def_pb2 import Node
+    >>> g = build_graph([Node(id=1, ctrl_deps=[2]), Node(id=2, data_deps=[1]), Node(id=3, data_deps=[2])])
+    >>> [(int(g.ids[0]), int(g.ids[g.dep_pos[k]])) for k in break_cycles(g)]
+    [(1, 2)]
+    """
+    n = graph.num_nodes
+    order = topological_order(graph, strict=False)
+    if len(order) == n:
+        return []
+    placed = np.zeros(n, dtype=bool)
+    placed[order] = True
+    left = np.flatnonzero(~placed)
+    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    local = np.full(n, -1, dtype=np.int64)
+    local[left] = np.arange(len(left))
+    inside = np.flatnonzero(~placed[child_of] & ~placed[graph.dep_pos])
+    edge_child = local[child_of[inside]]
+    edge_parent = local[graph.dep_pos[inside]]
+    part = _strong_parts(len(left), edge_child.tolist(), edge_parent.tolist())
+    # positions grow with the local index (``left`` is sorted), so comparing local indices compares them
+    forward = (part[edge_child] == part[edge_parent]) & (edge_parent >= edge_child)
+    return inside[forward].tolist()
+
+
+def _strong_parts(n: int, edge_child: list[int], edge_parent: list[int]) -> np.ndarray:
+    """Strongly connected component of each of ``n`` nodes (Tarjan's algorithm, iterative), over the
+    edges ``edge_child[k] -> edge_parent[k]``."""
+    adjacency: list[list[int]] = [[] for _ in range(n)]
+    for c, q in zip(edge_child, edge_parent, strict=True):
+        adjacency[c].append(q)
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    part = np.full(n, -1, dtype=np.int64)
+    stack: list[int] = []
+    counter = parts = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            node, k = work[-1]
+            if k < len(adjacency[node]):
+                work[-1] = (node, k + 1)
+                nxt = adjacency[node][k]
+                if index[nxt] < 0:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    work.append((nxt, 0))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    part[member] = parts
+                    if member == node:
+                        break
+                parts += 1
+    return part
 
 
 def roots(graph: TraceGraph) -> np.ndarray:

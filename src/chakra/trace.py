@@ -303,7 +303,7 @@ def prepare_prefix(prefix: PathLike) -> Path:
 
 class WorkloadWriter:
     """Writes one workload, all of it or none of it: ``PREFIX.{rank}.et`` for every rank given, and
-    ``PREFIX.comm_groups.json`` when :attr:`groups` is set.
+    ``PREFIX.comm_groups.json`` when :attr:`groups` is set (or copied from :attr:`groups_file`).
 
     Rank files are written to hidden staging names beside their final ones (by a few threads, for
     rendered bytes) and renamed into place only when the ``with`` block ends without error; then the
@@ -318,6 +318,8 @@ class WorkloadWriter:
     def __init__(self, prefix: PathLike, *, progress: Callable[[int], None] | None = None):
         self.prefix = prepare_prefix(prefix)
         self.groups: CommGroups | None = None
+        #: a groups file to copy byte for byte instead (when :attr:`groups` is not set)
+        self.groups_file: Path | None = None
         self._progress = progress
         self._token = secrets.token_hex(4)
         self._staged: dict[int, Path] = {}
@@ -389,16 +391,20 @@ class WorkloadWriter:
                 paths[rank] = self.path(rank)
             self._staged.clear()
             found = groups_path(self.prefix)
+            has_groups = self.groups is not None or self.groups_file is not None
             if self.groups is not None:
                 self.groups.write(found)
-            removed = _remove_stale(self.prefix, set(paths.values()), None if self.groups is not None else found)
+            elif self.groups_file is not None and self.groups_file.resolve() != found.resolve():
+                with io.AtomicFile(found) as out:
+                    out.write(self.groups_file.read_bytes())
+            removed = _remove_stale(self.prefix, set(paths.values()), None if has_groups else found)
         except OSError as error:
             self.abort()
             raise _write_error(self.prefix, error) from None
         except BaseException:
             self.abort()
             raise
-        self.result = WrittenWorkload(self.prefix, paths, found if self.groups is not None else None, tuple(removed))
+        self.result = WrittenWorkload(self.prefix, paths, found if has_groups else None, tuple(removed))
         return self.result
 
     def abort(self) -> None:

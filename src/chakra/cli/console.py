@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from chakra.errors import ChakraError
+from chakra.errors import ChakraError, PathLike
+from chakra.io import AtomicFile
 
 #: Exit codes shared by every command (DESIGN.md): checks failed, bad input, interrupted (128 + SIGINT).
 EXIT_CHECKS_FAILED = 1
@@ -57,6 +58,12 @@ def note(text: str) -> None:
 
 def print_json(data: Any) -> None:
     stdout.print_json(json.dumps(data))
+
+
+def write_json(path: PathLike, data: Any) -> None:
+    """Write a report as JSON, atomically."""
+    with AtomicFile(path) as handle:
+        handle.write(json.dumps(data, indent=1).encode())
 
 
 def report_error(error: ChakraError | str) -> None:

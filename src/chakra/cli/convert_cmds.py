@@ -13,8 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, progress_bar, stderr, stdout
-from chakra.io import AtomicFile
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, progress_bar, stderr, stdout, write_json
 from chakra.pytorch.workload import FIDELITY_TOLERANCE
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
@@ -128,7 +127,7 @@ def convert_pytorch(
         )
     summary = result.to_dict()
     if report is not None:
-        _write_json(report, summary)
+        write_json(report, summary)
     if as_json:
         stdout.print_json(json.dumps(summary))
     else:
@@ -199,11 +198,6 @@ def _comm_summary(comm: Counter[str]) -> str:
     parts = [f"{collectives} collectives"] if collectives else []
     parts += [f"{comm[kind]} {kind}" for kind in ("send", "recv") if comm.get(kind)]
     return ", ".join(parts) or "-"
-
-
-def _write_json(path: Path, data: object) -> None:
-    with AtomicFile(path) as handle:
-        handle.write(json.dumps(data, indent=1).encode())
 
 
 def _print_conversion(result: WorkloadResult) -> None:

@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from chakra import __version__
-from chakra.cli import analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds
+from chakra.cli import adapt_cmds, analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds
 from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
@@ -46,7 +46,7 @@ app = typer.Typer(
     # line breaks of every paragraph after the first)
     rich_markup_mode="markdown",
 )
-for commands in (inspect_cmds.app, convert_cmds.app, generate_cmds.app, sim_cmds.app, analyze_cmds.app):
+for commands in (inspect_cmds.app, adapt_cmds.app, convert_cmds.app, generate_cmds.app, sim_cmds.app, analyze_cmds.app):
     app.add_typer(commands)
 
 

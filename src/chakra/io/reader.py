@@ -115,6 +115,7 @@ class EtReader:
         self._base = 0  # stream offset of _buf[0]
         self._eof = False
         self._pending_error: ChakraFormatError | None = None
+        self.metadata_record = b""  # the GlobalMetadata record as framed in the file, for verbatim copies
         try:
             self.metadata: GlobalMetadata = self._read_metadata()
         except BaseException:
@@ -300,6 +301,7 @@ class EtReader:
                 "(GlobalMetadata.attr was field 1 then); regenerate it with a current tool",
             ) from None
         self._pos = end
+        self.metadata_record = self._buf[:end]
         return metadata
 
     def _refuse_json(self) -> None:
