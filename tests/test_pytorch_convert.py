@@ -18,6 +18,7 @@ from helpers import (
 )
 
 from chakra import io
+from chakra.adapt import Change, Target, adapt_workload
 from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
 from chakra.pytorch.convert import convert
@@ -97,10 +98,11 @@ def test_every_collective_has_its_type_and_bytes(gloo_workload, rank: int):
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
-def test_barriers_are_written_as_astra_sim_all_reduces_keeping_the_recorded_type(gloo_workload, rank: int):
-    barriers = [n for n in _comm_nodes(gloo_workload.paths[rank]) if get_attr(n, "original_comm_type", None) == BARRIER]
+def test_barriers_are_written_as_the_barriers_that_ran(gloo_workload, rank: int):
+    nodes = _comm_nodes(gloo_workload.paths[rank])
+    barriers = [n for n in nodes if n.type == COMM_COLL_NODE and get_attr(n, "comm_type") == BARRIER]
     assert len(barriers) == ACTIVE_STEPS
-    assert {_attrs(n, "comm_type", "comm_size") for n in barriers} == {(ALL_REDUCE, 0)}
+    assert not any(get_attr(n, "recorded_comm_type") is not None for n in nodes)
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
@@ -124,8 +126,16 @@ def test_ranks_agree_on_the_order_of_collectives(gloo_workload):
     assert all(seq == sequences[0] for seq in sequences)
 
 
-def test_the_workload_validates_clean_for_astra_sim(gloo_workload):
-    assert _problems(gloo_workload.prefix) == []
+def test_the_faithful_workload_is_refused_for_astra_sim_with_chakra_adapt_as_the_fix(gloo_workload):
+    findings = validate_set(TraceSet.discover(gloo_workload.prefix), target="astra-sim")
+    errors = {f.code for f in findings if f.severity == ERROR}
+    assert errors == {"astra-metadata-node", "astra-unsupported-collective"}
+    assert all("chakra adapt" in f.hint for f in findings if f.severity == ERROR)
+
+
+def test_the_workload_adapted_for_astra_sim_validates_clean(gloo_workload, tmp_path: Path):
+    adapt_workload(gloo_workload.prefix, tmp_path / "job", Target.ASTRA_SIM)
+    assert _problems(tmp_path / "job") == []
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
@@ -163,7 +173,9 @@ def test_the_process_group_record_becomes_a_metadata_node_astra_sim_parses(gloo_
 
 
 def test_host_only_conversion_is_a_valid_graph_that_says_what_it_lacks(gloo_traces: Path, tmp_path: Path):
-    result = convert_workload(str(gloo_traces / "host.{rank}.json"), None, tmp_path / "host_only")
+    result = convert_workload(
+        str(gloo_traces / "host.{rank}.json"), None, tmp_path / "host_only", target=Target.ASTRA_SIM
+    )
     report = result.reports[0]
     assert report.mode == "host-only" and any("durations" in lack for lack in report.lacks)
     assert _problems(tmp_path / "host_only", (ERROR,)) == []
@@ -171,11 +183,19 @@ def test_host_only_conversion_is_a_valid_graph_that_says_what_it_lacks(gloo_trac
     assert [_attrs(n, "comm_dst", "comm_tag", "comm_size") for n in sends] == [(1, P2P_TAG, P2P_BYTES)] * ACTIVE_STEPS
 
 
-def test_keep_collective_types_writes_the_recorded_barrier(gloo_traces: Path):
-    host = load_host_trace(gloo_traces / "host.0.json")
-    conversion = convert(host, load_kineto_trace(gloo_traces / "device.0.json"), astra_compatible=False)
-    types = {get_attr(n, "comm_type") for n in conversion.nodes if n.type == COMM_COLL_NODE}
-    assert BARRIER in types
+def test_targeting_astra_sim_writes_barriers_as_its_all_reduce_keeping_the_recorded_type(
+    gloo_traces: Path, tmp_path: Path
+):
+    result = convert_workload(
+        str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), tmp_path / "job",
+        target=Target.ASTRA_SIM,
+    )  # fmt: skip
+    assert result.adapted is not None
+    assert result.adapted.changes.details[Change.STAND_IN]["BARRIER as ALL_REDUCE"] == ACTIVE_STEPS * GLOO_RANKS
+    nodes = _comm_nodes(result.paths[0])
+    stand_ins = [n for n in nodes if get_attr(n, "recorded_comm_type") == BARRIER]
+    assert {_attrs(n, "comm_type", "comm_size") for n in stand_ins} == {(ALL_REDUCE, 0)}
+    assert len(stand_ins) == ACTIVE_STEPS
 
 
 # -- shared real traces ----------------------------------------------------------------------------

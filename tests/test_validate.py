@@ -321,7 +321,22 @@ def _pg_metadata(groups: str) -> Node:
 def test_groups_defined_by_metadata_nodes_limit_who_must_issue_their_collectives(tmp_path: Path):
     groups = '[{"pg_name": "1", "ranks": [0, 1]}, {"pg_name": "2", "ranks": [2, 3]}]'
     per_rank = {r: [_pg_metadata(groups), _allreduce(1, pg_name="1" if r < 2 else "2")] for r in range(4)}
-    assert count_by_severity(validate_set(_write_workload(tmp_path, per_rank), target="astra-sim"))[ERROR] == 0
+    findings = validate_set(_write_workload(tmp_path, per_rank), target="astra-sim")
+    assert {f.code for f in findings if f.severity == ERROR} == {"astra-metadata-node"}  # the groups themselves hold
+
+
+def test_a_metadata_node_is_an_astra_sim_error_naming_chakra_adapt(tmp_path: Path):
+    per_rank = {r: [_pg_metadata('[{"pg_name": "0", "ranks": []}]'), _allreduce(1)] for r in range(2)}
+    findings = validate_set(_write_workload(tmp_path, per_rank), target="astra-sim")
+    (finding,) = [f for f in findings if f.rank == 0 and f.severity == ERROR]
+    assert (finding.code, finding.node_id) == ("astra-metadata-node", 0)
+    assert "chakra adapt" in finding.hint
+
+
+def test_an_invalid_node_is_an_astra_sim_error_it_may_stall_on(tmp_path: Path):
+    per_rank = {r: [make_node(0, "nothing", NodeType.INVALID_NODE), _allreduce(1)] for r in range(2)}
+    findings = validate_set(_write_workload(tmp_path, per_rank), target="astra-sim")
+    assert {(f.code, f.node_id) for f in findings if f.severity == ERROR} == {("astra-invalid-node", 0)}
 
 
 def test_rank_issuing_collectives_of_a_group_it_is_not_in_is_reported(tmp_path: Path):

@@ -60,10 +60,11 @@ def adapt(
     if as_json:
         print_json(summary)
         return
-    _print_result(result)
+    print_adapt_result(result)
 
 
-def _print_result(result: AdaptResult) -> None:
+def print_adapt_result(result: AdaptResult) -> None:
+    """The table of an adapt pass's changes (also printed by ``convert --target``)."""
     changes = result.changes
     ranks = len(result.paths)
     stdout.print(

@@ -13,6 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from chakra import jsonize as jsonize_lib
+from chakra.adapt import Target
+from chakra.cli.adapt_cmds import print_adapt_result
 from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, progress_bar, stderr, stdout, write_json
 from chakra.pytorch.workload import FIDELITY_TOLERANCE
 
@@ -78,12 +80,13 @@ def convert_pytorch(
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{rank}.et."),
     data_deps: bool = typer.Option(False, "--data-deps", help="Also add tensor producer -> consumer edges."),
-    keep_collective_types: bool = typer.Option(
-        False,
-        "--keep-collective-types",
-        help="Write reduce, gather, scatter and barrier as such (ASTRA-sim refuses them); by default they are "
-        "written as the collective ASTRA-sim simulates with the same traffic, the recorded type kept in "
-        "original_comm_type.",
+    target: Target | None = typer.Option(
+        None,
+        "--target",
+        case_sensitive=False,
+        help="Then adapt the workload for this consumer, as `chakra adapt` does (reported). Without it the "
+        "files record what ran: every collective as its recorded type, the process groups as upstream's "
+        "METADATA node and in PREFIX.comm_groups.json.",
     ),
     check: bool = typer.Option(
         False,
@@ -119,7 +122,7 @@ def convert_pytorch(
             device,
             output,
             data_deps=data_deps,
-            astra_compatible=not keep_collective_types,
+            target=target,
             check=check,
             workers=workers,
             scheduler=scheduler,
@@ -231,3 +234,5 @@ def _print_conversion(result: WorkloadResult) -> None:
     stdout.print(f"wrote {len(result.paths)} rank files and {result.comm_groups_path}")
     if result.removed:
         note(f"removed {len(result.removed)} files of an earlier workload with this prefix")
+    if result.adapted is not None:
+        print_adapt_result(result.adapted)

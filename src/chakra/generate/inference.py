@@ -59,4 +59,3 @@ def build_inference(st: StageBuilder) -> None:
                 f"{name}.token.send", send=True, size_bytes=TOKEN_ID_BYTES * batch, peer_offset=-last_offset,
                 tag=2 * step + 1, deps=[sample],
             )  # fmt: skip
-

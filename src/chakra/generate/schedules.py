@@ -51,4 +51,3 @@ def schedule_units(spec: WorkloadSpec, stage: int) -> list[tuple[str, int, int]]
     unless interleaved; public for tests and tools)."""
     par = spec.parallel
     return pipeline_units(par.schedule, stage, par.pp, spec.micro_batches, par.virtual_stages)
-

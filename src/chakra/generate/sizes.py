@@ -82,4 +82,3 @@ def unique(values: list[_T], what: str, show: Callable[[_T], str]) -> list[_T]:
             raise ChakraInputError(f"{show(value)} is given twice in {what}", hint="name each value once")
         seen.add(value)
     return values
-

@@ -61,10 +61,19 @@ DEFAULT_HARDWARE = "h100"
 
 #: How messages call the types of spec fields and of values read from a file.
 _EXPECTED: dict[Any, str] = {
-    int: "an integer", float: "a number", bool: "true or false", str: "text", tuple[int, ...]: "a list of integers"
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "text",
+    tuple[int, ...]: "a list of integers",
 }
 _FOUND: dict[type, str] = {
-    bool: "true/false", int: "an integer", float: "a number", str: "text", list: "a list", dict: "a mapping"
+    bool: "true/false",
+    int: "an integer",
+    float: "a number",
+    str: "text",
+    list: "a list",
+    dict: "a mapping",
 }
 
 

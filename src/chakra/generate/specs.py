@@ -288,9 +288,7 @@ def refuse_choice(say: KeyNames, key: str, value: str, allowed: Iterable[str], p
     )
 
 
-def check_spec(
-    spec: WorkloadSpec, *, path: PathLike | None = None, labels: Mapping[str, str] | None = None
-) -> None:
+def check_spec(spec: WorkloadSpec, *, path: PathLike | None = None, labels: Mapping[str, str] | None = None) -> None:
     """Raise :class:`ChakraInputError` for a spec that cannot be generated, naming each key and value
     involved. ``labels`` say how to name keys an override set (``{"parallel.tp": "--tp"}``).
 

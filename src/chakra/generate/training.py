@@ -60,7 +60,6 @@ def stage_params(spec: WorkloadSpec, stage: int) -> tuple[int, int]:
     return dense * len(st.layers) + sum(_edge_units(st)), expert * len(st.layers)
 
 
-
 class _Buckets:
     """Data-parallel gradient buckets in reverse layer order (§2.4): a reduction is emitted whenever
     the parameters collected reach the bucket size, depending on the wgrads since the previous one."""
@@ -92,7 +91,6 @@ class _Buckets:
         return [params for j, params in self.emitted if j == micro_batch]
 
 
-
 def _zero3_unit_bytes(st: StageBuilder, params: int) -> int:
     shards = st.sizes.get("dpcp", 1)
     return math.ceil(params / shards) * st.w_w
@@ -115,7 +113,6 @@ def _edge_units(st: StageBuilder) -> tuple[int, int]:
     if st.is_last:
         head = st.norm_k * h + (0 if (m.tied_embeddings and st.is_first) else st.vocab_r * h)
     return embedding, head
-
 
 
 def build_training(st: StageBuilder) -> None:
@@ -263,4 +260,3 @@ def _step_end(st: StageBuilder, dense: _Buckets, expert: _Buckets) -> None:
                     group,
                     [optimizer],
                 )
-

@@ -350,4 +350,3 @@ class StageBuilder:
         regather = self._regather("lm_head.bwd.sp_regather", ce)
         self.gemm("lm_head.bwd", self.T, self.h, self.vocab_r, "wgrad", [ce, regather])
         return self.norm("final_norm.bwd", red)
-

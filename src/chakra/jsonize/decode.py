@@ -464,5 +464,3 @@ def dict_to_node(d: dict[str, Any], *, path: PathLike | None = None, node_index:
 def dict_to_metadata(d: dict[str, Any], *, path: PathLike | None = None) -> GlobalMetadata:
     """The ``GlobalMetadata`` of a proto3-JSON object (inverse of :func:`message_to_dict`)."""
     return GlobalMetadata(**_message_kwargs(d, _METADATA_SPECS, _METADATA_ALIASES, "GlobalMetadata", path, None))
-
-

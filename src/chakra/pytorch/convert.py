@@ -83,7 +83,7 @@ from chakra.pytorch.report import (
     Conversion,
     ConversionReport,
 )
-from chakra.pytorch.transfers import ASTRA_STAND_INS, attach_comm
+from chakra.pytorch.transfers import attach_comm
 from chakra.pytorch.waits import (
     PART_MIN_US,
     WAIT_RESUME_SHARE,
@@ -98,7 +98,6 @@ from chakra.pytorch.waits import (
 from chakra.wire import AttrEncoder
 
 __all__ = [
-    "ASTRA_STAND_INS",
     "INTER_THREAD_IDLE_US",
     "KIND_COLL",
     "KIND_CPU",
@@ -129,29 +128,22 @@ def convert(
     rank: int | None = None,
     data_deps: bool = False,
     linked: LinkedTrace | None = None,
-    astra_compatible: bool = True,
 ) -> Conversion:
     """Convert one rank: ``host`` with its Kineto ``device`` trace (or an already ``linked`` pair),
     or host-only when neither is given. Raises :class:`~chakra.errors.ChakraInputError` when the two
-    traces come from different runs.
-
-    ``astra_compatible`` writes the collectives ASTRA-sim cannot simulate as the ones it can
-    (``ASTRA_STAND_INS``), keeping the recorded type in ``original_comm_type``; pass ``False`` to
-    write the recorded types only."""
+    traces come from different runs. Collectives are written as the types that ran."""
     if linked is None and device is not None:
         linked = link(host, device)
     # the builder allocates a few objects per op and frees none until the end: the cyclic
     # collector would rescan the whole trace again and again (a third of the time)
     with gc_paused():
-        return _convert(host, linked, rank, data_deps, astra_compatible)
+        return _convert(host, linked, rank, data_deps)
 
 
-def _convert(
-    host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, astra_compatible: bool
-) -> Conversion:
+def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool) -> Conversion:
     if rank is None and linked is not None:
         rank = linked.device.rank
-    builder = Builder(host, linked, rank, data_deps, astra_compatible)
+    builder = Builder(host, linked, rank, data_deps)
     builder.add_host_ops()
     builder.add_device_activities()
     comm_nodes = attach_comm(builder)
@@ -224,11 +216,10 @@ def convert_files(
     *,
     rank: int | None = None,
     data_deps: bool = False,
-    astra_compatible: bool = True,
 ) -> Conversion:
     """Load, link, convert and write one rank; returns the :class:`Conversion` (nodes included)."""
     host, linked = load_pair(host_path, device_path)
-    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps)
     conversion.write(Path(out_path))
     return conversion
 

@@ -63,10 +63,7 @@ class Item:
 class Builder:
     """Holds the state of one conversion; :func:`chakra.pytorch.convert.convert` drives it."""
 
-    def __init__(
-        self, host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, astra_compatible: bool
-    ):
-        self.astra_compatible = astra_compatible
+    def __init__(self, host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool):
         self.host = host
         self.linked = linked
         self.rank = rank

@@ -1,8 +1,8 @@
 """The transfer of each communication call: which item carries it (the NCCL kernel, else the
 ``gloo:``/``nccl:`` work op, else the call's innermost op), what it becomes (a collective, send or
 recv node with its attributes) and the :class:`~chakra.pytorch.comms.CommNode` the group resolution
-reads. With ``astra_compatible``, collectives ASTRA-sim refuses are written as the ones it can
-simulate (:data:`ASTRA_STAND_INS`).
+reads. Collectives are written as the type that ran (a barrier is a BARRIER); adapting them for a
+consumer that refuses some is ``chakra adapt``'s job (:mod:`chakra.adapt`).
 """
 
 from __future__ import annotations
@@ -12,24 +12,7 @@ from collections import defaultdict
 from chakra.pytorch.comms import CommCall, CommNode, comm_kind, is_nccl_kernel
 from chakra.pytorch.items import Builder, Item
 from chakra.pytorch.report import COMM_KIND_LABEL
-from chakra.schema.protobuf.et_def_pb2 import (
-    ALL_GATHER,
-    ALL_REDUCE,
-    BARRIER,
-    COMM_COLL_NODE,
-    GATHER,
-    REDUCE,
-    REDUCE_SCATTER,
-    SCATTER,
-    CollectiveCommType,
-)
-
-#: Collectives ASTRA-sim refuses ("Unsupported collective comm type"), and the supported one with
-#: the same traffic each is written as when ``astra_compatible`` (the original stays in
-#: ``original_comm_type``): a barrier is an all-reduce of (next to) nothing in both gloo and NCCL; a
-#: reduce moves what an all-reduce's first half does, so the all-reduce is an upper bound; gather
-#: and scatter move what all-gather and reduce-scatter move, with the same ``comm_size`` meaning.
-ASTRA_STAND_INS: dict[int, int] = {BARRIER: ALL_REDUCE, REDUCE: ALL_REDUCE, GATHER: ALL_GATHER, SCATTER: REDUCE_SCATTER}
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 
 
 def attach_comm(builder: Builder) -> list[CommNode]:
@@ -84,13 +67,7 @@ def _make_comm(builder: Builder, call: CommCall, transfer: Item) -> CommNode:
     builder.report.comm[_comm_label(call)] += 1
     builder.report.comm_notes[f"size from {call.size_source or 'nothing'}"] += 1
     if call.node_type == COMM_COLL_NODE:
-        comm_type = call.comm_type
-        if builder.astra_compatible and comm_type in ASTRA_STAND_INS:
-            transfer.attrs.append(("original_comm_type", comm_type))
-            comm_type = ASTRA_STAND_INS[comm_type]
-            stand_in = CollectiveCommType.Name(comm_type)  # type: ignore[arg-type]
-            builder.report.comm_notes[f"{_comm_label(call)} written as {stand_in} for ASTRA-sim"] += 1
-        transfer.attrs.append(("comm_type", comm_type))
+        transfer.attrs.append(("comm_type", call.comm_type))
     transfer.attrs.append(("comm_size", call.size_bytes))  # comm_root, pg_name, peers: apply_groups
     transfer.attrs.append(("comm_call", call.name))
     return CommNode(

@@ -10,6 +10,9 @@ ASTRA-sim's format. Everything is written through :class:`chakra.trace.WorkloadW
 or none, and files of an earlier, larger job converted to the same prefix are removed (``removed``).
 With ``check=True`` each rank is replayed with its recorded durations
 (:func:`chakra.analyze.replay.replay_file`) and the predicted span compared with the measured one.
+The files record what ran; with ``target`` the written workload is then adapted in place for that
+consumer (:func:`chakra.adapt.adapt_workload`, the same pass as ``chakra adapt``; ``adapted`` holds
+its report), after the fidelity check.
 
 Example:
     result = convert_workload("traces/host.{rank}.json", "traces/device.{rank}.json", "out/job")
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra import io
+from chakra.adapt import AdaptResult, Target, adapt_workload
 from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
@@ -97,6 +101,7 @@ class WorkloadResult:
     fidelity: dict[int, ReplayResult] = field(default_factory=dict)
     missing_device: list[int] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)  # stale files of an earlier workload of the prefix
+    adapted: AdaptResult | None = None  # the adapt pass's report, with a target
 
     def fidelity_failures(self, tolerance: float = FIDELITY_TOLERANCE) -> dict[int, float | None]:
         """The ranks the fidelity check fails: replayed span off the measured one by more than
@@ -115,13 +120,14 @@ class WorkloadResult:
             "removed": [str(p) for p in self.removed],
             "reports": {r: rep.to_dict() for r, rep in self.reports.items()},
             "fidelity": {r: f.to_dict() for r, f in self.fidelity.items()},
+            "adapted": self.adapted.to_dict() if self.adapted is not None else None,
         }
 
 
-def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResult:
+def _convert_one(job: tuple[int, str, str | None, str, bool]) -> RankResult:
     """Worker: convert one rank and write it where ``staging`` (a path with ``{rank}``) says (runs in
     another process)."""
-    rank, host_path, device_path, staging, data_deps, astra_compatible = job
+    rank, host_path, device_path, staging, data_deps = job
     host, linked = load_pair(host_path, device_path)
     records = [host.process_groups()]
     world_size = 0
@@ -131,7 +137,7 @@ def _convert_one(job: tuple[int, str, str | None, str, bool, bool]) -> RankResul
     if rank == SINGLE:
         rank = linked.device.rank if linked is not None and linked.device.rank is not None else 0
     out_path = staging.format(rank=rank)
-    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps, astra_compatible=astra_compatible)
+    conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps)
     conversion.write(out_path)
     return RankResult(
         rank, Path(out_path), conversion.report, conversion.comm_nodes, records, world_size, conversion.group_attrs
@@ -157,7 +163,7 @@ def convert_workload(
     out_prefix: str | Path,
     *,
     data_deps: bool = False,
-    astra_compatible: bool = True,
+    target: Target | None = None,
     check: bool = False,
     workers: int | None = None,
     scheduler: str | None = None,
@@ -184,7 +190,7 @@ def convert_workload(
         prefix = writer.prefix
         staging = writer.staging_pattern()
         jobs = [
-            (rank, str(path), str(devices[rank]) if rank in devices else None, staging, data_deps, astra_compatible)
+            (rank, str(path), str(devices[rank]) if rank in devices else None, staging, data_deps)
             for rank, path in hosts.items()
         ]
 
@@ -239,6 +245,9 @@ def convert_workload(
             progress=tell("checking"),
         )
         fidelity = dict(zip(sorted(by_rank), replays, strict=True))
+    adapted = None
+    if target is not None:
+        adapted = adapt_workload(prefix, prefix, target, workers=workers, scheduler=scheduler, progress=progress)
     return WorkloadResult(
         prefix=prefix,
         paths={r: by_rank[r].path for r in sorted(by_rank)},
@@ -250,4 +259,5 @@ def convert_workload(
         rewritten=rewritten,
         fidelity=fidelity,
         missing_device=sorted(set(hosts) - set(devices)) if device_pattern else [],
+        adapted=adapted,
     )

@@ -298,4 +298,3 @@ def _check_layer_indices(workload: TextWorkload) -> None:
             path, line, f"the last bottom layer {bottom} is not a layer (they are 0..{count - 1})",
             "give the index of the last bottom-MLP layer, counted from 0",
         )  # fmt: skip
-

@@ -117,4 +117,3 @@ def placement_groups(placement: Placement, used: set[str]) -> tuple[dict[int, li
         for ranks in members:
             groups[len(groups) + 1] = ranks
     return groups, first_id
-

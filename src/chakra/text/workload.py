@@ -128,4 +128,3 @@ class TextWorkload:
     @property
     def dlrm_last_bottom_layer(self) -> int | None:
         return self.options.get(DLRM_KEY)
-

@@ -22,6 +22,8 @@ class Target(str, Enum):
 
 
 TARGETS = tuple(t.value for t in Target)
+#: The fix hints name for what ``chakra adapt`` rewrites (findings it leaves no trace of).
+ADAPT_FIX = "`chakra adapt PREFIX -o OUT --target astra-sim`"
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra import io
-from chakra.attrs import WELL_KNOWN, member_problem
+from chakra.attrs import READABLE, WELL_KNOWN, member_problem
 from chakra.graph import TieBreak, cycle_text, find_cycle, roots, topological_order
 from chakra.groups import GroupNameError, astra_group_id_note, group_id, parse_process_groups
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, NodeType
 from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, MISSING, NodeTable
-from chakra.validate.findings import ERROR, INFO, WARNING, Collector
+from chakra.validate.findings import ADAPT_FIX, ERROR, INFO, WARNING, Collector
 
 INVALID, METADATA, COLL, SEND, RECV = (
     NodeType.INVALID_NODE,
@@ -90,7 +90,7 @@ def check_rank(
                 ERROR,
                 "astra-compressed",
                 "ASTRA-sim reads plain files only; this one is compressed",
-                hint="decompress it (chakra-et reads both; `gunzip`/`zstd -d` also work)",
+                hint=f"decompress it (`gunzip`/`zstd -d`), or {ADAPT_FIX}, which writes plain files",
             )
         for pg in sorted(pg_used - groups_defined):
             out.add(
@@ -137,7 +137,8 @@ def _check_structure(table: NodeTable, out: Collector, astra: bool) -> np.ndarra
             f"missing-{'data' if kind == 0 else 'ctrl'}-dep",
             f"{field_name} lists id {dep_id}, which is not in the file",
             int(graph.ids[child_pos]),
-            hint="drop the edge or re-point it to an existing node; ASTRA-sim refuses the file, the v2 feeder hangs",
+            hint="drop the edge or re-point it to an existing node (ASTRA-sim refuses the file, the v2 feeder "
+            f"hangs); {ADAPT_FIX} drops such edges",
         )
     if not graph.num_nodes:
         if astra:
@@ -155,7 +156,7 @@ def _check_structure(table: NodeTable, out: Collector, astra: bool) -> np.ndarra
             "cycle",
             cycle_text(cycle_ids),
             cycle_ids[0] if cycle_ids else None,
-            hint="break the cycle; feeders deadlock on it",
+            hint=f"break the cycle (feeders deadlock on it); {ADAPT_FIX} breaks every cycle at a named edge",
         )
         behind = np.setdiff1d(left, np.asarray(cycle, dtype=np.int64))
         out.add_each(
@@ -163,7 +164,7 @@ def _check_structure(table: NodeTable, out: Collector, astra: bool) -> np.ndarra
             "unreachable",
             graph.ids[behind].tolist(),
             lambda k: "node can never run: it depends (directly or not) on a cycle",
-            hint="break the cycle it depends on",
+            hint=f"break the cycle it depends on ({ADAPT_FIX} does)",
         )
     if len(roots(graph)) == 0 and astra:
         out.add(
@@ -214,9 +215,10 @@ def _check_attributes(table: NodeTable, out: Collector) -> None:
         if problem is not None:
             severity, why = problem
             canonical = WELL_KNOWN[name].member
-            out.add(
-                severity, "attr-kind", f"attribute {name!r} {why}", int(ids[pos]), hint=f"write {name} as {canonical}"
-            )
+            fix = f"write {name} as {canonical}"
+            if member in READABLE[WELL_KNOWN[name].kind]:
+                fix += f" ({ADAPT_FIX} rewrites it)"
+            out.add(severity, "attr-kind", f"attribute {name!r} {why}", int(ids[pos]), hint=fix)
 
 
 def _absent(table: NodeTable, positions: np.ndarray, values: np.ndarray, name: str) -> np.ndarray:
@@ -242,7 +244,8 @@ def _check_communication(table: NodeTable, out: Collector, astra: bool, rank: in
     on_cpu = comm.pos[table.is_cpu[comm.pos]]
     cpu_types = table.node_type[on_cpu].tolist()
     _each(out, table, ERROR, "comm-on-cpu", on_cpu, lambda k: f"{names[cpu_types[k]]} is marked is_cpu_op=true",
-          "communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise)")  # fmt: skip
+          f"communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise); {ADAPT_FIX} "
+          "moves it, or makes a host op without communication attributes CPU compute")  # fmt: skip
     sizeless = _absent(table, comm.pos, comm.size, "comm_size")
     sizeless_types = table.node_type[sizeless].tolist()
     _each(out, table, ERROR, "comm-missing-attr", sizeless, lambda k: f"{names[sizeless_types[k]]} has no comm_size",
@@ -303,7 +306,7 @@ def _check_collectives(table: NodeTable, out: Collector, astra: bool) -> set[int
     names = [CollectiveCommType.Name(int(k)) for k in kinds[unsupported].tolist()]
     _each(out, table, ERROR, "astra-unsupported-collective", pos[unsupported],
           lambda k: f"{names[k]} is not simulated by ASTRA-sim ('Unsupported collective comm type')",
-          "express it with supported collectives or send/recv")  # fmt: skip
+          f"{ADAPT_FIX} writes it as the collective ASTRA-sim simulates with the same traffic")  # fmt: skip
     silent = known & (kinds == CollectiveCommType.BROADCAST) & (table.graph.dur_us[pos] == 0)
     _each(out, table, WARNING, "astra-broadcast-replay", pos[silent],
           lambda k: "ASTRA-sim replays BROADCAST for duration_micros, which is 0 here (1 ns)",
@@ -328,10 +331,22 @@ def _check_collectives(table: NodeTable, out: Collector, astra: bool) -> set[int
 
 
 def _check_metadata_nodes(table: NodeTable, out: Collector, astra: bool) -> dict[int, tuple[int, ...]]:
-    """The process groups of the METADATA nodes (ASTRA-sim's parse); returns group id -> ranks."""
+    """The process groups of the METADATA nodes (ASTRA-sim's parse); returns group id -> ranks. For
+    ASTRA-sim, METADATA and INVALID nodes are errors: each finishes without an event, so what it
+    releases is never issued when nothing else of the rank is pending, and a METADATA node aborts
+    builds with assertions (reference/astra-sim.md §2.2, §7; seen in its analytical builds)."""
     groups: dict[int, tuple[int, ...]] = {}
     for node in table.metadata_nodes.values():
         values = node.inputs.values
+        if astra:
+            out.add(
+                ERROR,
+                "astra-metadata-node",
+                "METADATA node: ASTRA-sim builds with assertions abort on it (statistics have no class for it), "
+                "release builds stop issuing the nodes after it",
+                node.id,
+                hint=f"{ADAPT_FIX}: removes it and moves its process groups to the comm groups file",
+            )
         if not values:
             continue
         try:
@@ -347,15 +362,11 @@ def _check_metadata_nodes(table: NodeTable, out: Collector, astra: bool) -> dict
             )
             continue
         groups.update(found)
-        if astra:
-            out.add(
-                INFO,
-                "astra-metadata-node",
-                "METADATA nodes hit an assert(false) in ASTRA-sim builds with "
-                "assertions (statistics have no class for them)",
-                node.id,
-                hint="use a release build, or move the groups to a comm groups file",
-            )
+    if astra:
+        invalid = np.flatnonzero(table.node_type == INVALID)
+        _each(out, table, ERROR, "astra-invalid-node", invalid,
+              lambda k: "INVALID node: ASTRA-sim finishes it without an event and may never issue what it releases",
+              f"{ADAPT_FIX}: removes it (its dependents wait for its dependencies)")  # fmt: skip
     return groups
 
 

@@ -183,10 +183,7 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
     parts.append(
         _table(
             ["rank", "nodes", "span", "compute", "communication", "overlapped", "exposed", "memory", "idle"],
-            [
-                (rank, f"{len(workload.tables[rank]):,}", *map(_ms, b.times_ns()))
-                for rank, b in data.breakdowns.items()
-            ],
+            [(rank, f"{len(workload.tables[rank]):,}", *map(_ms, b.times_ns())) for rank, b in data.breakdowns.items()],
         )
     )
     untimed = sum(b.untimed_comm_nodes for b in data.breakdowns.values())
