@@ -35,7 +35,7 @@ _DEP_FIELD = {DATA_DEP: "data_deps", CTRL_DEP: "ctrl_deps"}
 @dataclass
 class NodeEdit:
     """How one node changes. ``data_deps``/``ctrl_deps``: the new dependency ids (``None``: kept);
-    ``comm_type``: the stand-in collective written (the one that ran goes to ``recorded_comm_type``);
+    ``comm_type``: the stand-in collective written in place of ``recorded_comm_type``, the one that ran;
     ``as_compute``: a host op typed as communication becomes a CPU ``COMP_NODE``; ``off_cpu``: a
     communication node's ``is_cpu_op`` becomes false; ``fix_attrs``: attributes the target reads are
     rewritten into their canonical member."""
@@ -43,6 +43,7 @@ class NodeEdit:
     data_deps: list[int] | None = None
     ctrl_deps: list[int] | None = None
     comm_type: int | None = None
+    recorded_comm_type: int | None = None
     as_compute: bool = False
     off_cpu: bool = False
     fix_attrs: bool = False
@@ -98,7 +99,8 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
         for pos, kind in zip(kind_pos[collective].tolist(), kinds[collective].tolist(), strict=True):
             stand_in = rules.stand_ins.get(kind)
             if stand_in is not None:
-                edit(first + pos).comm_type = stand_in
+                node_edit = edit(first + pos)
+                node_edit.comm_type, node_edit.recorded_comm_type = stand_in, kind
                 changes.add(Change.STAND_IN, f"{_collective(kind)} as {_collective(stand_in)}")
         if rules.comm_off_cpu:
             _plan_cpu_comm(chunk.rows["type"], chunk.is_cpu, chunk.ints, first, edit, changes)

@@ -17,7 +17,7 @@ from chakra import io
 from chakra.adapt.plan import NodeEdit, RankPlan
 from chakra.adapt.report import Change, RankChanges
 from chakra.adapt.rules import TargetRules
-from chakra.attrs import WELL_KNOWN, canonicalize, find_attr, int_value, set_attr
+from chakra.attrs import WELL_KNOWN, canonicalize, find_attr, set_attr
 from chakra.chunks import NODE_ROW
 from chakra.io.framing import encode_varint
 from chakra.schema.protobuf.et_def_pb2 import Node, NodeType
@@ -84,10 +84,9 @@ def _apply(node: Node, edit: NodeEdit, rules: TargetRules, changes: RankChanges)
         node.ctrl_deps.extend(edit.ctrl_deps)
     if edit.comm_type is not None:
         kind = find_attr(node, "comm_type")
-        assert kind is not None  # the plan found it
-        recorded = int_value(kind)
+        assert kind is not None  # the plan read it
         kind.int64_val = edit.comm_type
-        set_attr(node, "recorded_comm_type", recorded)
+        set_attr(node, "recorded_comm_type", edit.recorded_comm_type)
     if edit.as_compute:
         set_attr(node, "recorded_node_type", int(node.type))
         node.type = NodeType.COMP_NODE
@@ -103,5 +102,8 @@ def _copy(source: Path, out_path: Path) -> None:
         shutil.copyfile(source, out_path)
         return
     stream, _ = io.open_decompressed(source)
-    with stream, open(out_path, "wb") as out:
-        shutil.copyfileobj(stream, out, COPY_CHUNK_BYTES)
+    try:
+        with open(out_path, "wb") as out:
+            shutil.copyfileobj(stream, out, COPY_CHUNK_BYTES)
+    finally:
+        stream.close()
