@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from helpers import (
     assert_one_line_error,
     make_node,
+    require_shared,
     run_cli,
     write_allreduce_workload,
     write_et,
@@ -18,6 +20,7 @@ from chakra import io
 from chakra.adapt import Change, Target, adapt_workload
 from chakra.attrs import get_attr
 from chakra.groups import CommGroups, process_groups_values
+from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
 from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
@@ -215,3 +218,29 @@ def test_the_command_lists_its_targets_in_its_help():
 
 def test_a_missing_workload_is_one_line_naming_it(tmp_path: Path):
     assert_one_line_error(run_cli("adapt", str(tmp_path / "none"), "-o", str(tmp_path / "out")), "none")
+
+
+@pytest.mark.parametrize(
+    ("host", "device"),
+    [
+        ("upstream-chakra/1.0.2-chakra.0.0.4.json", None),
+        ("param/linear_et.json.gz", None),
+        ("param/resnet_1gpu_et.json.gz", None),
+        ("param/resnet_2gpu_et.json.gz", None),
+        ("hta/benchmark_simple_add_et.json.gz", "hta/benchmark_simple_add_trace.json.gz"),
+    ],
+)
+def test_every_shared_host_trace_converted_and_adapted_for_astra_sim_validates_clean(
+    host: str, device: str | None, tmp_path
+):
+    convert_workload(str(require_shared(host)), str(require_shared(device)) if device else None, tmp_path / "x")
+    before = Counter(f.code for f in validate_set(TraceSet.discover(tmp_path / "x"), target="astra-sim",
+                                                  limit_per_code=None) if f.severity == ERROR)  # fmt: skip
+    changes = adapt_workload(tmp_path / "x", tmp_path / "astra", Target.ASTRA_SIM).changes.counts
+    # the report lists what validate refused, one change per finding
+    assert changes[Change.METADATA_NODE_REMOVED] == before["astra-metadata-node"]
+    assert changes[Change.STAND_IN] == before["astra-unsupported-collective"]
+    problems = _astra_problems(tmp_path / "astra")
+    if device is None:  # host-only: no durations, and ASTRA-sim replays a broadcast for its duration
+        problems = [p for p in problems if not p.startswith("astra-broadcast-replay")]
+    assert problems == []
