@@ -196,10 +196,22 @@ def test_two_dependent_nodes_depend_and_independent_ones_do_not(written):
 
 
 @pytest.mark.parametrize(
-    "family", [f for f, spec in micro.FAMILIES.items() if spec.astra_sim != micro.ASTRA_REFUSES and f not in HALVES]
+    "family",
+    [
+        f
+        for f, spec in micro.FAMILIES.items()
+        if spec.astra_sim not in (micro.ASTRA_REFUSES, micro.ASTRA_ABORTS) and f not in HALVES
+    ],
 )
 def test_family_validates_clean_for_astra_sim(written, family: str):
     assert _problems(validate_set(TraceSet.discover(written[family].prefix), target="astra-sim")) == []
+
+
+@pytest.mark.parametrize("family", [f for f, spec in micro.FAMILIES.items() if spec.astra_sim == micro.ASTRA_ABORTS])
+def test_the_metadata_family_is_clean_but_an_error_for_astra_sim(written, family: str):
+    workload = TraceSet.discover(written[family].prefix)
+    assert _problems(validate_set(workload)) == []
+    assert {code for code, _ in _problems(validate_set(workload, target="astra-sim"))} == {"astra-metadata-node"}
 
 
 @pytest.mark.parametrize("family", [f for f, spec in micro.FAMILIES.items() if spec.astra_sim == micro.ASTRA_REFUSES])

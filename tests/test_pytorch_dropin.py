@@ -11,6 +11,7 @@ import pytest
 from helpers import require_shared
 
 from chakra import io
+from chakra.adapt import Target, adapt_workload
 from chakra.pytorch.convert import convert
 from chakra.pytorch.host import load_host_trace
 from chakra.pytorch.kineto import load_kineto_trace
@@ -44,11 +45,15 @@ def _link_and_convert(host: Path, device: Path, tmp_path: Path) -> tuple[Path, s
     return out, converted
 
 
-def test_the_two_step_pipeline_on_a_live_gloo_rank_validates_for_astra_sim(gloo_traces: Path, tmp_path: Path):
+def test_the_two_step_pipeline_on_a_live_gloo_rank_validates_and_names_the_adapt_step(
+    gloo_traces: Path, tmp_path: Path
+):
     out, converted = _link_and_convert(gloo_traces / "host.0.json", gloo_traces / "device.0.json", tmp_path)
-    findings = validate_file(out, target="astra-sim")
+    assert [f.code for f in validate_file(out) if f.severity in (ERROR, WARNING)] == []
+    assert "simulated span" in converted.stderr and "chakra adapt" in converted.stderr
+    adapt_workload(out, tmp_path / "astra", Target.ASTRA_SIM)
+    findings = validate_file(tmp_path / "astra.0.et", target="astra-sim")
     assert [f.code for f in findings if f.severity in (ERROR, WARNING)] == []
-    assert "simulated span" in converted.stderr
     _, nodes = io.read(out)
     assert sum(n.type == COMM_COLL_NODE for n in nodes) >= 14
 

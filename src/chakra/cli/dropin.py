@@ -168,6 +168,11 @@ def converter_main(argv: list[str] | None = None) -> None:
         _refuse("chakra_converter", str(error))
     report = conversion.report
     print(f"chakra_converter: wrote {report.node_count:,} nodes ({report.mode}) to {args.output}", file=sys.stderr)
+    print(
+        "chakra_converter: the file records what ran; for ASTRA-sim, which refuses some of it (METADATA nodes, "
+        f"barriers, ...), adapt it: chakra adapt {args.output} -o OUT --target astra-sim",
+        file=sys.stderr,
+    )
     if args.simulate:
         result = replay(conversion.nodes)
         measured = "" if result.measured_span_us is None else f", measured {result.measured_span_us:,.0f} µs"
