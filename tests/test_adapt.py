@@ -105,6 +105,24 @@ def test_dependents_of_a_removed_node_wait_for_its_dependencies_through_chains(t
     assert result.changes.counts[Change.INVALID_NODE_REMOVED] == 1
 
 
+def test_a_dependent_written_before_the_removed_node_it_waits_for_inherits_its_dependencies(tmp_path: Path):
+    nodes = [
+        make_node(4, "b", COMP, data_deps=[2]),
+        make_node(2, "meta", NodeType.METADATA_NODE, ctrl_deps=[1]),
+        make_node(1, "a", COMP),
+    ]
+    adapt_workload(_write(tmp_path, {0: nodes}), tmp_path / "out", Target.ASTRA_SIM)
+    assert list(_nodes(tmp_path / "out.0.et")[4].data_deps) == [1]
+
+
+def test_dependencies_on_later_nodes_without_a_cycle_are_left_as_they_are(tmp_path: Path):
+    nodes = [make_node(3, "c", COMP, data_deps=[1, 2]), make_node(2, "b", COMP, ctrl_deps=[1]), make_node(1, "a", COMP)]
+    prefix = _write(tmp_path, {0: nodes})
+    result = adapt_workload(prefix, tmp_path / "out", Target.ASTRA_SIM)
+    assert result.changes.total == 0
+    assert (tmp_path / "out.0.et").read_bytes() == Path(f"{prefix}.0.et").read_bytes()
+
+
 @pytest.mark.parametrize(
     ("recorded", "stand_in"),
     [("BARRIER", "ALL_REDUCE"), ("REDUCE", "ALL_REDUCE"), ("GATHER", "ALL_GATHER"), ("SCATTER", "REDUCE_SCATTER"),

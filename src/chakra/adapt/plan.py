@@ -1,9 +1,9 @@
 """The first pass of ``adapt``: read one rank with the node table's decoder and decide every change.
 
-Only what the decisions need is kept while the file streams by: per node its id, type and
-dependency ids (the graph: missing dependencies, cycles, the nodes to take out), and the positions of
-the few nodes that change. The result, a :class:`RankPlan`, is small: the positions taken out, and
-one :class:`NodeEdit` per node that changes. :mod:`chakra.adapt.rewrite` applies it.
+Only what the decisions need is kept while the file streams by: the ids seen (for the dependencies,
+:mod:`chakra.adapt.deps`) and the positions of the few nodes that change. The result, a
+:class:`RankPlan`, is small: the positions taken out, and one :class:`NodeEdit` per node that
+changes. :mod:`chakra.adapt.rewrite` applies it.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from chakra import io
+from chakra.adapt.deps import DepScan, Edge, cycle_cuts
 from chakra.adapt.report import Change, RankChanges
 from chakra.adapt.rules import TargetRules
 from chakra.chunks import COMMUNICATION, categories, iter_chunks
-from chakra.graph import CTRL_DEP, DATA_DEP, TraceGraph, break_cycles, graph_from_arrays
+from chakra.graph import CTRL_DEP, DATA_DEP
 from chakra.groups import parse_process_groups
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, NodeType
 
@@ -72,13 +73,13 @@ EditOf = Callable[[int], NodeEdit]
 
 
 def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
-    """Decide every change ``rules`` asks of the rank file ``path`` (one streaming read)."""
-    metadata, chunks, _ = iter_chunks(path)
-    del metadata
+    """Decide every change ``rules`` asks of the rank file ``path`` (one streaming read; a second
+    one only for a file with dependencies on later nodes, which may hold cycles)."""
+    _, chunks, _ = iter_chunks(path)
     changes = RankChanges()
     edits: dict[int, NodeEdit] = {}
     groups: dict[int, tuple[int, ...]] = {}
-    ids, types, n_data, n_ctrl, data, ctrl = [], [], [], [], [], []
+    scan = DepScan(rules.removed_node_types)
 
     def edit(pos: int) -> NodeEdit:
         found = edits.get(pos)
@@ -88,12 +89,7 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
 
     for chunk in chunks:
         rows, first = chunk.rows, chunk.first
-        ids.append(rows["id"].copy())
-        types.append(rows["type"].copy())
-        n_data.append(rows["n_data"].astype(np.int64))
-        n_ctrl.append(rows["n_ctrl"].astype(np.int64))
-        data.append(chunk.data_deps.copy())
-        ctrl.append(chunk.ctrl_deps.copy())
+        scan.add_chunk(chunk)
         kind_pos, kinds = chunk.ints["comm_type"]
         collective = rows["type"][kind_pos] == NodeType.COMM_COLL_NODE
         for pos, kind in zip(kind_pos[collective].tolist(), kinds[collective].tolist(), strict=True):
@@ -103,7 +99,7 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
                 node_edit.comm_type, node_edit.recorded_comm_type = stand_in, kind
                 changes.add(Change.STAND_IN, f"{_collective(kind)} as {_collective(stand_in)}")
         if rules.comm_off_cpu:
-            _plan_cpu_comm(chunk.rows["type"], chunk.is_cpu, chunk.ints, first, edit, changes)
+            _plan_cpu_comm(rows["type"], chunk.is_cpu, chunk.ints, first, edit, changes)
         for pos, name in zip(chunk.problem_pos, chunk.problem_name, strict=True):
             if name in rules.read_attrs:
                 edit(pos).fix_attrs = True
@@ -111,36 +107,24 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
             # a text that does not parse is reported by validate (metadata-parse); the node goes all the same
             with contextlib.suppress(ValueError, json.JSONDecodeError):
                 groups.update(parse_process_groups(node.inputs.values) if node.inputs.values else {})
-    if not ids:
-        return RankPlan(rank, path, np.zeros(0, dtype=np.int64), edits, changes, groups, _compressed(path))
-    n_nodes = sum(len(part) for part in ids)
-    zeros = np.zeros(n_nodes, dtype=np.uint64)
-    graph = graph_from_arrays(
-        np.concatenate(ids),
-        np.concatenate(types),
-        zeros,
-        zeros,
-        np.concatenate(n_data),
-        np.concatenate(data),
-        np.concatenate(n_ctrl),
-        np.concatenate(ctrl),
-    )
-    removed = np.flatnonzero(np.isin(graph.node_type, list(rules.removed_node_types)))
-    for node_type, change in _REMOVAL_CHANGE.items():
-        if node_type in rules.removed_node_types:
-            changes.add(change, count=int(np.count_nonzero(graph.node_type[removed] == node_type)))
+    scan.finish()
+    removed = np.array(sorted(scan.removed.values()), dtype=np.int64)
     for pos in removed.tolist():
         edits.pop(pos, None)
-    for _, _, kind in graph.missing_deps:
+    for removed_type, change in _REMOVAL_CHANGE.items():
+        if removed_type in rules.removed_node_types:
+            changes.add(change, count=sum(1 for t in scan.removed_types_found if t == removed_type))
+    for _, _, kind in scan.missing:
         changes.add(Change.MISSING_DEP_DROPPED, _DEP_FIELD[kind])
-    cut = np.zeros(graph.num_edges, dtype=bool)
-    child_of = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.dep_ptr))
-    for k in break_cycles(graph):
-        cut[k] = True
-        child, parent = int(child_of[k]), int(graph.dep_pos[k])
-        what = _DEP_FIELD[int(graph.dep_kind[k])]
-        changes.add(Change.CYCLE_EDGE_DROPPED, f"{int(graph.ids[child])} -> {int(graph.ids[parent])} ({what})")
-    _plan_deps(graph, removed, cut, edit)
+    cut: set[Edge] = set()
+    if scan.forward:
+        edges, named = cycle_cuts(path)
+        cut = set(edges)
+        for child_id, parent_id, kind in named:
+            changes.add(Change.CYCLE_EDGE_DROPPED, f"{child_id} -> {parent_id} ({_DEP_FIELD[kind]})")
+    for pos, (data_deps, ctrl_deps) in scan.new_deps(cut).items():
+        node_edit = edit(pos)
+        node_edit.data_deps, node_edit.ctrl_deps = data_deps, ctrl_deps
     return RankPlan(rank, path, removed, edits, changes, groups, _compressed(path))
 
 
@@ -171,61 +155,6 @@ def _plan_cpu_comm(
         else:
             edit(first + pos).as_compute = True
             changes.add(Change.CPU_COMM_AS_COMPUTE, NodeType.Name(node_type))
-
-
-def _plan_deps(graph: TraceGraph, removed: np.ndarray, cut: np.ndarray, edit: EditOf) -> None:
-    """New dependency lists of the nodes whose dependencies change: those with a dependency on a
-    missing id or a cut edge, and the dependents of removed nodes (which inherit the removed node's
-    own dependencies, through chains of removed nodes)."""
-    n = graph.num_nodes
-    is_removed = np.zeros(n, dtype=bool)
-    is_removed[removed] = True
-    affected = np.zeros(n, dtype=bool)
-    if graph.missing_deps:
-        affected[[child for child, _, _ in graph.missing_deps]] = True
-    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-    affected[child_of[cut]] = True
-    affected[child_of[is_removed[graph.dep_pos]]] = True
-    affected &= ~is_removed
-    ptr, parents, kinds, ids = graph.dep_ptr, graph.dep_pos, graph.dep_kind, graph.ids
-    inherited: dict[int, list[int]] = {}
-    on_stack: set[int] = set()
-
-    def through(pos: int) -> list[int]:
-        """The ids of the kept nodes removed node ``pos`` waits for (directly or via removed nodes)."""
-        stack = [pos]
-        on_stack.add(pos)
-        while stack:
-            top = stack[-1]
-            pending = [
-                int(parents[k]) for k in range(ptr[top], ptr[top + 1])
-                if not cut[k] and is_removed[parents[k]] and int(parents[k]) not in inherited
-                and int(parents[k]) not in on_stack
-            ]  # fmt: skip
-            if pending:
-                stack.extend(pending)
-                on_stack.update(pending)
-                continue
-            stack.pop()
-            on_stack.discard(top)
-            found: list[int] = []
-            for k in range(ptr[top], ptr[top + 1]):
-                parent = int(parents[k])
-                if not cut[k]:
-                    found.extend(inherited.get(parent, []) if is_removed[parent] else [int(ids[parent])])
-            inherited[top] = list(dict.fromkeys(found))
-        return inherited[pos]
-
-    for pos in np.flatnonzero(affected).tolist():
-        new: dict[int, list[int]] = {DATA_DEP: [], CTRL_DEP: []}
-        for k in range(ptr[pos], ptr[pos + 1]):
-            if cut[k]:
-                continue
-            parent = int(parents[k])
-            new[int(kinds[k])].extend(through(parent) if is_removed[parent] else [int(ids[parent])])
-        node_edit = edit(pos)
-        node_edit.data_deps = list(dict.fromkeys(new[DATA_DEP]))
-        node_edit.ctrl_deps = list(dict.fromkeys(new[CTRL_DEP]))
 
 
 def _collective(kind: int) -> str:

@@ -172,6 +172,7 @@ def _check_structure(table: NodeTable, out: Collector, astra: bool) -> np.ndarra
             "astra-no-root",
             "no node without dependencies: ASTRA-sim aborts with "
             "'No dependancy free nodes found, there might be deadlocks'",
+            hint=f"every node waits on a cycle or a missing node; {ADAPT_FIX} breaks cycles and drops such edges",
         )
     return order
 
