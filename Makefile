@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_bench.py
 	$(BIN)/python benchmarks/analyze_bench.py
 	$(BIN)/python benchmarks/generate_bench.py
+	$(BIN)/python benchmarks/adapt_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so
