@@ -203,6 +203,33 @@ def test_compressed_ranks_are_written_plain_and_in_place_adapting_replaces_them(
     assert _astra_problems(prefix) == []
 
 
+def test_every_finding_adapt_fixes_names_it_and_is_gone_after_it(tmp_path: Path):
+    odd_size = _allreduce(6, 5)
+    odd_size.attr[2].uint64_val = 64  # comm_size in another integer member: a warning
+    text_flag = _allreduce(7, 6)
+    text_flag.attr[0].string_val = "false"  # is_cpu_op as text: an error
+    nodes = [
+        _metadata(1, {}),
+        make_node(2, "nothing", NodeType.INVALID_NODE, ctrl_deps=[1]),
+        _allreduce(3, 2, comm_type=CollectiveCommType.BARRIER),
+        make_node(4, "a", COMP, data_deps=[3, 99], ctrl_deps=[5]),  # 99 is missing; 4 <-> 5 a cycle
+        make_node(5, "b", COMP, data_deps=[4]),
+        odd_size,
+        text_flag,
+        make_node(8, "c10d::allreduce_(0)", COLL, [7], is_cpu_op=True),
+    ]
+    write_et(tmp_path / "w.0.et.gz", nodes)
+    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim", limit_per_code=None)
+    flagged = [f for f in findings if f.severity in (ERROR, WARNING)]
+    assert {f.code for f in flagged} == {
+        "astra-compressed", "astra-metadata-node", "astra-invalid-node", "astra-unsupported-collective",
+        "missing-data-dep", "cycle", "unreachable", "attr-kind", "comm-on-cpu", "comm-missing-attr",
+    }  # fmt: skip
+    assert [f.code for f in flagged if "chakra adapt" not in f.hint] == []
+    adapt_workload(tmp_path / "w", tmp_path / "out", Target.ASTRA_SIM)
+    assert _astra_problems(tmp_path / "out") == []
+
+
 # -- real inputs ----------------------------------------------------------------------------------
 
 

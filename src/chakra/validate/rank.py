@@ -237,6 +237,16 @@ def _each(out: Collector, table: NodeTable, severity: str, code: str, positions:
     out.add_each(severity, code, table.ids[positions].tolist(), message, hint=hint)
 
 
+def _split_on_cpu(table: NodeTable, positions: np.ndarray, fix: str) -> list[tuple[np.ndarray, str]]:
+    """``positions`` of communication nodes lacking an attribute, with their fix: those marked
+    ``is_cpu_op`` are host ops typed as communication, which ``chakra adapt`` makes CPU compute."""
+    on_cpu = table.is_cpu[positions]
+    return [
+        (positions[~on_cpu], fix),
+        (positions[on_cpu], f"{fix}; or, a host op typed as communication, {ADAPT_FIX} makes it CPU compute"),
+    ]
+
+
 def _check_communication(table: NodeTable, out: Collector, astra: bool, rank: int | None) -> None:
     """What every communication node needs: no CPU flag, a size; peers and tags for transfers."""
     comm = table.comm
@@ -248,9 +258,9 @@ def _check_communication(table: NodeTable, out: Collector, astra: bool, rank: in
           f"communication runs on the device: set is_cpu_op=false (ASTRA-sim aborts otherwise); {ADAPT_FIX} "
           "moves it, or makes a host op without communication attributes CPU compute")  # fmt: skip
     sizeless = _absent(table, comm.pos, comm.size, "comm_size")
-    sizeless_types = table.node_type[sizeless].tolist()
-    _each(out, table, ERROR, "comm-missing-attr", sizeless, lambda k: f"{names[sizeless_types[k]]} has no comm_size",
-          "set comm_size (bytes, int64_val)")  # fmt: skip
+    for lacking, fix in _split_on_cpu(table, sizeless, "set comm_size (bytes, int64_val)"):
+        what = [f"{names[t]} has no comm_size" for t in table.node_type[lacking].tolist()]
+        _each(out, table, ERROR, "comm-missing-attr", lacking, what.__getitem__, fix)
     for node_type in (SEND, RECV):
         at = np.flatnonzero(types == node_type)
         if len(at):
@@ -293,8 +303,8 @@ def _check_collectives(table: NodeTable, out: Collector, astra: bool) -> set[int
     at = np.flatnonzero(table.node_type[comm.pos] == COLL)
     pos, kinds = comm.pos[at], comm.kind[at]
     typeless = _absent(table, pos, kinds, "comm_type")
-    _each(out, table, ERROR, "comm-missing-attr", typeless, lambda k: "COMM_COLL_NODE has no comm_type",
-          "set comm_type (CollectiveCommType value, int64_val)")  # fmt: skip
+    for lacking, fix in _split_on_cpu(table, typeless, "set comm_type (CollectiveCommType value, int64_val)"):
+        _each(out, table, ERROR, "comm-missing-attr", lacking, lambda k: "COMM_COLL_NODE has no comm_type", fix)
     typed = kinds != MISSING
     unknown = typed & ~np.isin(kinds, KNOWN_COLLECTIVES)
     unknown_kinds = kinds[unknown].tolist()
