@@ -56,3 +56,12 @@ def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of host.{rank}.json + device.{rank}.json recorded from a real 2-rank gloo job
     (DDP training plus every collective and a send/recv ring), once per test session."""
     return record_gloo(tmp_path_factory.mktemp("gloo_traces"))
+
+
+@pytest.fixture(scope="session")
+def gloo_groups_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """host/device traces of a real 4-rank gloo job of nested process groups (world, DP and TP
+    pairs, a trio) issuing every collective on each, plus ``program.{rank}.json``, once per session."""
+    from helpers import record_gloo_groups
+
+    return record_gloo_groups(tmp_path_factory.mktemp("gloo_groups"))

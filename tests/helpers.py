@@ -352,3 +352,21 @@ def assert_usage_error(result: subprocess.CompletedProcess[str], *fragments: str
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in result.stderr, result.stderr
+
+
+#: Ranks and steps of the recorded nested-groups job (examples/collect_gloo.py --groups; the
+#: first step is warm-up): world, DP pairs {0,2} {1,3}, TP pairs {0,1} {2,3} and a trio {0,1,2}.
+GLOO_GROUPS_RANKS = 4
+GLOO_GROUPS_STEPS = 2
+
+
+def record_gloo_groups(out: Path) -> Path:
+    """Run examples/collect_gloo.py --groups into ``out`` (host and device traces, plus
+    ``program.{rank}.json``: what each rank issued in the recorded step, in order)."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
+    command = [
+        sys.executable, str(example), str(out), "--groups", "--ranks", str(GLOO_GROUPS_RANKS),
+        "--steps", str(GLOO_GROUPS_STEPS), "--port", str(_free_port()),
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
+    return out

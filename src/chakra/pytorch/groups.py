@@ -5,11 +5,28 @@ Gloo records none: the group is an opaque argument. Then, in this order:
 
 1. the rank belongs to one group only (every job has the default group ``"0"``): that group;
 2. several candidates: the ranks' collective sequences are *aligned*. A group's members issue its
-   collectives in the same order with the same kind and size (and root), so the heads of the
-   members' sequences are matched group by group; when several groups fit, the one whose members
-   finished the collective closest together in time wins (one clock on one machine). When nothing
-   tells them apart (no timing, or the same spread), the larger group is taken and the node is
-   marked ambiguous;
+   collectives in the same order with the same kind and size (and root, which must be a member of
+   the group), so the heads of the members' sequences are matched group by group, the
+   earliest-finished head first. When several groups fit, their timing decides (one clock on one
+   machine). A collective cannot finish on a member before the members it waits for have arrived
+   (all of them; in broadcast and scatter the root; in gather and reduce only the root waits, for
+   all), and it finishes shortly after that. So a group is *impossible* when a member finished
+   more than ``CLOCK_TOLERANCE_US`` before such an arrival, or when a member's node finished
+   nearer to the others' next same-looking collectives than to their heads (a rank outside a
+   subgroup that ran ahead to the next collective of the kind and waited there: :func:`runs_ahead`).
+   Each possible group has a *completion lag* (:func:`completion_lag_us`): how long after the
+   arrival they waited for the first waiting member finished. The true group's lag is short; a
+   subgroup whose members sat waiting for ranks outside it has a long one, since their wait is
+   left unexplained. A group *explains* the collective when its lag exceeds the best lag by at most
+   ``WAIT_RATIO`` times the best (at least the clock tolerance); the largest group that explains it
+   is taken (where all wait for all, a superset's lag is never longer than its subset's: it wins
+   unless impossible). It is marked ambiguous when another group explains it as well and nothing
+   tells them apart, that is unless the other is a subgroup whose outsiders waited (first finished
+   after their own last arrival) longer than that. Without timing the larger group is taken and
+   marked ambiguous; when no group can have run any head, timing is set aside the same way.
+   Limit: subgroups running collectives of the same kind and size at the same time (both
+   data-parallel pairs at once) look like one collective of all their ranks: they come out as the
+   larger group, marked ambiguous;
 3. nothing fits: the default group, marked ambiguous.
 
 Every answer carries the method, which the conversion report counts. Group names become the
@@ -19,6 +36,7 @@ numbered after them), and non-default groups are listed in ``PREFIX.comm_groups.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +45,12 @@ from typing import Any
 from chakra.pytorch.comms import CommNode
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_TO_ALL,
+    BROADCAST,
     COMM_COLL_NODE,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     GATHER,
+    REDUCE,
     SCATTER,
 )
 
@@ -45,6 +65,18 @@ AMBIGUOUS = "ambiguous: assumed default group"
 
 #: Collectives whose per-rank sizes may differ (v-variants), so sizes do not have to agree.
 _UNEVEN = frozenset({ALL_TO_ALL, GATHER, SCATTER})
+#: Collectives whose members wait for the root's data only (not for each other).
+_FROM_ROOT = frozenset({BROADCAST, SCATTER})
+#: Collectives whose root waits for every member's data while the others wait for nobody.
+_TO_ROOT = frozenset({GATHER, REDUCE})
+
+#: Clock jitter (us) between ranks on one machine: a member may seem to finish up to this long
+#: before the last arrival it waited for (Kineto converts each process's clock on its own).
+CLOCK_TOLERANCE_US = 50.0
+#: A group explains a collective as well as the best-scoring group when its completion lag is no
+#: longer than the best lag by more than this multiple of the best lag: a wait is evidence only
+#: when it is long against the time the collective itself took after its last arrival.
+WAIT_RATIO = 1.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +190,124 @@ def resolve(
     return out
 
 
+def completion_lag_us(heads: Sequence[tuple[int, CommNode]], comm_type: int | None, root: int | None) -> float | None:
+    """How long (us) after the arrival it waited for the first waiting member finished, if the
+    nodes ``heads`` (``(global rank, node)``, one per member) were one collective of their group,
+    whose root is global rank ``root``. A member waits for every member (for the root only in
+    broadcast and scatter; in gather and reduce only the root waits, for everyone); it *waited*
+    when one of them arrived after it. ``inf``: that group cannot have run it (a member finished
+    more than ``CLOCK_TOLERANCE_US`` before an arrival it waited for); ``None``: no evidence (a
+    node without timing, a missing root, nobody waited)."""
+    starts: dict[int, float] = {}
+    for rank, node in heads:
+        if node.start_us is None or node.end_us is None:
+            return None
+        starts[rank] = node.start_us
+    last_us = max(starts.values())
+    needed = dict.fromkeys(starts, last_us)  # arrival each member waits for
+    if comm_type in _FROM_ROOT or comm_type in _TO_ROOT:
+        if root not in starts:
+            return None
+        from_root = {rank: starts[root] for rank in starts if rank != root}
+        needed = from_root if comm_type in _FROM_ROOT else {root: last_us}
+    lag_us: float | None = None
+    for rank, node in heads:
+        if rank in needed and needed[rank] > starts[rank]:
+            waited_us = node.end_us - needed[rank]  # type: ignore[operator]  # timed above
+            if waited_us < -CLOCK_TOLERANCE_US:
+                return float("inf")
+            lag_us = waited_us if lag_us is None else min(lag_us, waited_us)
+    return lag_us
+
+
+def _nearest_us(value_us: float, ordered_us: Sequence[float], exclude_us: float | None = None) -> float:
+    """Distance (us) from ``value_us`` to the nearest of ``ordered_us`` (sorted), where one entry
+    equal to ``exclude_us`` does not count; ``inf`` when none is left."""
+    at = bisect.bisect_left(ordered_us, value_us)
+    near = [ordered_us[i] for i in range(at - 2, at + 2) if 0 <= i < len(ordered_us)]
+    if exclude_us is not None and exclude_us in near:
+        near.remove(exclude_us)
+    return min((abs(value_us - v) for v in near), default=float("inf"))
+
+
+def runs_ahead(heads: Sequence[tuple[int, CommNode]], nexts: Mapping[int, CommNode | None]) -> bool:
+    """Whether a member's head is a *later* collective than the others' heads: it finished nearer
+    to the other members' next collectives than to their heads. ``nexts`` holds each member's node
+    after its head where that looks the same (else ``None``); without them nothing is later. A rank
+    outside a subgroup runs ahead to the next collective of the same kind and waits there until the
+    subgroup's members come; taking its node for the subgroup's collective would shift its
+    sequence by one. (A member of the true group that finishes late, by more than half the time the
+    others take to their next collective of the kind, looks the same.)"""
+    if any(node.end_us is None for _, node in heads):
+        return False
+    ends = sorted(node.end_us for _, node in heads if node.end_us is not None)
+    later = {rank: n.end_us for rank, n in nexts.items() if n is not None and n.end_us is not None}
+    later_us = sorted(later.values())
+    for rank, node in heads:
+        end_us = node.end_us
+        assert end_us is not None  # checked above
+        others_later = len(later) - (rank in later)
+        if others_later < len(heads) - 1 or others_later == 0:
+            continue  # some other member has no later collective of this kind
+        if _nearest_us(end_us, later_us, later.get(rank)) < _nearest_us(end_us, ends, end_us):
+            return True
+    return False
+
+
+def _margin_us(best_us: float) -> float:
+    """How much longer (us) than the best completion lag a lag may be and still explain it."""
+    return max(CLOCK_TOLERANCE_US, WAIT_RATIO * max(best_us, 0.0))
+
+
+@dataclass
+class _Option:
+    """A group that fits a rank's head: its members' heads and their completion lag (us)."""
+
+    name: str
+    heads: list[tuple[int, CommNode]]
+    lag_us: float | None
+
+
+def _own_lag_us(nodes: Sequence[CommNode]) -> float | None:
+    """How long (us) after the last of ``nodes`` arrived the first of them finished (``None``:
+    untimed): long when they sat waiting for a rank outside them."""
+    starts = [n.start_us for n in nodes if n.start_us is not None]
+    ends = [n.end_us for n in nodes if n.end_us is not None]
+    if not nodes or len(starts) < len(nodes) or len(ends) < len(nodes):
+        return None
+    return min(ends) - max(starts)
+
+
+def _choose(options: list[_Option]) -> tuple[_Option, bool]:
+    """The group that explains a head best and whether the timing decided it (module docstring).
+    ``options`` are the possible ones (no ``inf`` lag)."""
+    timed = [o.lag_us for o in options if o.lag_us is not None]
+    best_us = min(timed, default=None)
+
+    def explains(option: _Option) -> bool:
+        lag_us = option.lag_us
+        return lag_us is None or best_us is None or lag_us <= best_us + _margin_us(best_us)
+
+    explaining = [o for o in options if explains(o)]
+    untimed_last = float("inf")
+    explaining.sort(key=lambda o: (-len(o.heads), untimed_last if o.lag_us is None else o.lag_us, o.name))
+    chosen = explaining[0]
+    chosen_us = chosen.lag_us
+    if chosen_us is None:
+        return chosen, len(options) == 1
+    members = {rank for rank, _ in chosen.heads}
+
+    def refuted(other: _Option) -> bool:
+        """``other`` is a subgroup whose outsiders waited for its members: only ``chosen`` explains that."""
+        inside = {rank for rank, _ in other.heads}
+        if not inside < members:
+            return False
+        lag_us = _own_lag_us([node for rank, node in chosen.heads if rank not in inside])
+        return lag_us is not None and lag_us > chosen_us + _margin_us(chosen_us)
+
+    return chosen, all(refuted(o) for o in explaining[1:])
+
+
 def _align(
     collectives: Mapping[int, list[CommNode]],
     groups: Mapping[str, ProcessGroup],
@@ -167,57 +317,73 @@ def _align(
     """Match the heads of the ranks' collective sequences group by group (module docstring)."""
     head = dict.fromkeys(collectives, 0)
 
-    def fits(name: str, sig: tuple[Any, ...]) -> list[tuple[int, CommNode]] | None:
-        """The members' head nodes if they can all be this group's next collective."""
+    def fits(name: str, node: CommNode) -> list[tuple[int, CommNode]] | None:
+        """The members' head nodes if they can all be this group's next collective like ``node``."""
+        sig = _signature(node)
+        members = groups[name].members(world_size)
+        if node.root is not None and not 0 <= node.root < len(members):
+            return None  # the root is no member of this group
         found = []
-        for member in groups[name].members(world_size):
+        for member in members:
             seq = collectives.get(member)
             if seq is None:
                 continue  # rank not converted: do not wait for it
             if head[member] >= len(seq):
                 return None
-            node = seq[head[member]]
-            known = out[member].get(node.node_id)
-            if _signature(node) != sig or (known is not None and known.pg_name != name):
+            other = seq[head[member]]
+            known = out[member].get(other.node_id)
+            if _signature(other) != sig or (known is not None and known.pg_name != name):
                 return None
-            if known is None and name not in _candidates(node, member, groups):
+            if known is None and name not in _candidates(other, member, groups):
                 return None
-            found.append((member, node))
+            found.append((member, other))
         return found or None
 
-    def spread(found: list[tuple[int, CommNode]]) -> float:
-        ends = [n.end_us for _, n in found if n.end_us is not None]
-        return max(ends) - min(ends) if len(ends) == len(found) else float("inf")
+    def following(rank: int, like: CommNode) -> CommNode | None:
+        """``rank``'s node after its head, when it looks like ``like`` (same signature)."""
+        seq = collectives[rank]
+        nxt = seq[head[rank] + 1] if head[rank] + 1 < len(seq) else None
+        return nxt if nxt is not None and _signature(nxt) == _signature(like) else None
 
     def urgency(rank: int) -> tuple[float, int, int]:
-        """Heads are settled earliest-finished first (else least advanced first), so no group's
-        members run ahead of a group that shares members with it."""
+        """Heads are settled earliest-finished first (untimed last, then least advanced first): a
+        member's earlier collective finished before it arrived at this one, and this one finished
+        nowhere before that arrival, so a member's unsettled earlier head comes first, however far
+        apart the ranks arrive (what is left, a rank run ahead to a later collective, is
+        :func:`runs_ahead`'s)."""
         node = collectives[rank][head[rank]]
         return (node.end_us if node.end_us is not None else float("inf"), head[rank], rank)
 
+    def settle(rank: int, strict: bool) -> bool:
+        """Settle ``rank``'s head if some group fits it (``strict``: and can have run it)."""
+        node = collectives[rank][head[rank]]
+        known = out[rank].get(node.node_id)
+        names = [known.pg_name] if known else _candidates(node, rank, groups)
+        options: list[_Option] = []
+        for name in names:
+            if name not in groups or (found := fits(name, node)) is None:
+                continue
+            root = None if node.root is None else groups[name].global_rank(node.root)
+            lag_us = completion_lag_us(found, node.comm_type, root)
+            if runs_ahead(found, {m: following(m, node) for m, _ in found}):
+                lag_us = float("inf")  # a member's node belongs to a later collective
+            if lag_us == float("inf") and not strict:
+                lag_us = None  # nothing could have run it: timing is no evidence here
+            if lag_us != float("inf"):
+                options.append(_Option(name, found, lag_us))
+        if not options:
+            return False
+        chosen, decided = _choose(options)
+        for member, member_node in chosen.heads:
+            method = ALIGNED if decided else AMBIGUOUS
+            out[member].setdefault(member_node.node_id, Resolution(chosen.name, method))
+            head[member] += 1
+        return True
+
     while True:
         waiting = sorted((r for r, seq in collectives.items() if head[r] < len(seq)), key=urgency)
-        settled = False
-        for rank in waiting:
-            node = collectives[rank][head[rank]]
-            known = out[rank].get(node.node_id)
-            names = [known.pg_name] if known else _candidates(node, rank, groups)
-            options = []
-            for name in names:
-                if name in groups and (found := fits(name, _signature(node))) is not None:
-                    options.append((spread(found), -len(found), name, found))
-            if not options:
-                continue
-            options.sort(key=lambda o: (o[0], o[1], o[2]))
-            name, found = options[0][2], options[0][3]
-            # several groups fit and timing does not single one out: the data cannot tell
-            decided = len(options) == 1 or options[0][0] < options[1][0]
-            for member, member_node in found:
-                out[member].setdefault(member_node.node_id, Resolution(name, ALIGNED if decided else AMBIGUOUS))
-                head[member] += 1
-            settled = True
-            break
-        if not settled:
+        # groups that can have run a head first; when none can, the timing is taken as no evidence
+        if not any(settle(rank, True) for rank in waiting) and not any(settle(rank, False) for rank in waiting):
             break
     for rank, seq in collectives.items():
         for node in seq[head[rank] :]:
