@@ -194,6 +194,37 @@ def test_a_complete_collective_marked_as_cpu_work_moves_to_the_device(tmp_path: 
     assert result.changes.details[Change.COMM_OFF_CPU] == {"COMM_COLL_NODE": 1}
 
 
+def _pair_then_world(tmp_path: Path) -> Path:
+    """Ranks 0 and 1 all-reduce in their pair, then all four all-reduce: ASTRA-sim hangs on it."""
+    per_rank = {
+        r: ([_allreduce(1, pg_name="1")] if r < 2 else []) + [_allreduce(2, *([1] if r < 2 else []))] for r in range(4)
+    }
+    prefix = _write(tmp_path, per_rank)
+    CommGroups({1: (0, 1)}).write(tmp_path / "w.comm_groups.json")
+    return prefix
+
+
+def test_uneven_subgroup_collectives_before_a_world_one_are_an_astra_sim_error(tmp_path: Path):
+    codes = {f.code for f in validate_set(TraceSet.discover(_pair_then_world(tmp_path)), target="astra-sim")}
+    assert "astra-world-collective-tags" in codes
+
+
+def test_then_the_world_collectives_get_an_explicit_group_of_every_rank(tmp_path: Path):
+    result = adapt_workload(_pair_then_world(tmp_path), tmp_path / "out", Target.ASTRA_SIM)
+    assert result.changes.counts[Change.WORLD_GROUP] == 4
+    assert dict(CommGroups.read(tmp_path / "out.comm_groups.json")) == {1: (0, 1), 2: (0, 1, 2, 3)}
+    assert get_attr(_nodes(tmp_path / "out.3.et")[2], "pg_name") == "2"
+    assert get_attr(_nodes(tmp_path / "out.0.et")[1], "pg_name") == "1"
+    assert _astra_problems(tmp_path / "out") == []
+
+
+def test_even_subgroup_collectives_leave_the_world_ones_alone(tmp_path: Path):
+    per_rank = {r: [_allreduce(1, pg_name=str(1 + r // 2)), _allreduce(2, 1)] for r in range(4)}
+    prefix = _write(tmp_path, per_rank)
+    CommGroups({1: (0, 1), 2: (2, 3)}).write(tmp_path / "w.comm_groups.json")
+    assert adapt_workload(prefix, tmp_path / "out", Target.ASTRA_SIM).changes.total == 0
+
+
 def test_compressed_ranks_are_written_plain_and_in_place_adapting_replaces_them(tmp_path: Path):
     prefix = write_allreduce_workload(tmp_path, num_ranks=2, suffix=".et.gz")
     result = adapt_workload(prefix, prefix, Target.ASTRA_SIM)

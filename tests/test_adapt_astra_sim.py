@@ -3,16 +3,24 @@ run by ASTRA-sim's own builds (``../shared/astra-sim``) and by our simulator."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 from pathlib import Path
 
 import pytest
-from helpers import ASTRA_SIM_NDEBUG, ASTRA_SIM_STOCK, GLOO_RANKS, run_astra_sim
+from helpers import ASTRA_SIM, ASTRA_SIM_NDEBUG, ASTRA_SIM_STOCK, GLOO_GROUPS_RANKS, GLOO_RANKS, run_astra_sim
 
+from chakra import io
 from chakra.adapt import Change, Target, adapt_workload
+from chakra.attrs import get_attr, set_attr
+from chakra.groups import CommGroups
 from chakra.pytorch.workload import convert_workload
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
+from chakra.trace import TraceSet
+from chakra.validate import ERROR, WARNING, validate_set
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, NETWORK = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
@@ -80,3 +88,59 @@ def test_adapting_the_job_with_every_kind_reports_the_barrier_stand_in_and_the_m
     result = adapt_workload(faithful, tmp_path / "again", Target.ASTRA_SIM)
     assert result.changes.counts[Change.METADATA_NODE_REMOVED] == GLOO_RANKS
     assert set(result.changes.details[Change.STAND_IN]) == {"BARRIER as ALL_REDUCE"}
+
+
+# -- a job of nested process groups ----------------------------------------------------------------
+
+#: ASTRA-sim's example network of four NPUs on a ring (``../shared/astra-sim``).
+RING_4 = ASTRA_SIM / "examples" / "network" / "analytical" / "Ring_4npus.yml"
+#: What each call of ``examples/collect_gloo.py --groups`` ran, as the type the ET must record.
+RECORDED_TYPE = {
+    "all_reduce": "ALL_REDUCE", "broadcast": "BROADCAST", "all_gather": "ALL_GATHER",
+    "reduce_scatter": "REDUCE_SCATTER", "reduce": "REDUCE", "gather": "GATHER", "scatter": "SCATTER",
+    "all_to_all": "ALL_TO_ALL", "barrier": "BARRIER",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def nested(gloo_groups_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The world, DP and TP pairs and a trio, every collective on each: faithful and adapted."""
+    folder = tmp_path_factory.mktemp("adapt_nested")
+    faithful = _convert(gloo_groups_traces, folder / "job")
+    adapt_workload(faithful, folder / "astra", Target.ASTRA_SIM)
+    return faithful, folder / "astra"
+
+
+@pytest.mark.parametrize("rank", range(GLOO_GROUPS_RANKS))
+def test_every_collective_of_the_nested_job_is_written_as_the_type_that_ran(nested, gloo_groups_traces, rank):
+    program = json.loads((gloo_groups_traces / f"program.{rank}.json").read_text())
+    _, nodes = io.read(f"{nested[0]}.{rank}.et")
+    collectives = sorted((n for n in nodes if n.type == COMM_COLL_NODE), key=lambda n: (n.start_time_micros, n.id))
+    written = [CollectiveCommType.Name(get_attr(n, "comm_type")) for n in collectives]
+    assert written == [RECORDED_TYPE[p["call"]] for p in program]
+    assert all(get_attr(n, "recorded_comm_type") is None for n in collectives)
+
+
+def test_the_adapted_nested_job_validates_clean_for_astra_sim(nested):
+    findings = validate_set(TraceSet.discover(nested[1]), target="astra-sim")
+    assert [f.code for f in findings if f.severity in (ERROR, WARNING)] == []
+
+
+def test_astra_sim_runs_every_rank_of_the_adapted_nested_job(nested):
+    code, finished = run_astra_sim(nested[1], RING_4, SYSTEM, ASTRA_SIM_NDEBUG)
+    assert code == 0 and sorted(finished) == list(range(GLOO_GROUPS_RANKS))
+
+
+def test_the_nested_job_without_its_explicit_world_group_hangs_astra_sim(nested, tmp_path: Path):
+    """What the explicit group is for: the same adapted job with the world collectives back in the
+    default group runs no rank to its end (ASTRA-sim's default-group tags count each rank's
+    collectives, and the trio's rank 3 issues fewer)."""
+    world_id = max(CommGroups.read(Path(f"{nested[1]}.comm_groups.json")))
+    for rank in range(GLOO_GROUPS_RANKS):
+        metadata, nodes = io.read(f"{nested[1]}.{rank}.et")
+        for node in nodes:
+            if get_attr(node, "pg_name") == str(world_id):
+                set_attr(node, "pg_name", "0")
+        io.write(tmp_path / f"job.{rank}.et", metadata, nodes)
+    shutil.copy(f"{nested[1]}.comm_groups.json", tmp_path / "job.comm_groups.json")
+    assert run_astra_sim(tmp_path / "job", RING_4, SYSTEM, ASTRA_SIM_NDEBUG)[1] == {}

@@ -6,6 +6,7 @@ from chakra.pytorch.comms import CommNode
 from chakra.pytorch.groups import (
     ALIGNED,
     AMBIGUOUS,
+    AMBIGUOUS_LARGEST,
     CLOCK_TOLERANCE_US,
     NO_RECORDS,
     ONLY_GROUP,
@@ -103,7 +104,7 @@ def test_tensor_and_data_parallel_collectives_are_told_apart_by_aligning_the_ran
 def test_without_timing_equal_collectives_on_every_rank_are_marked_ambiguous():
     per_rank = {r: [coll(10, 64), coll(20, 4096)] for r in range(WORLD)}
     found = resolve(per_rank, group_table(RECORDS, world_size=WORLD), WORLD)
-    assert {(f.pg_name, f.method) for ranks in found.values() for f in ranks.values()} == {("0", AMBIGUOUS)}
+    assert {(f.pg_name, f.method) for ranks in found.values() for f in ranks.values()} == {("0", AMBIGUOUS_LARGEST)}
 
 
 def test_pairs_that_ran_one_after_the_other_are_pairs_not_the_world():
@@ -230,7 +231,7 @@ def test_groups_that_explain_a_collective_equally_give_the_larger_one_marked_amb
     per_rank = {r: [timed(1, 10.0 * r, 200.0 + r)] for r in range(WORLD)}
     found = resolve(per_rank, group_table(RECORDS, world_size=WORLD), WORLD)
     assert groups_of(found, 1) == ["0"] * WORLD
-    assert methods_of(found, 1) == {AMBIGUOUS}
+    assert methods_of(found, 1) == {AMBIGUOUS_LARGEST}
 
 
 def test_a_member_finishing_before_the_last_arrival_it_waited_for_rules_a_group_out():

@@ -21,7 +21,7 @@ from helpers import GLOO_GROUPS_RANKS
 from chakra import io
 from chakra.attrs import get_attr
 from chakra.pytorch.comms import comm_kind
-from chakra.pytorch.groups import DEFAULT_GROUP
+from chakra.pytorch.groups import ALIGNED, AMBIGUOUS_LARGEST, DEFAULT_GROUP
 from chakra.pytorch.host import load_host_trace
 from chakra.pytorch.workload import WorkloadResult, convert_workload
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, Node
@@ -100,7 +100,7 @@ def test_the_groups_file_lists_every_subgroup(groups_workload):
 
 def test_the_groups_were_found_by_aligning_the_ranks(groups_workload):
     for report in groups_workload.reports.values():
-        assert set(report.comm_groups) <= {"inferred: aligned across ranks", "ambiguous: assumed default group"}
+        assert set(report.comm_groups) <= {ALIGNED, AMBIGUOUS_LARGEST}
 
 
 def _process_groups(traces: Path, rank: int) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from chakra.adapt.plan import RankPlan, plan_rank
+from chakra.adapt.plan import NodeEdit, RankPlan, plan_rank
 from chakra.adapt.report import CHANGE_TEXT, AdaptResult, Change, RankChanges
 from chakra.adapt.rewrite import rewrite_rank
 from chakra.adapt.rules import RULES, TargetRules, rules_for
@@ -87,6 +87,7 @@ def adapt_workload(
         description="adapt",
     )
     moved = _groups_of_metadata(plans, workload)
+    world = _explicit_world_group(plans, workload, moved)
     with WorkloadWriter(out_prefix) as writer:
         pattern = writer.staging_pattern()
         written: list[RankChanges] = map_ranks(
@@ -103,8 +104,8 @@ def adapt_workload(
         if workload.comm_groups is not None:
             existing = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()})
             groups_file = groups_path(workload.prefix)
-        if moved:
-            writer.groups = (existing or CommGroups()).merged(moved)
+        if moved or world:
+            writer.groups = (existing or CommGroups()).merged(moved).merged(world)
         elif groups_file is not None:
             writer.groups_file = groups_file
     ranks: dict[int, RankChanges] = {}
@@ -123,6 +124,25 @@ def adapt_workload(
         ranks=ranks,
         removed=list(done.removed),
     )
+
+
+def _explicit_world_group(
+    plans: list[RankPlan], workload: TraceSet, moved: dict[int, tuple[int, ...]]
+) -> dict[int, tuple[int, ...]]:
+    """Where the ranks issue different numbers of other groups' collectives before the same
+    collective of the default group (ASTRA-sim hangs there: its tags for the default group count a
+    rank's collectives), put the default group's collectives in a new group of every rank, the id
+    after every group in use; returns that group (``{}`` when not needed)."""
+    patterns = {plan.world_after for plan in plans if plan.world_after}
+    if len(patterns) <= 1:
+        return {}
+    known = [*(workload.comm_groups or {}), *moved, *(plan.max_group for plan in plans)]
+    world_id = max((int(k) for k in known), default=0) + 1
+    for plan in plans:
+        for pos in plan.world_pos.tolist():
+            plan.edits.setdefault(pos, NodeEdit()).pg_name = str(world_id)
+        plan.changes.add(Change.WORLD_GROUP, count=len(plan.world_pos))
+    return {world_id: tuple(range(max(workload.ranks) + 1))}
 
 
 def _groups_of_metadata(plans: list[RankPlan], workload: TraceSet) -> dict[int, tuple[int, ...]]:

@@ -20,9 +20,9 @@ from chakra import io
 from chakra.adapt.deps import DepScan, Edge, cycle_cuts
 from chakra.adapt.report import Change, RankChanges
 from chakra.adapt.rules import TargetRules
-from chakra.chunks import COMMUNICATION, categories, iter_chunks
+from chakra.chunks import COMMUNICATION, NodeChunk, categories, iter_chunks
 from chakra.graph import CTRL_DEP, DATA_DEP
-from chakra.groups import parse_process_groups
+from chakra.groups import DEFAULT_GROUP, GroupNameError, group_id, parse_process_groups
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, NodeType
 
 #: Change kind of each node type a target takes out.
@@ -39,10 +39,11 @@ class NodeEdit:
     ``comm_type``: the stand-in collective written in place of ``recorded_comm_type``, the one that ran;
     ``as_compute``: a host op typed as communication becomes a CPU ``COMP_NODE``; ``off_cpu``: a
     communication node's ``is_cpu_op`` becomes false; ``fix_attrs``: attributes the target reads are
-    rewritten into their canonical member."""
+    rewritten into their canonical member; ``pg_name``: the collective's group, written."""
 
     data_deps: list[int] | None = None
     ctrl_deps: list[int] | None = None
+    pg_name: str | None = None
     comm_type: int | None = None
     recorded_comm_type: int | None = None
     as_compute: bool = False
@@ -62,6 +63,12 @@ class RankPlan:
     changes: RankChanges
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     compressed: bool = False
+    #: the collectives of the default group that are not broadcasts (positions), and before each, in
+    #: id order, how many such collectives of other groups the rank has (ASTRA-sim's tags count them)
+    world_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    world_after: tuple[int, ...] = ()
+    #: the largest group id a collective names (0 when none)
+    max_group: int = 0
 
     @property
     def unchanged(self) -> bool:
@@ -80,6 +87,7 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
     edits: dict[int, NodeEdit] = {}
     groups: dict[int, tuple[int, ...]] = {}
     scan = DepScan(rules.removed_node_types)
+    order = _CollectiveOrder()
 
     def edit(pos: int) -> NodeEdit:
         found = edits.get(pos)
@@ -90,6 +98,7 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
     for chunk in chunks:
         rows, first = chunk.rows, chunk.first
         scan.add_chunk(chunk)
+        order.add_chunk(chunk)
         kind_pos, kinds = chunk.ints["comm_type"]
         collective = rows["type"][kind_pos] == NodeType.COMM_COLL_NODE
         for pos, kind in zip(kind_pos[collective].tolist(), kinds[collective].tolist(), strict=True):
@@ -125,7 +134,49 @@ def plan_rank(path: Path, rank: int, rules: TargetRules) -> RankPlan:
     for pos, (data_deps, ctrl_deps) in scan.new_deps(cut).items():
         node_edit = edit(pos)
         node_edit.data_deps, node_edit.ctrl_deps = data_deps, ctrl_deps
-    return RankPlan(rank, path, removed, edits, changes, groups, _compressed(path))
+    world_pos, world_after = order.world()
+    return RankPlan(
+        rank, path, removed, edits, changes, groups, _compressed(path), world_pos, world_after, order.max_group
+    )
+
+
+class _CollectiveOrder:
+    """The collectives of a file by id, as far as ASTRA-sim's tags for the default group need them."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.positions: list[int] = []
+        self.default: list[bool] = []
+        self.max_group = 0
+
+    def add_chunk(self, chunk: NodeChunk) -> None:
+        kinds = chunk.column("comm_type")
+        types = chunk.rows["type"]
+        for j, p in enumerate(chunk.comm_pos.tolist()):
+            if types[p] != NodeType.COMM_COLL_NODE or kinds[p] == CollectiveCommType.BROADCAST:
+                continue  # ASTRA-sim replays a broadcast: no tag counted
+            try:
+                group = group_id(chunk.comm_texts["pg_name"][j])
+            except GroupNameError:
+                continue  # validate reports it (astra-pg-name)
+            self.ids.append(int(chunk.rows["id"][p]))
+            self.positions.append(chunk.first + p)
+            self.default.append(group is DEFAULT_GROUP)
+            if group is not DEFAULT_GROUP:
+                self.max_group = max(self.max_group, group)
+
+    def world(self) -> tuple[np.ndarray, tuple[int, ...]]:
+        """Positions of the default group's collectives, and before each, in id order (ASTRA-sim's
+        issue order among ready nodes), how many collectives of other groups come."""
+        by_id = np.argsort(np.array(self.ids, dtype=np.int64), kind="stable")
+        others, after, positions = 0, [], []
+        for k in by_id.tolist():
+            if self.default[k]:
+                after.append(others)
+                positions.append(self.positions[k])
+            else:
+                others += 1
+        return np.array(positions, dtype=np.int64), tuple(after)
 
 
 def _plan_cpu_comm(

@@ -23,6 +23,7 @@ class Change(str, Enum):
     CPU_COMM_AS_COMPUTE = "cpu-comm-node-as-compute"
     COMM_OFF_CPU = "comm-node-off-cpu"
     GROUPS_MOVED = "groups-moved-to-file"
+    WORLD_GROUP = "world-collectives-in-explicit-group"
     DECOMPRESSED = "written-uncompressed"
 
 
@@ -39,6 +40,9 @@ CHANGE_TEXT: dict[Change, str] = {
     "compute (node type kept in recorded_node_type)",
     Change.COMM_OFF_CPU: "communication nodes marked is_cpu_op=true moved to the device",
     Change.GROUPS_MOVED: "process groups of METADATA nodes written to the comm groups file",
+    Change.WORLD_GROUP: "collectives of all ranks written with an explicit group of every rank: ASTRA-sim tags the "
+    "default group's by how many collectives a rank issued, which differ here (it would hang); the explicit group "
+    "runs the same plan",
     Change.DECOMPRESSED: "compressed rank files written uncompressed",
 }
 

@@ -82,6 +82,12 @@ def _apply(node: Node, edit: NodeEdit, rules: TargetRules, changes: RankChanges)
     if edit.ctrl_deps is not None:
         del node.ctrl_deps[:]
         node.ctrl_deps.extend(edit.ctrl_deps)
+    if edit.pg_name is not None:
+        group = find_attr(node, "pg_name")
+        if group is None:
+            set_attr(node, "pg_name", edit.pg_name)
+        else:
+            group.string_val = edit.pg_name
     if edit.comm_type is not None:
         kind = find_attr(node, "comm_type")
         assert kind is not None  # the plan read it

@@ -77,7 +77,7 @@ def print_adapt_result(result: AdaptResult) -> None:
         stdout.print(Text("nothing to change: the files are copies of the input"))
     else:
         table = Table(show_header=True, header_style="bold")
-        table.add_column("change")
+        table.add_column("change", overflow="fold")
         table.add_column("count", justify="right")
         table.add_column("what")
         for change, count in sorted(changes.counts.items(), key=lambda item: item[0].value):

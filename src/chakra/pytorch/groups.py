@@ -62,6 +62,8 @@ ONLY_GROUP = "inferred: the only group of the rank"
 NO_RECORDS = "assumed default group: no process-group records"
 ALIGNED = "inferred: aligned across ranks"
 AMBIGUOUS = "ambiguous: assumed default group"
+#: Several groups fit and nothing tells them apart: the largest was taken.
+AMBIGUOUS_LARGEST = "ambiguous: the largest fitting group taken"
 
 #: Collectives whose per-rank sizes may differ (v-variants), so sizes do not have to agree.
 _UNEVEN = frozenset({ALL_TO_ALL, GATHER, SCATTER})
@@ -375,7 +377,7 @@ def _align(
             return False
         chosen, decided = _choose(options)
         for member, member_node in chosen.heads:
-            method = ALIGNED if decided else AMBIGUOUS
+            method = ALIGNED if decided else AMBIGUOUS_LARGEST
             out[member].setdefault(member_node.node_id, Resolution(chosen.name, method))
             head[member] += 1
         return True

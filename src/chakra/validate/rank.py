@@ -56,6 +56,9 @@ class RankSummary:
     recvs: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
     collectives: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: per default-group collective in issue order, how many collectives of other groups came before it
+    #: (broadcasts, which ASTRA-sim replays, left out)
+    world_after: tuple[int, ...] = ()
 
 
 def group_label(group: int, pg_name: str) -> str:
@@ -423,6 +426,15 @@ def _note_collectives(table: NodeTable, summary: RankSummary, order: np.ndarray)
     issue_rank[order] = np.arange(len(order))
     pos = comm.pos[at]
     at = at[np.lexsort((pos, issue_rank[pos]))]
+    others, world_after = 0, []
     for k in at.tolist():
         label = group_label(int(comm.group[k]), comm.pg_name[k])
-        summary.collectives.setdefault(label, []).append((int(comm.kind[k]), int(comm.size[k])))
+        kind = int(comm.kind[k])
+        summary.collectives.setdefault(label, []).append((kind, int(comm.size[k])))
+        if kind == CollectiveCommType.BROADCAST:
+            continue  # replayed: ASTRA-sim sends no message and counts no tag for it
+        if label == DEFAULT_GROUP:
+            world_after.append(others)
+        else:
+            others += 1
+    summary.world_after = tuple(world_after)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from chakra.groups import CommGroups
-from chakra.validate.findings import ERROR, WARNING, Collector, Finding
+from chakra.validate.findings import ADAPT_FIX, ERROR, WARNING, Collector, Finding
 from chakra.validate.rank import RankSummary
 
 
@@ -28,7 +28,35 @@ def cross_rank_findings(
         )
     _check_transfers(summaries, out)
     _check_collectives(summaries, comm_groups, out)
+    if astra:
+        _check_world_tags(summaries, out)
     return out.result()
+
+
+def _check_world_tags(summaries: dict[int, RankSummary], out: Collector) -> None:
+    """ASTRA-sim tags a collective of the default group by how many collectives its rank issued
+    before it (of any group): ranks that issued different numbers of other groups' collectives before
+    the same default-group collective never match, and the run hangs with every rank waiting (seen in
+    its analytical builds: a pair's all-reduce, then one of all ranks; broadcasts, which it replays,
+    neither count nor hang). An explicit group of every rank is tagged by its group and simulated
+    with the same plan."""
+    issuing = {rank: s.world_after for rank, s in summaries.items() if s.world_after}
+    if len(set(issuing.values())) <= 1:
+        return
+    (first, reference), *rest = sorted(issuing.items())
+    for rank, after in rest:
+        k = next((i for i, (a, b) in enumerate(zip(after, reference, strict=False)) if a != b), None)
+        if k is None:
+            continue
+        out.add(
+            ERROR,
+            "astra-world-collective-tags",
+            f"before its collective #{k} on all ranks (broadcasts aside), rank {rank} issues {after[k]} collectives "
+            "of other groups "
+            f"and rank {first} {reference[k]}: ASTRA-sim's tags for the default group then differ and it hangs",
+            hint=f"{ADAPT_FIX} puts the collectives of all ranks in an explicit group of every rank",
+        )
+        return
 
 
 def _check_transfers(summaries: dict[int, RankSummary], out: Collector) -> None:
