@@ -144,3 +144,11 @@ def test_the_nested_job_without_its_explicit_world_group_hangs_astra_sim(nested,
         io.write(tmp_path / f"job.{rank}.et", metadata, nodes)
     shutil.copy(f"{nested[1]}.comm_groups.json", tmp_path / "job.comm_groups.json")
     assert run_astra_sim(tmp_path / "job", RING_4, SYSTEM, ASTRA_SIM_NDEBUG)[1] == {}
+
+
+def test_astra_sim_runs_upstreams_sample_trace_once_adapted(upstream_et: Path, tmp_path: Path):
+    adapt_workload(upstream_et, tmp_path / "one", Target.ASTRA_SIM)
+    for rank in range(GLOO_RANKS):  # the sample is one rank: the same on both NPUs of the ring
+        shutil.copy(tmp_path / "one.0.et", tmp_path / f"up.{rank}.et")
+    code, finished = run_astra_sim(tmp_path / "up", NETWORK, SYSTEM, ASTRA_SIM_NDEBUG)
+    assert code == 0 and sorted(finished) == list(range(GLOO_RANKS))
