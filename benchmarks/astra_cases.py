@@ -1,0 +1,154 @@
+"""Workloads and configurations run by both ``chakra simulate`` and ASTRA-sim's own binary, and the
+comparison of their per-rank cycles. Used by ``benchmarks/sim_vs_astra.py`` (the large sweep) and
+``tests/test_sim_vs_astra.py`` (a sample of it).
+
+A :class:`Case` is one collective per rank (optionally behind a compute node that makes some ranks
+arrive late, optionally on a subgroup), on a network of one to three dimensions, with one
+collective algorithm and optimisation. :func:`run_case` writes it into a folder, runs both
+simulators and returns both figures per rank.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chakra.groups import CommGroups
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, CollectiveCommType
+from chakra.sim.astra import AstraRank, AstraRun, run_astra_sim
+from chakra.sim.config import load_network, load_system
+from chakra.sim.run import simulate_workload
+from chakra.trace import new_node, write_workload
+
+#: ASTRA-sim's binaries (``../shared/astra-sim``, beside the checkout).
+ASTRA_BIN = Path(__file__).resolve().parents[2] / "shared" / "astra-sim" / "bin"
+CONGESTION_UNAWARE = "AstraSim_Analytical_Congestion_Unaware"
+#: Link figures of every case's network: ASTRA-sim's example values (GB/s, ns).
+BANDWIDTH_GBPS, LATENCY_NS = 50.0, 500.0
+#: The system settings every case shares (ASTRA-sim's example system, examples/astra/system.json).
+BASE_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+    "roofline-enabled": 0,
+    "peak-perf": 900,
+}
+#: The comm group id of a case's subgroup.
+SUBGROUP_ID = 1
+KIB = 1 << 10
+
+
+@dataclass(frozen=True)
+class Case:
+    """One comparison: ``comm_type`` of ``size_bytes`` on every rank (or on ``group``) of a network
+    of ``topology``/``npus`` per dimension, with ``algorithm`` on every dimension; ``late_us`` gives
+    ranks a compute node of that many µs before their collective."""
+
+    comm_type: str
+    size_bytes: int
+    topology: tuple[str, ...]
+    npus: tuple[int, ...]
+    algorithm: str = "ring"
+    optimization: str = "localBWAware"
+    active_chunks: int = 1
+    group: tuple[int, ...] | None = None
+    late_us: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        dims = "x".join(f"{t}{n}" for t, n in zip(self.topology, self.npus, strict=True))
+        parts = [self.comm_type, f"{self.size_bytes // KIB}KiB", dims, self.algorithm, self.optimization,
+                 f"a{self.active_chunks}"]  # fmt: skip
+        if self.group is not None:
+            parts.append("g" + "-".join(map(str, self.group)))
+        if self.late_us:
+            parts.append("late" + "-".join(f"{r}:{us}" for r, us in sorted(self.late_us.items())))
+        return ".".join(parts)
+
+    @property
+    def world(self) -> int:
+        total = 1
+        for n in self.npus:
+            total *= n
+        return total
+
+
+def write_case(case: Case, folder: Path) -> tuple[Path, Path, Path]:
+    """The case's workload prefix, system JSON and network YAML, written into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    members = case.group if case.group is not None else tuple(range(case.world))
+    per_rank = {}
+    for rank in range(case.world):
+        late = case.late_us.get(rank, 0)
+        nodes = [new_node(0, "before", COMP_NODE, duration_us=late, is_cpu_op=False)]
+        if rank in members:
+            pg = str(SUBGROUP_ID) if case.group is not None else "0"
+            nodes.append(
+                new_node(1, case.comm_type.lower(), COMM_COLL_NODE, data_deps=[0], is_cpu_op=False,
+                         comm_type=CollectiveCommType.Value(case.comm_type), comm_size=case.size_bytes, pg_name=pg)
+            )  # fmt: skip
+        per_rank[rank] = nodes
+    prefix = folder / "case"
+    write_workload(prefix, per_rank)
+    if case.group is not None:
+        CommGroups({SUBGROUP_ID: case.group}).write(folder / "case.comm_groups.json")
+    dims = len(case.npus)
+    system = {
+        **BASE_SYSTEM,
+        "active-chunks-per-dimension": case.active_chunks,
+        "collective-optimization": case.optimization,
+        **{f"{kind}-implementation": [case.algorithm] * dims for kind in ("all-reduce", "all-gather", "reduce-scatter",
+                                                                         "all-to-all")},
+    }  # fmt: skip
+    system_path = folder / "system.json"
+    system_path.write_text(json.dumps(system, indent=1))
+    network_path = folder / "network.yml"
+    network_path.write_text(
+        f"topology: [ {', '.join(case.topology)} ]\n"
+        f"npus_count: [ {', '.join(map(str, case.npus))} ]\n"
+        f"bandwidth: [ {', '.join([str(BANDWIDTH_GBPS)] * dims)} ]\n"
+        f"latency: [ {', '.join([str(LATENCY_NS)] * dims)} ]\n"
+    )
+    return prefix, system_path, network_path
+
+
+@dataclass
+class Outcome:
+    """Both simulators' figures of one case, per rank; ``error`` when ours refused it."""
+
+    case: Case
+    ours: dict[int, AstraRank]
+    theirs: AstraRun
+    error: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.error is None and self.ours == self.theirs.ranks
+
+    def worst_rank(self) -> tuple[int, AstraRank | None, AstraRank | None]:
+        """The rank whose finish differs most (ours vs ASTRA-sim's)."""
+        ranks = sorted(set(self.ours) | set(self.theirs.ranks))
+
+        def gap(rank: int) -> int:
+            a, b = self.ours.get(rank), self.theirs.ranks.get(rank)
+            return abs((a.finish_ns if a else 0) - (b.finish_ns if b else 0))
+
+        rank = max(ranks, key=gap)
+        return rank, self.ours.get(rank), self.theirs.ranks.get(rank)
+
+
+def run_case(case: Case, folder: Path, binary: Path = ASTRA_BIN / CONGESTION_UNAWARE) -> Outcome:
+    """Write ``case`` into ``folder`` and run it in both simulators."""
+    from chakra.errors import ChakraError
+
+    prefix, system_path, network_path = write_case(case, folder)
+    theirs = run_astra_sim(binary, prefix, system_path, network_path)
+    try:
+        result = simulate_workload(prefix, load_system(system_path), load_network(network_path))
+    except ChakraError as error:
+        return Outcome(case, {}, theirs, str(error))
+    ours = {rank: AstraRank(s.finish_ns, s.exposed_comm_ns) for rank, s in result.ranks.items()}
+    return Outcome(case, ours, theirs)

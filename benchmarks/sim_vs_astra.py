@@ -1,0 +1,136 @@
+"""``chakra simulate`` against ASTRA-sim's own binary, case by case: the match rate (per-rank finish
+and exposed-communication cycles equal) over a grid of collectives, algorithms, networks,
+optimisations, active chunks, sizes, subgroups and late members (``astra_cases.py``).
+
+Usage: python benchmarks/sim_vs_astra.py [--sample N] [--show K] [--json OUT.json]
+
+``--sample N`` runs an evenly spread N of the grid (the whole grid takes minutes). Each line of the
+summary is one class of cases: how many matched exactly, and the worst gap seen (ns and relative).
+Goal (issue 14): 100 % exact on the congestion-unaware backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from astra_cases import ASTRA_BIN, CONGESTION_UNAWARE, Case, Outcome, run_case
+
+KIB, MIB = 1 << 10, 1 << 20
+COLLECTIVES = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
+NETWORKS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
+    *((("Ring",), (n,)) for n in (2, 4, 8, 16)),
+    *((("Switch",), (n,)) for n in (4, 8, 16)),
+    *((("FullyConnected",), (n,)) for n in (4, 8)),
+    (("Switch", "Ring"), (4, 2)),
+    (("Ring", "Ring"), (2, 4)),
+    (("Ring", "Switch", "Ring"), (2, 2, 2)),
+)
+OPTIMIZATIONS = ("localBWAware", "baseline")
+ACTIVE_CHUNKS = (1, 2, 4)
+SIZES = (KIB, 64 * KIB, MIB, 64 * MIB)
+#: Subgroups on an 8-NPU ring: contiguous, strided, and contiguous across the wrap-around link.
+SUBGROUPS = ((0, 1, 2, 3), (0, 2, 4, 6), (6, 7, 0, 1), (1, 2))
+#: Late members: who arrives how many µs after the others.
+LATE = ({0: 100}, {3: 40}, {1: 7})
+
+
+def grid() -> list[Case]:
+    """Every case of the sweep, in a fixed order."""
+    cases = [
+        Case(kind, size, topology, npus, algorithm, optimization, chunks)
+        for kind, algorithm, (topology, npus), optimization, chunks, size in itertools.product(
+            COLLECTIVES, ALGORITHMS, NETWORKS, OPTIMIZATIONS, ACTIVE_CHUNKS, SIZES
+        )
+        if not (optimization == "baseline" and len(npus) == 1)  # one dimension: the two are the same
+    ]
+    cases += [
+        Case(kind, size, ("Ring",), (8,), group=group)
+        for kind, group, size in itertools.product(COLLECTIVES, SUBGROUPS, SIZES)
+    ]
+    cases += [
+        Case(kind, size, topology, npus, late_us=late)
+        for kind, late, (topology, npus), size in itertools.product(
+            COLLECTIVES, LATE, (NETWORKS[1], NETWORKS[5]), (64 * KIB, MIB)
+        )
+    ]
+    return cases
+
+
+def sample(cases: list[Case], count: int | None) -> list[Case]:
+    """An evenly spread ``count`` of ``cases`` (all of them for ``None``)."""
+    if count is None or count >= len(cases):
+        return cases
+    step = len(cases) / count
+    return [cases[int(i * step)] for i in range(count)]
+
+
+def case_class(case: Case) -> str:
+    """What a case exercises, for the summary."""
+    if case.group is not None:
+        return f"subgroup {case.comm_type}"
+    if case.late_us:
+        return f"late member {case.comm_type}"
+    dims = f"{len(case.npus)}-D"
+    return f"{case.algorithm} {case.comm_type} {dims} {case.optimization if len(case.npus) > 1 else ''}".strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=None, help="run an evenly spread N of the grid")
+    parser.add_argument("--show", type=int, default=3, help="mismatching cases listed per class")
+    parser.add_argument("--json", type=Path, default=None, help="write every outcome here")
+    args = parser.parse_args()
+    binary = ASTRA_BIN / CONGESTION_UNAWARE
+    if not binary.exists():
+        sys.exit(f"ASTRA-sim's binary not found: {binary} (../shared/astra-sim beside the checkout)")
+    cases = sample(grid(), args.sample)
+    by_class: dict[str, list[Outcome]] = defaultdict(list)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sim-vs-astra-") as folder:
+        for i, case in enumerate(cases):
+            by_class[case_class(case)].append(run_case(case, Path(folder) / str(i)))
+    elapsed_s = time.perf_counter() - started
+    exact = sum(o.exact for outcomes in by_class.values() for o in outcomes)
+    print(f"{len(cases)} cases in {elapsed_s:.0f} s: {exact} exact ({exact / len(cases):.1%})")
+    records = []
+    for label, outcomes in sorted(by_class.items()):
+        hits = sum(o.exact for o in outcomes)
+        worst = ""
+        misses = [o for o in outcomes if not o.exact]
+        if misses:
+            gaps = []
+            for o in misses:
+                rank, ours, theirs = o.worst_rank()
+                if o.error is not None or ours is None or theirs is None:
+                    gaps.append((float("inf"), o, rank, ours, theirs))
+                else:
+                    gaps.append((abs(ours.finish_ns - theirs.finish_ns) / max(theirs.finish_ns, 1), o, rank, ours,
+                                 theirs))  # fmt: skip
+            gaps.sort(key=lambda g: -g[0])
+            worst = f"  worst {gaps[0][0]:+.1%}" if gaps[0][0] != float("inf") else "  (refused or missing ranks)"
+        print(f"{hits:5d}/{len(outcomes):<5d} {label}{worst}")
+        for _gap, o, rank, ours, theirs in gaps[: args.show] if misses else []:
+            what = o.error or f"rank {rank}: ours {ours} ASTRA-sim {theirs} (rc {o.theirs.returncode})"
+            print(f"             {o.case.name}: {what}")
+        records += [
+            {"case": o.case.name, "class": label, "exact": o.exact, "error": o.error,
+             "ours": {r: [v.finish_ns, v.exposed_comm_ns] for r, v in o.ours.items()},
+             "astra": {r: [v.finish_ns, v.exposed_comm_ns] for r, v in o.theirs.ranks.items()},
+             "astra_returncode": o.theirs.returncode}
+            for o in outcomes
+        ]  # fmt: skip
+    if args.json is not None:
+        args.json.write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()
