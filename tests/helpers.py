@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -84,34 +83,21 @@ ASTRA_SIM = SHARED_DATA.parent / "astra-sim"
 #: The stock build (asserts active) and the one built with -DNDEBUG.
 ASTRA_SIM_STOCK = "AstraSim_Analytical_Congestion_Unaware"
 ASTRA_SIM_NDEBUG = f"{ASTRA_SIM_STOCK}_NDEBUG"
-#: ASTRA-sim's line per finished rank (astra-sim.md §6).
-ASTRA_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 ASTRA_TIMEOUT_S = 300
 
 
 def run_astra_sim(
     prefix: Path, network: Path, system: Path, build: str = ASTRA_SIM_STOCK
 ) -> tuple[int, dict[int, int]]:
-    """Run one of ASTRA-sim's builds on the workload ``prefix`` (its groups file too, if there is one):
-    its exit code and the cycles of each rank that printed its ``finished`` line. Skips (or fails, as
-    :func:`require_shared`) when the binaries are not there; fails when they cannot start here
-    (``scripts/system_deps.sh`` installs what they link)."""
+    """Run one of ASTRA-sim's builds on the workload ``prefix`` (its groups file too, if there is one)
+    through :func:`chakra.sim.astra.run_astra_sim`: its exit code and the cycles of each rank that
+    printed its ``finished`` line. Skips (or fails, as :func:`require_shared`) when the binaries are
+    not there."""
+    from chakra.sim.astra import run_astra_sim as run
+
     binary = require_shared(Path("..") / ASTRA_SIM.name / "bin" / build)
-    prefix = prefix.resolve()
-    command = [
-        str(binary),
-        f"--workload-configuration={prefix}",
-        f"--system-configuration={system}",
-        f"--network-configuration={network}",
-        f"--remote-memory-configuration={ASTRA_SIM / 'examples/remote_memory/analytical/no_memory_expansion.json'}",
-    ]
-    groups = Path(f"{prefix}.comm_groups.json")
-    if groups.exists() and json.loads(groups.read_text()):
-        command.append(f"--comm-group-configuration={groups}")
-    # it writes its logs to ./log: keep them beside the workload
-    done = subprocess.run(command, capture_output=True, text=True, timeout=ASTRA_TIMEOUT_S, cwd=prefix.parent)
-    assert "error while loading shared libraries" not in done.stderr, done.stderr
-    return done.returncode, {int(r): int(c) for r, c in ASTRA_FINISHED.findall(done.stdout + done.stderr)}
+    ran = run(binary, prefix, system, network, timeout_s=ASTRA_TIMEOUT_S)
+    return ran.returncode, {rank: done.finish_ns for rank, done in ran.ranks.items()}
 
 
 def make_node(
