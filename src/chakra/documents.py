@@ -12,25 +12,34 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraInputError, PathLike
+
+# PyYAML is imported when a YAML document is read: the readers of traces (``chakra info``) import
+# this module for JSON comm groups files only.
+if TYPE_CHECKING:
+    import yaml
 
 #: Plain YAML scalars that YAML 1.2 reads as numbers but PyYAML (YAML 1.1: a float needs a dot and a
 #: signed exponent) reads as text, such as ``989e12`` or ``3.35e12``.
 YAML12_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
 
 
-class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML's safe loader (plain data only) reading ``989e12`` as a number, as YAML 1.2 does."""
+@functools.cache
+def _yaml12_loader() -> type[yaml.SafeLoader]:
+    """The loader of :func:`parse_yaml`, built once, on first use."""
+    import yaml
 
+    class Yaml12Loader(yaml.SafeLoader):
+        """PyYAML's safe loader (plain data only) reading ``989e12`` as a number, as YAML 1.2 does."""
 
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_EXPONENT_FLOAT, list("-+.0123456789"))
+    Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_EXPONENT_FLOAT, list("-+.0123456789"))
+    return Yaml12Loader
 
 
 def read_text(path: PathLike, what: str) -> str:
@@ -62,8 +71,10 @@ def parse_json(text: str, path: PathLike, what: str, hint: str = "check commas a
 
 def parse_yaml(text: str, path: PathLike, what: str, hint: str = "check indentation and colons") -> Any:
     """The YAML document ``text`` (of ``path``), numbers as YAML 1.2 reads them."""
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_Yaml12Loader)  # a SafeLoader: builds plain data only
+        return yaml.load(text, Loader=_yaml12_loader())  # a SafeLoader: builds plain data only
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

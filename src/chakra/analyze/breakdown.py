@@ -57,27 +57,19 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import asdict, dataclass
-from enum import Enum
 from itertools import pairwise
 
 import numpy as np
 
+from chakra.analyze.choices import RankBy, Timing
 from chakra.analyze.frames import to_frame
 from chakra.analyze.replay import replayed_starts_ns
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
 from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
 
-
-#: ``timing=`` values: where the start times come from (see the module doc).
-class Timing(str, Enum):
-    """Where the start times of an analysis come from (see the module doc)."""
-
-    AUTO = "auto"
-    RECORDED = "recorded"
-    REPLAY = "replay"
-
-
+# Timing and RankBy are defined in chakra.analyze.choices, which the CLI imports without numpy; they
+# are documented and used here, and importable from here as before.
 TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = Timing.RECORDED.value, Timing.REPLAY.value, Timing.AUTO.value
 TIMINGS = tuple(t.value for t in Timing)
 
@@ -85,14 +77,6 @@ TIMINGS = tuple(t.value for t in Timing)
 SEND_KEY, RECV_KEY = "SEND", "RECV"
 #: Key of a collective node without a ``comm_type`` attribute.
 UNSPECIFIED_COLLECTIVE = "UNSPECIFIED"
-
-
-#: ``by=`` values of :func:`top_operators`.
-class RankBy(str, Enum):
-    """What :func:`top_operators` ranks operators by."""
-
-    TOTAL = "total"
-    EXCLUSIVE = "exclusive"
 
 
 BY_TOTAL, BY_EXCLUSIVE = RankBy.TOTAL.value, RankBy.EXCLUSIVE.value

@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
-from chakra.adapt import CHANGE_TEXT, AdaptResult, Target, adapt_workload
-from chakra.adapt.rules import RULES
-from chakra.cli.console import note, print_json, progress_bar, stdout, write_json
+from chakra.cli.console import late_help, note, print_json, progress_bar, stdout, write_json
+from chakra.validate.findings import Target
+
+# The adapting passes (protobuf, numpy) are imported in the command: start-up imports only the
+# choice of target.
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from chakra.adapt import AdaptResult
 
 app = typer.Typer()
 
 #: Details listed per change kind in the table (the JSON report has all of them).
 DETAILS_SHOWN = 5
-_TARGET_HELP = "; ".join(f"{target.value}: {rules.description}" for target, rules in RULES.items())
 
 
-@app.command()
+def _target_help() -> str:
+    from chakra.adapt.rules import RULES
+
+    described = "; ".join(f"{target.value}: {rules.description}" for target, rules in RULES.items())
+    return f"The consumer to adapt for ({described})."
+
+
+@app.command(cls=late_help(target=_target_help))
 def adapt(
     source: Path = typer.Argument(
         ..., help="The workload: PREFIX (of PREFIX.{rank}.et), one of its files, or its folder."
@@ -29,7 +41,11 @@ def adapt(
         ..., "-o", "--output", help="Output prefix: writes OUT.{rank}.et (may be the input's own)."
     ),
     target: Target = typer.Option(
-        Target.ASTRA_SIM, "--target", case_sensitive=False, help=f"The consumer to adapt for ({_TARGET_HELP})."
+        # the help names each target's rules (_target_help), filled in when it is shown
+        Target.ASTRA_SIM,
+        "--target",
+        case_sensitive=False,
+        help="The consumer to adapt for.",
     ),
     workers: int | None = typer.Option(None, "--workers", help="Ranks adapted at once (default: CPU count)."),
     report: Path | None = typer.Option(None, "--report", help="Also write the full report as JSON here."),
@@ -45,6 +61,8 @@ def adapt(
 
     Example: chakra adapt runs/job -o runs/job-astra --target astra-sim
     """
+    from chakra.adapt import adapt_workload
+
     with progress_bar() as progress:
         tasks: dict[str, TaskID] = {}
 
@@ -65,6 +83,8 @@ def adapt(
 
 def print_adapt_result(result: AdaptResult) -> None:
     """The table of an adapt pass's changes (also printed by ``convert --target``)."""
+    from chakra.adapt import CHANGE_TEXT
+
     changes = result.changes
     ranks = len(result.paths)
     stdout.print(

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from chakra.analyze.breakdown import TIME_HEADERS, RankBy, Timing
-from chakra.analyze.workload import Workload, load_workload
-from chakra.cli.console import busy, note, print_json, progress_bar, stderr, stdout
+from chakra.analyze.choices import RankBy, Timing
+from chakra.cli.console import Group, busy, note, print_json, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
-from chakra.table import NodeTable, load_table
-from chakra.trace import TraceSet, rank_of
-from chakra.viz.report import PlotKind, plot_analysis
+from chakra.paths import rank_of
+from chakra.viz.choices import PlotKind
+
+# The analyses, the node table and the plots (numpy, protobuf, matplotlib) are imported in the
+# commands: start-up imports only the choices they offer.
+if TYPE_CHECKING:
+    from chakra.analyze.workload import Workload
+    from chakra.table import NodeTable
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -28,11 +32,13 @@ NS_PER_MS = 1e6
 DEFAULT_TOP = 15
 
 analyze_app = typer.Typer(
+    cls=Group,
     help="Where the time goes: breakdown, critical path, ranks compared, two runs diffed.\n\n"
     "Example: chakra analyze breakdown out/job",
     no_args_is_help=True,
 )
 viz_app = typer.Typer(
+    cls=Group,
     help="Pictures: dependency graphs (DOT, SVG, PDF, PNG, GraphML), Chrome/Perfetto timelines, plots.\n\n"
     "Example: chakra viz graph out/job.0.et -o job.svg --around 42 --depth 2",
     no_args_is_help=True,
@@ -61,6 +67,8 @@ def _load(
     where: str, workers: int | None = None, scheduler: str | None = None, ranks: list[int] | None = None
 ) -> Workload:
     """Load a workload (``ranks``: only those), saying which ranks it lacks."""
+    from chakra.analyze.workload import load_workload
+
     with progress_bar() as bar:
         task = bar.add_task("loading ranks", total=None)
         workload = load_workload(
@@ -86,6 +94,9 @@ def _note_untimed(tables: Iterable[NodeTable]) -> None:
 def _one_rank(where: str, rank: int | None) -> NodeTable:
     """One rank's table: ``where`` is a file, or a workload of which ``rank`` (default: the lowest) is
     taken; only that rank's file is read."""
+    from chakra.table import load_table
+    from chakra.trace import TraceSet
+
     path = Path(where)
     if path.is_file() and (rank is None or rank_of(path) == rank):
         with busy(f"loading {path.name}"):
@@ -182,7 +193,7 @@ def breakdown_cmd(
 
     Example: chakra analyze breakdown out/job --top 20
     """
-    from chakra.analyze.breakdown import breakdown, top_operators
+    from chakra.analyze.breakdown import TIME_HEADERS, breakdown, top_operators
 
     loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
     ranks = _ranks(loaded, rank)
@@ -417,6 +428,8 @@ def plot_cmd(
 
     Example: chakra viz plot out/job --kind breakdown -o breakdown.png
     """
+    from chakra.viz.report import plot_analysis
+
     loaded = _load(workload)
     with busy(f"plotting {output.name}"):
         plot_analysis(loaded, kind, output, rank=rank, timing=timing)

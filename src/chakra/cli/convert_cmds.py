@@ -8,21 +8,38 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
-from chakra import jsonize as jsonize_lib
-from chakra.adapt import Target
 from chakra.cli.adapt_cmds import print_adapt_result
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, progress_bar, stderr, stdout, write_json
-from chakra.pytorch.workload import FIDELITY_TOLERANCE
+from chakra.cli.console import (
+    EXIT_CHECKS_FAILED,
+    Group,
+    busy,
+    late_help,
+    note,
+    progress_bar,
+    stderr,
+    stdout,
+    write_json,
+)
+from chakra.validate.findings import Target
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 
+# The converters and jsonize (protobuf, numpy, msgspec) are imported in the commands: start-up
+# imports only the choices they offer.
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from chakra.pytorch.workload import WorkloadResult
+
+
+def _check_help() -> str:
+    from chakra.pytorch.workload import FIDELITY_TOLERANCE
+
+    return f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}."
 
 
 @app.command()
@@ -35,6 +52,8 @@ def jsonize(
 
     Example: chakra jsonize llama.0.et llama.0.json
     """
+    from chakra import jsonize as jsonize_lib
+
     with busy(f"writing {output_file}"):
         result = jsonize_lib.jsonize(input_file, output_file, lines=lines)
     stdout.print(Text(f"wrote {result.nodes:,} nodes to {output_file}"))
@@ -59,12 +78,15 @@ def dejsonize(
 
     Example: chakra dejsonize llama.0.json llama.0.et
     """
+    from chakra import jsonize as jsonize_lib
+
     with busy(f"writing {output_file}"):
         count = jsonize_lib.dejsonize(input_file, output_file)
     stdout.print(Text(f"wrote {count:,} nodes to {output_file}"))
 
 
 convert_app = typer.Typer(
+    cls=Group,
     help="Produce Chakra ETs from other formats.\n\nExample: chakra convert pytorch --host 'traces/host.{rank}.json' "
     "--device 'traces/device.{rank}.json' -o out/job",
     no_args_is_help=True,
@@ -72,7 +94,7 @@ convert_app = typer.Typer(
 app.add_typer(convert_app, name="convert")
 
 
-@convert_app.command("pytorch")
+@convert_app.command("pytorch", cls=late_help(check=_check_help))
 def convert_pytorch(
     host: str = typer.Option(..., "--host", help="Host execution traces: a path with {rank}, or one file."),
     device: str | None = typer.Option(
@@ -91,7 +113,8 @@ def convert_pytorch(
     check: bool = typer.Option(
         False,
         "--check",
-        help=f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}.",
+        # the tolerance is quoted by _check_help, filled in when the help is shown
+        help="Replay each rank with its durations; exit 1 if off by more than the tolerance.",
     ),
     workers: int | None = typer.Option(None, "--workers", help="Ranks converted at once (default: CPU count)."),
     scheduler: str | None = typer.Option(

@@ -11,18 +11,22 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import note, progress_bar, stderr, stdout
+from chakra.cli.console import Group, note, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
-from chakra.generate import micro as micro_lib
+from chakra.generate import micro_defaults as defaults
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 
+# The generators (protobuf, numpy) are imported in the commands: start-up imports only the defaults
+# the options show.
 if TYPE_CHECKING:
     from chakra.generate.llm import LlmWorkload
+    from chakra.generate.micro import WrittenWorkload
     from chakra.generate.specs import WorkloadSpec
 
 generate_app = typer.Typer(
+    cls=Group,
     help="Write synthetic Chakra workloads.\n\n"
     "Example: chakra generate micro ALL_REDUCE send_recv_ring -o micro --ranks 8",
     no_args_is_help=True,
@@ -39,13 +43,13 @@ def micro(
         show_default=False,
     ),
     output: Path | None = typer.Option(None, "-o", "--output", help="Directory for DIR/NAME.{rank}.et."),
-    ranks: int = typer.Option(micro_lib.DEFAULT_NUM_NPUS, "--ranks", help="Ranks (NPUs) of every workload."),
-    runtime_us: int = typer.Option(micro_lib.DEFAULT_RUNTIME_US, "--runtime-us", help="Compute node time in µs."),
+    ranks: int = typer.Option(defaults.DEFAULT_NUM_NPUS, "--ranks", help="Ranks (NPUs) of every workload."),
+    runtime_us: int = typer.Option(defaults.DEFAULT_RUNTIME_US, "--runtime-us", help="Compute node time in µs."),
     tensor_size: str = typer.Option(
-        str(micro_lib.DEFAULT_TENSOR_SIZE_BYTES), "--tensor-size", help="tensor_size of compute and memory nodes."
+        str(defaults.DEFAULT_TENSOR_SIZE_BYTES), "--tensor-size", help="tensor_size of compute and memory nodes."
     ),
     comm_size: str = typer.Option(
-        str(micro_lib.DEFAULT_COMM_SIZE_BYTES), "--comm-size", help="comm_size of collectives and transfers."
+        str(defaults.DEFAULT_COMM_SIZE_BYTES), "--comm-size", help="comm_size of collectives and transfers."
     ),
     sizes: str | None = typer.Option(
         None, "--sizes", help="Sweep collectives over these comm sizes: 1KiB,1MiB,... (default: --comm-size)."
@@ -53,7 +57,7 @@ def micro(
     rank_counts: str | None = typer.Option(
         None, "--rank-counts", help="Sweep collectives over these rank counts: 8,16,... (default: --ranks)."
     ),
-    chain_length: int = typer.Option(micro_lib.DEFAULT_CHAIN_LENGTH, "--chain-length", help="Nodes of comp_chain."),
+    chain_length: int = typer.Option(defaults.DEFAULT_CHAIN_LENGTH, "--chain-length", help="Nodes of comp_chain."),
     list_families: bool = typer.Option(False, "--list", help="List the families, one line each, and exit."),
 ) -> None:
     """Write microbenchmark workloads (upstream chakra_generator's families and more), or sweep collectives.
@@ -69,6 +73,8 @@ def micro(
     Example: chakra generate micro -o micro --ranks 8; chakra generate micro ALL_REDUCE ALL_GATHER
     -o sweep --sizes 64KiB,1MiB,16MiB --rank-counts 8,16
     """
+    from chakra.generate import micro as micro_lib
+
     if list_families:
         _print_families()
         return
@@ -95,6 +101,8 @@ def micro(
 
 
 def _print_families() -> None:
+    from chakra.generate import micro as micro_lib
+
     width = max(map(len, micro_lib.FAMILIES))
     for family in micro_lib.FAMILIES.values():
         origin = "" if family.upstream else "; not in upstream"
@@ -102,8 +110,10 @@ def _print_families() -> None:
         stdout.print(Text(line), soft_wrap=True)
 
 
-def print_written(written: list[micro_lib.WrittenWorkload], out_dir: Path) -> None:
+def print_written(written: list[WrittenWorkload], out_dir: Path) -> None:
     """The table of written workloads, then their notes (each once, with the workloads it concerns)."""
+    from chakra.generate import micro as micro_lib
+
     table = Table(title=f"{out_dir}/NAME.{{rank}}.et", title_justify="left")
     for column in ("workload", "ranks", "nodes/rank", "ASTRA-sim"):
         table.add_column(column, justify="right" if column in ("ranks", "nodes/rank") else "left")

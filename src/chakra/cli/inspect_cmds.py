@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.analyze.summary import TraceSummary, summarize_file
 from chakra.cli.console import EXIT_CHECKS_FAILED, progress_bar, stdout
 from chakra.errors import ChakraInputError
-from chakra.trace import TraceSet
 from chakra.validate import (
     DEFAULT_LIMIT_PER_CODE,
     ERROR,
@@ -22,6 +21,12 @@ from chakra.validate import (
     iter_validate_set,
     validate_file,
 )
+
+# The readers (protobuf, numpy) are imported in the commands: chakra.validate imports its checks
+# only when one runs, so start-up imports only its vocabulary.
+if TYPE_CHECKING:
+    from chakra.analyze.summary import TraceSummary
+    from chakra.trace import TraceSet
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -101,7 +106,9 @@ def info(
 
     Example: chakra info llama.0.et llama.1.et --json
     """
-    files = [p for item in _targets_of(inputs) for p in (item.ranks.values() if isinstance(item, TraceSet) else [item])]
+    from chakra.analyze.summary import summarize_file
+
+    files = [p for item in _targets_of(inputs) for p in ([item] if isinstance(item, Path) else item.ranks.values())]
     summaries = []
     with progress_bar() as progress:
         task = progress.add_task("reading", total=len(files))
@@ -150,6 +157,8 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
 
 def _targets_of(inputs: list[Path]) -> list[Path | TraceSet]:
     """Each input is a file (checked alone) or a workload prefix/directory (checked across ranks)."""
+    from chakra.trace import TraceSet
+
     out: list[Path | TraceSet] = []
     for item in inputs:
         if item.is_file():
@@ -192,7 +201,7 @@ def validate(
     limit = max_per_code or None
     results: list[tuple[str, list[Finding]]] = []
     work = _targets_of(inputs)
-    total = sum(len(item) + 1 if isinstance(item, TraceSet) else 1 for item in work)
+    total = sum(1 if isinstance(item, Path) else len(item) + 1 for item in work)
     with progress_bar() as progress:
         task = progress.add_task("validating", total=total)
         for item in work:

@@ -11,15 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 
 from chakra import __version__
 from chakra.cli import adapt_cmds, analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds
-from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, report_error, stderr, stdout
+from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Group, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
 
-class ChakraGroup(TyperGroup):
+class ChakraGroup(Group):
     """The root command group: errors of the library become one line and an exit code."""
 
     # typer's own click (typer._click) declares the context type; typer.Context is its public subclass

@@ -11,6 +11,13 @@ from typing import Any
 
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
+from chakra.generate.micro_defaults import (
+    DEFAULT_CHAIN_LENGTH,
+    DEFAULT_COMM_SIZE_BYTES,
+    DEFAULT_NUM_NPUS,
+    DEFAULT_RUNTIME_US,
+    DEFAULT_TENSOR_SIZE_BYTES,
+)
 from chakra.generate.sizes import SIZE_HINT
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
@@ -28,19 +35,14 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.trace import new_node
 from chakra.validate import ASTRA_UNSUPPORTED_COLLECTIVES
 
-# Defaults of upstream chakra_generator's flags (upstream-behaviour.md §6).
-DEFAULT_NUM_NPUS = 64  # --num_npus
-DEFAULT_RUNTIME_US = 5  # --default_runtime
-DEFAULT_TENSOR_SIZE_BYTES = 1024  # --default_tensor_size
-DEFAULT_COMM_SIZE_BYTES = 65536  # --default_comm_size
+# The defaults of MicroParams (upstream chakra_generator's flags) are in chakra.generate.micro_defaults,
+# which the CLI imports without this module's imports; importable from here as before.
 #: Upstream writes its BARRIER with comm_size 0: a barrier moves no data.
 BARRIER_SIZE_BYTES = 0
 
 #: Collectives and point-to-point transfers need a peer, and ASTRA-sim's networks need more than
 #: one NPU per dimension (astra-sim.md §4.2).
 MIN_NPUS = 2
-#: Nodes in ``comp_chain`` unless asked otherwise: long enough to show a chain, short enough to read.
-DEFAULT_CHAIN_LENGTH = 8
 #: ``num_ops`` of a compute node is what runs ``runtime_us`` at this peak: 900 TFLOPS is
 #: ``peak-perf`` of ASTRA-sim's example system configs (astra-sim.md §4.1, examples/astra/system.json),
 #: so replay and roofline agree there.

@@ -13,15 +13,13 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from chakra.errors import ChakraFormatError
-from chakra.groups import MAX_ASTRA_GROUP_ID, CommGroups, astra_group_id_note
 from chakra.paths import rank_of
-from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-from chakra.table import NodeTable, load_table, table_from_nodes
-from chakra.trace import Trace, TraceSet, comm_groups_beside
 from chakra.validate.findings import (
     DEFAULT_LIMIT_PER_CODE,
     ERROR,
@@ -34,8 +32,23 @@ from chakra.validate.findings import (
     Target,
     count_by_severity,
 )
-from chakra.validate.rank import ASTRA_UNSUPPORTED_COLLECTIVES, RankSummary, check_rank
-from chakra.validate.workload import cross_rank_findings
+
+# The checks read node tables (numpy, protobuf): imported where a check runs, so that the findings'
+# vocabulary (Target, DEFAULT_LIMIT_PER_CODE: what the ``chakra`` command offers at start-up) comes
+# without them.
+if TYPE_CHECKING:
+    from chakra.groups import MAX_ASTRA_GROUP_ID, astra_group_id_note
+    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+    from chakra.table import NodeTable
+    from chakra.trace import Trace, TraceSet
+    from chakra.validate.rank import ASTRA_UNSUPPORTED_COLLECTIVES, RankSummary
+
+#: Re-exported names read on first use, and the module each comes from.
+_LAZY = {
+    "ASTRA_UNSUPPORTED_COLLECTIVES": "chakra.validate.rank",
+    "MAX_ASTRA_GROUP_ID": "chakra.groups",
+    "astra_group_id_note": "chakra.groups",
+}
 
 __all__ = [
     "ASTRA_UNSUPPORTED_COLLECTIVES",
@@ -61,6 +74,15 @@ __all__ = [
 Groups = Mapping[int, Iterable[int]]
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 def _target(target: Target | str | None) -> bool:
     """Whether ``target`` is ASTRA-sim; ``ValueError`` for a target that is not known."""
     if target is None:
@@ -77,6 +99,8 @@ def _validate(
     comm_groups: Groups | None,
     limit_per_code: int | None,
 ) -> tuple[list[Finding], RankSummary]:
+    from chakra.validate.rank import check_rank
+
     astra = _target(target)
     out = Collector(rank, limit_per_code)
     summary = check_rank(table, out, astra=astra, rank=rank, groups_defined=set(comm_groups or {}), path=table.path)
@@ -120,6 +144,8 @@ def validate_nodes(
     limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE,
 ) -> list[Finding]:
     """:func:`validate_table` of the table of ``nodes``."""
+    from chakra.table import table_from_nodes
+
     table = table_from_nodes(nodes, metadata=metadata, path=path, rank=rank_of(path) if path and rank is None else rank)
     return validate_table(table, target=target, comm_groups=comm_groups, limit_per_code=limit_per_code)
 
@@ -136,6 +162,8 @@ def validate_file(
     Without ``comm_groups``, the workload's ``PREFIX.comm_groups.json`` beside a ``PREFIX.{rank}.et``
     file is used when it exists.
     """
+    from chakra.trace import comm_groups_beside
+
     if comm_groups is None:
         comm_groups = comm_groups_beside(path)
     findings, _ = _validate_file(path, target, rank_of(path), comm_groups, limit_per_code)
@@ -149,6 +177,8 @@ def _validate_file(
     comm_groups: Groups | None,
     limit_per_code: int | None,
 ) -> tuple[list[Finding], RankSummary | None]:
+    from chakra.table import load_table
+
     _target(target)
     try:
         table = load_table(path, rank)
@@ -166,6 +196,9 @@ def iter_validate_set(
 ) -> Iterator[tuple[int | None, list[Finding]]]:
     """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
     and holds the cross-rank findings. One rank's table is held at a time."""
+    from chakra.groups import CommGroups
+    from chakra.validate.workload import cross_rank_findings
+
     summaries: dict[int, RankSummary] = {}
     for rank, path in workload.ranks.items():
         findings, summary = _validate_file(path, target, rank, workload.comm_groups, limit_per_code)

@@ -20,7 +20,6 @@ import datetime as dt
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from chakra.analyze.ranks import RankComparison, compare_ranks
 from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.viz import plots
+from chakra.viz.choices import PlotKind
 
 #: Rows in the operator and slack tables, and bars in the critical-path plot.
 DEFAULT_TOP = 15
@@ -134,17 +134,8 @@ def rank_plot_rows(comparison: RankComparison) -> list[dict[str, float]]:
     ]
 
 
-class PlotKind(str, Enum):
-    """The analyses :func:`plot_analysis` draws."""
-
-    #: stacked time breakdown per rank
-    BREAKDOWN = "breakdown"
-    #: ranks side by side
-    RANKS = "ranks"
-    #: operators and kinds on the critical path of one rank (the slowest unless told)
-    CRITICAL_PATH = "critical-path"
-
-
+# PlotKind is defined in chakra.viz.choices, which the CLI imports without the analyses and plots;
+# importable from here as before.
 def plot_analysis(
     workload: Workload, kind: PlotKind | str, path: PathLike, *, rank: int | None = None, timing: Timing | str = "auto"
 ) -> Path:
