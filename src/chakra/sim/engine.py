@@ -9,7 +9,10 @@ Per rank (``reference/astra-sim.md`` §2.2-2.4):
 * compute: the recorded ``duration_micros`` (× ``compute_scale``; 1 ns when 0), or the roofline time
   from ``num_ops`` and ``tensor_size`` when the system enables it (GPU nodes);
 * collectives: matched by group and turn (:class:`chakra.sim.matching.CollectiveMatcher`); one
-  starts when the last member arrives and lasts :func:`chakra.sim.collectives.collective_time_ns`;
+  starts when the last member arrives and ends, for each member, after its time in
+  :func:`chakra.sim.collectives.collective_times`;
+  with the system key ``chakra-astra-compat`` a BROADCAST takes its recorded duration on its rank
+  alone and REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK, BARRIER are refused, as in ASTRA-sim;
 * sends and receives match on (source, destination, tag, size) in order
   (:class:`chakra.sim.matching.MessageMatcher`); a send completes when its message arrives, a
   receive at ``max(arrival, posting)``;
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from chakra.errors import ChakraInputError
-from chakra.sim.collectives import p2p_time_ns
+from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.events import EventQueue
 from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
@@ -216,6 +219,7 @@ class _Run:
         self.programs = programs
         self.network = network
         self.replay_only = system.replay_only
+        self.system = system
         self.collectives = CollectiveMatcher(comm_groups, frozenset(programs), network.num_npus, system, network)
         self.messages = MessageMatcher()
         self.memory = MemoryQueues(remote_memory)
@@ -359,17 +363,18 @@ class _Run:
             queue.push(self.memory.access(rank, now_ns, program.memory_bytes.get(pos, 0)), rank, pos)
         elif action == DO_COLLECTIVE:
             comm_type, size, group, _, _, _ = program.comm[pos]
-            refusal = self.collectives.refusal(rank, group)
+            refusal = self.collectives.refusal(rank, group) or astra_compat_refusal(comm_type, self.system)
             if refusal is not None:
                 why, hint = refusal
                 raise ChakraInputError(
                     f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) {why}", path=program.path, hint=hint
                 )
+            if replays_duration(comm_type, self.system):  # ASTRA-sim's BROADCAST: the rank alone, unmatched
+                queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
+                return
             started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
-            if started is not None:
-                end_ns, members = started
-                for member, member_pos in members:
-                    queue.push(end_ns, member, member_pos)
+            for member, member_pos, end_ns in started or ():
+                queue.push(end_ns, member, member_pos)
         elif action == DO_SEND:
             _, size, _, src, dst, tag = program.comm[pos]
             arrival_ns = now_ns + p2p_time_ns(src, dst, size, self.network)

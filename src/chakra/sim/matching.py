@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
-from chakra.sim.collectives import collective_time_ns
+from chakra.sim.collectives import CollectiveTimes, collective_times
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.table import DEFAULT_GROUP_ID
 
@@ -87,7 +87,9 @@ class CollectiveMatcher:
         self._turn: dict[tuple[int, int], int] = defaultdict(int)  # (rank, group) -> collectives issued
         # (group, turn) -> rank -> (arrival ns, pos, comm type, size) of the members arrived so far
         self._arrived: dict[tuple[int, int], dict[int, tuple[int, int, int, int]]] = {}
-        self._time_ns: dict[tuple[int, int, int], int] = {}  # (type, size, group) -> ns: the model is pure
+        # (type, size, group, first tree) -> times: the model is pure
+        self._times: dict[tuple[int, int, int, int], CollectiveTimes] = {}
+        self._trees: dict[int, int] = defaultdict(int)  # type -> doubleBinaryTree trees taken (default group)
         self._type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
         self.totals: dict[str, dict[str, int]] = {}  # type name -> count, bytes, time_ns
         self.warnings: list[str] = []
@@ -108,10 +110,10 @@ class CollectiveMatcher:
 
     def arrive(
         self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int
-    ) -> tuple[int, list[tuple[int, int]]] | None:
+    ) -> list[tuple[int, int, int]] | None:
         """``rank`` issues its next collective on ``group`` (checked with :meth:`refusal`) at ``now_ns``.
 
-        When it is the last member to arrive: the end time in ns and every member's ``(rank, pos)``.
+        When it is the last member to arrive: every member's ``(rank, pos, end time in ns)``.
         Members that disagree on type or size are simulated as the largest, with a warning.
         """
         turn = self._turn[(rank, group)]
@@ -129,17 +131,21 @@ class CollectiveMatcher:
                 f"collective #{turn} of group {_label(group)}: members disagree on type/size {sorted(kinds)}; "
                 f"simulated as the largest"
             )
-        key = (comm_type, size_bytes, group)
-        duration_ns = self._time_ns.get(key)
-        if duration_ns is None:
-            members = self.members[group]
-            duration_ns = collective_time_ns(comm_type, size_bytes, members, self._system, self._network)
-            self._time_ns[key] = duration_ns
+        members = self.members[group]
+        everyone = members is None or len(members) == self._network.num_npus  # the trees' alternation is shared
+        first_tree = self._trees[comm_type] % 2 if everyone else 0
+        key = (comm_type, size_bytes, group, first_tree)
+        times = self._times.get(key)
+        if times is None:
+            times = collective_times(comm_type, size_bytes, members, self._system, self._network, first_tree=first_tree)
+            self._times[key] = times
+        if everyone:
+            self._trees[comm_type] += times.trees
         total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
         total["count"] += 1
         total["bytes"] += size_bytes
-        total["time_ns"] += duration_ns
-        return start_ns + duration_ns, [(r, a[1]) for r, a in arrivals.items()]
+        total["time_ns"] += times.longest_ns
+        return [(r, a[1], start_ns + times.of(r)) for r, a in arrivals.items()]
 
     def stuck(self) -> list[Waiting]:
         """The ranks waiting in a collective that some member never issues."""

@@ -96,6 +96,13 @@ KNOWN_SYSTEM_KEYS = frozenset(
     }
 )
 
+#: Keys of this package, not ASTRA-sim's (ASTRA-sim ignores keys it does not read, so a file with them
+#: still runs there). ``chakra-astra-compat: 1``: treat the collective types ASTRA-sim does not
+#: simulate as ASTRA-sim does (BROADCAST replays its ``duration_micros`` on the rank alone; REDUCE,
+#: GATHER, SCATTER, REDUCE_SCATTER_BLOCK and BARRIER are refused) instead of modelling them.
+ASTRA_COMPAT_KEY = "chakra-astra-compat"
+CHAKRA_SYSTEM_KEYS = frozenset({ASTRA_COMPAT_KEY})
+
 #: A 0-or-1 switch: ASTRA-sim tests ``value != 0``, and JSON true/false are not numbers there.
 Flag = Literal[0, 1]
 #: An ``*-implementation`` list: one algorithm name per network dimension.
@@ -117,6 +124,7 @@ class SystemFile(msgspec.Struct, rename="kebab", kw_only=True):
     roofline_enabled: Flag = 0
     replay_only: Flag = 0
     trace_enabled: Flag = 0
+    chakra_astra_compat: Flag = 0
     all_reduce_implementation: Algorithms | None = None
     reduce_scatter_implementation: Algorithms | None = None
     all_gather_implementation: Algorithms | None = None
@@ -139,7 +147,8 @@ class SystemConfig:
 
     ``implementations`` maps collective types present in the file (``"ALL_REDUCE"``, ...) to their
     per-dimension algorithm names as written; use :meth:`algorithms` to get one with ASTRA-sim's checks.
-    ``raw`` holds every key as read (overrides applied); ``unknown_keys`` those ASTRA-sim does not read.
+    ``raw`` holds every key as read (overrides applied); ``unknown_keys`` those neither ASTRA-sim nor
+    this package reads. ``astra_compat`` (``chakra-astra-compat``): see :data:`ASTRA_COMPAT_KEY`.
     """
 
     scheduling_policy: str
@@ -153,6 +162,7 @@ class SystemConfig:
     roofline_enabled: bool = False
     replay_only: bool = False
     trace_enabled: bool = False
+    astra_compat: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     unknown_keys: tuple[str, ...] = ()
@@ -201,7 +211,7 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
     overrides = dict(overrides or {})
     required = {key: (why, f'add "{key}": {example}') for key, (why, example) in REQUIRED_KEYS.items()}
     source = ConfigSource(path, WHAT, frozenset(overrides), required)
-    check_override_keys(source, overrides, KNOWN_SYSTEM_KEYS)
+    check_override_keys(source, overrides, KNOWN_SYSTEM_KEYS | CHAKRA_SYSTEM_KEYS)
     raw.update(overrides)
     typed = source.decode(raw, SystemFile)
 
@@ -232,9 +242,10 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
         roofline_enabled=bool(typed.roofline_enabled),
         replay_only=bool(typed.replay_only),
         trace_enabled=bool(typed.trace_enabled),
+        astra_compat=bool(typed.chakra_astra_compat),
         raw=raw,
         path=path,
-        unknown_keys=tuple(key for key in raw if key not in KNOWN_SYSTEM_KEYS),
+        unknown_keys=tuple(key for key in raw if key not in KNOWN_SYSTEM_KEYS | CHAKRA_SYSTEM_KEYS),
     )
 
 
