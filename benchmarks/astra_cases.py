@@ -125,8 +125,13 @@ class Outcome:
     error: str | None = None
 
     @property
+    def both_refuse(self) -> bool:
+        """Ours refused the case and ASTRA-sim ran no rank to its end (it exits or hangs)."""
+        return self.error is not None and not self.theirs.ranks and self.theirs.returncode != 0
+
+    @property
     def exact(self) -> bool:
-        return self.error is None and self.ours == self.theirs.ranks
+        return (self.error is None and self.ours == self.theirs.ranks) or self.both_refuse
 
     def worst_rank(self) -> tuple[int, AstraRank | None, AstraRank | None]:
         """The rank whose finish differs most (ours vs ASTRA-sim's)."""
@@ -136,6 +141,8 @@ class Outcome:
             a, b = self.ours.get(rank), self.theirs.ranks.get(rank)
             return abs((a.finish_ns if a else 0) - (b.finish_ns if b else 0))
 
+        if not ranks:
+            return -1, None, None
         rank = max(ranks, key=gap)
         return rank, self.ours.get(rank), self.theirs.ranks.get(rank)
 

@@ -36,14 +36,21 @@ EXACT = [
     _case("ALL_GATHER", MIB, RING8, algorithm="halvingDoubling"),
     _case("ALL_GATHER", MIB, RING8, group=(0, 2, 4, 6)),
     _case("ALL_TO_ALL", MIB, RING8, group=(0, 2, 4, 6)),
+    # issue 14's classes A, B and C, exact since halvingDoubling, direct and doubleBinaryTree follow
+    # ASTRA-sim's schedules (chakra.sim.algorithms)
+    *(_case(kind, size, net, algorithm=algorithm, active_chunks=chunks)
+      for kind in ("ALL_REDUCE", "REDUCE_SCATTER") for algorithm in ("halvingDoubling", "direct")
+      for size, net, chunks in ((MIB, RING4, 1), (64 * MIB, RING8, 2), (KIB, SWITCH8, 1))),
+    _case("ALL_REDUCE", 16 * KIB, RING4, algorithm="doubleBinaryTree"),
+    _case("ALL_REDUCE", MIB, RING8, algorithm="doubleBinaryTree", active_chunks=2),
+    _case("ALL_GATHER", 64 * KIB, SWITCH8, algorithm="doubleBinaryTree"),
 ]  # fmt: skip
 
 #: Cases of the classes that differ (issue 14's letters), each a minimal example.
 KNOWN_GAPS = {
-    "A: halvingDoubling reduces log2(n)-1 messages": _case("ALL_REDUCE", MIB, RING4, algorithm="halvingDoubling"),
-    "A: halvingDoubling refuses all-to-all": _case("ALL_TO_ALL", MIB, RING4, algorithm="halvingDoubling"),
-    "B: direct reductions": _case("ALL_REDUCE", MIB, RING4, algorithm="direct"),
-    "C: doubleBinaryTree per tree position": _case("ALL_REDUCE", 16 * KIB, RING4, algorithm="doubleBinaryTree"),
+    "C: doubleBinaryTree phases on several dimensions": _case(
+        "ALL_REDUCE", MIB, TWO_D, algorithm="doubleBinaryTree", optimization="baseline"
+    ),
     "D: localBWAware phases share a dimension's queue": _case("ALL_REDUCE", MIB, TWO_D),
     "E: subgroup hops on a ring": _case("ALL_REDUCE", MIB, RING8, group=(0, 1, 2, 3)),
     "F: a late member": _case("ALL_REDUCE", MIB, RING4, late_us={0: 100}),
@@ -70,3 +77,9 @@ def test_chakra_simulate_gives_astra_sims_cycles(case: Case, binary: Path, tmp_p
 def test_known_gaps_to_astra_sim(case: Case, binary: Path, tmp_path: Path):
     outcome = run_case(case, tmp_path, binary)
     assert outcome.error is None and outcome.ours == outcome.theirs.ranks
+
+
+def test_what_astra_sim_refuses_is_refused_with_its_reason(binary: Path, tmp_path: Path):
+    outcome = run_case(_case("ALL_TO_ALL", MIB, RING4, algorithm="halvingDoubling"), tmp_path, binary)
+    assert outcome.theirs.returncode != 0 and "HalvingDoubling" in outcome.theirs.output_tail
+    assert outcome.error is not None and "halvingDoubling" in outcome.error
