@@ -18,6 +18,7 @@ from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, CollectiveCommType
 from chakra.sim.astra import AstraRank, AstraRun, run_astra_sim
 from chakra.sim.config import load_network, load_system
+from chakra.sim.config.system import ASTRA_COMPAT_KEY
 from chakra.sim.run import simulate_workload
 from chakra.trace import new_node, write_workload
 
@@ -56,6 +57,8 @@ class Case:
     active_chunks: int = 1
     group: tuple[int, ...] | None = None
     late_us: dict[int, int] = field(default_factory=dict)
+    duration_us: int = 0  # of the collective node (ASTRA-sim replays a BROADCAST for it)
+    astra_compat: bool = False  # chakra-astra-compat in the system JSON (ASTRA-sim ignores the key)
 
     @property
     def name(self) -> str:
@@ -66,6 +69,8 @@ class Case:
             parts.append("g" + "-".join(map(str, self.group)))
         if self.late_us:
             parts.append("late" + "-".join(f"{r}:{us}" for r, us in sorted(self.late_us.items())))
+        if self.astra_compat:
+            parts.append(f"compat{self.duration_us}us")
         return ".".join(parts)
 
     @property
@@ -88,6 +93,7 @@ def write_case(case: Case, folder: Path) -> tuple[Path, Path, Path]:
             pg = str(SUBGROUP_ID) if case.group is not None else "0"
             nodes.append(
                 new_node(1, case.comm_type.lower(), COMM_COLL_NODE, data_deps=[0], is_cpu_op=False,
+                         duration_us=case.duration_us,
                          comm_type=CollectiveCommType.Value(case.comm_type), comm_size=case.size_bytes, pg_name=pg)
             )  # fmt: skip
         per_rank[rank] = nodes
@@ -100,6 +106,7 @@ def write_case(case: Case, folder: Path) -> tuple[Path, Path, Path]:
         **BASE_SYSTEM,
         "active-chunks-per-dimension": case.active_chunks,
         "collective-optimization": case.optimization,
+        **({ASTRA_COMPAT_KEY: 1} if case.astra_compat else {}),
         **{f"{kind}-implementation": [case.algorithm] * dims for kind in ("all-reduce", "all-gather", "reduce-scatter",
                                                                          "all-to-all")},
     }  # fmt: skip

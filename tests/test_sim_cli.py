@@ -10,7 +10,8 @@ from helpers import assert_one_line_error, make_node, write_et
 from helpers import run_cli as run
 
 from chakra.cli.main import EXIT_BAD_INPUT, main
-from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, BROADCAST, COMM_COLL_NODE, COMP_NODE
+from chakra.trace import new_node, write_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, RING2 = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
@@ -185,3 +186,15 @@ def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_and_grou
     line = _simulate_error(capsys, tmp_path / "job", "--comm-groups", str(groups))
 
     assert "rank 0 node 1" in line and "communicator group 1, which no comm groups file defines" in line, line
+
+
+def test_astra_compat_replays_a_broadcast_for_its_duration(tmp_path: Path):
+    nodes = {r: [new_node(1, "bc", COMM_COLL_NODE, duration_us=7, is_cpu_op=False, comm_type=BROADCAST,
+                          comm_size=1 << 20)] for r in range(2)}  # fmt: skip
+    write_workload(tmp_path / "w", nodes)
+    result = run(
+        "simulate", "--workload", str(tmp_path / "w"), "--system", str(EXAMPLES / "system.json"),
+        "--network", str(EXAMPLES / "ring2.yml"), "--astra-compat",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "sys[0] finished, 7000 cycles" in result.stdout

@@ -56,6 +56,12 @@ def simulate(
     gpu_per_stream: bool = typer.Option(
         False, "--gpu-per-stream", help="A GPU compute slot per stream (ASTRA-sim: one per rank)."
     ),
+    astra_compat: bool = typer.Option(
+        False,
+        "--astra-compat",
+        help="Do what ASTRA-sim does where our models differ on purpose: replay a BROADCAST's duration, refuse "
+        "REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK and BARRIER (same as --set chakra-astra-compat=1).",
+    ),
     report: Path | None = typer.Option(None, "--report", help="Write the report as JSON (.json) or CSV (.csv)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
     timeline: Path | None = typer.Option(
@@ -68,11 +74,15 @@ def simulate(
     --timeline job.trace.json
     """
     from chakra.sim import config
+    from chakra.sim.config.system import ASTRA_COMPAT_KEY
     from chakra.sim.report import report_dict, write_report
     from chakra.sim.results import SimulationStuck
     from chakra.sim.run import simulate_workload
 
-    system_config = config.load_system(system, dict(config.parse_override(o) for o in overrides))
+    system_overrides = dict(config.parse_override(o) for o in overrides)
+    if astra_compat:
+        system_overrides[ASTRA_COMPAT_KEY] = 1
+    system_config = config.load_system(system, system_overrides)
     network_config = config.load_network(network, dict(config.parse_override(o) for o in network_overrides))
     network_config = config.scale_network(network_config, bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
     memory_config = config.load_remote_memory(remote_memory)
