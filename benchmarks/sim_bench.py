@@ -1,4 +1,5 @@
-"""Simulator throughput (simulated nodes per second) and peak memory of ``chakra.sim``.
+"""Simulator speed and memory of ``chakra.sim`` end to end (load + simulate), beside ASTRA-sim's own
+binary on the same workloads.
 
 Generates, once, two synthetic workloads into ``--data-dir`` (``--regenerate`` redoes it), each with
 its system JSON, network YAML and, for (b), its communicator groups:
@@ -14,12 +15,23 @@ Every rank is the same chain-ish graph: compute nodes (GPU, 1-10 µs, every thir
 chain; every tenth node an ALL_REDUCE of 1 MiB that waits for the compute before it and for the
 previous collective, while compute runs on; the compute of the block after next waits for it.
 
-Each case runs in a fresh process pinned to one core, so peak RSS (``ru_maxrss``) is the case's
-own: ``load_rank`` for every rank (the load stage), then ``simulate`` (the simulate stage), each
-timed alone. Targets (issue): at least 500k simulated nodes/s on one core (simulate stage) and
-memory linear in the workload. ``--profile`` samples one case with py-spy (cProfile around
-``simulate`` when py-spy is missing) and prints the functions with the most own time in the
-simulate stage. Run: ``python benchmarks/sim_bench.py``.
+Each case runs ``--repeat`` times in a fresh process, in three stages timed apart: *load*
+(``load_programs``: worker processes as ``load_workers`` decides, all CPUs), *views* (the per-node
+lists the engine reads, built from the programs' arrays; ``RankProgram.prepare``) and *simulate*
+(``simulate``, the engine alone, pinned to one core). End to end is the three together, as
+``chakra simulate`` runs them; the process's wall time adds the interpreter's start and imports.
+Memory: the case process's peak RSS (``ru_maxrss``, exact) and the peak RSS of its process tree
+(the process and its load workers, summed, sampled every 20 ms).
+
+Then ASTRA-sim's congestion-unaware binary (``--astra-sim``; ``--no-astra-sim`` skips it) runs each
+case once in a temporary folder: its wall time, peak RSS (``wait4``), and whether its per-rank finish
+cycles equal ours. ASTRA-sim takes minutes on (b)'s 256 ranks, so that case is run only with
+``--large`` (ours always). Targets (issue 14): end to end within 2x of the engine's own nodes/s; at
+least 3x faster than ASTRA-sim end to end (process wall times) on (a) and on (b) with 256 ranks; peak
+memory no more than ASTRA-sim's; the engine at least 500k nodes/s on one core; memory linear in the
+workload. ``--profile [CASE]`` samples one case with py-spy (cProfile when py-spy is missing), loading
+in process, and prints the functions with the most own time in the load and the simulate stages.
+Run: ``python benchmarks/sim_bench.py [--large]``.
 """
 
 from __future__ import annotations
@@ -27,25 +39,38 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from harness import child_argv, peak_rss_bytes, pin_to_one_core, pyspy, spawn_json, verdict
+from harness import KIB, child_argv, peak_rss_bytes, pin_to_one_core, pyspy, verdict
 
 if TYPE_CHECKING:
+    from chakra.sim.run import WorkloadFiles
     from chakra.wire import AttrEncoder
 
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-sim-bench"
-DEFAULT_REPEAT = 3  # fresh runs per case (best time kept); a run of all three cases takes about 40 s
+DEFAULT_REPEAT = 3  # fresh runs per case (best time kept)
 
 TARGET_NODES_PER_S = 500_000  # simulated nodes per second in the simulate stage, one core
+TARGET_E2E_SHARE = 0.5  # end-to-end nodes/s at least this share of the engine's own
+TARGET_ASTRA_RATIO = 3.0  # ASTRA-sim's wall time over ours, at least
+ASTRA_TARGET_CASES = ("a-2x500k", "b-256x10k")  # the cases the ratio target is set on
+LARGE_CASES = ("b-256x10k",)  # ASTRA-sim runs these only with --large
 LINEAR_TOLERANCE = 0.15  # RSS per node of the 64- and 256-rank runs may differ by this fraction
+ASTRA_SIM = (
+    Path(__file__).resolve().parents[2] / "shared" / "astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Unaware"
+)
+ASTRA_TIMEOUT_S = 3600.0
+TREE_SAMPLE_S = 0.02  # how often the process tree's RSS is read
+
 
 # Shape of every rank's graph (see the module docstring).
 COLL_EVERY = 10  # every tenth node is a collective
@@ -88,7 +113,7 @@ CASES = {
     "b-64x10k": Case("b", 64, (GROUP_SIZE, 8)),
 }
 LINEAR_CASES = ("b-64x10k", "b-256x10k")  # same graph per rank, 4x the ranks
-DEFAULT_PROFILE_CASE = "b-256x10k"
+DEFAULT_PROFILE_CASE = "a-2x500k"
 LINK_BANDWIDTH_GBPS = 50.0  # every dimension of the generated networks
 LINK_LATENCY_NS = 500.0  # ns per hop on every dimension
 
@@ -115,10 +140,15 @@ TRACE_PREFIX = "trace"  # rank files are PREFIX.{rank}.et, groups PREFIX.comm_gr
 META_FILE = "workload.json"
 SYSTEM_FILE = "system.json"
 MIB = 1024 * 1024
-PROFILE_TOP = 15  # functions listed by --profile
+PROFILE_TOP = 15  # functions listed per stage by --profile
 PYSPY_RATE_HZ = 250  # py-spy samples per second
-SIMULATE_FRAME = "simulate ("  # py-spy's frame of chakra.sim.engine.simulate starts with this
-ENGINE_FILE = "engine.py"
+#: Stage -> (how py-spy's frame of the stage's function starts, its file): a sample is the stage's
+#: when its stack holds that frame.
+STAGE_FRAMES = {
+    "load": ("load_programs (", "run.py"),
+    "views": ("prepare (", "program.py"),
+    "simulate": ("simulate (", "engine.py"),
+}
 
 
 # --- workloads -------------------------------------------------------------------------------
@@ -223,33 +253,48 @@ def ensure_workload(data_dir: Path, name: str, regenerate: bool) -> Path:
 # --- measurement (child process) -------------------------------------------------------------
 
 
-def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dict[str, object]:
-    """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
-    cpu = pin_to_one_core()
+def case_files(case: str, data_dir: Path) -> tuple[WorkloadFiles, Path, Path]:
+    """The case's workload (the first ``ranks`` ranks of its files, its groups), system and network files."""
     from chakra.groups import CommGroups
-    from chakra.sim.config import load_network, load_system
-    from chakra.sim.engine import simulate
-    from chakra.sim.program import load_rank
+    from chakra.sim.run import WorkloadFiles
 
     spec = CASES[case]
     folder = data_dir / spec.workload
-    system = load_system(folder / SYSTEM_FILE)
-    network = load_network(folder / _network_file(spec.npus))
-    groups = CommGroups.read(folder / _groups_file(spec)) if WORKLOADS[spec.workload].grouped else None
+    groups_path = folder / _groups_file(spec) if WORKLOADS[spec.workload].grouped else None
+    groups = {k: list(v) for k, v in CommGroups.read(groups_path).items()} if groups_path else None
+    ranks = {rank: folder / f"{TRACE_PREFIX}.{rank}.et" for rank in range(spec.ranks)}
+    files = WorkloadFiles(folder / TRACE_PREFIX, ranks, groups, groups_path)
+    return files, folder / SYSTEM_FILE, folder / _network_file(spec.npus)
+
+
+def run_case(case: str, data_dir: Path, workers: int | None, cprofile_out: Path | None = None) -> dict[str, object]:
+    """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
+    from chakra.sim.config import load_network, load_system
+    from chakra.sim.engine import simulate
+    from chakra.sim.run import load_programs, load_workers
+
+    files, system_path, network_path = case_files(case, data_dir)
+    system = load_system(system_path)
+    network = load_network(network_path)
     baseline = peak_rss_bytes()
+    used = workers or load_workers(files)
+    profiler = cProfile.Profile() if cprofile_out else None
 
     t0 = time.perf_counter()
-    programs = {rank: load_rank(folder / f"{TRACE_PREFIX}.{rank}.et", rank) for rank in range(spec.ranks)}
-    t1 = time.perf_counter()
-    rss_loaded = peak_rss_bytes()
-    profiler = cProfile.Profile() if cprofile_out else None
     if profiler:
         profiler.enable()
-    result = simulate(programs, system, network, comm_groups=groups)
+    programs = load_programs(files, workers=used)  # every CPU: the workers load in parallel
+    t1 = time.perf_counter()
+    rss_loaded = peak_rss_bytes()
+    cpu = pin_to_one_core()  # the engine runs on one core
+    for program in programs.values():
+        program.prepare()
+    t2 = time.perf_counter()
+    result = simulate(programs, system, network, comm_groups=files.comm_groups)
+    t3 = time.perf_counter()
     if profiler:
         profiler.disable()
         profiler.dump_stats(str(cprofile_out))
-    t2 = time.perf_counter()
 
     nodes = sum(len(p) for p in programs.values())
     simulated = sum(s.nodes for s in result.ranks.values())
@@ -257,56 +302,178 @@ def run_case(case: str, data_dir: Path, cprofile_out: Path | None = None) -> dic
         raise SystemExit(f"{case}: simulated {simulated:,} of {nodes:,} nodes")
     return {
         "cpu": cpu,
+        "workers": used,
         "nodes": nodes,
         "load_s": t1 - t0,
-        "simulate_s": t2 - t1,
+        "views_s": t2 - t1,
+        "simulate_s": t3 - t2,
         "baseline_rss": baseline,
         "loaded_rss": rss_loaded,
         "peak_rss": peak_rss_bytes(),
         "finish_ns": result.finish_ns,
         "collectives": sum(c["count"] for c in result.collectives.values()),
+        "ranks": {r: [s.finish_ns, s.exposed_comm_ns] for r, s in sorted(result.ranks.items())},
     }
 
 
+# --- processes: wall time and peak memory ----------------------------------------------------
+
+
+class Ran(NamedTuple):
+    """One finished process: its output, wall time and peak memory (bytes)."""
+
+    returncode: int
+    output: str  # stdout then stderr
+    stdout: str
+    wall_s: float
+    peak_rss: int  # its own ru_maxrss (wait4), the largest of it and the children it waited for
+    tree_rss: int  # the peak of its and its descendants' RSS summed, sampled every TREE_SAMPLE_S
+
+
+def run_measured(argv: list[str], *, cwd: Path | None = None, timeout_s: float | None = None) -> Ran:
+    """Run ``argv`` to its end, measuring its wall time and memory (a timeout kills it: returncode -9)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd)
+        peak = [0]
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak, stop), daemon=True)
+        sampler.start()
+        killer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
+        if killer:
+            killer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall_s = time.perf_counter() - t0
+        if killer:
+            killer.cancel()
+        stop.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    return Ran(proc.returncode, stdout + stderr, stdout, wall_s, usage.ru_maxrss * KIB, peak[0])
+
+
+def _sample_tree(root: int, peak: list[int], stop: threading.Event) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], tree_rss_bytes(root))
+        stop.wait(TREE_SAMPLE_S)
+
+
+def tree_rss_bytes(root: int) -> int:
+    """RSS of process ``root`` and all its descendants, summed (0 without ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    pages: dict[int, int] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 0
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rindex(b")") + 2 :].split()  # from the state on: ppid is 1, rss 21
+        pid = int(name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        pages[pid] = int(fields[21])
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += pages.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total * PAGE_BYTES
+
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def measure(case: str, data_dir: Path, repeat: int) -> dict:
-    """Best simulate time of ``repeat`` fresh runs (best load time apart), highest peak RSS among them."""
-    runs = [spawn_json(__file__, ["--case", case, "--data-dir", str(data_dir)]) for _ in range(repeat)]
-    best = min(runs, key=lambda r: r["simulate_s"])
-    best["load_s"] = min(r["load_s"] for r in runs)
-    best["peak_rss"] = max(r["peak_rss"] for r in runs)
+    """``repeat`` fresh runs of ``case``: the best time of each stage, of end to end and of the process,
+    and the highest peaks of memory."""
+    runs = []
+    for _ in range(repeat):
+        ran = run_measured(child_argv(__file__, ["--case", case, "--data-dir", str(data_dir)]))
+        if ran.returncode:
+            raise SystemExit(f"{case} failed ({ran.returncode}):\n{ran.output[-2000:]}")
+        run = json.loads(ran.stdout.strip().splitlines()[-1])
+        run.update(wall_s=ran.wall_s, e2e_s=run["load_s"] + run["views_s"] + run["simulate_s"])
+        run["tree_rss"] = max(ran.tree_rss, run["peak_rss"])
+        runs.append(run)
+    best = dict(min(runs, key=lambda r: r["e2e_s"]))
+    for key in ("load_s", "views_s", "simulate_s", "e2e_s", "wall_s"):
+        best[key] = min(r[key] for r in runs)
+    for key in ("peak_rss", "tree_rss", "loaded_rss"):
+        best[key] = max(r[key] for r in runs)
+    best["all_e2e_s"] = [r["e2e_s"] for r in runs]
     best["all_simulate_s"] = [r["simulate_s"] for r in runs]
     return best
+
+
+def run_astra(case: str, data_dir: Path, binary: Path) -> dict:
+    """One run of ASTRA-sim's ``binary`` on ``case``, in a temporary folder (it writes ``./log/``)."""
+    from chakra.sim.astra import FINISHED_LINE, NO_MEMORY_EXPANSION
+
+    files, system_path, network_path = case_files(case, data_dir)
+    with tempfile.TemporaryDirectory(prefix="chakra-sim-bench-astra-") as tmp:
+        folder = Path(tmp)
+        memory = folder / "no_memory_expansion.json"
+        memory.write_text(NO_MEMORY_EXPANSION)
+        argv = [
+            str(binary),
+            f"--workload-configuration={files.prefix}",
+            f"--system-configuration={system_path}",
+            f"--network-configuration={network_path}",
+            f"--remote-memory-configuration={memory}",
+        ]
+        if files.comm_groups_path is not None:
+            argv.append(f"--comm-group-configuration={files.comm_groups_path}")
+        ran = run_measured(argv, cwd=folder, timeout_s=ASTRA_TIMEOUT_S)
+    finished = {int(r): [int(t), int(e)] for r, t, e in FINISHED_LINE.findall(ran.output)}
+    return {
+        "returncode": ran.returncode,
+        "wall_s": ran.wall_s,
+        "peak_rss": max(ran.peak_rss, ran.tree_rss),
+        "ranks": finished,
+        "tail": "\n".join(ran.output.strip().splitlines()[-5:]),
+    }
 
 
 # --- profile ---------------------------------------------------------------------------------
 
 
 def profile(case: str, data_dir: Path) -> None:
-    """Print the ``PROFILE_TOP`` functions by own time in the simulate stage of one run of ``case``."""
-    case_argv = child_argv(__file__, ["--case", case, "--data-dir", str(data_dir)])
+    """Print the ``PROFILE_TOP`` functions by own time in each stage of one run of ``case``, loading
+    in this process (the functions the workers would run are the same)."""
+    case_argv = child_argv(__file__, ["--case", case, "--data-dir", str(data_dir), "--workers", "1"])
     pyspy_path = pyspy()
     with tempfile.TemporaryDirectory() as tmp:
         if not pyspy_path:
-            stats_path = Path(tmp) / "simulate.pstats"
+            stats_path = Path(tmp) / "case.pstats"
             subprocess.run([*case_argv, "--cprofile", str(stats_path)], check=True, capture_output=True)
-            print(f"\ncProfile of simulate() in {case} (py-spy not found), by own time:")
+            print(f"\ncProfile of the load, views and simulate stages of {case} (py-spy not found), by own time:")
             pstats.Stats(str(stats_path)).sort_stats("tottime").print_stats(PROFILE_TOP)
             return
         raw = Path(tmp) / "stacks.txt"
         cmd = [pyspy_path, "record", "--function", "--format", "raw", "--rate", str(PYSPY_RATE_HZ), "-o", str(raw)]
         subprocess.run([*cmd, "--", *case_argv], check=True, capture_output=True)
-        own: Counter[str] = Counter()
+        own: dict[str, Counter[str]] = {stage: Counter() for stage in STAGE_FRAMES}
         for line in raw.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
             frames = stack.split(";")
-            if any(f.startswith(SIMULATE_FRAME) and ENGINE_FILE in f for f in frames):
-                own[frames[-1]] += int(count)
-        total = sum(own.values())
-        print(f"\npy-spy, simulate stage of {case}: {total:,} samples at {PYSPY_RATE_HZ} Hz; own time")
-        print("(C calls count to their caller)")
-        print(f"{'own %':>7}{'samples':>9}  function")
-        for frame, n in own.most_common(PROFILE_TOP):
-            print(f"{100 * n / total:>6.1f}%{n:>9,}  {frame}")
+            for stage, (start, file) in STAGE_FRAMES.items():
+                if any(f.startswith(start) and file in f for f in frames):
+                    own[stage][frames[-1]] += int(count)
+        for stage, counts in own.items():
+            total = sum(counts.values())
+            print(f"\npy-spy, {stage} stage of {case}: {total:,} samples at {PYSPY_RATE_HZ} Hz; own time")
+            print("(C calls count to their caller)")
+            print(f"{'own %':>7}{'samples':>9}  function")
+            for frame, n in counts.most_common(PROFILE_TOP):
+                print(f"{100 * n / max(total, 1):>6.1f}%{n:>9,}  {frame}")
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -316,63 +483,132 @@ def _rss_per_node(r: dict) -> float:
     return (r["peak_rss"] - r["baseline_rss"]) / r["nodes"]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the workloads are cached")
-    parser.add_argument("--regenerate", action="store_true", help="generate the workloads again even when cached")
-    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="fresh runs per case (best time kept)")
-    parser.add_argument(
-        "--profile",
-        nargs="?",
-        const=DEFAULT_PROFILE_CASE,
-        choices=sorted(CASES),
-        help=f"also profile the simulate stage of one case (default {DEFAULT_PROFILE_CASE})",
-    )
-    parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
-    parser.add_argument("--cprofile", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.case:
-        print(json.dumps(run_case(args.case, args.data_dir, args.cprofile)))
-        return 0
+def _same_cycles(ours: dict, theirs: dict) -> str:
+    """How many ranks ASTRA-sim finished at our cycles (finish and exposed communication)."""
+    equal = sum(1 for rank, figures in ours["ranks"].items() if theirs["ranks"].get(int(rank)) == figures)
+    return f"{equal}/{len(ours['ranks'])}"
 
-    for name in WORKLOADS:
-        ensure_workload(args.data_dir, name, args.regenerate)
-    results = {case: measure(case, args.data_dir, args.repeat) for case in CASES}
 
+def report(results: dict[str, dict], astra: dict[str, dict], repeat: int) -> None:
     cpu = next(iter(results.values()))["cpu"]
-    print(f"python {sys.version.split()[0]}, each case in a fresh process pinned to CPU {cpu}; best of {args.repeat}")
     print(
-        f"\n{'case':<11}{'nodes':>11}{'load s':>8}{'sim s':>8}{'sim nodes/s':>13}{'load+sim n/s':>14}"
-        f"{'RSS loaded':>12}{'peak RSS':>10}{'B/node':>8}"
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; each case in a fresh process: load on every CPU, "
+        f"views and simulate pinned to CPU {cpu}; best of {repeat}"
+    )
+    print(
+        f"\n{'case':<11}{'nodes':>11}{'wkrs':>5}{'load s':>8}{'views s':>8}{'sim s':>7}{'e2e s':>7}"
+        f"{'engine n/s':>12}{'e2e n/s':>10}{'e2e/eng':>8}{'proc s':>8}{'peak':>6}{'tree':>6}{'B/node':>7}"
     )
     for case, r in results.items():
         nodes = r["nodes"]
+        engine, e2e = nodes / r["simulate_s"], nodes / r["e2e_s"]
         print(
-            f"{case:<11}{nodes:>11,}{r['load_s']:>8.2f}{r['simulate_s']:>8.2f}{nodes / r['simulate_s']:>13,.0f}"
-            f"{nodes / (r['load_s'] + r['simulate_s']):>14,.0f}{r['loaded_rss'] / MIB:>12.0f}"
-            f"{r['peak_rss'] / MIB:>10.0f}{_rss_per_node(r):>8.0f}"
+            f"{case:<11}{nodes:>11,}{r['workers']:>5}{r['load_s']:>8.2f}{r['views_s']:>8.2f}{r['simulate_s']:>7.2f}"
+            f"{r['e2e_s']:>7.2f}{engine:>12,.0f}{e2e:>10,.0f}{e2e / engine:>8.2f}{r['wall_s']:>8.2f}"
+            f"{r['peak_rss'] / MIB:>6.0f}{r['tree_rss'] / MIB:>6.0f}{_rss_per_node(r):>7.0f}"
         )
-    print("(RSS in MiB; B/node: peak RSS above the process after imports and configs, per node)")
+    print(
+        "(wkrs: load processes; e2e = load + views + sim; proc s: the whole process, interpreter start and imports "
+        "included; peak: the process's peak RSS, tree: its and its load workers' RSS summed, MiB; B/node: peak RSS "
+        "above the process after imports and configs, per node)"
+    )
     for case, r in results.items():
-        runs = ", ".join(f"{s:.2f}" for s in r["all_simulate_s"])
+        runs = ", ".join(f"{s:.2f}" for s in r["all_e2e_s"])
         print(
-            f"{case}: {r['collectives']:,} collectives (one per group and turn), "
-            f"simulated span {r['finish_ns'] / 1e6:,.1f} ms, baseline RSS {r['baseline_rss'] / MIB:.0f} MiB, "
-            f"simulate runs {runs} s"
+            f"{case}: {r['collectives']:,} collectives (one per group and turn), simulated span "
+            f"{r['finish_ns'] / 1e6:,.1f} ms, baseline RSS {r['baseline_rss'] / MIB:.0f} MiB, e2e runs {runs} s"
         )
+    if astra:
+        header = f"{'ours s':>8}{'ASTRA-sim s':>13}{'ASTRA/ours':>12}{'ours MiB':>10}{'ASTRA MiB':>11}"
+        print(f"\n{'case':<11}{header}  cycles equal")
+        for case, a in astra.items():
+            r = results[case]
+            print(
+                f"{case:<11}{r['wall_s']:>8.2f}{a['wall_s']:>13.2f}{a['wall_s'] / r['wall_s']:>12.1f}"
+                f"{r['tree_rss'] / MIB:>10.0f}{a['peak_rss'] / MIB:>11.0f}  {_same_cycles(r, a)} ranks"
+                + (f" (ASTRA-sim exit {a['returncode']})" if a["returncode"] else "")
+            )
+        print("(process wall times, each process's start included; memory: peak RSS, ours with its load workers)")
+        for case, a in astra.items():
+            ours = results[case]["ranks"]
+            differ = [rank for rank, figures in ours.items() if a["ranks"].get(int(rank)) != figures]
+            if differ:
+                rank = differ[0]
+                theirs = a["ranks"].get(int(rank))
+                shown = "nothing" if theirs is None else f"finish {theirs[0]:,} ns, exposed {theirs[1]:,} ns"
+                print(
+                    f"{case}: {len(differ)} ranks differ; rank {rank}: ours finish {ours[rank][0]:,} ns, "
+                    f"exposed {ours[rank][1]:,} ns; ASTRA-sim {shown}"
+                )
 
     print()
     for case, r in results.items():
         rate = r["nodes"] / r["simulate_s"]
         target = f"(target >= {TARGET_NODES_PER_S:,})"
-        print(f"{verdict(rate >= TARGET_NODES_PER_S)}: {case} simulates {rate:,.0f} nodes/s {target}")
-    small, large = (_rss_per_node(results[c]) for c in LINEAR_CASES)
-    spread = abs(large - small) / small
-    print(
-        f"{verdict(spread <= LINEAR_TOLERANCE)}: memory linear in the workload: {small:,.0f} B/node at "
-        f"{LINEAR_CASES[0]}, {large:,.0f} B/node at {LINEAR_CASES[1]} ({100 * spread:.0f} % apart, "
-        f"tolerance {100 * LINEAR_TOLERANCE:.0f} %)"
+        print(f"{verdict(rate >= TARGET_NODES_PER_S)}: {case} simulates {rate:,.0f} nodes/s on one core {target}")
+    for case, r in results.items():
+        share = r["simulate_s"] / r["e2e_s"]
+        print(
+            f"{verdict(share >= TARGET_E2E_SHARE)}: {case} end to end {r['nodes'] / r['e2e_s']:,.0f} nodes/s, "
+            f"{share:.2f} of the engine's own (target >= {TARGET_E2E_SHARE})"
+        )
+    for case, a in astra.items():
+        r = results[case]
+        ratio = a["wall_s"] / r["wall_s"]
+        if case in ASTRA_TARGET_CASES:
+            print(f"{verdict(ratio >= TARGET_ASTRA_RATIO)}: {case} {ratio:.1f}x faster than ASTRA-sim end to end "
+                  f"(target >= {TARGET_ASTRA_RATIO:g}x)")  # fmt: skip
+        print(
+            f"{verdict(r['tree_rss'] <= a['peak_rss'])}: {case} peak memory {r['tree_rss'] / MIB:,.0f} MiB, "
+            f"ASTRA-sim's {a['peak_rss'] / MIB:,.0f} MiB (target: no more)"
+        )
+    if all(case in results for case in LINEAR_CASES):
+        small, large = (_rss_per_node(results[c]) for c in LINEAR_CASES)
+        spread = abs(large - small) / small
+        print(
+            f"{verdict(spread <= LINEAR_TOLERANCE)}: memory linear in the workload: {small:,.0f} B/node at "
+            f"{LINEAR_CASES[0]}, {large:,.0f} B/node at {LINEAR_CASES[1]} ({100 * spread:.0f} % apart, "
+            f"tolerance {100 * LINEAR_TOLERANCE:.0f} %)"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the workloads are cached")
+    parser.add_argument("--regenerate", action="store_true", help="generate the workloads again even when cached")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="fresh runs per case (best time kept)")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES), help="cases to run")
+    parser.add_argument("--astra-sim", type=Path, default=ASTRA_SIM, help="ASTRA-sim's congestion-unaware binary")
+    parser.add_argument("--no-astra-sim", action="store_true", help="do not run ASTRA-sim")
+    parser.add_argument("--large", action="store_true", help=f"run ASTRA-sim on {', '.join(LARGE_CASES)} too (minutes)")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const=DEFAULT_PROFILE_CASE,
+        choices=sorted(CASES),
+        help=f"also profile the stages of one case (default {DEFAULT_PROFILE_CASE})",
     )
+    parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cprofile", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.data_dir, args.workers, args.cprofile)))
+        return 0
+
+    for name in sorted({CASES[case].workload for case in args.cases}):
+        ensure_workload(args.data_dir, name, args.regenerate)
+    results = {case: measure(case, args.data_dir, args.repeat) for case in args.cases}
+    astra: dict[str, dict] = {}
+    if not args.no_astra_sim:
+        if not args.astra_sim.is_file():
+            print(f"ASTRA-sim not found at {args.astra_sim}: not compared (--astra-sim PATH)", file=sys.stderr)
+        else:
+            for case in args.cases:
+                if case not in LARGE_CASES or args.large:
+                    print(f"running ASTRA-sim on {case}", file=sys.stderr)
+                    astra[case] = run_astra(case, args.data_dir, args.astra_sim)
+    report(results, astra, args.repeat)
     if args.profile:
         profile(args.profile, args.data_dir)
     return 0

@@ -1,9 +1,15 @@
-"""One rank's workload as the simulator runs it: flat per-node lists in ascending id order.
+"""One rank's workload as the simulator runs it, positions in ascending id order.
 
-:func:`load_rank` reads a rank's ET into a :class:`RankProgram`: what each node does when issued
-(``action``), the hardware slot it needs (``slot``, ``reference/astra-sim.md`` §2.3), its recorded
-time, its dependency count and children, and the attributes the engine needs for communication,
-roofline compute and remote memory.
+:func:`load_rank` reads a rank's ET into a :class:`RankProgram` through its node table: what each
+node does when issued (``action``), the hardware slot it needs (``slot``, ``reference/astra-sim.md``
+§2.3), its recorded time, its dependency count and children, and the attributes the engine needs for
+communication, roofline compute and remote memory. :func:`program_of` builds it from a table in bulk
+(numpy, no per-node Python).
+
+A program *is* its :class:`ProgramColumns`, compact arrays: that is what it pickles to, so worker
+processes hand programs back cheaply (:func:`chakra.sim.run.load_programs` loads ranks in parallel).
+The engine's per-node Python lists (``action``, ``children``, ``comm``, ...) are views built from
+the columns on first use, in the process that runs the engine.
 
 Example:
     program = load_rank("out/job.0.et", rank=0)
@@ -13,9 +19,14 @@ Example:
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -47,28 +58,142 @@ class CommSpec(NamedTuple):
     tag: int
 
 
-@dataclass
+class ProgramColumns(NamedTuple):
+    """A rank's program as arrays, by position (ascending id order, file order among equal ids).
+
+    The children of ``pos`` are ``child_pos[child_ptr[pos]:child_ptr[pos + 1]]``, ascending, each
+    once (an id in both ``data_deps`` and ``ctrl_deps``, or twice in one, is one edge); ``dep_count``
+    counts the same edges. The ``comm_*`` columns are aligned to ``comm_pos`` (the positions of the
+    collectives, sends and receives, ascending) as :class:`CommSpec` has them; ``num_ops`` and
+    ``tensor_size`` to ``roofline_pos`` (GPU compute nodes recording both); ``memory_size`` to
+    ``memory_pos`` (memory loads and stores; 0 when the node records no ``tensor_size``).
+    """
+
+    ids: np.ndarray  # uint64
+    name_id: np.ndarray  # int32, into RankProgram.name_list
+    action: np.ndarray  # int8, DO_*
+    slot: np.ndarray  # int32, into RankProgram.slot_names
+    time_ns: np.ndarray  # int64: duration_micros in ns; 0 for memory and instant nodes
+    dep_count: np.ndarray  # int32
+    child_ptr: np.ndarray  # int64, one more than the nodes
+    child_pos: np.ndarray  # int32 (int64 beyond 2**31 nodes)
+    comm_pos: np.ndarray  # int64
+    comm_type: np.ndarray  # int64
+    comm_size: np.ndarray  # int64
+    comm_group: np.ndarray  # int64
+    comm_src: np.ndarray  # int64
+    comm_dst: np.ndarray  # int64
+    comm_tag: np.ndarray  # int64
+    roofline_pos: np.ndarray  # int64
+    num_ops: np.ndarray  # int64
+    tensor_size: np.ndarray  # int64
+    memory_pos: np.ndarray  # int64
+    memory_size: np.ndarray  # int64
+
+
+#: Views of a :class:`RankProgram` built on first use (left out when it is pickled); the engine reads
+#: the first ones in every run, the others when a workload or a system needs them.
+_ENGINE_VIEWS = ("action", "slot", "time_ns", "dep_count", "children", "comm")
+_VIEWS = (*_ENGINE_VIEWS, "roofline", "memory_bytes", "ids", "names")
+
+
+@dataclass(eq=False)
 class RankProgram:
-    """One rank's nodes as flat lists; positions in ascending id order (file order among equal ids)."""
+    """One rank's program: its :class:`ProgramColumns`, and the per-node lists the engine reads,
+    built from them on first use (positions in ascending id order, file order among equal ids)."""
 
     rank: int
     path: Path
-    ids: list[int]
-    names: list[str]
-    action: list[int]
-    slot: list[int]
-    time_ns: list[int]  # recorded duration; the time of compute nodes (all nodes in replay-only mode)
-    dep_count: list[int]
-    children: list[list[int]]
-    comm: dict[int, CommSpec]  # pos -> what a collective, send or receive moves
-    roofline: dict[int, tuple[int, int]]  # pos -> (num_ops, tensor_size) of GPU compute nodes
-    memory_bytes: dict[int, int]  # pos -> tensor_size of memory loads and stores
+    columns: ProgramColumns
+    name_list: list[str]  # distinct node names; columns.name_id indexes it
     slot_names: list[str] = field(default_factory=lambda: list(SLOT_NAMES))
     cpu_slots: frozenset[int] = frozenset({SLOT_CPU})
     missing_deps: int = 0
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.columns.ids)
+
+    def prepare(self) -> RankProgram:
+        """Build now the views every simulation reads (else the engine builds them on first use); ``self``."""
+        for view in _ENGINE_VIEWS:
+            getattr(self, view)
+        return self
+
+    def __getstate__(self) -> dict[str, object]:
+        # only the columns travel: the views are rebuilt where they are used
+        return {key: value for key, value in self.__dict__.items() if key not in _VIEWS}
+
+    @cached_property
+    def ids(self) -> list[int]:
+        return self.columns.ids.tolist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def names(self) -> list[str]:
+        names = self.name_list
+        return [names[i] for i in self.columns.name_id.tolist()]
+
+    @cached_property
+    def action(self) -> list[int]:
+        return self.columns.action.tolist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def slot(self) -> list[int]:
+        return self.columns.slot.tolist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def time_ns(self) -> list[int]:
+        """Recorded durations in ns: the time of compute nodes (of all nodes in replay-only mode)."""
+        return self.columns.time_ns.tolist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def dep_count(self) -> list[int]:
+        return self.columns.dep_count.tolist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def children(self) -> list[list[int]]:
+        """Per node, its children's positions (ascending)."""
+        flat = self.columns.child_pos.tolist()
+        bounds = self.columns.child_ptr.tolist()
+        with _no_collection():  # a list per node: no collector passes over them while they are made
+            return [flat[a:b] for a, b in pairwise(bounds)]
+
+    @cached_property
+    def comm(self) -> dict[int, CommSpec]:
+        """Position -> what a collective, send or receive moves."""
+        c = self.columns
+        with _no_collection():
+            specs = map(
+                CommSpec._make,
+                zip(c.comm_type.tolist(), c.comm_size.tolist(), c.comm_group.tolist(), c.comm_src.tolist(),
+                    c.comm_dst.tolist(), c.comm_tag.tolist(), strict=True),
+            )  # fmt: skip
+            return dict(zip(c.comm_pos.tolist(), specs, strict=True))
+
+    @cached_property
+    def roofline(self) -> dict[int, tuple[int, int]]:
+        """Position -> ``(num_ops, tensor_size)`` of the GPU compute nodes that record both."""
+        c = self.columns
+        with _no_collection():
+            pairs = zip(c.num_ops.tolist(), c.tensor_size.tolist(), strict=True)
+            return dict(zip(c.roofline_pos.tolist(), pairs, strict=True))
+
+    @cached_property
+    def memory_bytes(self) -> dict[int, int]:
+        """Position -> bytes of each memory load and store."""
+        return dict(zip(self.columns.memory_pos.tolist(), self.columns.memory_size.tolist(), strict=True))
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """Hold off the cyclic garbage collector: making many small lists would run it over and over,
+    each pass walking every object alive (the other ranks' lists too)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def load_rank(
@@ -88,16 +213,16 @@ def load_rank(
 def program_of(
     table: NodeTable, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
 ) -> RankProgram:
-    """The :class:`RankProgram` of one rank's table (see :func:`load_rank`). Times are
+    """The :class:`RankProgram` of one rank's table (see :func:`load_rank`), in bulk. Times are
     ``duration_micros`` in ns, as ASTRA-sim reads them (it ignores ``duration_ns``)."""
     path = Path(table.path) if table.path is not None else Path(f"rank {rank}")
     types = table.node_type
     n = len(table)
-    action = np.full(n, DO_INSTANT, dtype=np.int64)  # METADATA_NODE, INVALID_NODE: finish at once (§2.4)
-    for node_type, what in _ACTION_OF_TYPE.items():
-        action[types == node_type] = what
+    # METADATA_NODE, INVALID_NODE and unknown types finish at once (§2.4)
+    known = (types >= 0) & (types < len(_ACTION_OF_TYPE))
+    action = np.where(known, _ACTION_OF_TYPE[np.where(known, types, 0)], DO_INSTANT).astype(np.int8)
     _refuse_comm_on_cpu(table, path)
-    slot = table.slot.astype(np.int64)  # the table's Slot numbers are SLOT_CPU, SLOT_GPU, ...
+    slot = table.slot.astype(np.int32)  # the table's Slot numbers are SLOT_CPU, SLOT_GPU, ...
     slot_names = list(SLOT_NAMES)
     compute = types == NodeType.COMP_NODE
     cpu_slots = {SLOT_CPU}
@@ -113,77 +238,81 @@ def program_of(
             path=path,
             hint="check duration_micros of this node",
         )
-    time_ns = np.where(np.isin(action, (DO_MEMORY, DO_INSTANT)), 0, dur_us.astype(np.int64) * NS_PER_US)
-    comm = _comm_specs(table, rank, path)
-    roofline_pos = np.flatnonzero(compute & ~table.is_cpu & (table.num_ops != MISSING) & (table.tensor_size != MISSING))
-    roofline = dict(
-        zip(
-            roofline_pos.tolist(),
-            zip(table.num_ops[roofline_pos].tolist(), table.tensor_size[roofline_pos].tolist(), strict=True),
-            strict=True,
-        )
-    )
-    memory_pos = np.flatnonzero(action == DO_MEMORY)
-    sizes = table.tensor_size[memory_pos]
-    memory_bytes = dict(zip(memory_pos.tolist(), np.where(sizes != MISSING, sizes, 0).tolist(), strict=True))
+    timed = (action != DO_MEMORY) & (action != DO_INSTANT)
+    time_ns = np.where(timed, dur_us.astype(np.int64) * NS_PER_US, 0)
+    comm = _comm_columns(table, rank, path)
+    roofline = compute & ~table.is_cpu & (table.num_ops != MISSING) & (table.tensor_size != MISSING)
     graph = table.graph
-    ids_np = graph.ids
-    names = table.names
+    ids, name_id, tensor_size, num_ops = graph.ids, table.name_id, table.tensor_size, table.num_ops
+    parent = graph.dep_pos
+    child = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
     # Positions are renumbered in ascending id order (file order among equal ids), so a ready heap
     # holds plain positions and pops the lowest id first, as ASTRA-sim issues (§2.2).
-    order = np.argsort(ids_np, kind="stable")
-    dep_pos_np = graph.dep_pos
-    child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-    if not bool(np.all(order == np.arange(n))):
+    if n > 1 and not bool(np.all(ids[1:] >= ids[:-1])):
+        order = np.argsort(ids, kind="stable")
         new_pos = np.empty(n, dtype=np.int64)
         new_pos[order] = np.arange(n, dtype=np.int64)
-        dep_pos_np = new_pos[dep_pos_np]
-        child_of = new_pos[child_of]
-        names = [names[i] for i in order.tolist()]
-        action, slot, time_ns = action[order], slot[order], time_ns[order]
-        remap = new_pos.tolist()
-        comm = {remap[k]: v for k, v in comm.items()}
-        roofline = {remap[k]: v for k, v in roofline.items()}
-        memory_bytes = {remap[k]: v for k, v in memory_bytes.items()}
-        ids_np = ids_np[order]
-    # an id in both data_deps and ctrl_deps (or twice in one) counts once
-    edges = np.unique(np.stack([dep_pos_np, child_of]), axis=1) if len(dep_pos_np) else np.zeros((2, 0), np.int64)
-    parent_np, child_np = edges
-    dep_count = np.bincount(child_np, minlength=n).tolist()
-    child_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(parent_np, minlength=n), out=child_ptr[1:])
-    # edges are sorted by parent, then child: each node's children in ascending position
-    flat_children = child_np.tolist()
-    bounds = child_ptr.tolist()
-    children = [flat_children[bounds[i] : bounds[i + 1]] for i in range(n)]
+        parent, child = new_pos[parent], new_pos[child]
+        ids, name_id, action, slot, time_ns = ids[order], name_id[order], action[order], slot[order], time_ns[order]
+        roofline, tensor_size, num_ops = roofline[order], tensor_size[order], num_ops[order]
+        by_new = np.argsort(new_pos[comm["comm_pos"]], kind="stable")
+        comm = {key: column[by_new] for key, column in comm.items()}
+        comm["comm_pos"] = new_pos[comm["comm_pos"]]
+    roofline_pos = np.flatnonzero(roofline)
+    memory_pos = np.flatnonzero(action == DO_MEMORY)
+    memory_size = tensor_size[memory_pos]
+    child_ptr, child_pos, dep_count = _children(parent, child, n)
+    columns = ProgramColumns(
+        ids=ids,
+        name_id=np.ascontiguousarray(name_id, dtype=np.int32),
+        action=action,
+        slot=slot,
+        time_ns=time_ns,
+        dep_count=dep_count,
+        child_ptr=child_ptr,
+        child_pos=child_pos,
+        **comm,
+        roofline_pos=roofline_pos,
+        num_ops=num_ops[roofline_pos],
+        tensor_size=tensor_size[roofline_pos],
+        memory_pos=memory_pos,
+        memory_size=np.where(memory_size != MISSING, memory_size, 0),
+    )
     return RankProgram(
         rank=rank,
         path=path,
-        ids=ids_np.tolist(),
-        names=names,
-        action=action.tolist(),
-        slot=slot.tolist(),
-        time_ns=time_ns.tolist(),
-        dep_count=dep_count,
-        children=children,
-        comm=comm,
-        roofline=roofline,
-        memory_bytes=memory_bytes,
+        columns=columns,
+        name_list=table.name_list,
         slot_names=slot_names,
         cpu_slots=frozenset(cpu_slots),
         missing_deps=len(graph.missing_deps),
     )
 
 
-#: What a node of each type does when issued (§2.4); other types finish at once.
-_ACTION_OF_TYPE = {
-    NodeType.COMP_NODE: DO_COMPUTE,
-    NodeType.COMM_COLL_NODE: DO_COLLECTIVE,
-    NodeType.COMM_SEND_NODE: DO_SEND,
-    NodeType.COMM_RECV_NODE: DO_RECV,
-    NodeType.MEM_LOAD_NODE: DO_MEMORY,
-    NodeType.MEM_STORE_NODE: DO_MEMORY,
-}
+def _children(parent: np.ndarray, child: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(child_ptr, child_pos, dep_count)`` of the edges ``parent -> child``, each distinct edge once,
+    every node's children ascending."""
+    key = np.sort(parent.astype(np.int64) * max(n, 1) + child)  # by parent, then child
+    if len(key) > 1:
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+    parent_of, child_of = np.divmod(key, max(n, 1))
+    child_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_of, minlength=n), out=child_ptr[1:])
+    pos_type = np.int32 if n < (1 << 31) else np.int64
+    return child_ptr, child_of.astype(pos_type), np.bincount(child_of, minlength=n).astype(np.int32)
+
+
+#: What a node of each type does when issued, by type number (§2.4); other types finish at once.
+_ACTION_OF_TYPE = np.full(max(NodeType.values()) + 1, DO_INSTANT, dtype=np.int8)
+for _node_type, _what in (
+    (NodeType.COMP_NODE, DO_COMPUTE),
+    (NodeType.COMM_COLL_NODE, DO_COLLECTIVE),
+    (NodeType.COMM_SEND_NODE, DO_SEND),
+    (NodeType.COMM_RECV_NODE, DO_RECV),
+    (NodeType.MEM_LOAD_NODE, DO_MEMORY),
+    (NodeType.MEM_STORE_NODE, DO_MEMORY),
+):
+    _ACTION_OF_TYPE[_node_type] = _what
 #: Longest ``duration_micros`` simulated: its ns must fit the event queue's int64 times.
 MAX_DURATION_US = ((1 << 62) - 1) // NS_PER_US
 
@@ -212,39 +341,38 @@ def _refuse_comm_on_cpu(table: NodeTable, path: Path) -> None:
         )
 
 
-def _comm_specs(table: NodeTable, rank: int, path: Path) -> dict[int, CommSpec]:
-    """Position -> :class:`CommSpec` of every communication node (a collective's peers are the rank
+def _comm_columns(table: NodeTable, rank: int, path: Path) -> dict[str, np.ndarray]:
+    """The ``comm_*`` columns of :class:`ProgramColumns` in file order (a collective's peers are the rank
     itself; a missing peer of a transfer is the rank, a missing tag 0, as FeederV3 defaults them)."""
     comm = table.comm
-    specs: dict[int, CommSpec] = {}
-    types = table.node_type[comm.pos].tolist()
-    columns = zip(
-        comm.pos.tolist(), types, comm.kind.tolist(), comm.size.tolist(), comm.group.tolist(), comm.src.tolist(),
-        comm.dst.tolist(), comm.tag.tolist(), comm.pg_name, strict=True,
-    )  # fmt: skip
-    for pos, node_type, kind, size, group, src, dst, tag, pg_name in columns:
-        if size == MISSING:
-            _missing(table, pos, "comm_size", path)
-        if node_type == NodeType.COMM_COLL_NODE:
-            if kind == MISSING:
-                _missing(table, pos, "comm_type", path)
-            if group == INVALID_GROUP_ID:
-                raise ChakraInputError(
-                    f"node {int(table.ids[pos])} ({table.names[pos]}) uses pg_name {pg_name!r}, which names no "
-                    "communicator group (ASTRA-sim's stoi refuses it)",
-                    path=path,
-                    hint="map process groups to ids 1, 2, ... and write a comm groups file",
-                )
-            specs[pos] = CommSpec(kind, size, group, rank, rank, 0)
-        else:
-            specs[pos] = CommSpec(
-                0, size, DEFAULT_GROUP_ID, rank if src == MISSING else src, rank if dst == MISSING else dst,
-                0 if tag == MISSING else tag,
-            )  # fmt: skip
-    return specs
+    collective = table.node_type[comm.pos] == NodeType.COMM_COLL_NODE
+    no_size, no_type = comm.size == MISSING, collective & (comm.kind == MISSING)
+    no_group = collective & (comm.group == INVALID_GROUP_ID)
+    bad = no_size | no_type | no_group
+    if bad.any():  # the first such node in the file, its first problem
+        at = int(np.argmax(bad))
+        pos = int(comm.pos[at])
+        if no_size[at] or no_type[at]:
+            _missing(table, pos, "comm_size" if no_size[at] else "comm_type", path)
+        raise ChakraInputError(
+            f"node {int(table.ids[pos])} ({table.names[pos]}) uses pg_name {comm.pg_name[at]!r}, which names no "
+            "communicator group (ASTRA-sim's stoi refuses it)",
+            path=path,
+            hint="map process groups to ids 1, 2, ... and write a comm groups file",
+        )
+    as_int = np.int64
+    return {
+        "comm_pos": comm.pos.astype(as_int),
+        "comm_type": np.where(collective, comm.kind, 0).astype(as_int),
+        "comm_size": comm.size.astype(as_int),
+        "comm_group": np.where(collective, comm.group, DEFAULT_GROUP_ID).astype(as_int),
+        "comm_src": np.where(collective | (comm.src == MISSING), rank, comm.src).astype(as_int),
+        "comm_dst": np.where(collective | (comm.dst == MISSING), rank, comm.dst).astype(as_int),
+        "comm_tag": np.where(collective | (comm.tag == MISSING), 0, comm.tag).astype(as_int),
+    }
 
 
-def _missing(table: NodeTable, pos: int, name: str, path: Path) -> None:
+def _missing(table: NodeTable, pos: int, name: str, path: Path) -> NoReturn:
     raise ChakraInputError(
         f"node {int(table.ids[pos])} ({table.names[pos]}) has no {name}",
         path=path,

@@ -11,11 +11,13 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
+from chakra.parallel import map_ranks
 from chakra.paths import groups_path
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
@@ -28,6 +30,15 @@ from chakra.trace import TraceSet
 NO_GROUPS_MARKER = "empty"
 #: How many missing ranks an error lists.
 MISSING_SHOWN = 10
+#: The model :func:`load_workers` decides by, measured with ``benchmarks/sim_bench.py`` on a 2-core
+#: machine: loading a rank in one process (per file, and per byte of it), starting the load workers
+#: (each imports the package), handing a program back (a share of its load time), and how much
+#: faster than this process alone the workers must be expected to be.
+LOAD_S_PER_FILE = 0.004
+LOAD_BYTES_PER_S = 55e6
+WORKER_START_S = 0.5
+RESULT_SHARE = 0.5
+WORKER_MARGIN = 0.8
 
 
 @dataclass(frozen=True)
@@ -69,13 +80,56 @@ def check_network_covers(files: WorkloadFiles, network: NetworkConfig) -> None:
 
 
 def load_programs(
-    files: WorkloadFiles, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
+    files: WorkloadFiles, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False, workers: int | None = None
 ) -> dict[int, RankProgram]:
-    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`load_rank`)."""
-    return {
-        rank: load_rank(path, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
-        for rank, path in sorted(files.ranks.items())
-    }
+    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`load_rank`).
+
+    Ranks load in ``workers`` local processes (:func:`chakra.parallel.map_ranks`), which hand back each
+    program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
+    """
+    tasks = [(str(path), rank, cpu_per_thread, gpu_per_stream) for rank, path in sorted(files.ranks.items())]
+    if workers is None:
+        workers = load_workers(files)
+    programs = map_ranks(_load_task, tasks, workers=workers, description="load")
+    return {program.rank: program for program in programs}
+
+
+def load_workers(files: WorkloadFiles) -> int:
+    """How many processes load ``files`` best: one per usable CPU (at most one per rank) when their
+    estimated time beats this process's alone by :data:`WORKER_MARGIN`, else one (this process).
+
+    Alone, each rank costs :data:`LOAD_S_PER_FILE` and its bytes at :data:`LOAD_BYTES_PER_S`. Workers
+    cost :data:`WORKER_START_S` to start, take at least as long as the largest rank, and after it
+    come back with its program (:data:`RESULT_SHARE` of its load time): a few ranks, however large,
+    load faster here; hundreds of ranks, in workers.
+    """
+    workers = min(len(files.ranks), usable_cpus())
+    if workers < 2:
+        return 1
+    rank_s = [LOAD_S_PER_FILE + _file_size(path) / LOAD_BYTES_PER_S for path in files.ranks.values()]
+    serial_s, largest_s = sum(rank_s), max(rank_s)
+    parallel_s = WORKER_START_S + max(serial_s / workers, largest_s) + RESULT_SHARE * largest_s
+    return workers if parallel_s < WORKER_MARGIN * serial_s else 1
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # load_rank says what is wrong with it
+
+
+def _load_task(task: tuple[str, int, bool, bool]) -> RankProgram:
+    """Load one rank (a top-level function: worker processes find it by import)."""
+    path, rank, cpu_per_thread, gpu_per_stream = task
+    return load_rank(path, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
 
 
 def simulate_workload(
@@ -89,17 +143,20 @@ def simulate_workload(
     keep_intervals: bool = False,
     cpu_per_thread: bool = False,
     gpu_per_stream: bool = False,
+    load_workers: int | None = None,
 ) -> SimResult:
     """Run ``PREFIX.{rank}.et`` (a prefix, a folder or one file) on ``system``/``network``.
 
     Every rank the network has must have its file; groups come from ``comm_groups_path``, else
     ``PREFIX.comm_groups.json`` beside the files (:func:`find_workload`).
-    ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`.
+    ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`; ``load_workers``:
+    the processes that load the ranks (:func:`load_programs`).
     """
     files = find_workload(workload, comm_groups_path)
     check_network_covers(files, network)
+    programs = load_programs(files, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream, workers=load_workers)
     return simulate(
-        load_programs(files, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream),
+        programs,
         system,
         network,
         remote_memory=remote_memory,
