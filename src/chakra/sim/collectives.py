@@ -31,8 +31,11 @@ collective_algorithm/``; ``n`` = NPUs of the phase, ``D`` = phase input size, ``
 * ``ring`` (``Ring.cc``): AR 2(n−1) steps of ``m`` to the ring neighbour (reductions on the first
   n−1 receives), RS n−1 steps of ``m`` (all reduced), AG n−1 steps of ``D``, A2A n(n−1)/2 steps of
   ``m``. Each step is the message, then ``d``; one ``d`` starts the phase. With unequal links
-  (subgroups, flat rings) each NPU waits for its predecessor, so the phase takes the longest chain
-  of consecutive links.
+  (subgroups, flat rings) each NPU waits for its predecessor, and starts its next chunk the moment
+  its own previous one ends, so the ``ceil(K / a)`` waves of a one-phase ring take the longest chain
+  of ``ceil(K / a) · steps`` consecutive links (a slow closing link is crossed once a lap, not once a
+  chunk: exact against ASTRA-sim for one active chunk and groups of four; groups of three and
+  several active chunks are still off by a few link latencies).
 * ``direct`` / ``directN`` (``AllToAll.cc``, a ``Ring`` with ``P`` = N, or n−1, packets in flight):
   ``P`` messages leave at once (one ``d``) to ``+1, +2, …`` (rotating); each arrival crosses the bus
   (``d``) and, for RS and for AR's first sweep, is reduced — all arrivals side by side, so a
@@ -119,6 +122,7 @@ from chakra.sim.algorithms import (
     npu_span,
     parse_algorithm,
     phase_ns,
+    ring_pipelined_ns,
     size_after,
     tree_member_times_ns,
 )
@@ -382,6 +386,9 @@ def _collective_times(
         dim = phase.dim if phase.dim is not None else 0
         by_rank = tuple(by_position[network.coordinates(rank)[dim]] for rank in range(total_npus))
         return CollectiveTimes(max(by_rank), by_rank, trees)
+    if len(plan) == 1 and plan[0].algorithm.name == RING and not plan[0].span.symmetric:
+        waves = -(-streams // active)
+        return CollectiveTimes(ring_pipelined_ns(phase_type, plan[0].span, chunk_bytes, t_red, waves), None, trees)
     times_ns, _ = _phase_times_ns(plan, chunk_bytes, t_red)
     return CollectiveTimes(pipelined_time_ns(times_ns, streams, active), None, trees)
 
