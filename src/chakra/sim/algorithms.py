@@ -157,20 +157,29 @@ def _longest_chain_ns(links_ns: Sequence[int], steps: int) -> int:
     return laps * sum(links_ns) + best
 
 
-def ring_pipelined_ns(phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost, waves: int) -> int:
-    """``waves`` chunks of a one-phase ring collective, one after the other on every member (ns).
+def ring_pipelined_ns(
+    phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost, waves: int
+) -> tuple[int, ...]:
+    """``waves`` chunks of a one-phase ring collective, one after the other on every member: the time
+    of each member (by position in the ring), ns.
 
-    Each member starts its next chunk the moment its own previous one ends, so the critical path is
-    one chain of ``waves x steps`` consecutive links round the ring, not ``waves`` times the slowest
+    Each member starts its next chunk the moment its own previous one ends, so a member ends with the
+    chain of ``waves x steps`` consecutive links that arrive at it, not ``waves`` times the slowest
     chain of one chunk: on a ring of unequal links (a subgroup whose closing link crosses several hops)
-    the slow link is crossed once a lap, not once a chunk (measured against ASTRA-sim's binary:
-    {0,1,2,3} on an 8-ring, 1 MiB all-reduce, 49,001 ns). With equal links both are the same.
+    the slow link is crossed once a lap, not once a chunk, and members end apart by where the laps'
+    remainder falls (measured against ASTRA-sim's binary: {0,1,2,3} on an 8-ring, 1 MiB all-reduce,
+    49,001 ns). With equal links every member takes ``waves`` times one chunk's time.
     """
     n, d = span.size, span.endpoint_ns
     steps, message, reduced = _ring_steps(phase_type, n, size_bytes)
     links_ns = [span.delay(p, (p + 1) % n, message) for p in range(n)]
-    uniform_ns = d + steps * d + (reduced * t_red(message) if reduced else 0)
-    return waves * uniform_ns + _longest_chain_ns(links_ns, waves * steps)
+    uniform_ns = waves * (d + steps * d + (reduced * t_red(message) if reduced else 0))
+    laps, rest = divmod(waves * steps, n)
+    lap_ns = sum(links_ns)
+    # member p receives over link p-1: its chain is the `rest` links ending there, after whole laps
+    return tuple(
+        uniform_ns + laps * lap_ns + sum(links_ns[(p - 1 - j) % n] for j in range(rest)) for p in range(n)
+    )
 
 
 def _ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int]:

@@ -32,10 +32,10 @@ collective_algorithm/``; ``n`` = NPUs of the phase, ``D`` = phase input size, ``
   n−1 receives), RS n−1 steps of ``m`` (all reduced), AG n−1 steps of ``D``, A2A n(n−1)/2 steps of
   ``m``. Each step is the message, then ``d``; one ``d`` starts the phase. With unequal links
   (subgroups, flat rings) each NPU waits for its predecessor, and starts its next chunk the moment
-  its own previous one ends, so the ``ceil(K / a)`` waves of a one-phase ring take the longest chain
-  of ``ceil(K / a) · steps`` consecutive links (a slow closing link is crossed once a lap, not once a
-  chunk: exact against ASTRA-sim for one active chunk and groups of four; groups of three and
-  several active chunks are still off by a few link latencies).
+  its own previous one ends, so after the ``ceil(K / a)`` waves of a subgroup's ring each member ends
+  with the chain of ``ceil(K / a) · steps`` consecutive links that arrive at it (a slow closing link
+  is crossed once a lap, not once a chunk, and members end apart by where the laps' remainder
+  falls; exact against ASTRA-sim on every subgroup of an 8-ring tried, 1, 2 and 4 active chunks).
 * ``direct`` / ``directN`` (``AllToAll.cc``, a ``Ring`` with ``P`` = N, or n−1, packets in flight):
   ``P`` messages leave at once (one ``d``) to ``+1, +2, …`` (rotating); each arrival crosses the bus
   (``d``) and, for RS and for AR's first sweep, is reduced — all arrivals side by side, so a
@@ -386,9 +386,13 @@ def _collective_times(
         dim = phase.dim if phase.dim is not None else 0
         by_rank = tuple(by_position[network.coordinates(rank)[dim]] for rank in range(total_npus))
         return CollectiveTimes(max(by_rank), by_rank, trees)
-    if len(plan) == 1 and plan[0].algorithm.name == RING and not plan[0].span.symmetric:
-        waves = -(-streams // active)
-        return CollectiveTimes(ring_pipelined_ns(phase_type, plan[0].span, chunk_bytes, t_red, waves), None, trees)
+    if len(plan) == 1 and plan[0].algorithm.name == RING and subgroup is not None:
+        # a subgroup's members end apart on a ring of unequal links
+        member_ns = ring_pipelined_ns(phase_type, subgroup, chunk_bytes, t_red, -(-streams // active))
+        longest = max(member_ns)
+        position = {rank: k for k, rank in enumerate(members or ())}
+        by_rank = tuple(member_ns[position[r]] if r in position else longest for r in range(total_npus))
+        return CollectiveTimes(longest, by_rank, trees)
     times_ns, _ = _phase_times_ns(plan, chunk_bytes, t_red)
     return CollectiveTimes(pipelined_time_ns(times_ns, streams, active), None, trees)
 
