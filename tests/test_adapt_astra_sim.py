@@ -28,27 +28,24 @@ SYSTEM, NETWORK = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
 ABORTED = -signal.SIGABRT
 
 
-def _convert(traces: Path, prefix: Path) -> Path:
-    convert_workload(str(traces / "host.{rank}.json"), str(traces / "device.{rank}.json"), prefix)
-    return prefix
+def _faithful_and_adapted(traces: Path, folder: Path) -> tuple[Path, Path]:
+    """The job of ``traces`` converted as it ran (``folder/job``) and adapted for ASTRA-sim (``folder/astra``)."""
+    faithful = folder / "job"
+    convert_workload(str(traces / "host.{rank}.json"), str(traces / "device.{rank}.json"), faithful)
+    adapt_workload(faithful, folder / "astra", Target.ASTRA_SIM)
+    return faithful, folder / "astra"
 
 
 @pytest.fixture(scope="module")
 def training(gloo_training_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The faithful conversion of a DDP job and its ASTRA-sim adaptation."""
-    folder = tmp_path_factory.mktemp("adapt_training")
-    faithful = _convert(gloo_training_traces, folder / "job")
-    adapt_workload(faithful, folder / "astra", Target.ASTRA_SIM)
-    return faithful, folder / "astra"
+    return _faithful_and_adapted(gloo_training_traces, tmp_path_factory.mktemp("adapt_training"))
 
 
 @pytest.fixture(scope="module")
 def every_kind(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A job with every collective gloo has and a send/recv ring, faithful and adapted."""
-    folder = tmp_path_factory.mktemp("adapt_every_kind")
-    faithful = _convert(gloo_traces, folder / "job")
-    adapt_workload(faithful, folder / "astra", Target.ASTRA_SIM)
-    return faithful, folder / "astra"
+    return _faithful_and_adapted(gloo_traces, tmp_path_factory.mktemp("adapt_every_kind"))
 
 
 @pytest.mark.parametrize("build", [ASTRA_SIM_STOCK, ASTRA_SIM_NDEBUG])
@@ -105,10 +102,7 @@ RECORDED_TYPE = {
 @pytest.fixture(scope="module")
 def nested(gloo_groups_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The world, DP and TP pairs and a trio, every collective on each: faithful and adapted."""
-    folder = tmp_path_factory.mktemp("adapt_nested")
-    faithful = _convert(gloo_groups_traces, folder / "job")
-    adapt_workload(faithful, folder / "astra", Target.ASTRA_SIM)
-    return faithful, folder / "astra"
+    return _faithful_and_adapted(gloo_groups_traces, tmp_path_factory.mktemp("adapt_nested"))
 
 
 @pytest.mark.parametrize("rank", range(GLOO_GROUPS_RANKS))

@@ -54,6 +54,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from chakra.collector import gc_paused
 from chakra.errors import PathLike
 from chakra.pytorch.dependencies import (
     INTER_THREAD_IDLE_US,
@@ -68,7 +69,6 @@ from chakra.pytorch.encode import encode_nodes
 from chakra.pytorch.groups import DEFAULT_GROUP, ProcessGroup, Resolution, group_table, node_attributes, resolve
 from chakra.pytorch.host import HostTrace
 from chakra.pytorch.items import SYNTHETIC_ROOTS, Builder
-from chakra.pytorch.jsonfile import gc_paused
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import LinkedTrace, link
 from chakra.pytorch.report import (

@@ -27,8 +27,9 @@ from typing import Any
 
 import msgspec
 
+from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError
-from chakra.pytorch.jsonfile import gc_paused, position_of, read_json_bytes
+from chakra.pytorch.jsonfile import position_of, read_json_bytes
 
 PathLike = str | Path
 

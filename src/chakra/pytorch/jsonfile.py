@@ -3,16 +3,15 @@ decode errors that name the line and column."""
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
 from chakra import io
+from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError
 
 _BYTE_POS = re.compile(r"byte (\d+)")
@@ -39,19 +38,6 @@ def decode_json(data: bytes, decode: Callable[[bytes], T], *, path: Path, kind: 
             return decode(data)
     except msgspec.DecodeError as exc:
         raise ChakraFormatError(f"not {kind}: {exc}{position_of(str(exc), data)}", path=path, hint=hint) from None
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of acyclic objects are built: it would
-    otherwise rescan them again and again (3x the decoding time, measured on host traces)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def position_of(message: str, data: bytes) -> str:

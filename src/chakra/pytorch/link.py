@@ -24,9 +24,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
-from chakra.pytorch.jsonfile import gc_paused
 from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoTrace, classify
 
 #: Below this share of joined ops whose names agree, the two traces are from different runs

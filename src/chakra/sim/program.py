@@ -19,9 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
@@ -30,6 +27,7 @@ from typing import NamedTuple, NoReturn
 
 import numpy as np
 
+from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import NodeType
 from chakra.table import COMMUNICATION, DEFAULT_GROUP_ID, INVALID_GROUP_ID, MISSING, NodeTable, Slot, load_table
@@ -154,14 +152,14 @@ class RankProgram:
         """Per node, its children's positions (ascending)."""
         flat = self.columns.child_pos.tolist()
         bounds = self.columns.child_ptr.tolist()
-        with _no_collection():  # a list per node: no collector passes over them while they are made
+        with gc_paused():  # a list per node: no collector passes over them while they are made
             return [flat[a:b] for a, b in pairwise(bounds)]
 
     @cached_property
     def comm(self) -> dict[int, CommSpec]:
         """Position -> what a collective, send or receive moves."""
         c = self.columns
-        with _no_collection():
+        with gc_paused():
             specs = map(
                 CommSpec._make,
                 zip(c.comm_type.tolist(), c.comm_size.tolist(), c.comm_group.tolist(), c.comm_src.tolist(),
@@ -173,7 +171,7 @@ class RankProgram:
     def roofline(self) -> dict[int, tuple[int, int]]:
         """Position -> ``(num_ops, tensor_size)`` of the GPU compute nodes that record both."""
         c = self.columns
-        with _no_collection():
+        with gc_paused():
             pairs = zip(c.num_ops.tolist(), c.tensor_size.tolist(), strict=True)
             return dict(zip(c.roofline_pos.tolist(), pairs, strict=True))
 
@@ -181,19 +179,6 @@ class RankProgram:
     def memory_bytes(self) -> dict[int, int]:
         """Position -> bytes of each memory load and store."""
         return dict(zip(self.columns.memory_pos.tolist(), self.columns.memory_size.tolist(), strict=True))
-
-
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """Hold off the cyclic garbage collector: making many small lists would run it over and over,
-    each pass walking every object alive (the other ranks' lists too)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_rank(
