@@ -177,9 +177,7 @@ def ring_pipelined_ns(
     laps, rest = divmod(waves * steps, n)
     lap_ns = sum(links_ns)
     # member p receives over link p-1: its chain is the `rest` links ending there, after whole laps
-    return tuple(
-        uniform_ns + laps * lap_ns + sum(links_ns[(p - 1 - j) % n] for j in range(rest)) for p in range(n)
-    )
+    return tuple(uniform_ns + laps * lap_ns + sum(links_ns[(p - 1 - j) % n] for j in range(rest)) for p in range(n))
 
 
 def _ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int]:
@@ -196,15 +194,7 @@ def _ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int
 
 def ring_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost) -> int:
     n, d = span.size, span.endpoint_ns
-    piece = size_bytes // n
-    if phase_type == ALL_REDUCE:
-        steps, message, reduced = 2 * (n - 1), piece, n - 1
-    elif phase_type == REDUCE_SCATTER:
-        steps, message, reduced = n - 1, piece, n - 1
-    elif phase_type == ALL_GATHER:
-        steps, message, reduced = n - 1, size_bytes, 0
-    else:  # ALL_TO_ALL
-        steps, message, reduced = n * (n - 1) // 2, piece, 0
+    steps, message, reduced = _ring_steps(phase_type, n, size_bytes)
     links_ns = [span.delay(p, (p + 1) % n, message) for p in range(n)]
     reduction_ns = reduced * t_red(message) if reduced else 0
     return d + steps * d + reduction_ns + _longest_chain_ns(links_ns, steps)
