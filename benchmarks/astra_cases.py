@@ -133,8 +133,9 @@ class Outcome:
 
     @property
     def both_refuse(self) -> bool:
-        """Ours refused the case and ASTRA-sim ran no rank to its end (it exits or hangs)."""
-        return self.error is not None and not self.theirs.ranks and self.theirs.returncode != 0
+        """Ours refused the case and ASTRA-sim ran no rank to its end (it exits, or its events run out
+        with every rank waiting: a deadlock, exit status 0)."""
+        return self.error is not None and not self.theirs.ranks
 
     @property
     def exact(self) -> bool:

@@ -41,6 +41,9 @@ SIZES = (KIB, 64 * KIB, MIB, 64 * MIB)
 SUBGROUPS = ((0, 1, 2, 3), (0, 2, 4, 6), (6, 7, 0, 1), (1, 2))
 #: Late members: who arrives how many µs after the others.
 LATE = ({0: 100}, {3: 40}, {1: 7})
+#: Late members under every algorithm, on one, two and three dimensions.
+LATE_ALGORITHMS = ({1: 3}, {0: 2, 2: 5})
+LATE_NETWORKS = (NETWORKS[1], NETWORKS[9], NETWORKS[11])
 
 
 def grid() -> list[Case]:
@@ -62,6 +65,16 @@ def grid() -> list[Case]:
             COLLECTIVES, LATE, (NETWORKS[1], NETWORKS[5]), (64 * KIB, MIB)
         )
     ]
+    cases += [
+        Case(kind, 64 * KIB, topology, npus, algorithm, active_chunks=chunks, late_us=late)
+        for kind, algorithm, (topology, npus), chunks, late in itertools.product(
+            COLLECTIVES, ALGORITHMS, LATE_NETWORKS, (1, 2), LATE_ALGORITHMS
+        )
+    ]
+    cases += [
+        Case(kind, size, ("Ring",), (8,), group=(0, 2, 4, 6), late_us={4: 6})
+        for kind, size in itertools.product(COLLECTIVES, (64 * KIB, MIB))
+    ]
     return cases
 
 
@@ -76,9 +89,9 @@ def sample(cases: list[Case], count: int | None) -> list[Case]:
 def case_class(case: Case) -> str:
     """What a case exercises, for the summary."""
     if case.group is not None:
-        return f"subgroup {case.comm_type}"
+        return f"subgroup {case.comm_type}" + (" late member" if case.late_us else "")
     if case.late_us:
-        return f"late member {case.comm_type}"
+        return f"late member {case.algorithm} {case.comm_type} {len(case.npus)}-D"
     dims = f"{len(case.npus)}-D"
     return f"{case.algorithm} {case.comm_type} {dims} {case.optimization if len(case.npus) > 1 else ''}".strip()
 

@@ -16,7 +16,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMP_NODE,
     METADATA_NODE,
 )
-from chakra.sim.collectives import collective_time_ns, p2p_time_ns
+from chakra.sim.collectives import collective_time_ns, collective_times, p2p_time_ns
 from chakra.sim.config import load_network, load_system, scale_network
 from chakra.sim.engine import simulate
 from chakra.sim.program import load_rank
@@ -95,14 +95,23 @@ def test_a_zero_duration_node_takes_one_cycle(tmp_path, configs):
     assert run(tmp_path, {0: [comp(1, 0)], 1: [comp(1, 0)]}, system, net2).ranks[0].finish_ns == 1
 
 
-def test_a_collective_starts_when_the_last_member_arrives(tmp_path, configs):
+def test_each_member_starts_its_part_of_a_collective_when_it_issues_it(tmp_path, configs):
     system, net2, _ = configs
     size = 1 << 20
     late = 30  # µs of compute before rank 1 reaches the all-reduce
     result = run(tmp_path, {0: [allreduce(1, size)], 1: [comp(1, late), allreduce(2, size, 1)]}, system, net2)
-    expected = late * NS_PER_US + collective_time_ns(ALL_REDUCE, size, None, system, net2)
-    assert result.ranks[0].finish_ns == result.ranks[1].finish_ns == expected
+    times = collective_times(ALL_REDUCE, size, None, system, net2, offsets_ns=(0, late * NS_PER_US))
+    assert (result.ranks[0].finish_ns, result.ranks[1].finish_ns) == (times.of(0), times.of(1))
     assert result.collectives["ALL_REDUCE"]["count"] == 1
+
+
+def test_a_late_member_holds_the_collective_up_and_ends_last(tmp_path, configs):
+    system, net2, _ = configs
+    size = 1 << 20
+    late_ns = 30 * NS_PER_US
+    result = run(tmp_path, {0: [allreduce(1, size)], 1: [comp(1, 30), allreduce(2, size, 1)]}, system, net2)
+    alone_ns = collective_time_ns(ALL_REDUCE, size, None, system, net2)
+    assert alone_ns < result.ranks[0].finish_ns < result.ranks[1].finish_ns <= late_ns + alone_ns
 
 
 def test_compute_overlaps_a_collective_it_does_not_depend_on(tmp_path, configs):
@@ -214,17 +223,20 @@ def test_replay_only_replays_communication_with_its_recorded_duration(tmp_path, 
 def test_time_splits_into_compute_exposed_communication_overlap_and_idle(tmp_path, configs):
     system, net2, _ = configs
     size = 1 << 20
-    coll_ns = collective_time_ns(ALL_REDUCE, size, None, system, net2)
     compute_us = 10
     # rank 0: the all-reduce alongside 10 µs of compute; rank 1 reaches it only after 10 µs of compute
     rank0 = [allreduce(1, size), comp(2, compute_us)]
     rank1 = [comp(1, compute_us), allreduce(2, size, 1)]
     stats = run(tmp_path, {0: rank0, 1: rank1}, system, net2).ranks
-    # rank 0 waits in the all-reduce from 0 until rank 1 arrives at 10 µs, then it runs coll_ns
-    assert (stats[0].overlap_ns, stats[0].comm_exposed_ns) == (compute_us * NS_PER_US, coll_ns)
+    # rank 0's all-reduce runs from 0, alongside its compute for 10 µs; rank 1 starts its part at 10 µs
+    ends = collective_times(ALL_REDUCE, size, None, system, net2, offsets_ns=(0, compute_us * NS_PER_US))
+    assert (stats[0].overlap_ns, stats[0].comm_exposed_ns) == (
+        compute_us * NS_PER_US,
+        ends.of(0) - compute_us * NS_PER_US,
+    )
     assert (stats[1].compute_only_ns, stats[1].comm_exposed_ns, stats[1].idle_ns) == (
         compute_us * NS_PER_US,
-        coll_ns,
+        ends.of(1) - compute_us * NS_PER_US,
         0,
     )
     for s in stats.values():

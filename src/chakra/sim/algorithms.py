@@ -171,7 +171,7 @@ def ring_pipelined_ns(
     49,001 ns). With equal links every member takes ``waves`` times one chunk's time.
     """
     n, d = span.size, span.endpoint_ns
-    steps, message, reduced = _ring_steps(phase_type, n, size_bytes)
+    steps, message, reduced = ring_steps(phase_type, n, size_bytes)
     links_ns = [span.delay(p, (p + 1) % n, message) for p in range(n)]
     uniform_ns = waves * (d + steps * d + (reduced * t_red(message) if reduced else 0))
     laps, rest = divmod(waves * steps, n)
@@ -180,7 +180,7 @@ def ring_pipelined_ns(
     return tuple(uniform_ns + laps * lap_ns + sum(links_ns[(p - 1 - j) % n] for j in range(rest)) for p in range(n))
 
 
-def _ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int]:
+def ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int]:
     """Steps, message bytes and reduced steps of one ring phase over ``n`` members."""
     piece = size_bytes // n
     if phase_type == ALL_REDUCE:
@@ -194,7 +194,7 @@ def _ring_steps(phase_type: int, n: int, size_bytes: int) -> tuple[int, int, int
 
 def ring_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost) -> int:
     n, d = span.size, span.endpoint_ns
-    steps, message, reduced = _ring_steps(phase_type, n, size_bytes)
+    steps, message, reduced = ring_steps(phase_type, n, size_bytes)
     links_ns = [span.delay(p, (p + 1) % n, message) for p in range(n)]
     reduction_ns = reduced * t_red(message) if reduced else 0
     return d + steps * d + reduction_ns + _longest_chain_ns(links_ns, steps)
@@ -345,20 +345,25 @@ def _never_finishes(algorithm: str, phase_type: int, n: int, why: str) -> Chakra
     )
 
 
-def _halving_doubling_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost) -> int:
-    """Chunk time of ASTRA-sim's ``HalvingDoubling`` (``L = floor(log2 n)`` steps; see collectives)."""
-    n, d = span.size, span.endpoint_ns
+def halving_doubling_steps(
+    phase_type: int, n: int, size_bytes: int, t_red: ReductionCost
+) -> list[tuple[list[int], int, int]]:
+    """The steps of ASTRA-sim's ``HalvingDoubling`` over ``n`` members (``L = floor(log2 n)`` steps; see
+    collectives): each step's partner of every position, message bytes and reduction ns.
+
+    Raises :class:`ChakraInputError` where ASTRA-sim cannot run it (all-to-all; pairs that do not match).
+    """
     if phase_type == ALL_TO_ALL:
         raise ChakraInputError(
             "halvingDoubling cannot run ALL_TO_ALL collectives: ASTRA-sim exits with "
             "'unknown communication type for HalvingDoubling collective algorithm'",
             hint="set all-to-all-implementation to ring or direct",
         )
-    steps = n.bit_length() - 1
+    count = n.bit_length() - 1
     plan: list[tuple[int, int, int]] = []  # (distance, message bytes, reduction ns)
     if phase_type == ALL_GATHER:
         distance = n // 2
-        for s in range(steps):
+        for s in range(count):
             plan.append((distance, size_bytes << s, 0))
             distance //= 2
     elif n & (n - 1):
@@ -368,11 +373,11 @@ def _halving_doubling_phase_ns(phase_type: int, span: Span, size_bytes: int, t_r
         )
         raise _never_finishes(HALVING_DOUBLING, phase_type, n, why)
     else:
-        plan = [(1 << s, size_bytes >> (s + 1), t_red(size_bytes >> (s + 1)) if s else 0) for s in range(steps)]
+        plan = [(1 << s, size_bytes >> (s + 1), t_red(size_bytes >> (s + 1)) if s else 0) for s in range(count)]
         if phase_type == ALL_REDUCE:
-            base = size_bytes >> (steps + 1)
-            plan += [(n >> k, base << k, 0) for k in range(1, steps + 1)]
-    total_ns = d
+            base = size_bytes >> (count + 1)
+            plan += [(n >> k, base << k, 0) for k in range(1, count + 1)]
+    steps = []
     for distance, message, reduction_ns in plan:
         partners = [_halving_doubling_partner(p, distance, n) for p in range(n)]
         if any(partners[q] != p for p, q in enumerate(partners)):
@@ -381,7 +386,15 @@ def _halving_doubling_phase_ns(phase_type: int, span: Span, size_bytes: int, t_r
                 "elsewhere), so some NPUs never finish"
             )
             raise _never_finishes(HALVING_DOUBLING, phase_type, n, why)
-        total_ns += max(span.delay(p, q, message) for p, q in enumerate(partners)) + d + reduction_ns
+        steps.append((partners, message, reduction_ns))
+    return steps
+
+
+def _halving_doubling_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: ReductionCost) -> int:
+    """Chunk time of ASTRA-sim's ``HalvingDoubling``: each step the slowest pair's message, then ``d``."""
+    total_ns = span.endpoint_ns
+    for partners, message, reduction_ns in halving_doubling_steps(phase_type, span.size, size_bytes, t_red):
+        total_ns += max(span.delay(p, q, message) for p, q in enumerate(partners)) + span.endpoint_ns + reduction_ns
     return total_ns
 
 

@@ -127,7 +127,9 @@ from chakra.sim.algorithms import (
     tree_member_times_ns,
 )
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.dataflow import member_ends_ns, tree_lags_ns
 from chakra.sim.network import message_delay_ns
+from chakra.sim.streams import LinePhase, queue_schedule_ns, schedule_ns
 
 #: The subgroup ring's endpoint (MA bus) crossing: ASTRA-sim fixes it at 10 ns for the "Local"
 #: dimension it builds for a communicator subgroup, whatever ``endpoint-delay`` says (§2.5, §5.5).
@@ -260,12 +262,14 @@ def _barrier_ns(span: Span) -> int:
 @dataclass(frozen=True)
 class _Phase:
     """One phase of a stream: its type, algorithm, the NPUs it runs over and their network dimension
-    (``None`` for a flat phase over all NPUs or a subgroup's ring)."""
+    (``None`` for a flat phase over all NPUs or a subgroup's ring); ``reverse``: its ring runs
+    anticlockwise (a localBWAware all-reduce's all-gather phases: ``get_next_queue_at_level_last``)."""
 
     phase_type: int
     algorithm: Algorithm
     span: Span
     dim: int | None
+    reverse: bool = False
 
 
 def _default_group_plan(phase_type: int, system: SystemConfig, network: NetworkConfig) -> list[_Phase]:
@@ -293,7 +297,11 @@ def _default_group_plan(phase_type: int, system: SystemConfig, network: NetworkC
         plan = [(ALL_GATHER, dim) for dim in reversed(involved)]
     else:
         plan = [(phase_type, dim) for dim in involved]
-    return [_Phase(step, algorithms[dim], dimension_span(network, dim, endpoint_ns), dim) for step, dim in plan]
+    back_down = phase_type == ALL_REDUCE and optimization == LOCAL_BW_AWARE
+    return [
+        _Phase(step, algorithms[dim], dimension_span(network, dim, endpoint_ns), dim, back_down and step == ALL_GATHER)
+        for step, dim in plan
+    ]
 
 
 def _native_plan(phase_type: int, group: Span | None, system: SystemConfig, network: NetworkConfig) -> list[_Phase]:
@@ -334,6 +342,7 @@ def _collective_times(
     system: SystemConfig,
     network: NetworkConfig,
     first_tree: int,
+    offsets: tuple[int, ...] | None,
 ) -> CollectiveTimes:
     if comm_type not in KNOWN_TYPES:
         raise ChakraInputError(f"unknown collective type {comm_type}", hint="use a CollectiveCommType value 0–9")
@@ -366,8 +375,9 @@ def _collective_times(
         if subgroup is not None
         else npu_span(network, tuple(range(total_npus)), int(system.endpoint_delay_ns), symmetric=True)
     )
+    last_ns = max(offsets) if offsets else 0  # this package's own models start with the last member
     if comm_type == BARRIER:
-        return CollectiveTimes(_barrier_ns(whole))
+        return CollectiveTimes(last_ns + _barrier_ns(whole))
 
     def t_red(message_bytes: int) -> int:
         return reduction_delay_ns(message_bytes, system.local_mem_bw_gbps)
@@ -376,25 +386,106 @@ def _collective_times(
     phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
     if phase_type not in _ALGORITHM_LIST:
         modelled_ns = _modelled_time_ns(comm_type, chunk_bytes, streams, whole, subgroup, system, network, t_red)
-        return CollectiveTimes(modelled_ns)
+        return CollectiveTimes(last_ns + modelled_ns)
     plan = _native_plan(phase_type, subgroup, system, network)
-    trees = streams * sum(phase.algorithm.name == DOUBLE_BINARY_TREE for phase in plan)
-    if len(plan) == 1 and plan[0].algorithm.name == DOUBLE_BINARY_TREE:
+    trees = streams if any(phase.algorithm.name == DOUBLE_BINARY_TREE for phase in plan) else 0
+    npus = members if members is not None else tuple(range(total_npus))
+    if offsets is None and len(plan) == 1 and plan[0].algorithm.name == DOUBLE_BINARY_TREE:
         # the members of a tree finish apart; chunks follow each other per member (§5.4)
         (phase,) = plan
         by_position = tree_member_times_ns(phase.span, chunk_bytes, streams, active, first_tree, t_red)
         dim = phase.dim if phase.dim is not None else 0
         by_rank = tuple(by_position[network.coordinates(rank)[dim]] for rank in range(total_npus))
         return CollectiveTimes(max(by_rank), by_rank, trees)
-    if len(plan) == 1 and plan[0].algorithm.name == RING and subgroup is not None:
+    if offsets is None and len(plan) == 1 and plan[0].algorithm.name == RING and subgroup is not None:
         # a subgroup's members end apart on a ring of unequal links
         member_ns = ring_pipelined_ns(phase_type, subgroup, chunk_bytes, t_red, -(-streams // active))
-        longest = max(member_ns)
-        position = {rank: k for k, rank in enumerate(members or ())}
-        by_rank = tuple(member_ns[position[r]] if r in position else longest for r in range(total_npus))
-        return CollectiveTimes(longest, by_rank, trees)
-    times_ns, _ = _phase_times_ns(plan, chunk_bytes, t_red)
-    return CollectiveTimes(pipelined_time_ns(times_ns, streams, active), None, trees)
+        return _by_rank(npus, member_ns, total_npus, trees)
+    if offsets is None and not trees:
+        # every NPU runs in step: one NPU's queues stand for all
+        times_ns, _ = _phase_times_ns(plan, chunk_bytes, t_red)
+        queued = [(phase.dim if phase.dim is not None else 0, ns) for phase, ns in zip(plan, times_ns, strict=True)]
+        return CollectiveTimes(queue_schedule_ns(queued, streams, active), None, trees)
+    phases = _line_phases(plan, npus, chunk_bytes, first_tree, t_red, network)
+    ends_ns = schedule_ns(offsets or (0,) * len(npus), phases, streams, active)
+    return _by_rank(npus, ends_ns, total_npus, trees)
+
+
+def _by_rank(npus: Sequence[int], ends_ns: Sequence[int], total_npus: int, trees: int) -> CollectiveTimes:
+    """Times of the collective's NPUs ``npus`` (``ends_ns`` in their order) as a :class:`CollectiveTimes`."""
+    longest = max(ends_ns)
+    position = {npu: k for k, npu in enumerate(npus)}
+    by_rank = tuple(ends_ns[position[r]] if r in position else longest for r in range(total_npus))
+    return CollectiveTimes(longest, by_rank, trees)
+
+
+def _line_phases(
+    plan: list[_Phase],
+    npus: Sequence[int],
+    chunk_bytes: int,
+    first_tree: int,
+    t_red: ReductionCost,
+    network: NetworkConfig,
+) -> list[LinePhase]:
+    """The plan as :mod:`chakra.sim.streams` runs it over ``npus``: each phase's queue (its dimension),
+    lines (the NPUs differing only in that coordinate; a flat or subgroup phase: all, in order) and
+    dataflow at the size the phase receives.
+
+    doubleBinaryTree's two trees alternate per dimension (``DoubleBinaryTreeTopology::counter``, one per
+    dimension and collective type, advanced by every phase generated on it): a dimension with one phase
+    per stream continues the type's alternation (``first_tree``), one with two (localBWAware
+    reduce-scatter and all-gather) advances by two per stream, so its first phase takes ``RootMax`` and
+    its second ``RootMin`` every time.
+    """
+    per_dim: dict[int | None, int] = {}
+    for phase in plan:
+        per_dim[phase.dim] = per_dim.get(phase.dim, 0) + 1
+    seen: dict[int | None, int] = {}
+    phases = []
+    size_bytes = chunk_bytes
+    for phase in plan:
+        if phase.dim is None:
+            lines: list[list[int]] = [list(range(len(npus)))]
+            line_of, position_of = [0] * len(npus), list(range(len(npus)))
+        else:
+            keyed: dict[tuple[int, ...], int] = {}
+            lines, line_of, position_of = [], [], []
+            for i, npu in enumerate(npus):
+                coords = network.coordinates(npu)
+                key = coords[: phase.dim] + coords[phase.dim + 1 :]
+                if key not in keyed:
+                    keyed[key] = len(lines)
+                    lines.append([0] * network.npus_count[phase.dim])
+                lines[keyed[key]][coords[phase.dim]] = i
+                line_of.append(keyed[key])
+                position_of.append(coords[phase.dim])
+        on_dim = per_dim[phase.dim]
+        index = seen.get(phase.dim, 0)
+        seen[phase.dim] = index + 1
+        base = first_tree if on_dim == 1 else 0
+
+        def ends(
+            stream: int, inits: Sequence[int], phase: _Phase = phase, size: int = size_bytes, on_dim: int = on_dim,
+            index: int = index, base: int = base,
+        ) -> list[int]:  # fmt: skip
+            root_max = (base + stream * on_dim + index) % 2 == 0
+            return member_ends_ns(
+                phase.phase_type, phase.algorithm, phase.span, size, t_red, inits, root_max, phase.reverse
+            )
+
+        lags = None
+        if phase.algorithm.name == DOUBLE_BINARY_TREE:
+
+            def lags(
+                stream: int, phase: _Phase = phase, size: int = size_bytes, on_dim: int = on_dim, index: int = index,
+                base: int = base,
+            ) -> list[int]:  # fmt: skip
+                return tree_lags_ns(phase.span, (base + stream * on_dim + index) % 2 == 0, t_red(size))
+
+        queue = phase.dim if phase.dim is not None else 0
+        phases.append(LinePhase(queue, lines, line_of, position_of, ends, lags))
+        size_bytes = size_after(phase.phase_type, phase.algorithm, size_bytes, phase.span.size)
+    return phases
 
 
 def _modelled_time_ns(
@@ -446,8 +537,9 @@ def _cached_collective_time_ns(
     system: _ByIdentity,
     network: NetworkConfig,
     first_tree: int,
+    offsets: tuple[int, ...] | None,
 ) -> CollectiveTimes:
-    return _collective_times(comm_type, size_bytes, members, system.system, network, first_tree)
+    return _collective_times(comm_type, size_bytes, members, system.system, network, first_tree, offsets)
 
 
 def collective_times(
@@ -458,8 +550,9 @@ def collective_times(
     network: NetworkConfig,
     *,
     first_tree: int = 0,
+    offsets_ns: Sequence[int] | None = None,
 ) -> CollectiveTimes:
-    """Time in ns of one collective from issue (all members present) to each member's completion.
+    """Time in ns of one collective from its first member's issue to each member's completion.
 
     ``comm_type`` is a ``CollectiveCommType`` value, ``size_bytes`` the ``comm_size`` (ALL_GATHER,
     GATHER: per-rank input; the others: the full buffer), ``members`` ``None`` for all NPUs or a
@@ -471,6 +564,11 @@ def collective_times(
     pass the ``trees`` of the earlier default-group collectives of this ``comm_type``, summed (only
     its parity matters).
 
+    ``offsets_ns``: when each member issues it, ns after the first (in the order of the sorted
+    members, or of all ranks); ``None`` when they issue it together. ASTRA-sim's members start their
+    part at once and wait only for the data they need (:mod:`chakra.sim.streams`); this package's
+    models of the types ASTRA-sim does not simulate, and BARRIER, start with the last member.
+
     Raises :class:`ChakraInputError` for a reducing collective with ``local-mem-bw`` 0, an
     all-gather below ``preferred-dataset-splits`` bytes, unknown types or algorithms, an algorithm
     ASTRA-sim cannot run on this collective, and (``chakra-astra-compat``) the types ASTRA-sim refuses
@@ -479,7 +577,13 @@ def collective_times(
     group = None if members is None else tuple(sorted(members))
     if group is not None and len(group) == network.num_npus:
         group = None
-    return _cached_collective_time_ns(comm_type, size_bytes, group, _ByIdentity(system), network, first_tree % 2)
+    offsets = None if offsets_ns is None or not any(offsets_ns) else tuple(offsets_ns)
+    expected = network.num_npus if group is None else len(group)
+    if offsets is not None and len(offsets) != expected:
+        raise ValueError(f"{len(offsets)} offsets for a collective of {expected} members")
+    return _cached_collective_time_ns(
+        comm_type, size_bytes, group, _ByIdentity(system), network, first_tree % 2, offsets
+    )
 
 
 def collective_time_ns(

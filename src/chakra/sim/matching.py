@@ -2,8 +2,8 @@
 
 * :class:`CollectiveMatcher`: the k-th collective a rank issues on a group is matched with the k-th
   of every other member present (ASTRA-sim's rule: members issue a group's collectives in the same
-  order, ``reference/astra-sim.md`` §2.5); it starts when the last one arrives and lasts
-  :func:`chakra.sim.collectives.collective_time_ns`.
+  order, ``reference/astra-sim.md`` §2.5); each member starts its part when it issues it, and
+  the members' ends come from :func:`chakra.sim.collectives.collective_times` once the last arrived.
 * :class:`MessageMatcher`: sends and receives match on ``(src, dst, tag, size)``, first come first
   matched, whichever side comes first waiting for the other (§2.4).
 
@@ -123,7 +123,8 @@ class CollectiveMatcher:
         if len(arrivals) < self._expected[group]:
             return None
         del self._arrived[(group, turn)]
-        start_ns = max(a[0] for a in arrivals.values())
+        first_ns = min(a[0] for a in arrivals.values())
+        last_ns = max(a[0] for a in arrivals.values())
         kinds = {(a[2], a[3]) for a in arrivals.values()}
         comm_type, size_bytes = max(kinds, key=lambda kind: kind[1])
         if len(kinds) > 1:
@@ -134,18 +135,28 @@ class CollectiveMatcher:
         members = self.members[group]
         everyone = members is None or len(members) == self._network.num_npus  # the trees' alternation is shared
         first_tree = self._trees[comm_type] % 2 if everyone else 0
-        key = (comm_type, size_bytes, group, first_tree)
-        times = self._times.get(key)
-        if times is None:
-            times = collective_times(comm_type, size_bytes, members, self._system, self._network, first_tree=first_tree)
-            self._times[key] = times
+        if first_ns == last_ns:
+            key = (comm_type, size_bytes, group, first_tree)
+            times = self._times.get(key)
+            if times is None:
+                times = collective_times(
+                    comm_type, size_bytes, members, self._system, self._network, first_tree=first_tree
+                )
+                self._times[key] = times
+        else:
+            # each member starts its part when it issues it; a rank not simulated starts with the last
+            ranks = members if members is not None else range(self._network.num_npus)
+            offsets = tuple((arrivals[r][0] if r in arrivals else last_ns) - first_ns for r in ranks)
+            times = collective_times(
+                comm_type, size_bytes, members, self._system, self._network, first_tree=first_tree, offsets_ns=offsets
+            )
         if everyone:
             self._trees[comm_type] += times.trees
         total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
         total["count"] += 1
         total["bytes"] += size_bytes
-        total["time_ns"] += times.longest_ns
-        return [(r, a[1], start_ns + times.of(r)) for r, a in arrivals.items()]
+        total["time_ns"] += times.longest_ns - (last_ns - first_ns)
+        return [(r, a[1], first_ns + times.of(r)) for r, a in arrivals.items()]
 
     def stuck(self) -> list[Waiting]:
         """The ranks waiting in a collective that some member never issues."""
