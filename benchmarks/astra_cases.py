@@ -157,12 +157,26 @@ class Outcome:
 
 def run_case(case: Case, folder: Path, binary: Path = ASTRA_BIN / CONGESTION_UNAWARE) -> Outcome:
     """Write ``case`` into ``folder`` and run it in both simulators."""
+    prefix, system_path, network_path = write_case(case, folder)
+    return run_workload(case, prefix, system_path, network_path, None, binary)
+
+
+def run_workload(
+    case: Case,
+    prefix: Path,
+    system_path: Path,
+    network_path: Path,
+    comm_groups: Path | None,
+    binary: Path = ASTRA_BIN / CONGESTION_UNAWARE,
+) -> Outcome:
+    """Run the workload ``prefix`` (with ``case``'s configuration files) in both simulators."""
     from chakra.errors import ChakraError
 
-    prefix, system_path, network_path = write_case(case, folder)
-    theirs = run_astra_sim(binary, prefix, system_path, network_path)
+    theirs = run_astra_sim(binary, prefix, system_path, network_path, comm_groups=comm_groups)
     try:
-        result = simulate_workload(prefix, load_system(system_path), load_network(network_path))
+        result = simulate_workload(
+            prefix, load_system(system_path), load_network(network_path), comm_groups_path=comm_groups
+        )
     except ChakraError as error:
         return Outcome(case, {}, theirs, str(error))
     ours = {rank: AstraRank(s.finish_ns, s.exposed_comm_ns) for rank, s in result.ranks.items()}

@@ -1,8 +1,7 @@
 """``chakra simulate`` against ASTRA-sim's own binary (``../shared/astra-sim``), case by case: equal
 per-rank finish and exposed-communication cycles. A sample of ``benchmarks/sim_vs_astra.py``'s grid
 (its builders are in ``benchmarks/astra_cases.py``); the whole grid and its match rate are in
-``benchmarks/README.md``. Cases of the classes issue 14 lists as not yet exact are expected to fail
-(strictly: a fix shows up as a failure until the case moves to the exact list)."""
+``benchmarks/README.md``; beside them, converted text workloads and generated LLM steps."""
 
 from __future__ import annotations
 
@@ -12,15 +11,13 @@ from pathlib import Path
 import pytest
 from helpers import ASTRA_SIM_STOCK, require_shared, run_cli
 
-from chakra.sim.astra import run_astra_sim
-from chakra.sim.config import load_network, load_system
-from chakra.sim.run import simulate_workload
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from astra_cases import Case, run_case
+from astra_cases import Case, run_case, run_workload, write_case
+
+from chakra.text import convert_text
 
 KIB, MIB = 1 << 10, 1 << 20
-SYSTEM = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
+TEXT_WORKLOADS = Path(__file__).resolve().parent / "data" / "text"
 RING4, RING8, SWITCH8, FC4 = (("Ring",), (4,)), (("Ring",), (8,)), (("Switch",), (8,)), (("FullyConnected",), (4,))
 TWO_D, THREE_D = (("Switch", "Ring"), (4, 2)), (("Ring", "Switch", "Ring"), (2, 2, 2))
 
@@ -76,12 +73,9 @@ EXACT = [
       "doubleBinaryTree", RING4, 2), ("ALL_TO_ALL", "ring", THREE_D, 2), ("ALL_REDUCE", "doubleBinaryTree",
       TWO_D, 2))),
     _case("ALL_REDUCE", MIB, RING8, group=(0, 2, 4, 6), late_us={4: 6}),
+    *(_case(kind, 64 * KIB, net, algorithm=algorithm, late_us={1: 3}) for kind, net, algorithm in (("ALL_REDUCE",
+      RING4, "direct"), ("REDUCE_SCATTER", TWO_D, "direct2"), ("ALL_GATHER", THREE_D, "direct"))),
 ]  # fmt: skip
-
-#: Cases of the classes that differ (issue 14's letters), each a minimal example.
-KNOWN_GAPS = {
-    "F: direct with members starting apart": _case("ALL_REDUCE", 64 * KIB, RING4, algorithm="direct", late_us={1: 3}),
-}
 
 
 @pytest.fixture(scope="module")
@@ -96,34 +90,56 @@ def test_chakra_simulate_gives_astra_sims_cycles(case: Case, binary: Path, tmp_p
     assert outcome.exact, (outcome.error, outcome.ours, outcome.theirs.ranks)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(case, id=label, marks=pytest.mark.xfail(strict=True, reason=label)) for label, case in
-     KNOWN_GAPS.items()],
-)  # fmt: skip
-def test_known_gaps_to_astra_sim(case: Case, binary: Path, tmp_path: Path):
-    outcome = run_case(case, tmp_path, binary)
-    assert outcome.error is None and outcome.ours == outcome.theirs.ranks
-
-
 def test_what_astra_sim_refuses_is_refused_with_its_reason(binary: Path, tmp_path: Path):
     outcome = run_case(_case("ALL_TO_ALL", MIB, RING4, algorithm="halvingDoubling"), tmp_path, binary)
     assert outcome.theirs.returncode != 0 and "HalvingDoubling" in outcome.theirs.output_tail
     assert outcome.error is not None and "halvingDoubling" in outcome.error
 
 
-def test_a_generated_llama_step_gives_astra_sims_cycles(binary: Path, tmp_path: Path):
+@pytest.mark.parametrize(
+    ("parallel", "net", "algorithm"),
+    [
+        (("--tp", "4", "--dp", "2"), (("Ring", "Ring"), (4, 2)), "ring"),
+        (("--tp", "8", "--dp", "2"), (("Switch", "Ring"), (8, 2)), "direct"),
+        (("--tp", "4", "--pp", "2", "--dp", "2"), (("Switch", "Ring"), (4, 4)), "ring"),
+        (("--tp", "2", "--dp", "4", "--zero", "3"), (("Switch", "Ring"), (2, 4)), "doubleBinaryTree"),
+    ],
+    ids=lambda value: "-".join(value) if isinstance(value, tuple) and isinstance(value[0], str) else None,
+)
+def test_a_generated_llama_step_gives_astra_sims_cycles(
+    parallel: tuple[str, ...], net, algorithm: str, binary: Path, tmp_path: Path
+):
     generated = run_cli(
-        "generate", "llm", "--preset", "llama3-8b", "--tp", "4", "--dp", "2", "--global-batch", "2",
-        "-o", str(tmp_path / "job"),
-    )  # fmt: skip
+        "generate", "llm", "--preset", "llama3-8b", *parallel, "--global-batch", "4", "-o", str(tmp_path / "job")
+    )
     assert generated.returncode == 0, generated.stderr
-    network = tmp_path / "ring8.yml"
-    network.write_text("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    ours = simulate_workload(tmp_path / "job", load_system(SYSTEM), load_network(network))
-    # ASTRA-sim aborts at exit on 1-D networks where a rank is in two groups of one collective type
-    # (a double free in its teardown) after printing every rank's line: the lines are what counts
-    theirs = run_astra_sim(binary, tmp_path / "job", SYSTEM, network)
-    assert {r: (s.finish_ns, s.exposed_comm_ns) for r, s in ours.ranks.items()} == {
-        r: (s.finish_ns, s.exposed_comm_ns) for r, s in theirs.ranks.items()
-    }
+    case = _case("ALL_REDUCE", KIB, net, algorithm=algorithm)
+    _, system, network = write_case(case, tmp_path / "configs")
+    # 2-D networks only: on a 1-D network, where a rank is in two groups of one collective type,
+    # ASTRA-sim aborts at exit (a double free in its teardown) and its logger may lose ranks' lines
+    outcome = run_workload(case, tmp_path / "job", system, network, tmp_path / "job.comm_groups.json", binary)
+    assert len(outcome.theirs.ranks) == case.world, outcome.theirs.output_tail
+    assert outcome.exact, (outcome.error, outcome.ours, outcome.theirs.ranks)
+
+
+@pytest.mark.parametrize(
+    ("text", "net", "optimization", "algorithm", "chunks"),
+    [
+        ("micro.txt", (("Ring",), (2,)), "localBWAware", "ring", 1),
+        ("resnet50_data_excerpt.txt", TWO_D, "localBWAware", "ring", 1),
+        ("resnet50_data_excerpt.txt", RING8, "localBWAware", "direct", 2),
+        ("resnet50_data_excerpt.txt", TWO_D, "localBWAware", "doubleBinaryTree", 1),
+        ("dlrm.txt", TWO_D, "baseline", "ring", 2),
+        ("transformer_fwd_in_bckwd.txt", (("Ring", "Switch"), (2, 2)), "localBWAware", "halvingDoubling", 2),
+    ],
+)
+def test_a_converted_text_workload_gives_astra_sims_cycles(
+    text: str, net, optimization: str, algorithm: str, chunks: int, binary: Path, tmp_path: Path
+):
+    case = _case("ALL_REDUCE", KIB, net, algorithm=algorithm, optimization=optimization, active_chunks=chunks)
+    _, system, network = write_case(case, tmp_path / "configs")
+    convert_text(TEXT_WORKLOADS / text, tmp_path / "job", num_npus=case.world)
+    groups = tmp_path / "job.comm_groups.json"
+    outcome = run_workload(case, tmp_path / "job", system, network, groups if groups.exists() else None, binary)
+    assert outcome.theirs.returncode == 0, outcome.theirs.output_tail
+    assert outcome.exact, (outcome.error, outcome.ours, outcome.theirs.ranks)

@@ -6,7 +6,8 @@ dimension's coordinates), all NPUs in id order (``one*`` algorithms) or a subgro
 
 * ``ring`` and ``halvingDoubling`` are closed forms (every member does the same steps);
 * ``direct`` replays ASTRA-sim's ``AllToAll`` state machine for one member (:class:`_DirectMember`),
-  which the span's symmetry makes stand for all;
+  which the span's symmetry makes stand for all, or for every member when they start apart
+  (:func:`direct_member_ends_ns`);
 * ``doubleBinaryTree`` replays ``DoubleBinaryTreeAllReduce`` on every member (:class:`_Trees`), since
   members differ by their place in the tree; it is the one algorithm whose members finish at
   different times (:func:`tree_member_times_ns`).
@@ -266,8 +267,19 @@ class _DirectMember:
     are free (``iteratable``).
     """
 
-    def __init__(self, phase_type: int, n: int, window: int | None, d: int, t_red: int, offset_ns: list[int]):
+    def __init__(
+        self,
+        phase_type: int,
+        n: int,
+        window: int | None,
+        d: int,
+        t_red: int,
+        offset_ns: list[int],
+        events: _Events | None = None,
+        npu: int = 0,
+    ):
         self.phase_type, self.n, self.d, self.t_red, self.offset_ns = phase_type, n, d, t_red, offset_ns
+        self.npu = npu
         self.parallel = n - 1 if window is None else min(window, n - 1)
         self.stream_count = 2 * (n - 1) if phase_type == ALL_REDUCE else n - 1
         self.middle_point = n - 1
@@ -275,14 +287,23 @@ class _DirectMember:
         self.toggle = False
         self.receiver = 1  # offset of the next packet's destination
         self.packets: deque[int] = deque()  # destination offsets, in send order
-        self.events = _Events()
+        self.events = events if events is not None else _Events()
         self.end_ns = -1
 
     def run(self) -> int:
-        for _ in range(self.parallel):
-            self.insert(0)
+        self.start(0)
         self.events.run()
         return self.end_ns
+
+    def start(self, now: int) -> None:
+        """``StreamInit``: the window's packets enter the memory bus."""
+        for _ in range(self.parallel):
+            self.insert(now)
+
+    def transmit(self, now: int, offset: int) -> None:
+        """Send the message to ``+offset``; here (one member standing for all) the message this member
+        receives from ``−offset`` arrives with it."""
+        self.events.entry(now + self.offset_ns[offset], self.arrive)
 
     def arrive(self, now: int) -> None:
         self.received += 1
@@ -302,15 +323,15 @@ class _DirectMember:
             self.non_zero -= 1
             reduce = self.phase_type == REDUCE_SCATTER or (self.phase_type == ALL_REDUCE and self.toggle)
         if reduce:
-            self.events.at(0, now + self.d, lambda t: self.events.at(0, t + self.t_red, self.general))
+            self.events.at(self.npu, now + self.d, lambda t: self.events.at(self.npu, t + self.t_red, self.general))
         else:
-            self.events.at(0, now + self.d, self.general)
+            self.events.at(self.npu, now + self.d, self.general)
 
     def ready(self, now: int) -> bool:
         """Send the first queued packet if one is free; whether it did."""
         if not self.packets or self.stream_count == 0 or self.free == 0:
             return False
-        self.events.entry(now + self.offset_ns[self.packets.popleft()], self.arrive)
+        self.transmit(now, self.packets.popleft())
         self.stream_count -= 1
         self.free -= 1
         return True
@@ -328,6 +349,50 @@ class _DirectMember:
             self.ready(now)
         if self.stream_count == 0 and self.free == self.parallel and self.end_ns < 0:
             self.end_ns = now
+
+
+def direct_member_ends_ns(
+    phase_type: int, span: Span, size_bytes: int, window: int | None, t_red: ReductionCost, inits_ns: Sequence[int]
+) -> list[int]:
+    """Each member's end, ns, of one ``direct`` phase whose members start at ``inits_ns`` (by position):
+    every member's ``AllToAll`` state machine at once, the ``k``-th message of ``p`` going to
+    ``p + o`` and its receive posted from ``p − o`` (``o`` rotating ``1 … n−1``), matched in order per
+    pair of members; a message that arrived before its receive was posted is taken when it is."""
+    n = span.size
+    message = size_bytes if phase_type == ALL_GATHER else size_bytes // n
+    reduction_ns = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
+    events = _Events()
+    arrived: dict[tuple[int, int], int] = {}  # (src, dst) -> messages there before their receive
+    posted: dict[tuple[int, int], int] = {}  # (src, dst) -> receives posted before their message
+    members: list[_DirectMember] = []
+
+    def deliver(src: int, dst: int) -> Call:
+        def arrival(now: int) -> None:
+            if posted.get((src, dst), 0):
+                posted[(src, dst)] -= 1
+                members[dst].arrive(now)
+            else:
+                arrived[(src, dst)] = arrived.get((src, dst), 0) + 1
+
+        return arrival
+
+    class Member(_DirectMember):
+        def transmit(self, now: int, offset: int) -> None:
+            p = self.npu
+            dst, src = (p + offset) % n, (p - offset) % n
+            events.entry(now + span.delay(p, dst, message), deliver(p, dst))
+            if arrived.get((src, p), 0):
+                arrived[(src, p)] -= 1
+                events.entry(now, self.arrive)
+            else:
+                posted[(src, p)] = posted.get((src, p), 0) + 1
+
+    for p in range(n):
+        member = Member(phase_type, n, window, span.endpoint_ns, reduction_ns, [], events, p)
+        members.append(member)
+        events.entry(inits_ns[p], member.start)
+    events.run()
+    return [member.end_ns for member in members]
 
 
 # --- halvingDoubling (HalvingDoubling.cc) -------------------------------------------------------

@@ -17,9 +17,8 @@ computed here step by step (``inits``/results by position in the :class:`~chakra
   sends up ``d`` after it starts; an inner node reduces each child's message (``d + t_red``) after
   the later of its arrival and its own start, sends up after the last, reduces the parent's result
   when it arrives (``d + t_red``), passes it down and ends; a leaf ends ``d`` after the result.
-* ``direct``: members that start together are timed by its state machine; members starting apart
-  are timed as if all started with the last one (an upper bound: the early members' first messages
-  are already there), documented as not exact.
+* ``direct``: every member's ``AllToAll`` state machine, replayed together
+  (:func:`chakra.sim.algorithms.direct_member_ends_ns`).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from chakra.sim.algorithms import (
     ReductionCost,
     Span,
     binary_tree,
+    direct_member_ends_ns,
     halving_doubling_steps,
     phase_ns,
     ring_steps,
@@ -56,8 +56,8 @@ def member_ends_ns(
 ) -> list[int]:
     """Each member's end in ns of one chunk's phase, from each member's start ``inits_ns`` (by position).
 
-    ``root_max``: which of doubleBinaryTree's two trees the chunk uses; ``reverse``: the ring runs
-    anticlockwise (position ``p`` sends to ``p − 1``).
+    ``root_max``: which of doubleBinaryTree's two trees the chunk uses; ``reverse``: ring and direct
+    go anticlockwise (position ``p`` sends to ``p − 1``, ``p − 2``, …).
 
     >>> from chakra.sim.algorithms import Algorithm, Span
     >>> ring = Span(3, 10, lambda a, b, size: 100, symmetric=True)
@@ -74,12 +74,12 @@ def member_ends_ns(
         return [first + phase_ns(phase_type, algorithm, span, size_bytes, t_red)] * span.size
     if algorithm.name == HALVING_DOUBLING:
         return _halving_doubling_ends_ns(phase_type, span, size_bytes, t_red, inits_ns)
-    if algorithm.name == DIRECT:
-        return [max(inits_ns) + phase_ns(phase_type, algorithm, span, size_bytes, t_red)] * span.size
-    if reverse:
+    if reverse:  # ring and direct go round the other way: the same on the mirrored positions
         n = span.size
         mirrored = Span(n, span.endpoint_ns, lambda a, b, size: span.delay(n - 1 - a, n - 1 - b, size), span.symmetric)
-        return ring_ends_ns(phase_type, mirrored, size_bytes, t_red, inits_ns[::-1])[::-1]
+        return member_ends_ns(phase_type, algorithm, mirrored, size_bytes, t_red, list(inits_ns)[::-1])[::-1]
+    if algorithm.name == DIRECT:
+        return direct_member_ends_ns(phase_type, span, size_bytes, algorithm.window, t_red, inits_ns)
     return ring_ends_ns(phase_type, span, size_bytes, t_red, inits_ns)
 
 
