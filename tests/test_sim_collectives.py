@@ -29,7 +29,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
     REDUCE_SCATTER_BLOCK,
     SCATTER,
 )
-from chakra.sim.collectives import chunk_plan, collective_time_ns, p2p_time_ns, parse_algorithm
+from chakra.sim.algorithms import parse_algorithm
+from chakra.sim.collectives import chunk_plan, collective_time_ns, p2p_time_ns
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.network import hop_delay_ns, message_delay_ns
 

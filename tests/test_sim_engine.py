@@ -114,6 +114,24 @@ def test_a_late_member_holds_the_collective_up_and_ends_last(tmp_path, configs):
     assert alone_ns < result.ranks[0].finish_ns < result.ranks[1].finish_ns <= late_ns + alone_ns
 
 
+def test_a_collective_left_apart_by_a_short_algorithm_list_ends_each_slice_on_its_own(tmp_path, configs):
+    # one algorithm for a 2-D network: the all-reduce runs in each dimension-0 pair alone, so ranks 0
+    # and 1 end without waiting for rank 3, who is late in the other pair (ASTRA-sim does the same)
+    system, _, _ = configs
+    (tmp_path / "net2x2.yml").write_text(
+        "topology: [ Ring, Ring ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
+    )
+    network = load_network(tmp_path / "net2x2.yml")
+    size = 1 << 20
+    on_time = [allreduce(1, size), comp(2, 1, 1)]
+    late = [comp(1, 40), allreduce(2, size, 1)]
+    result = run(tmp_path, {0: on_time, 1: on_time, 2: on_time, 3: late}, system, network)
+    alone_ns = collective_time_ns(ALL_REDUCE, size, None, system, network)
+    assert result.ranks[0].finish_ns == result.ranks[1].finish_ns == alone_ns + NS_PER_US
+    assert result.ranks[3].finish_ns > 40 * NS_PER_US + alone_ns // 2
+    assert result.collectives["ALL_REDUCE"]["count"] == 1
+
+
 def test_compute_overlaps_a_collective_it_does_not_depend_on(tmp_path, configs):
     system, net2, _ = configs
     size = 1 << 20

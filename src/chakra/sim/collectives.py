@@ -1,8 +1,7 @@
 """Time of one collective, in integer ns, from issue (all members present) to each member's completion.
 
 The analytical model of ASTRA-sim's native collectives on the congestion-unaware backend
-(``reference/astra-sim.md`` §5.3–§5.6, subgroups §2.5), for a contention-free collective whose
-members start together:
+(``reference/astra-sim.md`` §5.3–§5.6, subgroups §2.5), for a contention-free collective:
 
 1. **Chunking** (§5.4): ``C = floor(S / splits)``; a collective other than ALL_GATHER with
    ``total NPUs > C`` is padded to ``C = total NPUs``, ``S = splits · C``; ``K = ceil(S / C)`` streams.
@@ -19,11 +18,15 @@ members start together:
    crosses the NPU↔memory bus once on each side (``d`` = ``endpoint-delay``; ``PacketBundle``,
    ``MemBus``); a received message that is reduced adds ``t_red(m) = 3 · trunc(m / (local-mem-bw ·
    1e9) · 1e9)`` after its crossing. Every delay is truncated to whole ns where it is computed (§5.1).
-4. **Pipelining** of the K streams: ``T = Σ_phases T_phase + (ceil(K / a) − 1) · max_phases T_phase``
-   with ``a = active-chunks-per-dimension``: the first wave of ``a`` streams crosses every phase,
-   later waves follow one bottleneck phase apart. For one phase this is ``ceil(K / a) · T_chunk``,
-   which is what ASTRA-sim does (each NPU runs ``a`` streams of a queue at once and starts the next
-   the moment one ends); for several phases it approximates ASTRA-sim's per-NPU queues.
+4. **Streams** (:mod:`chakra.sim.streams`): every NPU runs the K streams through one queue per
+   dimension, ``a = active-chunks-per-dimension`` at a time, first come first served; a stream that
+   ends a phase joins the back of its next phase's queue (a localBWAware all-reduce's reduce-scatter
+   and all-gather phases of a dimension share one). Members that start together and phases whose
+   members run in step reduce this to one NPU (one phase: ``ceil(K / a) · T_chunk``); otherwise
+   every NPU is followed, each line of NPUs starting a phase when their queues let them, its
+   members ending by the phase's dataflow (:mod:`chakra.sim.dataflow`). A collective whose members
+   issue it at different times (``offsets_ns``) is timed this way too: each member starts its part
+   when it issues it (exact against ASTRA-sim's binary for every algorithm).
 
 Algorithms, as ASTRA-sim's source runs them (``astra-sim/system/astraccl/native_collectives/
 collective_algorithm/``; ``n`` = NPUs of the phase, ``D`` = phase input size, ``m = floor(D / n)``):
@@ -115,21 +118,16 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.algorithms import (
     DOUBLE_BINARY_TREE,
     RING,
-    Algorithm,
     ReductionCost,
     Span,
-    dimension_span,
     npu_span,
-    parse_algorithm,
-    phase_ns,
     ring_pipelined_ns,
-    size_after,
     tree_member_times_ns,
 )
 from chakra.sim.config import NetworkConfig, SystemConfig
-from chakra.sim.dataflow import member_ends_ns, tree_lags_ns
 from chakra.sim.network import message_delay_ns
-from chakra.sim.streams import LinePhase, queue_schedule_ns, schedule_ns
+from chakra.sim.plans import ALGORITHM_LIST, line_phases, native_plan, phase_times_ns
+from chakra.sim.streams import queue_schedule_ns, schedule_ns
 
 #: The subgroup ring's endpoint (MA bus) crossing: ASTRA-sim fixes it at 10 ns for the "Local"
 #: dimension it builds for a communicator subgroup, whatever ``endpoint-delay`` says (§2.5, §5.5).
@@ -139,20 +137,10 @@ REDUCTION_MEMORY_PASSES = 3
 #: ``local-mem-bw`` is decimal GB/s (§5.1).
 BYTES_PER_GB = 1e9
 NS_PER_S = 1e9
-#: ``collective-optimization`` values (§4.1).
-BASELINE = "baseline"
-LOCAL_BW_AWARE = "localBWAware"
 #: Memoised (type, size, group, system, network) results: a workload has few distinct collectives;
 #: the bound keeps long parameter sweeps from growing without limit.
 CACHE_ENTRIES = 4096
 
-#: The comm type whose configured algorithm list (``system.algorithms``) a collective uses.
-_ALGORITHM_LIST: dict[int, str] = {
-    ALL_REDUCE: "ALL_REDUCE",
-    REDUCE_SCATTER: "REDUCE_SCATTER",
-    ALL_GATHER: "ALL_GATHER",
-    ALL_TO_ALL: "ALL_TO_ALL",
-}
 #: Every type's protobuf name, for messages.
 _TYPE_NAMES = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
 #: Collectives whose phases reduce received data (they need ``local-mem-bw``).
@@ -197,10 +185,11 @@ def chunk_plan(comm_type: int, size_bytes: int, splits: int, total_npus: int) ->
 
 
 def pipelined_time_ns(phase_times_ns: Sequence[int], streams: int, active_streams: int) -> int:
-    """Time of ``streams`` chunk streams, ``active_streams`` at a time, each crossing the phases in order.
+    """Time of ``streams`` chunk streams, ``active_streams`` at a time, each crossing the phases in order,
+    for this package's models of the types ASTRA-sim does not simulate.
 
     ``Σ phases + (ceil(streams / active) − 1) · max phase``: the bottleneck phase sets the pace of the
-    later waves (an approximation of ASTRA-sim's per-dimension queues; exact for one phase).
+    later waves (the native types go through :mod:`chakra.sim.streams` instead).
     """
     if not phase_times_ns:
         return 0
@@ -254,71 +243,6 @@ def _barrier_ns(span: Span) -> int:
     for k in range((n - 1).bit_length()):
         total_ns += max(span.delay(p, (p + 2**k) % n, 0) for p in range(n)) + d
     return total_ns
-
-
-# --- plans --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Phase:
-    """One phase of a stream: its type, algorithm, the NPUs it runs over and their network dimension
-    (``None`` for a flat phase over all NPUs or a subgroup's ring); ``reverse``: its ring runs
-    anticlockwise (a localBWAware all-reduce's all-gather phases: ``get_next_queue_at_level_last``)."""
-
-    phase_type: int
-    algorithm: Algorithm
-    span: Span
-    dim: int | None
-    reverse: bool = False
-
-
-def _default_group_plan(phase_type: int, system: SystemConfig, network: NetworkConfig) -> list[_Phase]:
-    """The phases of one stream of an AR/RS/AG/A2A collective on all NPUs (§5.4)."""
-    algorithms = [parse_algorithm(name) for name in system.algorithms(_ALGORITHM_LIST[phase_type], network.dims)]
-    involved = [dim for dim in range(min(len(algorithms), network.dims)) if network.npus_count[dim] > 1]
-    endpoint_ns = int(system.endpoint_delay_ns)
-    flat = next((algorithms[dim] for dim in involved if algorithms[dim].flat), None)
-    if flat is not None:
-        span = npu_span(network, tuple(range(network.num_npus)), endpoint_ns, symmetric=True)
-        return [_Phase(phase_type, flat, span, None)]
-    optimization = system.collective_optimization
-    if optimization not in (BASELINE, LOCAL_BW_AWARE):
-        raise ChakraInputError(
-            f"unknown collective-optimization {optimization!r}", hint=f"use {BASELINE} or {LOCAL_BW_AWARE}"
-        )
-    plan: Sequence[tuple[int, int]]  # (phase type, dimension)
-    if phase_type == ALL_REDUCE and optimization == LOCAL_BW_AWARE and len(involved) > 1:
-        plan = (
-            [(REDUCE_SCATTER, dim) for dim in involved[:-1]]
-            + [(ALL_REDUCE, involved[-1])]
-            + [(ALL_GATHER, dim) for dim in reversed(involved[:-1])]
-        )
-    elif phase_type == ALL_GATHER:
-        plan = [(ALL_GATHER, dim) for dim in reversed(involved)]
-    else:
-        plan = [(phase_type, dim) for dim in involved]
-    back_down = phase_type == ALL_REDUCE and optimization == LOCAL_BW_AWARE
-    return [
-        _Phase(step, algorithms[dim], dimension_span(network, dim, endpoint_ns), dim, back_down and step == ALL_GATHER)
-        for step, dim in plan
-    ]
-
-
-def _native_plan(phase_type: int, group: Span | None, system: SystemConfig, network: NetworkConfig) -> list[_Phase]:
-    """One stream's AR/RS/AG/A2A phases: the subgroup ring, or the multi-dimensional plan."""
-    if group is not None:
-        return [_Phase(phase_type, Algorithm(RING), group, None)]
-    return _default_group_plan(phase_type, system, network)
-
-
-def _phase_times_ns(plan: list[_Phase], chunk_bytes: int, t_red: ReductionCost) -> tuple[list[int], int]:
-    """Chunk time in ns of each phase of ``plan``, and the size in bytes the stream ends with."""
-    times_ns = []
-    size_bytes = chunk_bytes
-    for phase in plan:
-        times_ns.append(phase_ns(phase.phase_type, phase.algorithm, phase.span, size_bytes, t_red))
-        size_bytes = size_after(phase.phase_type, phase.algorithm, size_bytes, phase.span.size)
-    return times_ns, size_bytes
 
 
 class CollectiveTimes(NamedTuple):
@@ -384,10 +308,10 @@ def _collective_times(
 
     chunk_bytes, streams = chunk_plan(comm_type, size_bytes, system.preferred_dataset_splits, total_npus)
     phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
-    if phase_type not in _ALGORITHM_LIST:
+    if phase_type not in ALGORITHM_LIST:
         modelled_ns = _modelled_time_ns(comm_type, chunk_bytes, streams, whole, subgroup, system, network, t_red)
         return CollectiveTimes(last_ns + modelled_ns)
-    plan = _native_plan(phase_type, subgroup, system, network)
+    plan = native_plan(phase_type, subgroup, system, network)
     trees = streams if any(phase.algorithm.name == DOUBLE_BINARY_TREE for phase in plan) else 0
     npus = members if members is not None else tuple(range(total_npus))
     if offsets is None and len(plan) == 1 and plan[0].algorithm.name == DOUBLE_BINARY_TREE:
@@ -403,10 +327,10 @@ def _collective_times(
         return _by_rank(npus, member_ns, total_npus, trees)
     if offsets is None and not trees:
         # every NPU runs in step: one NPU's queues stand for all
-        times_ns, _ = _phase_times_ns(plan, chunk_bytes, t_red)
+        times_ns, _ = phase_times_ns(plan, chunk_bytes, t_red)
         queued = [(phase.dim if phase.dim is not None else 0, ns) for phase, ns in zip(plan, times_ns, strict=True)]
         return CollectiveTimes(queue_schedule_ns(queued, streams, active), None, trees)
-    phases = _line_phases(plan, npus, chunk_bytes, first_tree, t_red, network)
+    phases = line_phases(plan, npus, chunk_bytes, first_tree, t_red, network)
     ends_ns = schedule_ns(offsets or (0,) * len(npus), phases, streams, active)
     return _by_rank(npus, ends_ns, total_npus, trees)
 
@@ -417,75 +341,6 @@ def _by_rank(npus: Sequence[int], ends_ns: Sequence[int], total_npus: int, trees
     position = {npu: k for k, npu in enumerate(npus)}
     by_rank = tuple(ends_ns[position[r]] if r in position else longest for r in range(total_npus))
     return CollectiveTimes(longest, by_rank, trees)
-
-
-def _line_phases(
-    plan: list[_Phase],
-    npus: Sequence[int],
-    chunk_bytes: int,
-    first_tree: int,
-    t_red: ReductionCost,
-    network: NetworkConfig,
-) -> list[LinePhase]:
-    """The plan as :mod:`chakra.sim.streams` runs it over ``npus``: each phase's queue (its dimension),
-    lines (the NPUs differing only in that coordinate; a flat or subgroup phase: all, in order) and
-    dataflow at the size the phase receives.
-
-    doubleBinaryTree's two trees alternate per dimension (``DoubleBinaryTreeTopology::counter``, one per
-    dimension and collective type, advanced by every phase generated on it): a dimension with one phase
-    per stream continues the type's alternation (``first_tree``), one with two (localBWAware
-    reduce-scatter and all-gather) advances by two per stream, so its first phase takes ``RootMax`` and
-    its second ``RootMin`` every time.
-    """
-    per_dim: dict[int | None, int] = {}
-    for phase in plan:
-        per_dim[phase.dim] = per_dim.get(phase.dim, 0) + 1
-    seen: dict[int | None, int] = {}
-    phases = []
-    size_bytes = chunk_bytes
-    for phase in plan:
-        if phase.dim is None:
-            lines: list[list[int]] = [list(range(len(npus)))]
-            line_of, position_of = [0] * len(npus), list(range(len(npus)))
-        else:
-            keyed: dict[tuple[int, ...], int] = {}
-            lines, line_of, position_of = [], [], []
-            for i, npu in enumerate(npus):
-                coords = network.coordinates(npu)
-                key = coords[: phase.dim] + coords[phase.dim + 1 :]
-                if key not in keyed:
-                    keyed[key] = len(lines)
-                    lines.append([0] * network.npus_count[phase.dim])
-                lines[keyed[key]][coords[phase.dim]] = i
-                line_of.append(keyed[key])
-                position_of.append(coords[phase.dim])
-        on_dim = per_dim[phase.dim]
-        index = seen.get(phase.dim, 0)
-        seen[phase.dim] = index + 1
-        base = first_tree if on_dim == 1 else 0
-
-        def ends(
-            stream: int, inits: Sequence[int], phase: _Phase = phase, size: int = size_bytes, on_dim: int = on_dim,
-            index: int = index, base: int = base,
-        ) -> list[int]:  # fmt: skip
-            root_max = (base + stream * on_dim + index) % 2 == 0
-            return member_ends_ns(
-                phase.phase_type, phase.algorithm, phase.span, size, t_red, inits, root_max, phase.reverse
-            )
-
-        lags = None
-        if phase.algorithm.name == DOUBLE_BINARY_TREE:
-
-            def lags(
-                stream: int, phase: _Phase = phase, size: int = size_bytes, on_dim: int = on_dim, index: int = index,
-                base: int = base,
-            ) -> list[int]:  # fmt: skip
-                return tree_lags_ns(phase.span, (base + stream * on_dim + index) % 2 == 0, t_red(size))
-
-        queue = phase.dim if phase.dim is not None else 0
-        phases.append(LinePhase(queue, lines, line_of, position_of, ends, lags))
-        size_bytes = size_after(phase.phase_type, phase.algorithm, size_bytes, phase.span.size)
-    return phases
 
 
 def _modelled_time_ns(
@@ -500,8 +355,8 @@ def _modelled_time_ns(
 ) -> int:
     """This package's models of REDUCE, GATHER, SCATTER and BROADCAST (see the module docstring)."""
     if comm_type == REDUCE:
-        plan = _native_plan(REDUCE_SCATTER, subgroup, system, network)
-        times_ns, piece_bytes = _phase_times_ns(plan, chunk_bytes, t_red)
+        plan = native_plan(REDUCE_SCATTER, subgroup, system, network)
+        times_ns, piece_bytes = phase_times_ns(plan, chunk_bytes, t_red)
         times_ns.append(_gather_phase_ns(whole, piece_bytes))
     elif comm_type == GATHER:
         times_ns = [_gather_phase_ns(whole, chunk_bytes)]

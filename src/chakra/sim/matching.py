@@ -26,6 +26,7 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.sim.collectives import CollectiveTimes, collective_times
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.plans import collective_parts
 from chakra.table import DEFAULT_GROUP_ID
 
 #: How messages name the default group (``pg_name`` "" or "0", §2.5).
@@ -89,6 +90,11 @@ class CollectiveMatcher:
         self._arrived: dict[tuple[int, int], dict[int, tuple[int, int, int, int]]] = {}
         # (type, size, group, first tree) -> times: the model is pure
         self._times: dict[tuple[int, int, int, int], CollectiveTimes] = {}
+        self._present_set = frozenset(present)
+        # (type, group) -> the parts of its members that run apart (None: one part), and per
+        # (group, turn) the members whose part already ended
+        self._parts: dict[tuple[int, int], list[frozenset[int]] | None] = {}
+        self._done: dict[tuple[int, int], set[int]] = {}
         self._trees: dict[int, int] = defaultdict(int)  # type -> doubleBinaryTree trees taken (default group)
         self._type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
         self.totals: dict[str, dict[str, int]] = {}  # type name -> count, bytes, time_ns
@@ -113,16 +119,44 @@ class CollectiveMatcher:
     ) -> list[tuple[int, int, int]] | None:
         """``rank`` issues its next collective on ``group`` (checked with :meth:`refusal`) at ``now_ns``.
 
-        When it is the last member to arrive: every member's ``(rank, pos, end time in ns)``.
-        Members that disagree on type or size are simulated as the largest, with a warning.
+        When it completes a part (the last member of the collective, or of the NPUs its plan runs
+        together, :func:`~chakra.sim.collectives.collective_parts`): each of those members'
+        ``(rank, pos, end time in ns)``. Members that disagree on type or size are simulated as the
+        largest, with a warning.
         """
         turn = self._turn[(rank, group)]
         self._turn[(rank, group)] = turn + 1
         arrivals = self._arrived.setdefault((group, turn), {})
         arrivals[rank] = (now_ns, pos, comm_type, size_bytes)
-        if len(arrivals) < self._expected[group]:
+        if len(arrivals) == self._expected[group]:
+            del self._arrived[(group, turn)]
+            done = self._done.pop((group, turn), set())
+            return self._complete(group, turn, {r: a for r, a in arrivals.items() if r not in done}, last=True)
+        part = self._part(comm_type, group, rank)
+        if part is None or any(r not in arrivals for r in part):
             return None
-        del self._arrived[(group, turn)]
+        # a collective whose plan leaves NPUs apart (dimensions beyond the configured algorithm
+        # list): this part's members end without waiting for the others
+        self._done.setdefault((group, turn), set()).update(part)
+        return self._complete(group, turn, {r: arrivals[r] for r in part}, last=False)
+
+    def _part(self, comm_type: int, group: int, rank: int) -> frozenset[int] | None:
+        """The simulated members whose part of a ``comm_type`` collective on ``group`` runs with
+        ``rank``'s, when the plan leaves some members apart; ``None`` when it joins them all."""
+        key = (comm_type, group)
+        if key not in self._parts:
+            found = collective_parts(comm_type, self.members[group], self._system, self._network)
+            self._parts[key] = None if len(found) == 1 else [part & self._present_set for part in found]
+        parts = self._parts[key]
+        if parts is None:
+            return None
+        return next(part for part in parts if rank in part)
+
+    def _complete(
+        self, group: int, turn: int, arrivals: dict[int, tuple[int, int, int, int]], *, last: bool
+    ) -> list[tuple[int, int, int]]:
+        """Time the collective for the members of ``arrivals`` (all there): their ``(rank, pos, end ns)``.
+        ``last``: these are the collective's last members (its totals and trees are counted)."""
         first_ns = min(a[0] for a in arrivals.values())
         last_ns = max(a[0] for a in arrivals.values())
         kinds = {(a[2], a[3]) for a in arrivals.values()}
@@ -144,18 +178,20 @@ class CollectiveMatcher:
                 )
                 self._times[key] = times
         else:
-            # each member starts its part when it issues it; a rank not simulated starts with the last
+            # each member starts its part when it issues it; a rank not simulated (or, for a part,
+            # outside it) starts with the last
             ranks = members if members is not None else range(self._network.num_npus)
             offsets = tuple((arrivals[r][0] if r in arrivals else last_ns) - first_ns for r in ranks)
             times = collective_times(
                 comm_type, size_bytes, members, self._system, self._network, first_tree=first_tree, offsets_ns=offsets
             )
-        if everyone:
-            self._trees[comm_type] += times.trees
-        total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
-        total["count"] += 1
-        total["bytes"] += size_bytes
-        total["time_ns"] += times.longest_ns - (last_ns - first_ns)
+        if last:
+            if everyone:
+                self._trees[comm_type] += times.trees
+            total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
+            total["count"] += 1
+            total["bytes"] += size_bytes
+            total["time_ns"] += times.longest_ns - (last_ns - first_ns)
         return [(r, a[1], first_ns + times.of(r)) for r, a in arrivals.items()]
 
     def stuck(self) -> list[Waiting]:
@@ -165,7 +201,10 @@ class CollectiveMatcher:
             members = self.members.get(group)
             expected = [r for r in (members if members is not None else self._present) if r in self._present]
             absent = [r for r in expected if r not in arrivals]
+            done = self._done.get((group, turn), set())
             for rank, (_, pos, _, _) in arrivals.items():
+                if rank in done:
+                    continue
                 waiting.append(
                     (rank, pos, f"collective #{turn} of group {_label(group)}: ranks {absent} never issue it")
                 )
