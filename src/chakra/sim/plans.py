@@ -14,12 +14,12 @@ from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
-    ALL_TO_ALL,
     REDUCE_SCATTER,
     REDUCE_SCATTER_BLOCK,
 )
 from chakra.sim.algorithms import (
     DOUBLE_BINARY_TREE,
+    PHASE_NAMES,
     RING,
     Algorithm,
     ReductionCost,
@@ -37,13 +37,8 @@ from chakra.sim.streams import LinePhase
 #: ``collective-optimization`` values (§4.1).
 BASELINE = "baseline"
 LOCAL_BW_AWARE = "localBWAware"
-#: The comm type whose configured algorithm list (``system.algorithms``) a collective uses.
-ALGORITHM_LIST: dict[int, str] = {
-    ALL_REDUCE: "ALL_REDUCE",
-    REDUCE_SCATTER: "REDUCE_SCATTER",
-    ALL_GATHER: "ALL_GATHER",
-    ALL_TO_ALL: "ALL_TO_ALL",
-}
+#: The comm type whose configured algorithm list (``system.algorithms``) a collective uses: its name.
+ALGORITHM_LIST = PHASE_NAMES
 
 
 @dataclass(frozen=True)
