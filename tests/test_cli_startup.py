@@ -92,6 +92,12 @@ def test_a_command_imports_its_library_when_it_runs(tmp_path):
     assert not any(name.startswith(("chakra.sim", "chakra.pytorch", "matplotlib")) for name in modules)
 
 
+def test_a_running_command_does_not_import_pydantic(tmp_path):
+    # typer from 0.29 coerces every option value through pydantic (0.1 s of start-up): pinned below
+    modules = loaded_after("generate", "micro", "ALL_REDUCE", "-o", str(tmp_path), "--ranks", "2")
+    assert not any(name.split(".")[0] in ("pydantic", "pydantic_core") for name in modules)
+
+
 def test_help_texts_quoting_the_library_are_filled_in_when_shown():
     from chakra.adapt.rules import RULES
     from chakra.pytorch.workload import FIDELITY_TOLERANCE

@@ -8,6 +8,7 @@ mistake (an unknown option, a value of the wrong type) is typer's usage message,
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
@@ -62,8 +63,15 @@ def _root(
     """Read, check and explain Chakra execution traces."""
 
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported; chakra does no linear algebra,
+#: so the command asks for one (measured: a third of numpy's import CPU on this 2-core machine, more
+#: on large ones). A value the user set is kept.
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
+    os.environ.setdefault(BLAS_THREADS_ENV, "1")
     app(args=argv, prog_name="chakra")
 
 
