@@ -133,9 +133,9 @@ class Outcome:
 
     @property
     def both_refuse(self) -> bool:
-        """Ours refused the case and ASTRA-sim ran no rank to its end (it exits, or its events run out
-        with every rank waiting: a deadlock, exit status 0)."""
-        return self.error is not None and not self.theirs.ranks
+        """Ours refused the case and ASTRA-sim did not run every rank to its end (it exits or crashes,
+        or its events run out with ranks waiting: a deadlock, exit status 0)."""
+        return self.error is not None and (self.theirs.returncode != 0 or len(self.theirs.ranks) < self.case.world)
 
     @property
     def exact(self) -> bool:

@@ -75,6 +75,13 @@ def grid() -> list[Case]:
         Case(kind, size, ("Ring",), (8,), group=(0, 2, 4, 6), late_us={4: 6})
         for kind, size in itertools.product(COLLECTIVES, (64 * KIB, MIB))
     ]
+    # subgroups keep a 1-D network's configured algorithm (doubleBinaryTree: both refuse)
+    cases += [
+        Case(kind, size, ("Ring",), (8,), algorithm, active_chunks=chunks, group=group)
+        for kind, algorithm, group, size, chunks in itertools.product(
+            COLLECTIVES, ALGORITHMS[1:], SUBGROUPS, (64 * KIB, MIB), (1, 2)
+        )
+    ]
     return cases
 
 
@@ -89,7 +96,10 @@ def sample(cases: list[Case], count: int | None) -> list[Case]:
 def case_class(case: Case) -> str:
     """What a case exercises, for the summary."""
     if case.group is not None:
-        return f"subgroup {case.comm_type}" + (" late member" if case.late_us else "")
+        kind = (
+            f"subgroup {case.comm_type}" if case.algorithm == "ring" else f"subgroup {case.algorithm} {case.comm_type}"
+        )
+        return kind + (" late member" if case.late_us else "")
     if case.late_us:
         return f"late member {case.algorithm} {case.comm_type} {len(case.npus)}-D"
     dims = f"{len(case.npus)}-D"

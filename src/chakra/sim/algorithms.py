@@ -90,12 +90,14 @@ class Span:
 
     ``symmetric``: every position sees the same delays to its relative peers (a network dimension,
     or all NPUs of a network whose dimensions are each vertex-transitive), so position 0 speaks for all.
+    ``local``: a communicator subgroup's members (ASTRA-sim's ``RingTopology::Dimension::Local``).
     """
 
     size: int
     endpoint_ns: int
     delay: Callable[[int, int, int], int]  # (from position, to position, size_bytes) -> ns
     symmetric: bool
+    local: bool = False
 
     def sources(self) -> range:
         return range(1) if self.symmetric else range(self.size)
@@ -108,11 +110,13 @@ def dimension_span(network: NetworkConfig, dim: int, endpoint_ns: int) -> Span:
     return Span(network.npus_count[dim], endpoint_ns, delay, symmetric=True)
 
 
-def npu_span(network: NetworkConfig, npus: tuple[int, ...], endpoint_ns: int, symmetric: bool) -> Span:
+def npu_span(
+    network: NetworkConfig, npus: tuple[int, ...], endpoint_ns: int, symmetric: bool, local: bool = False
+) -> Span:
     def delay(a: int, b: int, size_bytes: int) -> int:
         return message_delay_ns(network, npus[a], npus[b], size_bytes)
 
-    return Span(len(npus), endpoint_ns, delay, symmetric)
+    return Span(len(npus), endpoint_ns, delay, symmetric, local)
 
 
 def phase_ns(phase_type: int, algorithm: Algorithm, span: Span, size_bytes: int, t_red: ReductionCost) -> int:
@@ -250,7 +254,7 @@ def _direct_phase_ns(phase_type: int, span: Span, size_bytes: int, window: int |
     message = size_bytes if phase_type == ALL_GATHER else size_bytes // n
     offset_ns = [0] + [max(span.delay(p, (p + k) % n, message) for p in span.sources()) for k in range(1, n)]
     reduction_ns = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
-    return _DirectMember(phase_type, n, window, span.endpoint_ns, reduction_ns, offset_ns).run()
+    return _DirectMember(phase_type, n, window, span.endpoint_ns, reduction_ns, offset_ns, local=span.local).run()
 
 
 class _DirectMember:
@@ -277,10 +281,14 @@ class _DirectMember:
         offset_ns: list[int],
         events: _Events | None = None,
         npu: int = 0,
+        local: bool = False,
     ):
         self.phase_type, self.n, self.d, self.t_red, self.offset_ns = phase_type, n, d, t_red, offset_ns
         self.npu = npu
         self.parallel = n - 1 if window is None else min(window, n - 1)
+        # AllToAll::get_non_zero_latency_packets: on a subgroup's Local ring the MA->NPU batch is
+        # (n - 1) windows long, elsewhere one window
+        self.non_zero_batch = (n - 1) * self.parallel if local else self.parallel
         self.stream_count = 2 * (n - 1) if phase_type == ALL_REDUCE else n - 1
         self.middle_point = n - 1
         self.zero = self.non_zero = self.free = self.received = 0
@@ -312,7 +320,7 @@ class _DirectMember:
     def insert(self, now: int) -> None:
         """``insert_packet``: queue the next packet and send its bundle over the memory bus."""
         if self.zero == 0 and self.non_zero == 0:
-            self.zero = self.non_zero = self.parallel
+            self.zero, self.non_zero = self.parallel, self.non_zero_batch
             self.toggle = not self.toggle
         self.packets.append(self.receiver)
         self.receiver = self.receiver % (self.n - 1) + 1
@@ -388,7 +396,7 @@ def direct_member_ends_ns(
                 posted[(src, p)] = posted.get((src, p), 0) + 1
 
     for p in range(n):
-        member = Member(phase_type, n, window, span.endpoint_ns, reduction_ns, [], events, p)
+        member = Member(phase_type, n, window, span.endpoint_ns, reduction_ns, [], events, p, span.local)
         members.append(member)
         events.entry(inits_ns[p], member.start)
     events.run()

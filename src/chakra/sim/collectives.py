@@ -12,8 +12,11 @@ The analytical model of ASTRA-sim's native collectives on the congestion-unaware
    algorithm of their dimension. RS divides the data size by ``n_d`` (integer), AG multiplies it.
    A ``one*`` algorithm on an involved dimension turns the collective into one flat phase over all
    NPUs (id order), timed with :func:`chakra.sim.network.message_delay_ns`.
-   A subgroup (fewer members than NPUs) runs one phase: a ring over its sorted members, real
-   NPU-to-NPU delays, a fixed 10 ns endpoint cost, algorithm forced to ring (§2.5).
+   A subgroup (fewer members than NPUs) runs one phase over its sorted members, real NPU-to-NPU
+   delays, a fixed 10 ns endpoint cost, with the type's algorithm when the system file lists one
+   (direct then batches its MA->NPU packets n−1 windows long) and ring when it lists one per
+   dimension (§2.5, ``CommunicatorGroup::get_collective_plan``); doubleBinaryTree is refused
+   (ASTRA-sim crashes on it).
 3. **Per-phase chunk time** by algorithm (below, :mod:`chakra.sim.algorithms`). Every message
    crosses the NPU↔memory bus once on each side (``d`` = ``endpoint-delay``; ``PacketBundle``,
    ``MemBus``); a received message that is reduced adds ``t_red(m) = 3 · trunc(m / (local-mem-bw ·
@@ -293,7 +296,11 @@ def _collective_times(
     if members is not None and len(members) <= 1:
         return CollectiveTimes(0)  # a group of one has nobody to talk to
 
-    subgroup = npu_span(network, members, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False) if members is not None else None
+    subgroup = (
+        npu_span(network, members, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
+        if members is not None
+        else None
+    )
     whole = (
         subgroup
         if subgroup is not None
@@ -325,7 +332,7 @@ def _collective_times(
         # a subgroup's members end apart on a ring of unequal links
         member_ns = ring_pipelined_ns(phase_type, subgroup, chunk_bytes, t_red, -(-streams // active))
         return _by_rank(npus, member_ns, total_npus, trees)
-    if offsets is None and not trees:
+    if offsets is None and not trees and all(phase.span.symmetric for phase in plan):
         # every NPU runs in step: one NPU's queues stand for all
         times_ns, _ = phase_times_ns(plan, chunk_bytes, t_red)
         queued = [(phase.dim if phase.dim is not None else 0, ns) for phase, ns in zip(plan, times_ns, strict=True)]

@@ -70,7 +70,7 @@ def member_ends_ns(
         return tree_ends_ns(span, size_bytes, root_max, t_red(size_bytes), inits_ns)
     first = inits_ns[0]
     together = all(t == first for t in inits_ns)
-    if together and (span.symmetric or algorithm.name != "ring"):
+    if together and span.symmetric:
         return [first + phase_ns(phase_type, algorithm, span, size_bytes, t_red)] * span.size
     if algorithm.name == HALVING_DOUBLING:
         return _halving_doubling_ends_ns(phase_type, span, size_bytes, t_red, inits_ns)

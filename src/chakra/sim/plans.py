@@ -87,10 +87,25 @@ def default_group_plan(phase_type: int, system: SystemConfig, network: NetworkCo
 
 
 def native_plan(phase_type: int, group: Span | None, system: SystemConfig, network: NetworkConfig) -> list[Phase]:
-    """One stream's AR/RS/AG/A2A phases: the subgroup ring, or the multi-dimensional plan."""
-    if group is not None:
-        return [Phase(phase_type, Algorithm(RING), group, None)]
-    return default_group_plan(phase_type, system, network)
+    """One stream's AR/RS/AG/A2A phases: the subgroup's one phase, or the multi-dimensional plan.
+
+    A subgroup (``CommunicatorGroup::get_collective_plan``) runs over its members in one phase with
+    the type's configured algorithm when the system file lists one, and with ring when it lists one
+    per dimension of a multi-dimensional network; ASTRA-sim crashes on a doubleBinaryTree subgroup
+    (its ring of members is read as a tree), so that is refused.
+    """
+    if group is None:
+        return default_group_plan(phase_type, system, network)
+    configured = system.algorithms(ALGORITHM_LIST[phase_type], network.dims)
+    algorithm = parse_algorithm(configured[0]) if len(configured) == 1 else Algorithm(RING)
+    if algorithm.name == DOUBLE_BINARY_TREE:
+        raise ChakraInputError(
+            f"doubleBinaryTree on a communicator subgroup ({group.size} of {network.num_npus} NPUs): "
+            "ASTRA-sim crashes on it (it reads the subgroup's ring as a tree)",
+            path=system.path,
+            hint="use ring, direct or halvingDoubling for this type, or list one algorithm per network dimension",
+        )
+    return [Phase(phase_type, algorithm, group, None)]
 
 
 def phase_times_ns(plan: list[Phase], chunk_bytes: int, t_red: ReductionCost) -> tuple[list[int], int]:
