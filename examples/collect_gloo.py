@@ -81,7 +81,9 @@ GROUP_STEP: list[tuple[str, str, int | None]] = [
     ("reduce", "dp", 1),
     ("reduce", "tp", 1),
     ("gather", "world", 2),
-    ("scatter", "world", 1),
+    # root 3: no pair or trio has a group rank 3, so the root alone tells this scatter's group (with
+    # root 1, a pair reads it as its own rank 1 and only timing tells them apart: unsure on a busy machine)
+    ("scatter", "world", 3),
     ("scatter", "trio", 2),
     ("all_to_all", "world", None),
     ("sleep", "dp13", None),
