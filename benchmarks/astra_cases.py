@@ -11,6 +11,7 @@ simulators and returns both figures per rank.
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,9 @@ BASE_SYSTEM = {
     "roofline-enabled": 0,
     "peak-perf": 900,
 }
+#: How subprocess reports ASTRA-sim killed by SIGABRT, and how often such a run is tried (run_workload).
+ABORTED = -signal.SIGABRT
+ABORT_ATTEMPTS = 3
 #: The comm group id of a case's subgroup.
 SUBGROUP_ID = 1
 KIB = 1 << 10
@@ -169,10 +173,18 @@ def run_workload(
     comm_groups: Path | None,
     binary: Path = ASTRA_BIN / CONGESTION_UNAWARE,
 ) -> Outcome:
-    """Run the workload ``prefix`` (with ``case``'s configuration files) in both simulators."""
+    """Run the workload ``prefix`` (with ``case``'s configuration files) in both simulators.
+
+    Where ranks are in several groups, ASTRA-sim may abort at exit (a double free in its
+    communicator-group teardown, SIGABRT) after printing its results, and its logger may lose lines
+    then: such a run is repeated (up to :data:`ABORT_ATTEMPTS` runs) until every rank's line is there.
+    """
     from chakra.errors import ChakraError
 
-    theirs = run_astra_sim(binary, prefix, system_path, network_path, comm_groups=comm_groups)
+    for _ in range(ABORT_ATTEMPTS):
+        theirs = run_astra_sim(binary, prefix, system_path, network_path, comm_groups=comm_groups)
+        if theirs.returncode != ABORTED or len(theirs.ranks) == case.world:
+            break
     try:
         result = simulate_workload(
             prefix, load_system(system_path), load_network(network_path), comm_groups_path=comm_groups

@@ -27,6 +27,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, NETWORK = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
 #: How subprocess reports a program stopped by a failed assert (killed by SIGABRT).
 ABORTED = -signal.SIGABRT
+#: Runs of ASTRA-sim before giving up on one that printed every rank's line (see below).
+ASTRA_ATTEMPTS = 3
 
 
 def _faithful_and_adapted(traces: Path, folder: Path) -> tuple[Path, Path]:
@@ -162,14 +164,18 @@ def _compat_system(folder: Path) -> Path:
 def test_our_simulator_gives_astra_sims_cycles_on_the_adapted_live_job(job: str, request, tmp_path: Path):
     _, adapted = request.getfixturevalue(job)
     system = _compat_system(tmp_path)
-    # the nested job's 4 ranks on a 2-D network: on a 1-D one ASTRA-sim aborts at exit (a double free
-    # in its communicator-group teardown) and its logger may lose ranks' lines
     network = NETWORK
     if job == "nested":
         network = tmp_path / "ring2x2.yml"
         network.write_text(
             "topology: [ Ring, Ring ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
         )
-    code, theirs = run_astra_sim(adapted, network, system)
     ours = simulate_workload(adapted, load_system(system), load_network(network))
-    assert code == 0 and {r: s.finish_ns for r, s in ours.ranks.items()} == theirs
+    # where ranks are in several groups, ASTRA-sim may abort at exit (a double free in its
+    # communicator-group teardown) after printing its results, and its logger may lose lines then:
+    # the lines are what counts, and a run that lost some is run again
+    for _ in range(ASTRA_ATTEMPTS):
+        code, theirs = run_astra_sim(adapted, network, system)
+        if len(theirs) == len(ours.ranks):
+            break
+    assert code in (0, ABORTED) and {r: s.finish_ns for r, s in ours.ranks.items()} == theirs
