@@ -69,3 +69,12 @@ class AttrKindError(ChakraError, TypeError):
 
 class ChakraInputError(ChakraError):
     """Any other bad input: missing files, unreadable JSON, arguments that do not fit together."""
+
+
+class ChakraOutputError(ChakraInputError):
+    """An output that could not be written (disk full, read-only, over quota): ``os_error`` is why.
+    Writers of several files (a workload) catch it to name the whole output instead of one file."""
+
+    def __init__(self, os_error: OSError, *, path: PathLike, hint: str | None = None):
+        super().__init__(f"cannot write: {os_error.strerror or os_error}", path=path, hint=hint)
+        self.os_error = os_error

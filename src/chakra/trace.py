@@ -31,7 +31,7 @@ import numpy as np
 
 from chakra import io
 from chakra.attrs import set_attr
-from chakra.errors import ChakraInputError, PathLike
+from chakra.errors import ChakraInputError, ChakraOutputError, PathLike
 from chakra.graph import TraceGraph, build_graph, topological_order
 from chakra.groups import CommGroups
 from chakra.paths import COMM_GROUPS_SUFFIX, RANK_FILE, groups_path, prefix_of, rank_of, rank_path
@@ -316,6 +316,8 @@ class WorkloadWriter:
     """
 
     def __init__(self, prefix: PathLike, *, progress: Callable[[int], None] | None = None):
+        # the folders this writer makes for the prefix, removed again (if still empty) when it aborts
+        self._made_folders = _missing_folders(Path(prefix).parent)
         self.prefix = prepare_prefix(prefix)
         self.groups: CommGroups | None = None
         #: a groups file to copy byte for byte instead (when :attr:`groups` is not set)
@@ -349,6 +351,8 @@ class WorkloadWriter:
             io.write(self.staging_path(rank), metadata or GlobalMetadata(version=io.FORMAT_VERSION), nodes)
         except OSError as error:
             raise _write_error(self.prefix, error) from None
+        except ChakraOutputError as error:
+            raise _write_error(self.prefix, error.os_error) from None
         self.adopt(rank)
 
     def write_bytes(self, rank: int, data: bytes) -> None:
@@ -401,6 +405,9 @@ class WorkloadWriter:
         except OSError as error:
             self.abort()
             raise _write_error(self.prefix, error) from None
+        except ChakraOutputError as error:
+            self.abort()
+            raise _write_error(self.prefix, error.os_error) from None
         except BaseException:
             self.abort()
             raise
@@ -414,6 +421,9 @@ class WorkloadWriter:
         for staged in self._staged.values():
             staged.unlink(missing_ok=True)
         self._staged.clear()
+        for folder in self._made_folders:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
     def _drain(self) -> None:
         """Wait for the writer threads; the first write error is raised after the others finish."""
@@ -431,10 +441,20 @@ class WorkloadWriter:
             raise errors[0]
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
 def _write_error(prefix: Path, error: OSError) -> ChakraInputError:
+    staged = error.filename is not None and Path(error.filename).name.startswith(".")
     return ChakraInputError(
         f"cannot write workload {prefix.name}: {error.strerror or error}",
-        path=error.filename or prefix.parent,
+        path=prefix.parent if staged or error.filename is None else error.filename,
         hint="choose an output folder you can write to, with room for the workload",
     )
 

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import tempfile
@@ -17,12 +18,21 @@ from typing import IO
 
 import zstandard
 
-from chakra.errors import ChakraInputError, PathLike
+from chakra.errors import ChakraInputError, ChakraOutputError, PathLike
 from chakra.io.framing import FORMAT_VERSION, SHORT_PREFIX_LIMIT, SHORT_PREFIXES, compression_for, encode_varint, frame
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
 
 #: Records gathered in memory before one ``write`` call to the file.
 _WRITE_FLUSH_RECORDS = 4096
+#: Errors of writing an output that are the output's (its disk full, over quota, too large for the
+#: file system, read-only, failing): one line naming the output instead of a traceback.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+def output_error(exc: OSError, path: Path) -> ChakraOutputError:
+    """The one-line error for ``exc`` met while writing ``path``."""
+    hint = "free some space or write somewhere else" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    return ChakraOutputError(exc, path=path, hint=hint)
 
 
 def _current_umask() -> int:
@@ -70,20 +80,27 @@ class AtomicFile:
             os.replace(self.tmp_path, self.path)
         except OSError as exc:
             self.abort()
-            raise ChakraInputError(f"cannot write: {exc.strerror}", path=self.path) from None
+            raise output_error(exc, self.path) from None
 
     def abort(self) -> None:
-        self.file.close()
-        self.tmp_path.unlink(missing_ok=True)
+        """Drop the temporary file, even when closing it fails (a full disk fails the last flush)."""
+        try:
+            self.file.close()
+        except OSError:
+            pass  # what it could not flush is dropped with the file
+        finally:
+            self.tmp_path.unlink(missing_ok=True)
 
     def __enter__(self) -> IO[bytes]:
         return self.file
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         if exc_type is None:
             self.commit()
-        else:
-            self.abort()
+            return
+        self.abort()
+        if isinstance(exc, OSError) and exc.errno in OUTPUT_ERRNOS:
+            raise output_error(exc, self.path) from None
 
 
 class EtWriter:
@@ -158,18 +175,29 @@ class EtWriter:
             self.write(node)
 
     def _flush(self) -> None:
-        self._sink.write(b"".join(self._pending))
+        try:
+            self._sink.write(b"".join(self._pending))
+        except OSError as exc:
+            self.abort()
+            if exc.errno in OUTPUT_ERRNOS:
+                raise output_error(exc, self.path) from None
+            raise
         self._pending.clear()
 
     def close(self) -> None:
         """Finish the file and move it into place."""
         if self._closed:
             return
+        self._flush()
         self._closed = True
         try:
-            self._flush()
             if self._sink is not self._atomic.file:
                 self._sink.close()
+        except OSError as exc:
+            self._atomic.abort()
+            if exc.errno in OUTPUT_ERRNOS:
+                raise output_error(exc, self.path) from None
+            raise
         except BaseException:
             self._atomic.abort()
             raise

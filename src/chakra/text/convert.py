@@ -30,7 +30,7 @@ from chakra.text.workload import (
     WG,
     TextWorkload,
 )
-from chakra.trace import WorkloadWriter, prepare_prefix
+from chakra.trace import WorkloadWriter
 
 #: What the compute-time columns may hold (``convert_text(time_unit=...)``).
 TIME_UNIT_US, TIME_UNIT_NS = "us", "ns"
@@ -184,7 +184,7 @@ def convert_text(
     if model_parallel_size is not None and model_parallel_size < 1:
         raise ChakraInputError(f"--model-parallel-size is {model_parallel_size}", hint="it is at least 1")
     workload = parse_text_workload(input_path)
-    prefix = prepare_prefix(output_prefix)
+    prefix = Path(output_prefix)  # its folder is made by the writer, and removed again if writing fails
     notes: list[str] = []
     first_dim = first_dimension(workload, num_npus, model_parallel_size, notes)
     builder = Builder(workload, Placement(num_npus, first_dim), NS_PER_US if time_unit == TIME_UNIT_NS else 1)
