@@ -6,6 +6,7 @@ skip with the reason where mounting is not allowed."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,27 +47,28 @@ def _left(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name != FILLER)
 
 
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "full"
+@contextlib.contextmanager
+def _tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at ``folder`` (made here) with ``options``, unmounted afterwards."""
     folder.mkdir()
-    _mount(folder, f"size={DISK_SIZE}")
+    _mount(folder, options)
     try:
-        _fill(folder)
         yield folder
     finally:
         subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    with _tmpfs(tmp_path / "full", f"size={DISK_SIZE}") as folder:
+        _fill(folder)
+        yield folder
 
 
 @pytest.fixture
 def read_only_disk(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "read_only"
-    folder.mkdir()
-    _mount(folder, f"size={DISK_SIZE},ro")
-    try:
+    with _tmpfs(tmp_path / "read_only", f"size={DISK_SIZE},ro") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "--lazy", str(folder)], check=False)
 
 
 @pytest.fixture(scope="module")
