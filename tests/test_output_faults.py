@@ -7,7 +7,10 @@ skip with the reason where mounting is not allowed."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +138,26 @@ def test_an_atomic_file_whose_last_flush_fails_leaves_no_temporary_file(full_dis
     atomic.file.write(bytes(100))  # buffered: the disk is full when it is flushed
     atomic.abort()
     assert _left(full_disk) == []
+
+
+#: How long the interrupted command is given to start writing, and to stop once told (s): generous
+#: on a loaded machine.
+START_WAIT_S = 60
+STOP_WAIT_S = 60
+SIGTERM_EXIT = 128 + signal.SIGTERM
+#: Nodes of the file jsonized while it is stopped: enough for seconds of work.
+BIG_NODES = 400_000
+
+
+def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path: Path):
+    big = tmp_path / "big.0.et"
+    io.write(big, GlobalMetadata(version="0.0.4"), (Node(id=i, name=f"n{i}", type=COMP_NODE) for i in range(BIG_NODES)))
+    out = tmp_path / "out" / "big.json"
+    out.parent.mkdir()
+    command = subprocess.Popen([sys.executable, "-m", "chakra", "jsonize", str(big), str(out)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + START_WAIT_S
+    while not any(out.parent.iterdir()) and time.monotonic() < deadline and command.poll() is None:
+        time.sleep(0.01)
+    command.send_signal(signal.SIGTERM)
+    assert command.wait(STOP_WAIT_S) in (SIGTERM_EXIT, 0)  # 0: it finished before the signal came
+    assert sorted(p.name for p in out.parent.iterdir()) in ([], ["big.json"])

@@ -9,6 +9,7 @@ mistake (an unknown option, a value of the wrong type) is typer's usage message,
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 
 import typer
@@ -69,9 +70,20 @@ def _root(
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM ends the command as an exception would: the ``with`` blocks of the writers run, so no
+    temporary or half-written file stays (the default action kills the process where it stands)."""
+    raise SystemExit(SIGNAL_EXIT_BASE + signum)
+
+
+#: A process stopped by signal N exits with 128 + N, as shells report it.
+SIGNAL_EXIT_BASE = 128
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
     os.environ.setdefault(BLAS_THREADS_ENV, "1")
+    signal.signal(signal.SIGTERM, _stop)
     app(args=argv, prog_name="chakra")
 
 
