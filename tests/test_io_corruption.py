@@ -379,3 +379,29 @@ def test_metadata_from_the_pre_october_2023_schema_is_refused_with_a_hint(tmp_pa
 
     check_error(info.value, path)
     assert info.value.node_index is None
+
+
+#: Bytes of zeros in the "bomb" below: 64 Mi empty records once decompressed, about 65 KB as gzip.
+ZEROS_BYTES = 64 << 20
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_a_file_of_zeros_is_refused_at_once_not_read_as_millions_of_empty_nodes(tmp_path: Path, compressed: bool):
+    path = tmp_path / ("zeros.et.gz" if compressed else "zeros.et")
+    path.write_bytes(gzip.compress(bytes(ZEROS_BYTES)) if compressed else bytes(ZEROS_BYTES >> 6))
+    with pytest.raises(ChakraFormatError, match=r"empty \(zero-length\) records") as raised:
+        io.read(path)
+    assert str(raised.value.path) == str(path)
+    for decoded in (False, True):  # the node table's reader refuses it too
+        with io.EtReader(path) as reader, pytest.raises(ChakraFormatError, match="zero-length"):
+            if decoded:
+                list(reader.decoded_batches({}, {}))
+            else:
+                list(reader)
+
+
+def test_a_few_empty_records_are_still_read(tmp_path: Path):
+    path = tmp_path / "few.et"
+    path.write_bytes(records(make_metadata()) + b"\x00" * 3 + records(make_node(1, "n")))
+    _, nodes = io.read(path)
+    assert [n.name for n in nodes] == ["", "", "", "n"]

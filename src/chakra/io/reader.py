@@ -36,6 +36,10 @@ from chakra.io.framing import (
 )
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
 
+#: Zero-length records a file may hold before it is refused (:meth:`EtReader._count_empty`): real
+#: files hold none; a few are read (and reported by ``validate``), a flood is not a trace.
+MAX_EMPTY_RECORDS = 4096
+
 #: The start of a JSON object or array (what host traces, Kineto traces and jsonized ETs begin
 #: with), looked for in the first bytes of a file whose first record does not parse.
 _JSON_START = re.compile(rb'\s*[\[{]\s*["\[{\]}]')
@@ -109,6 +113,7 @@ class EtReader:
     def __init__(self, path: PathLike):
         self.path = Path(path)
         self.node_count = 0  # nodes yielded so far
+        self._empty_floor = 0  # at least this many zero-length records were read (see _count_empty)
         self._stream, self._size = open_decompressed(self.path)
         self._buf = b""
         self._pos = 0  # position in _buf
@@ -158,6 +163,7 @@ class EtReader:
             buf, pos = self._buf, self._pos
             stop, count, error, nodes, ctrl, data, attrs = _columns.decode(buf, pos, len(buf), node_names, attr_names)
             if count:
+                self._count_empty(count, stop - pos, pos)
                 self._pos = stop
                 yield DecodedRecords(buf, self._base, self.node_count, count, nodes, ctrl, data, attrs)
                 self.node_count += count
@@ -193,6 +199,21 @@ class EtReader:
         return True
 
     # -- internals -----------------------------------------------------------------------
+    def _count_empty(self, records: int, span_bytes: int, start: int) -> None:
+        """Refuse a stream of zero-length records (a file of zeros, a decompression bomb): a record
+        with data takes at least two bytes, so ``records`` records in ``span_bytes`` bytes hold at
+        least ``2 · records − span_bytes`` empty ones. No writer makes them (upstream's reader takes
+        one for the end of the file)."""
+        self._empty_floor += max(0, 2 * records - span_bytes)
+        if self._empty_floor > MAX_EMPTY_RECORDS:
+            raise self._error(
+                f"more than {MAX_EMPTY_RECORDS:,} empty (zero-length) records: this is not a Chakra ET "
+                "(a file of zeros, or zeros compressed?)",
+                self._base + start,
+                self.node_count,
+                hint="check that the file is the trace you meant; regenerate it from the source trace",
+            )
+
     def _error(self, message: str, offset: int, node_index: int | None, hint: str | None = None) -> ChakraFormatError:
         return ChakraFormatError(message, path=self.path, offset=offset, node_index=node_index, hint=hint)
 
@@ -364,6 +385,7 @@ class EtReader:
                 pos = stop
             self._pos = pos
             if pieces:
+                self._count_empty(len(pieces) // 2, pos - batch_start, batch_start)
                 # a corrupt record among these takes precedence over a framing error after them
                 batch = self._parse_batch(pieces, batch_start)
                 if len(batch) or self._pending_error is None:
