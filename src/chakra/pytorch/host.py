@@ -353,10 +353,23 @@ def load_host_trace(path: PathLike) -> HostTrace:
         raw, notes = _decode(data, layout, path)
         convert = host_node_from_record if layout == "grouped" else _from_flat
         nodes: list[Any] = raw.nodes
+        if not nodes:
+            raise ChakraFormatError(
+                "the host trace has no nodes",
+                path=path,
+                hint="record at least one step with torch.profiler.ExecutionTraceObserver",
+            )
         # in place, so each on-disk struct is freed as soon as it is converted (halves the peak)
-        for i, node in enumerate(nodes):
-            nodes[i] = convert(node)
-        del node
+        for i in range(len(nodes)):
+            try:
+                nodes[i] = convert(nodes[i])
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise ChakraFormatError(
+                    f"not a host execution trace: its attrs: {exc}",
+                    path=path,
+                    node_index=i,
+                    hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",
+                ) from None
         _share_equal_values(nodes)
     if raw.schema not in KNOWN_SCHEMAS:
         notes.append(f"schema {raw.schema!r} is not one this tool was tested with; read by its fields")

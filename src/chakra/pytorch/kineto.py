@@ -107,8 +107,9 @@ class KinetoEvent(msgspec.Struct, gc=False):
     name: str = ""
     cat: str = ""
     ph: str = ""
-    pid: Any = 0
-    tid: Any = 0
+    # numbers, or names ("Spans", "stream 7 ...") in some Kineto versions; anything else is refused
+    pid: int | str = 0
+    tid: int | str = 0
     ts: float = 0.0
     dur: float = 0.0
     args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)

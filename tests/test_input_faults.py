@@ -1,0 +1,71 @@
+"""Broken inputs a user hands the commands: exit code 2, one line naming the file (and where in it),
+never a traceback. Each case here once escaped as a Python exception or ran without end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from helpers import require_shared, run_cli
+
+HOST_TRACE = "param/resnet_1gpu_et.json.gz"
+KINETO_TRACE = "hta/benchmark_simple_add_trace.json.gz"
+HOST_OF_KINETO = "hta/benchmark_simple_add_et.json.gz"
+#: Host nodes kept in the broken copies (the first few are enough to reach the broken one).
+KEPT_NODES = 50
+
+
+def _shared_json(relpath: str) -> dict:
+    return json.loads(gzip.decompress(require_shared(relpath).read_bytes()))
+
+
+def _refused(done, path: Path, *words: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert str(path) in done.stderr
+    for word in words:
+        assert word in done.stderr
+
+
+def test_a_host_node_whose_attrs_are_a_string_is_refused_naming_the_node(tmp_path: Path):
+    trace = _shared_json(HOST_TRACE)
+    trace["nodes"] = [dict(trace["nodes"][1], attrs="oops"), *trace["nodes"][2:KEPT_NODES]]
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps(trace))
+    _refused(run_cli("convert", "pytorch", "--host", str(host), "-o", str(tmp_path / "out" / "job")), host, "node #0")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_host_trace_without_nodes_is_refused(tmp_path: Path):
+    trace = _shared_json(HOST_TRACE)
+    trace["nodes"] = []
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps(trace))
+    _refused(run_cli("convert", "pytorch", "--host", str(host), "-o", str(tmp_path / "job")), host, "no nodes")
+
+
+def test_a_kineto_event_whose_tid_is_an_object_is_refused_naming_the_event(tmp_path: Path):
+    trace = _shared_json(KINETO_TRACE)
+    first = next(i for i, event in enumerate(trace["traceEvents"]) if "tid" in event)
+    trace["traceEvents"][first]["tid"] = {"x": 1}
+    device = tmp_path / "device.json"
+    device.write_text(json.dumps(trace))
+    host = require_shared(HOST_OF_KINETO)
+    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(tmp_path / "job"))
+    _refused(done, device, f"traceEvents[{first}].tid")
+
+
+def test_a_gzip_of_zeros_is_refused_at_once(tmp_path: Path):
+    zeros = tmp_path / "zeros.et.gz"
+    zeros.write_bytes(gzip.compress(bytes(16 << 20)))
+    _refused(run_cli("info", str(zeros)), zeros, "zero-length")
+
+
+def test_validate_reports_a_gzip_of_zeros_as_an_error_finding(tmp_path: Path):
+    zeros = tmp_path / "zeros.et.gz"
+    zeros.write_bytes(gzip.compress(bytes(16 << 20)))
+    done = run_cli("validate", str(zeros))
+    assert done.returncode == 1 and "Traceback" not in done.stderr  # exit 1: the file has errors
+    assert "zero-length" in done.stdout
