@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import require_shared, run_cli
 
+REPO = Path(__file__).resolve().parents[1]
+SYSTEM, NETWORK = REPO / "examples" / "astra" / "system.json", REPO / "examples" / "astra" / "ring2.yml"
 HOST_TRACE = "param/resnet_1gpu_et.json.gz"
 KINETO_TRACE = "hta/benchmark_simple_add_trace.json.gz"
 HOST_OF_KINETO = "hta/benchmark_simple_add_et.json.gz"
@@ -69,3 +71,23 @@ def test_validate_reports_a_gzip_of_zeros_as_an_error_finding(tmp_path: Path):
     done = run_cli("validate", str(zeros))
     assert done.returncode == 1 and "Traceback" not in done.stderr  # exit 1: the file has errors
     assert "zero-length" in done.stdout
+
+
+@pytest.mark.parametrize("content", ["{}", '{"traceEvents": []}'], ids=["empty object", "no events"])
+def test_a_kineto_trace_without_events_is_refused(content: str, tmp_path: Path):
+    device = tmp_path / "device.json"
+    device.write_text(content)
+    host = require_shared(HOST_OF_KINETO)
+    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(tmp_path / "job"))
+    _refused(done, device, "no events")
+
+
+def test_a_simulation_report_of_an_unknown_format_is_refused_before_the_run(tmp_path: Path):
+    assert run_cli("generate", "micro", "ALL_REDUCE", "-o", str(tmp_path), "--ranks", "2").returncode == 0
+    report = tmp_path / "report.xml"
+    done = run_cli(
+        "simulate", "--workload", str(tmp_path / "ALL_REDUCE"), "--system", str(SYSTEM), "--network", str(NETWORK),
+        "--report", str(report),
+    )  # fmt: skip
+    _refused(done, report, ".json", ".csv")
+    assert not report.exists() and "finished" not in done.stdout

@@ -75,9 +75,12 @@ def simulate(
     """
     from chakra.sim import config
     from chakra.sim.config.system import ASTRA_COMPAT_KEY
-    from chakra.sim.report import report_dict, write_report
+    from chakra.sim.report import check_report_path, report_dict, write_report
     from chakra.sim.results import SimulationStuck
     from chakra.sim.run import simulate_workload
+
+    if report is not None:
+        check_report_path(report)  # before the run, not after it
 
     system_overrides = dict(config.parse_override(o) for o in overrides)
     if astra_compat:

@@ -240,6 +240,12 @@ def load_kineto_trace(path: PathLike) -> KinetoTrace:
             path=path,
             hint="pass it as the host trace",
         )
+    if not raw.traceEvents:
+        raise ChakraFormatError(
+            "the Kineto trace has no events (traceEvents is missing or empty)",
+            path=path,
+            hint="profile at least one step (torch.profiler's schedule, then export_chrome_trace)",
+        )
     return KinetoTrace(
         path=path,
         events=raw.traceEvents,

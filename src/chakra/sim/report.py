@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from chakra.errors import ChakraInputError
 from chakra.io import AtomicFile
 from chakra.sim.results import SimResult
 
@@ -47,10 +48,25 @@ def report_dict(result: SimResult) -> dict[str, Any]:
     }
 
 
+#: What ``--report`` writes, by suffix.
+REPORT_SUFFIXES = (".json", ".csv")
+
+
+def check_report_path(path: str | Path) -> None:
+    """Raise :class:`ChakraInputError` unless ``path`` ends in a suffix :func:`write_report` writes."""
+    if Path(path).suffix.lower() not in REPORT_SUFFIXES:
+        raise ChakraInputError(
+            f"cannot tell the report's format from {Path(path).name!r}",
+            path=path,
+            hint="name it .json (every figure) or .csv (the per-rank rows)",
+        )
+
+
 def write_report(result: SimResult, path: str | Path) -> None:
-    """JSON (``.json``) or CSV of the per-rank rows (any other suffix), written atomically."""
+    """JSON (``.json``) or CSV (``.csv``) of the per-rank rows, written atomically."""
+    check_report_path(path)
     data = report_dict(result)
-    if str(path).endswith(".json"):
+    if Path(path).suffix.lower() == ".json":
         text = json.dumps(data, indent=1)
     else:
         buffer = _io.StringIO()
