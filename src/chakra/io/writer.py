@@ -59,6 +59,8 @@ class AtomicFile:
     def __init__(self, path: PathLike):
         self.path = Path(path)
         directory = self.path.parent
+        if directory.exists() and not directory.is_dir():
+            raise ChakraInputError("the output folder is a file", path=directory, hint="choose another output path")
         if not directory.is_dir():
             raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
         if self.path.is_dir():
