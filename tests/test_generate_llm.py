@@ -47,7 +47,7 @@ TINY_MOE = dataclasses.replace(TINY, name="tiny-moe", experts=4, top_k=2, gated_
 GEMMS = ("attn.qkv", "attn.out", "mlp.up", "mlp.down", "lm_head", "moe.router", "moe.expert_up", "moe.expert_down")
 
 
-def spec_of(model: ModelSpec = TINY, *, global_batch: int = 8, **parallel: object) -> WorkloadSpec:
+def spec_of(model: ModelSpec = TINY, *, global_batch: int | None = 8, **parallel: object) -> WorkloadSpec:
     return WorkloadSpec(model, ParallelSpec(**parallel), HARDWARE_PRESETS["h100"], global_batch=global_batch)  # type: ignore[arg-type]
 
 
@@ -394,7 +394,7 @@ def test_a_mixture_of_experts_workload_finishes_in_the_simulator(tmp_path: Path,
 
 # ---- inference -----------------------------------------------------------------------------------
 def inference_spec(**parallel: object) -> WorkloadSpec:
-    spec = spec_of(PRESETS["llama3-70b"], global_batch=0, **parallel)
+    spec = spec_of(PRESETS["llama3-70b"], global_batch=None, **parallel)
     return dataclasses.replace(spec, step="inference", micro_batch=8, prompt_len=1024, decode_steps=3)
 
 
@@ -488,7 +488,7 @@ def test_moe_gemm_flops_are_six_times_the_active_matmul_params_times_tokens(tmp_
 
 def test_a_decode_step_reads_the_weights_of_every_local_expert_it_routes_to(tmp_path: Path):
     spec = dataclasses.replace(
-        spec_of(TINY_MOE, dp=2, ep=2, global_batch=0), step="inference", micro_batch=1, prompt_len=64, decode_steps=1
+        spec_of(TINY_MOE, dp=2, ep=2, global_batch=None), step="inference", micro_batch=1, prompt_len=64, decode_steps=1
     )
     nodes = generate(tmp_path, spec)[0]
     up = next(n for n in nodes if n.name == "layer0.decode1.moe.expert_up")

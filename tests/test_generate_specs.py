@@ -242,3 +242,8 @@ def test_cli_options_override_the_spec_file(tmp_path: Path):
     assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et", "w.2.et", "w.3.et"]
     _, nodes = io.read(tmp_path / "w.0.et")
     assert not [n for n in nodes if n.type in (COMM_SEND_NODE, COMM_RECV_NODE)]  # one stage: no pipeline
+
+
+def test_a_global_batch_of_zero_is_refused_not_read_as_unset(tmp_path):
+    done = run_cli("generate", "llm", "--preset", "llama3-8b", "--global-batch", "0", "-o", str(tmp_path / "w"))
+    assert done.returncode == 2 and "global-batch 0 must be at least 1" in done.stderr

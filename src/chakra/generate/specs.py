@@ -171,7 +171,7 @@ class WorkloadSpec:
     hardware: HardwareSpec | None = None
     step: str = "train"
     micro_batch: int = 1
-    global_batch: int = 0  # 0: one micro-batch per pipeline (m = 1)
+    global_batch: int | None = None  # None: one micro-batch per pipeline (m = 1)
     dtype: str = "bf16"
     grad_dtype: str = "fp32"  # Megatron-LM reduces gradients in fp32 (reference §2.4)
     recompute: str = "none"
@@ -314,8 +314,7 @@ def check_spec(spec: WorkloadSpec, *, path: PathLike | None = None, labels: Mapp
             bad(f"{say(key, value)} must be at least 1", "1 turns it off" if "parallel." in key else "give a size")
     not_negative = {
         "model.head_dim": m.head_dim, "model.experts": m.experts, "model.expert_ffn": m.expert_ffn,
-        "global_batch": spec.global_batch, "dp_bucket_params": spec.dp_bucket_params,
-        "prompt_len": spec.prompt_len, "decode_steps": spec.decode_steps,
+        "dp_bucket_params": spec.dp_bucket_params, "prompt_len": spec.prompt_len, "decode_steps": spec.decode_steps,
     }  # fmt: skip
     for key, value in not_negative.items():
         if value < 0:
@@ -374,6 +373,8 @@ def check_spec(spec: WorkloadSpec, *, path: PathLike | None = None, labels: Mapp
     if par.schedule != "interleaved" and par.virtual_stages != 1:
         bad(f"{virtual} needs schedule interleaved", "set schedule: interleaved")
     batch = say("global_batch", spec.global_batch)
+    if spec.global_batch is not None and spec.global_batch < 1:
+        bad(f"{batch} must be at least 1", "leave it out for one micro-batch per pipeline")
     if spec.global_batch and spec.global_batch % (spec.micro_batch * par.dp):
         bad(
             f"{batch} is not a multiple of micro_batch x dp = {spec.micro_batch * par.dp}",
