@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import require_shared, run_cli
+from helpers import make_node, require_shared, run_cli, write_et
+
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM, NETWORK = REPO / "examples" / "astra" / "system.json", REPO / "examples" / "astra" / "ring2.yml"
@@ -91,3 +93,21 @@ def test_a_simulation_report_of_an_unknown_format_is_refused_before_the_run(tmp_
     )  # fmt: skip
     _refused(done, report, ".json", ".csv")
     assert not report.exists() and "finished" not in done.stdout
+
+
+def test_a_collective_the_model_refuses_names_the_rank_file_and_node(tmp_path: Path):
+    for rank in range(2):
+        node = make_node(5, "odd", COMM_COLL_NODE, is_cpu_op=False, comm_type=12345, comm_size=100)
+        write_et(tmp_path / f"w.{rank}.et", [node])
+    done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(SYSTEM), "--network", str(NETWORK))
+    _refused(done, tmp_path / "w.1.et", "node 5 (odd)", "unknown collective type 12345")
+
+
+def test_a_missing_local_memory_bandwidth_names_the_system_file(tmp_path: Path):
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({k: v for k, v in json.loads(SYSTEM.read_text()).items() if k != "local-mem-bw"}))
+    for rank in range(2):
+        node = make_node(5, "ar", COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=1 << 20)
+        write_et(tmp_path / f"w.{rank}.et", [node])
+    done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(NETWORK))
+    _refused(done, system, "local-mem-bw is 0 or missing")

@@ -102,6 +102,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from chakra.errors import ChakraInputError
@@ -200,9 +201,10 @@ def pipelined_time_ns(phase_times_ns: Sequence[int], streams: int, active_stream
     return sum(phase_times_ns) + (waves - 1) * max(phase_times_ns)
 
 
-def _zero_bandwidth_error() -> ChakraInputError:
+def _zero_bandwidth_error(path: Path | None = None) -> ChakraInputError:
     return ChakraInputError(
-        "local-mem-bw is 0: reductions would take forever",
+        "local-mem-bw is 0 or missing: reductions would take forever",
+        path=path,
         hint="set local-mem-bw (GB/s) in the system configuration",
     )
 
@@ -280,7 +282,7 @@ def _collective_times(
         why, hint = refusal or ("replays its node's duration_micros: it has no collective time", "")
         raise ChakraInputError(f"a collective that {why}", path=system.path, hint=hint or None)
     if comm_type in REDUCING_TYPES and system.local_mem_bw_gbps == 0:
-        raise _zero_bandwidth_error()
+        raise _zero_bandwidth_error(system.path)
     active = system.active_chunks_per_dimension
     if system.preferred_dataset_splits < 1 or active < 1:
         raise ChakraInputError(

@@ -372,7 +372,13 @@ class _Run:
             if replays_duration(comm_type, self.system):  # ASTRA-sim's BROADCAST: the rank alone, unmatched
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
-            started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
+            try:
+                started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
+            except ChakraInputError as error:  # the model refused it: say which collective, where
+                where = f"rank {rank} node {program.ids[pos]} ({program.names[pos]}): "
+                raise ChakraInputError(
+                    where + error.message, path=error.path or program.path, hint=error.hint
+                ) from None
             for member, member_pos, end_ns in started or ():
                 queue.push(end_ns, member, member_pos)
         elif action == DO_SEND:
