@@ -98,8 +98,8 @@ def print_adapt_result(result: AdaptResult) -> None:
     else:
         table = Table(show_header=True, header_style="bold")
         table.add_column("change", overflow="fold")
-        table.add_column("count", justify="right")
-        table.add_column("what")
+        table.add_column("count", justify="right", no_wrap=True)
+        table.add_column("what", overflow="fold")
         for change, count in sorted(changes.counts.items(), key=lambda item: item[0].value):
             details = changes.details.get(change)
             shown = ""

@@ -115,7 +115,7 @@ def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) ->
     # light rules and no outer padding: wide numeric tables fit an 80-column terminal unabridged
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right")
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
     for row in rows:
         table.add_row(*(Text(str(cell)) for cell in row))
     return table

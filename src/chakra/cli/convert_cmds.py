@@ -229,7 +229,8 @@ def _comm_summary(comm: Counter[str]) -> str:
 def _print_conversion(result: WorkloadResult) -> None:
     table = Table(title=f"{result.prefix}.{{rank}}.et", title_justify="left")
     for column in ("rank", "mode", "nodes", "comm", "dropped", "waits", "fidelity"):
-        table.add_column(column, justify="right" if column not in ("mode", "comm") else "left")
+        numeric = column not in ("mode", "comm")
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
     for rank, rep in result.reports.items():
         fidelity = result.fidelity.get(rank)
         table.add_row(

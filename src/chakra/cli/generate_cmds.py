@@ -116,7 +116,8 @@ def print_written(written: list[WrittenWorkload], out_dir: Path) -> None:
 
     table = Table(title=f"{out_dir}/NAME.{{rank}}.et", title_justify="left")
     for column in ("workload", "ranks", "nodes/rank", "ASTRA-sim"):
-        table.add_column(column, justify="right" if column in ("ranks", "nodes/rank") else "left")
+        numeric = column in ("ranks", "nodes/rank")
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
     notes: dict[str, list[str]] = defaultdict(list)
     for item in written:
         workload = item.workload
@@ -269,7 +270,9 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
         title_justify="left",
     )
     for column in ("stage", "nodes", *(_KIND_COLUMNS.get(k, k) for k in kinds)):
-        table.add_column(column, justify="left" if column == "stage" else "right")
+        table.add_column(
+            column, justify="left" if column == "stage" else "right", no_wrap=column != "stage", overflow="fold"
+        )
     for stage, (nodes, counts) in enumerate(zip(result.nodes_per_stage, result.kinds_per_stage, strict=True)):
         table.add_row(str(stage), f"{nodes:,}", *(f"{counts.get(k, 0):,}" for k in kinds))
     stdout.print(table)

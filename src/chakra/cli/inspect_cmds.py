@@ -70,27 +70,27 @@ def _render_summary(s: TraceSummary) -> None:
     stdout.print(head)
 
     types = Table(title="node types", title_justify="left")
-    types.add_column("type")
-    types.add_column("nodes", justify="right")
+    types.add_column("type", overflow="fold")
+    types.add_column("nodes", justify="right", no_wrap=True)
     for name, count in sorted(s.by_type.items(), key=lambda kv: -kv[1]):
         types.add_row(name, f"{count:,}")
     stdout.print(types)
 
     if s.collectives or s.p2p:
         comm = Table(title="communication", title_justify="left")
-        comm.add_column("kind")
-        comm.add_column("count", justify="right")
-        comm.add_column("bytes", justify="right")
+        comm.add_column("kind", overflow="fold")
+        comm.add_column("count", justify="right", no_wrap=True)
+        comm.add_column("bytes", justify="right", no_wrap=True)
         for name, entry in sorted({**s.collectives, **s.p2p}.items()):
             comm.add_row(name, f"{entry['count']:,}", _fmt_bytes(entry["bytes"]))
         stdout.print(comm)
 
     if s.attr_nodes:
         cover = Table(title="attribute coverage", title_justify="left")
-        cover.add_column("attribute")
-        cover.add_column("nodes", justify="right")
-        cover.add_column("%", justify="right")
-        cover.add_column("stored as")
+        cover.add_column("attribute", overflow="fold")
+        cover.add_column("nodes", justify="right", no_wrap=True)
+        cover.add_column("%", justify="right", no_wrap=True)
+        cover.add_column("stored as", overflow="fold")
         for name, count in sorted(s.attr_nodes.items(), key=lambda kv: (-kv[1], kv[0])):
             members = ", ".join(f"{m} ({c:,})" for m, c in s.attr_members[name].most_common())
             cover.add_row(Text(name), f"{count:,}", f"{100 * count / max(s.num_nodes, 1):.1f}", members)
@@ -138,10 +138,10 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
     if not findings:
         return
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("severity")
-    table.add_column("code")
-    table.add_column("node", justify="right")
-    table.add_column("message")
+    table.add_column("severity", overflow="fold")
+    table.add_column("code", overflow="fold")
+    table.add_column("node", justify="right", no_wrap=True)
+    table.add_column("message", overflow="fold")
     for f in findings:
         message = Text(f.message)
         if f.hint:

@@ -121,7 +121,7 @@ def simulate(
         stdout.print(line, highlight=False)
     table = Table(title="per rank (µs)", title_justify="left")
     for column in ("rank", "finish", "CPU", "GPU compute", "exposed comm"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for rank, stats in sorted(result.ranks.items()):
         table.add_row(
             str(rank),
@@ -207,7 +207,7 @@ def sweep(
     table = Table(title=title, title_justify="left")
     columns = list(grid_axes)
     for column in (*columns, "finish (ms)", "max exposed comm (ms)", "speed-up"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for result, speedup in zip(results, sw.speedups(results), strict=True):
         knobs = result.point.knobs()
         table.add_row(
