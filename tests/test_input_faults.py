@@ -111,3 +111,21 @@ def test_a_missing_local_memory_bandwidth_names_the_system_file(tmp_path: Path):
         write_et(tmp_path / f"w.{rank}.et", [node])
     done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(NETWORK))
     _refused(done, system, "local-mem-bw is 0 or missing")
+
+
+TEXT_WORKLOAD = REPO / "tests" / "data" / "text" / "resnet50_data_excerpt.txt"
+
+
+def test_a_mistyped_npu_count_is_refused_with_the_size_it_would_write(tmp_path: Path):
+    done = run_cli(
+        "convert", "text", str(TEXT_WORKLOAD), "-o", str(tmp_path / "out" / "job"), "--num-npus", "100000000"
+    )
+    _refused(done, TEXT_WORKLOAD, "100,000,000 files", "GiB", "--max-size")
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_size_sets_how_much_a_text_conversion_may_write(tmp_path: Path):
+    small = ("convert", "text", str(TEXT_WORKLOAD), "-o", str(tmp_path / "job"), "--num-npus", "1000")
+    _refused(run_cli(*small, "--max-size", "50KB"), TEXT_WORKLOAD, "1,000 files")
+    assert run_cli(*small, "--max-size", "2MiB").returncode == 0
+    assert (tmp_path / "job.999.et").exists()

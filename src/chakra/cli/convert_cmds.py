@@ -182,6 +182,9 @@ def convert_text_cmd(
         "--time-unit",
         help="Unit of the compute-time columns: us (as upstream's converter) or ns (ASTRA-sim 1.0's cycles, SimAI).",
     ),
+    max_size: str = typer.Option(
+        "4GiB", "--max-size", help="Refuse to write more than this (estimated before writing): 64GiB, 500MB, ..."
+    ),
 ) -> None:
     """Convert an ASTRA-sim text workload to Chakra ETs, one per NPU.
 
@@ -191,8 +194,10 @@ def convert_text_cmd(
 
     Example: chakra convert text resnet50.txt -o out/resnet50 --num-npus 8 --num-passes 2
     """
+    from chakra.generate.sizes import parse_size
     from chakra.text import convert_text
 
+    max_bytes = parse_size(max_size, what="--max-size")
     with busy(f"writing {output}.{{npu}}.et"):
         result = convert_text(
             input_file,
@@ -201,6 +206,7 @@ def convert_text_cmd(
             num_passes=num_passes,
             model_parallel_size=model_parallel_size,
             time_unit=time_unit,
+            max_output_bytes=max_bytes,
         )
     shared = ""
     if result.num_npus > 1:

@@ -157,6 +157,44 @@ def _metadata(workload: TextWorkload, num_npus: int, num_passes: int) -> GlobalM
     return metadata
 
 
+#: What ``convert text`` writes at most unless told otherwise (``max_output_bytes``, ``--max-size``):
+#: a mistyped ``--num-npus`` (10^8) would otherwise run for hours filling the disk.
+MAX_OUTPUT_BYTES = 4 << 30
+#: Upper bounds for the estimate: a layer is at most three compute and three communication nodes
+#: per pass (forward, input and weight gradient); a node about 100 bytes on disk (measured: 98 on the
+#: ResNet-50 excerpt); a rank file's metadata and name about 64.
+NODES_PER_LAYER = 6
+BYTES_PER_NODE = 100
+BYTES_PER_FILE = 64
+SIZE_SCALES = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def estimated_output_bytes(workload: TextWorkload, num_npus: int, num_passes: int) -> int:
+    """About how many bytes converting ``workload`` for ``num_npus`` NPUs writes (an upper bound)."""
+    nodes = len(workload.layers) * NODES_PER_LAYER * num_passes
+    return num_npus * (BYTES_PER_FILE + nodes * BYTES_PER_NODE)
+
+
+def check_output_size(workload: TextWorkload, num_npus: int, num_passes: int, max_bytes: int | None) -> None:
+    """Refuse a conversion that would write more than ``max_bytes`` (``None``: no limit)."""
+    estimate = estimated_output_bytes(workload, num_npus, num_passes)
+    if max_bytes is not None and estimate > max_bytes:
+        raise ChakraInputError(
+            f"{num_npus:,} NPUs x {num_passes} passes would write about {_human(estimate)[0]} in "
+            f"{num_npus:,} files, more than the {_human(max_bytes)[0]} allowed",
+            path=workload.path,
+            hint=f"check --num-npus, or allow it with --max-size {_human(estimate)[1]}",
+        )
+
+
+def _human(size_bytes: int) -> tuple[str, str]:
+    """``size_bytes`` to read (``1.5 GiB``) and as a ``--max-size`` that covers it (``2GiB``)."""
+    for unit, scale in SIZE_SCALES:
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:,.1f} {unit}", f"{-(-size_bytes // scale)}{unit}"
+    return f"{size_bytes} B", f"{size_bytes}B"
+
+
 def convert_text(
     input_path: PathLike,
     output_prefix: PathLike,
@@ -165,6 +203,7 @@ def convert_text(
     num_passes: int = 1,
     model_parallel_size: int | None = None,
     time_unit: str = TIME_UNIT_US,
+    max_output_bytes: int | None = MAX_OUTPUT_BYTES,
 ) -> TextConversion:
     """Convert an ASTRA-sim text workload to ``OUTPUT_PREFIX.{npu}.et`` for ``npu`` in ``0..num_npus-1``.
 
@@ -184,6 +223,7 @@ def convert_text(
     if model_parallel_size is not None and model_parallel_size < 1:
         raise ChakraInputError(f"--model-parallel-size is {model_parallel_size}", hint="it is at least 1")
     workload = parse_text_workload(input_path)
+    check_output_size(workload, num_npus, num_passes, max_output_bytes)
     prefix = Path(output_prefix)  # its folder is made by the writer, and removed again if writing fails
     notes: list[str] = []
     first_dim = first_dimension(workload, num_npus, model_parallel_size, notes)
