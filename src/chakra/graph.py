@@ -60,7 +60,8 @@ class CycleError(ChakraInputError):
         super().__init__(
             f"{cycle_text(self.ids)}; {blocked:,} nodes can never run{what}",
             path=path,
-            hint="run chakra validate to list it; data_deps and ctrl_deps together must form a DAG",
+            hint="data_deps and ctrl_deps together must form a DAG: chakra adapt --target astra-sim writes a copy "
+            "without the edges that close each cycle (and reports them); chakra validate lists every cycle",
         )
 
 
