@@ -30,7 +30,16 @@ import numpy as np
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import NodeType
-from chakra.table import COMMUNICATION, DEFAULT_GROUP_ID, INVALID_GROUP_ID, MISSING, NodeTable, Slot, load_table
+from chakra.table import (
+    COMMUNICATION,
+    DEFAULT_GROUP_ID,
+    INVALID_GROUP_ID,
+    MAX_DUR_NS,
+    MISSING,
+    NodeTable,
+    Slot,
+    load_table,
+)
 
 NS_PER_US = 1000
 
@@ -298,8 +307,8 @@ for _node_type, _what in (
     (NodeType.MEM_STORE_NODE, DO_MEMORY),
 ):
     _ACTION_OF_TYPE[_node_type] = _what
-#: Longest ``duration_micros`` simulated: its ns must fit the event queue's int64 times.
-MAX_DURATION_US = ((1 << 62) - 1) // NS_PER_US
+#: Longest ``duration_micros`` simulated: the node table's bound (its ns fit the event queue's int64 times).
+MAX_DURATION_US = MAX_DUR_NS // NS_PER_US
 
 
 def _own_slots(slot: np.ndarray, names: list[str], mask: np.ndarray, keys: np.ndarray, kind: str) -> set[int]:
