@@ -191,5 +191,5 @@ def run_workload(
         )
     except ChakraError as error:
         return Outcome(case, {}, theirs, str(error))
-    ours = {rank: AstraRank(s.finish_ns, s.exposed_comm_ns) for rank, s in result.ranks.items()}
+    ours = {rank: AstraRank(s.finish_ns, s.astra_exposed_comm_ns) for rank, s in result.ranks.items()}
     return Outcome(case, ours, theirs)

@@ -10,10 +10,16 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 #: ``ru_maxrss`` is in KiB on Linux.
 KIB = 1024
+#: How often :func:`run_measured` reads the process tree's RSS (s).
+TREE_SAMPLE_S = 0.02
 
 
 def peak_rss_bytes() -> int:
@@ -49,3 +55,75 @@ def pyspy() -> str | None:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
+
+
+class Ran(NamedTuple):
+    """One finished process: its output, wall time and peak memory (bytes)."""
+
+    returncode: int
+    output: str  # stdout then stderr
+    stdout: str
+    wall_s: float
+    peak_rss: int  # its own ru_maxrss (wait4), the largest of it and the children it waited for
+    tree_rss: int  # the peak of its and its descendants' RSS summed, sampled every TREE_SAMPLE_S
+
+
+def run_measured(argv: list[str], *, cwd: Path | None = None, timeout_s: float | None = None) -> Ran:
+    """Run ``argv`` to its end, measuring its wall time and memory (a timeout kills it: returncode -9)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd)
+        peak = [0]
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak, stop), daemon=True)
+        sampler.start()
+        killer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
+        if killer:
+            killer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall_s = time.perf_counter() - t0
+        if killer:
+            killer.cancel()
+        stop.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    return Ran(proc.returncode, stdout + stderr, stdout, wall_s, usage.ru_maxrss * KIB, peak[0])
+
+
+def _sample_tree(root: int, peak: list[int], stop: threading.Event) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], tree_rss_bytes(root))
+        stop.wait(TREE_SAMPLE_S)
+
+
+def tree_rss_bytes(root: int) -> int:
+    """RSS of process ``root`` and all its descendants, summed (0 without ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    pages: dict[int, int] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 0
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rindex(b")") + 2 :].split()  # from the state on: ppid is 1, rss 21
+        pid = int(name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        pages[pid] = int(fields[21])
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += pages.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total * PAGE_BYTES
+
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

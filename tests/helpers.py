@@ -170,10 +170,11 @@ def records(*payloads: bytes | Node | GlobalMetadata) -> bytes:
     return bytes(out)
 
 
-def allreduce_rank_nodes(rank: int, *, comm_size: int = 1 << 20, pg_name: str = "0") -> list[Node]:
-    """One rank's nodes: compute -> all-reduce (``comm_size`` bytes, group ``pg_name``) -> compute."""
+def allreduce_rank_nodes(rank: int, *, comm_size: int = 1 << 20, pg_name: str = "0", skew_us: int = 1) -> list[Node]:
+    """One rank's nodes: compute (``10 + rank * skew_us`` µs) -> all-reduce (``comm_size`` bytes, group
+    ``pg_name``) -> compute."""
     return [
-        make_node(0, f"fwd_rank{rank}", COMP_NODE, duration_micros=10 + rank, is_cpu_op=False, num_ops=1000),
+        make_node(0, f"fwd_rank{rank}", COMP_NODE, duration_micros=10 + rank * skew_us, is_cpu_op=False, num_ops=1000),
         make_node(
             1,
             "all_reduce",
@@ -196,11 +197,13 @@ def write_allreduce_workload(
     comm_size: int = 1 << 20,
     comm_groups: dict[int, Sequence[int]] | None = None,
     suffix: str = ".et",
+    skew_us: int = 1,
 ) -> Path:
     """Write ``PREFIX.{rank}.et`` for ranks ``0..num_ranks-1`` (see :func:`allreduce_rank_nodes`).
 
     With ``comm_groups`` the collectives use group ``min(comm_groups)`` and ``PREFIX.comm_groups.json``
-    is written. ``suffix`` may be ``.et.gz``/``.et.zst``. Returns the prefix path (``directory/prefix``).
+    is written. ``suffix`` may be ``.et.gz``/``.et.zst``; ``skew_us`` 0 makes every rank's durations
+    the same. Returns the prefix path (``directory/prefix``).
     """
     from chakra.groups import CommGroups
     from chakra.paths import COMM_GROUPS_SUFFIX
@@ -210,7 +213,7 @@ def write_allreduce_workload(
     for rank in range(num_ranks):
         write_et(
             directory / f"{prefix}.{rank}{suffix}",
-            allreduce_rank_nodes(rank, comm_size=comm_size, pg_name=pg_name),
+            allreduce_rank_nodes(rank, comm_size=comm_size, pg_name=pg_name, skew_us=skew_us),
             make_metadata(rank=rank),
         )
     if comm_groups:

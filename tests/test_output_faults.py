@@ -161,3 +161,11 @@ def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path: Path):
     command.send_signal(signal.SIGTERM)
     assert command.wait(STOP_WAIT_S) in (SIGTERM_EXIT, 0)  # 0: it finished before the signal came
     assert sorted(p.name for p in out.parent.iterdir()) in ([], ["big.json"])
+
+
+def test_a_temporary_file_never_entered_is_removed_when_the_process_exits(tmp_path: Path):
+    # SIGTERM can stop a command between creating the file and entering its with-block
+    script = f"from chakra import io; io.AtomicFile({str(tmp_path / 'out.bin')!r}); raise SystemExit(143)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 143, done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -73,7 +73,7 @@ def one_collective(tmp_path: Path, comm_type: int, size: int, npus: int) -> Path
 
 
 def finish_and_exposed(result) -> set[tuple[int, int]]:
-    return {(stats.finish_ns, stats.exposed_comm_ns) for stats in result.ranks.values()}
+    return {(stats.finish_ns, stats.astra_exposed_comm_ns) for stats in result.ranks.values()}
 
 
 # --- halvingDoubling (HalvingDoubling.cc) -------------------------------------------------------
@@ -299,7 +299,7 @@ def test_double_binary_tree_matches_astra_sim(tmp_path, comm_type, size, topolog
     prefix = one_collective(tmp_path, comm_type, size, npus)
     system = measured_system("doubleBinaryTree", splits=splits, active=active)
     result = simulate_workload(prefix, system, measured_network(topology, npus))
-    assert tuple((result.ranks[r].finish_ns, result.ranks[r].exposed_comm_ns) for r in range(npus)) == tuple(
+    assert tuple((result.ranks[r].finish_ns, result.ranks[r].astra_exposed_comm_ns) for r in range(npus)) == tuple(
         (c, c) for c in cycles
     )
 
@@ -371,7 +371,7 @@ def broadcast_rank(rank: int) -> list:
 def test_compat_broadcasts_are_not_matched_across_ranks(tmp_path, topology, expected):
     prefix = write_workload(tmp_path / "w", {rank: broadcast_rank(rank) for rank in range(4)}).prefix
     result = simulate_workload(prefix, measured_system("ring", chakra_astra_compat=1), measured_network(topology, 4))
-    assert {rank: (s.finish_ns, s.exposed_comm_ns) for rank, s in result.ranks.items()} == expected
+    assert {rank: (s.finish_ns, s.astra_exposed_comm_ns) for rank, s in result.ranks.items()} == expected
 
 
 def test_compat_broadcast_has_no_collective_time():

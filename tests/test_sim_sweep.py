@@ -53,7 +53,7 @@ def compute_bound(tmp_path: Path) -> Path:
 
 
 def _result(finish_ns: int, **knobs) -> SweepResult:
-    return SweepResult(SweepPoint(**knobs), finish_ns=finish_ns, max_exposed_comm_ns=0, total_compute_ns=0)
+    return SweepResult(SweepPoint(**knobs), finish_ns=finish_ns, max_comm_exposed_ns=0, total_compute_ns=0)
 
 
 # --- the grid ---------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_more_bandwidth_finishes_a_communication_bound_workload_sooner(comm_boun
     finish = [r.finish_ns for r in results]
     assert finish == sorted(finish, reverse=True) and len(set(finish)) == 4
     assert [r.point for r in results] == points  # results in the order of the points
-    assert all(r.max_exposed_comm_ns > 0.9 * r.finish_ns for r in results)
+    assert all(r.max_comm_exposed_ns > 0.9 * r.finish_ns for r in results)
 
 
 def test_faster_compute_finishes_a_compute_bound_workload_sooner(compute_bound: Path):

@@ -110,3 +110,19 @@ def test_the_report_says_untimed_communication_is_left_to_the_simulator(tmp_path
         write_et(tmp_path / f"w.{rank}.et", nodes)
     html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
     assert "2 communication nodes have no recorded duration" in html
+
+
+def test_a_trace_with_a_dependency_cycle_still_gets_a_report_naming_the_cycle(tmp_path: Path):
+    from helpers import UPSTREAM_ET_GZ, require_shared, run_cli
+
+    upstream = require_shared(UPSTREAM_ET_GZ)
+    done = run_cli("report", str(upstream), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "r.html").read_text()
+    # the two members of the cycle, not the 2,283 nodes it blocks
+    assert "dependency cycle of 2 nodes: 3317 -&gt; 3318 -&gt; 3317" in page
+    assert "chakra adapt --target astra-sim" in page
+    assert "ncclKernel_AllReduce_RING_LL_Sum_float" in page  # operator totals need no schedule
+    assert "ALL_REDUCE" in page  # nor does the communication volume
+    dom = chromium("--dump-dom", (tmp_path / "r.html").as_uri())
+    assert dom.returncode == 0 and "3317" in dom.stdout

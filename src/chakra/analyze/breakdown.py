@@ -142,18 +142,25 @@ class Breakdown:
 
 
 @dataclass
-class OperatorStat:
-    """Time of every node sharing one name and category: ``total_ns`` (sum of durations) and
-    ``exclusive_ns`` (sum of exclusive times, see the module doc), over ``count`` nodes."""
+class OperatorTotal:
+    """Time of every node sharing one name and category: ``total_ns``, the sum of their durations,
+    over ``count`` nodes (needs no schedule: :func:`operator_totals`)."""
 
     name: str
     category: str
     count: int
     total_ns: int
-    exclusive_ns: int
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@dataclass
+class OperatorStat(OperatorTotal):
+    """:class:`OperatorTotal` with ``exclusive_ns``, the sum of the nodes' exclusive times (see the
+    module doc), which needs the nodes placed in time."""
+
+    exclusive_ns: int
 
 
 def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
@@ -179,7 +186,7 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
     either = compute | comm
     overlapped_ns = compute_ns + communication_ns - _union_ns(start_ns[either], end_ns[either])
     span_ns = int(end_ns[busy].max() - start_ns[busy].min()) if busy.any() else 0
-    bytes_by, count_by = _collective_volume(table)
+    bytes_by, count_by = collective_volume(table)
     return Breakdown(
         rank=table.rank,
         timing=used,
@@ -198,6 +205,34 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
     )
 
 
+def _operator_groups(table: NodeTable) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
+    """``(name and category of each group, group of each node, node count and total ns of each group)``."""
+    index: dict[str, int] = {}
+    setdefault = index.setdefault
+    name_code = np.fromiter((setdefault(name, len(index)) for name in table.names), dtype=np.int64, count=len(table))
+    key = name_code * _CATEGORY_SLOTS + table.category
+    keys, group = np.unique(key, return_inverse=True)
+    names = list(index)
+    labels = [(names[k // _CATEGORY_SLOTS], CATEGORY_NAMES[k % _CATEGORY_SLOTS]) for k in keys.tolist()]
+    return labels, group, np.bincount(group, minlength=len(keys)), _sum_by_group(group, table.dur_ns, len(keys))
+
+
+def operator_totals(table: NodeTable) -> list[OperatorTotal]:
+    """Total ns per (node name, category), most first (ties by name, then category), from the
+    durations alone: no schedule, so it answers on a trace whose dependencies have a cycle.
+
+    Raises :class:`ChakraInputError` for an empty trace.
+    """
+    table.require_nodes()
+    labels, _, counts, totals = _operator_groups(table)
+    stats = [
+        OperatorTotal(name, category, c, t)
+        for (name, category), c, t in zip(labels, counts.tolist(), totals.tolist(), strict=True)
+    ]
+    stats.sort(key=lambda s: (-s.total_ns, s.name, s.category))
+    return stats
+
+
 def operator_stats(table: NodeTable, *, timing: str = TIMING_AUTO) -> list[OperatorStat]:
     """Total and exclusive ns per (node name, category), every one of them, most total time first
     (ties by name, then category). ``timing`` places the nodes for the nesting (module doc).
@@ -206,20 +241,12 @@ def operator_stats(table: NodeTable, *, timing: str = TIMING_AUTO) -> list[Opera
     """
     table.require_nodes()
     _, start_ns, placed = node_starts(table, timing)
-    dur_ns = table.dur_ns
     exclusive = exclusive_ns(table, start_ns, placed)
-    index: dict[str, int] = {}
-    setdefault = index.setdefault
-    name_code = np.fromiter((setdefault(name, len(index)) for name in table.names), dtype=np.int64, count=len(table))
-    key = name_code * _CATEGORY_SLOTS + table.category
-    keys, group = np.unique(key, return_inverse=True)
-    counts = np.bincount(group, minlength=len(keys))
-    totals = _sum_by_group(group, dur_ns, len(keys))
-    exclusives = _sum_by_group(group, exclusive, len(keys))
-    names = list(index)
+    labels, group, counts, totals = _operator_groups(table)
+    exclusives = _sum_by_group(group, exclusive, len(labels))
     stats = [
-        OperatorStat(names[k // _CATEGORY_SLOTS], CATEGORY_NAMES[k % _CATEGORY_SLOTS], c, t, e)
-        for k, c, t, e in zip(keys.tolist(), counts.tolist(), totals.tolist(), exclusives.tolist(), strict=True)
+        OperatorStat(name, category, c, t, e)
+        for (name, category), c, t, e in zip(labels, counts.tolist(), totals.tolist(), exclusives.tolist(), strict=True)
     ]
     stats.sort(key=lambda s: (-s.total_ns, s.name, s.category))
     return stats
@@ -236,6 +263,14 @@ def top_operators(
     if by == BY_EXCLUSIVE:
         stats.sort(key=lambda s: (-s.exclusive_ns, s.name, s.category))
     return stats[: max(n, 0)]
+
+
+def breakdown_and_top(
+    table: NodeTable, *, timing: str = TIMING_AUTO, n: int = DEFAULT_TOP, by: str = BY_TOTAL
+) -> tuple[Breakdown, list[OperatorStat]]:
+    """:func:`breakdown` and :func:`top_operators` of one table together: what a workload command
+    keeps of each rank (:func:`chakra.analyze.workload.map_workload`) once the table is gone."""
+    return breakdown(table, timing=timing), top_operators(table, n, by=by, timing=timing)
 
 
 def node_starts(table: NodeTable, timing: str = TIMING_AUTO) -> tuple[str, np.ndarray, np.ndarray]:
@@ -345,8 +380,9 @@ def _busy_by_track(table: NodeTable, start_ns: np.ndarray, end_ns: np.ndarray, c
     return busy
 
 
-def _collective_volume(table: NodeTable) -> tuple[dict[str, int], dict[str, int]]:
-    """``(bytes, count)`` per collective name (``SEND``/``RECV`` for p2p), most bytes first, ties by name."""
+def collective_volume(table: NodeTable) -> tuple[dict[str, int], dict[str, int]]:
+    """``(bytes, count)`` per collective name (``SEND``/``RECV`` for p2p), most bytes first, ties by
+    name: the volumes :class:`Breakdown` reports, from the node table alone (no schedule)."""
     node_type = table.graph.node_type
     keys: list[str] = []
     volumes: list[int] = []

@@ -27,10 +27,15 @@ the two halves of the straggler analysis on their own.
 * **Without start times** arrivals cannot be known: :func:`collective_arrivals` raises
   :class:`ChakraInputError`; :func:`compare_ranks` still compares the ranks (the breakdown then
   replays each rank) and returns no collectives and no stragglers, with ``note`` saying why, and
-  ``unmatched`` from matching in id order. Arrivals always come from recorded starts, whatever
+  ``unmatched`` from matching each rank without start times in id order (a rank with start times
+  keeps its start order). Arrivals always come from recorded starts, whatever
   ``timing`` the breakdown uses.
 * **Imbalance** of a quantity: ``max / mean - 1`` over the ranks (0 when perfectly balanced or the
   mean is 0); 0.25 means the heaviest rank carries 25 % more than the average one.
+
+A workload too large to hold in memory compares from each rank's :class:`RankDigest`, made where the
+rank's table is loaded: ``found = map_workload(rank_digest, "job")`` then
+``compare_digests(found.results, found.comm_groups)``.
 
 Example:
     comparison = compare_ranks(load_workload("job"))
@@ -44,10 +49,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from chakra.analyze.breakdown import TIMING_AUTO, UNSPECIFIED_COLLECTIVE, breakdown
+from chakra.analyze.across import rank_ranges
+from chakra.analyze.breakdown import TIMING_AUTO, UNSPECIFIED_COLLECTIVE, Breakdown, breakdown
 from chakra.analyze.frames import to_frame
 from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError
+from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, NO_COMM_TYPE, NS_PER_US, NodeTable
 
@@ -169,15 +176,47 @@ def _group_key(group: int, pg_name: str) -> str:
 
 @dataclass
 class _Slots:
-    """Collectives matched across a group: ``positions[i, k]`` is the file position on ``members[i]``."""
+    """Collectives matched across a group: ``positions[i, k]`` is the index, in the member's list of
+    that group's collectives, of ``members[i]``'s ``k``-th matched collective (-1: the members disagree
+    on its type)."""
 
     group: str
     members: list[int]
     positions: np.ndarray  # int64 (len(members), matched)
 
 
-def _rank_collectives(table: NodeTable, timed: bool) -> tuple[dict[str, np.ndarray], int]:
-    """A rank's collectives per group key, each in order (start, id); and how many lack a start when ``timed``."""
+@dataclass
+class GroupCollectives:
+    """One rank's collectives on one group, in matching order: recorded start (µs, 0: none),
+    collective type and ``comm_size`` of each."""
+
+    start_us: np.ndarray  # int64
+    comm_type: np.ndarray  # int64
+    size_bytes: np.ndarray  # int64
+
+
+@dataclass
+class RankDigest:
+    """What the rank comparison keeps of one rank once its table is gone (:func:`rank_digest`): its
+    breakdown, node count, earliest recorded start and its collectives per group. A workload of
+    thousands of ranks compares from digests (:func:`compare_digests`) in the memory of a few tables.
+
+    ``collectives`` are in start order (ties by id) when the rank has start times, else in id order;
+    ``untimed_collectives`` counts those left out for having no start in a rank that has start times.
+    """
+
+    rank: int
+    nodes: int
+    breakdown: Breakdown
+    has_start_times: bool
+    first_start_us: int | None
+    collectives: dict[str, GroupCollectives]
+    untimed_collectives: int
+
+
+def rank_digest(table: NodeTable, *, timing: str = TIMING_AUTO, rank: int | None = None) -> RankDigest:
+    """The :class:`RankDigest` of one rank's table (``rank``: default the table's own, else 0)."""
+    timed = table.has_start_times
     graph = table.graph
     pos = np.flatnonzero(graph.node_type == COMM_COLL_NODE)
     skipped = 0
@@ -195,70 +234,75 @@ def _rank_collectives(table: NodeTable, timed: bool) -> tuple[dict[str, np.ndarr
     groups = comm.group.tolist()
     for p, k in zip(pos.tolist(), at, strict=True):  # one entry per collective, not per node
         by_group[_group_key(groups[k], comm.pg_name[k])].append(p)
-    return {group: np.array(ps, dtype=np.int64) for group, ps in by_group.items()}, skipped
+    collectives = {}
+    for group, ps in by_group.items():
+        where = np.array(ps, dtype=np.int64)
+        collectives[group] = GroupCollectives(
+            table.start_us[where].astype(np.int64),
+            table.comm_type[where].astype(np.int64),
+            table.comm_size[where].astype(np.int64),
+        )
+    starts = table.start_us[table.start_us > 0]
+    chosen = rank if rank is not None else (table.rank if table.rank is not None else 0)
+    return RankDigest(
+        rank=chosen,
+        nodes=len(table),
+        breakdown=breakdown(table, timing=timing),
+        has_start_times=timed,
+        first_start_us=int(starts.min()) if len(starts) else None,
+        collectives=collectives,
+        untimed_collectives=skipped,
+    )
 
 
-def _group_members(workload: Workload, group: str, issuers: set[int]) -> list[int]:
-    present = set(workload.tables)
+def _group_members(present: set[int], groups: CommGroups | None, group: str, issuers: set[int]) -> list[int]:
     if group == DEFAULT_GROUP:
         return sorted(present)
-    groups = workload.comm_groups
     defined = groups.members(int(group), max(present) + 1) if groups and group.isdigit() else None
     if defined is not None:
         return sorted(present.intersection(defined))
     return sorted(issuers)
 
 
-def _match(workload: Workload, timed: bool) -> tuple[list[_Slots], int]:
+def _match(digests: dict[int, RankDigest], groups: CommGroups | None) -> tuple[list[_Slots], int]:
     """Every group's collectives matched by sequence number, and the count of unmatched collective nodes."""
-    per_rank: dict[int, dict[str, np.ndarray]] = {}
-    unmatched = 0
-    for rank, table in workload.tables.items():
-        per_rank[rank], skipped = _rank_collectives(table, timed)
-        unmatched += skipped
+    unmatched = sum(d.untimed_collectives for d in digests.values())
     issuers: dict[str, set[int]] = defaultdict(set)
-    for rank, groups in per_rank.items():
-        for group in groups:
+    for rank, digest in digests.items():
+        for group in digest.collectives:
             issuers[group].add(rank)
-    empty = np.zeros(0, dtype=np.int64)
+    empty = GroupCollectives(*(np.zeros(0, dtype=np.int64) for _ in range(3)))
     matched: list[_Slots] = []
     for group in sorted(issuers):
-        members = _group_members(workload, group, issuers[group])
+        members = _group_members(set(digests), groups, group, issuers[group])
         outsiders = issuers[group].difference(members)
-        unmatched += sum(len(per_rank[rank][group]) for rank in outsiders)
-        lists = [per_rank[rank].get(group, empty) for rank in members]
-        count = min((len(ps) for ps in lists), default=0)
-        unmatched += sum(len(ps) - count for ps in lists)
+        unmatched += sum(len(digests[rank].collectives[group].start_us) for rank in outsiders)
+        lists = [digests[rank].collectives.get(group, empty) for rank in members]
+        count = min((len(c.start_us) for c in lists), default=0)
+        unmatched += sum(len(c.start_us) - count for c in lists)
         if not count:
             continue
-        positions = np.stack([ps[:count] for ps in lists])
-        types = np.stack([workload.tables[rank].comm_type[ps] for rank, ps in zip(members, positions, strict=True)])
+        types = np.stack([c.comm_type[:count] for c in lists])
         agree = (types == types[0]).all(axis=0)
         unmatched += int((~agree).sum()) * len(members)
+        positions = np.broadcast_to(np.arange(count, dtype=np.int64), (len(members), count))
         matched.append(_Slots(group, members, np.where(agree, positions, -1)))
     return matched, unmatched
 
 
-def _missing_start_times(workload: Workload) -> list[int]:
-    return [rank for rank in workload.ranks if not workload.tables[rank].has_start_times]
-
-
-def _arrivals(workload: Workload, slots: list[_Slots]) -> list[CollectiveArrival]:
+def _arrivals(digests: dict[int, RankDigest], slots: list[_Slots]) -> list[CollectiveArrival]:
     """The matched collectives with their arrivals (every rank has start times)."""
-    origin_us = min(int(t.start_us[t.start_us > 0].min()) for t in workload.tables.values())
+    origin_us = min(d.first_start_us for d in digests.values() if d.first_start_us is not None)
     result: list[tuple[int, str, int, CollectiveArrival]] = []
     for slot in slots:
         seqs = np.flatnonzero(slot.positions[0] >= 0)
-        positions = slot.positions[:, seqs]
-        tables = [workload.tables[rank] for rank in slot.members]
-        arrive_ns = np.stack(
-            [(t.start_us[ps].astype(np.int64) - origin_us) * NS_PER_US for t, ps in zip(tables, positions, strict=True)]
-        )
-        sizes = np.stack([t.comm_size[ps] for t, ps in zip(tables, positions, strict=True)]).max(axis=0)
+        lists = [digests[rank].collectives[slot.group] for rank in slot.members]
+        arrive_ns = np.stack([(c.start_us[seqs] - origin_us) * NS_PER_US for c in lists])
+        sizes = np.stack([c.size_bytes[seqs] for c in lists]).max(axis=0)
         last = arrive_ns.argmax(axis=0)
         ranked = np.sort(arrive_ns, axis=0)
         late_ns = ranked[-1] - ranked[-2] if len(slot.members) > 1 else np.zeros(len(seqs), dtype=np.int64)
-        comm_types = tables[0].comm_type[positions[0]]
+        comm_types = lists[0].comm_type[seqs]
         for j, seq in enumerate(seqs.tolist()):
             arrival = CollectiveArrival(
                 group=slot.group,
@@ -274,6 +318,12 @@ def _arrivals(workload: Workload, slots: list[_Slots]) -> list[CollectiveArrival
     return [item[3] for item in result]
 
 
+def _digests(workload: Workload, timing: str = TIMING_AUTO) -> dict[int, RankDigest]:
+    if not workload.tables:
+        raise ChakraInputError("the workload has no ranks", path=workload.prefix, hint="check the prefix")
+    return {rank: rank_digest(workload.tables[rank], timing=timing, rank=rank) for rank in workload.ranks}
+
+
 def collective_arrivals(workload: Workload) -> list[CollectiveArrival]:
     """Every collective matched across its group with each member's arrival (ns from the earliest
     recorded start of the workload), by arrival of its last rank.
@@ -285,10 +335,11 @@ def collective_arrivals(workload: Workload) -> list[CollectiveArrival]:
     """
     if not workload.tables:
         raise ChakraInputError("the workload has no ranks", path=workload.prefix, hint="check the prefix")
-    for rank in _missing_start_times(workload):
-        workload.tables[rank].require_start_times()
-    slots, _ = _match(workload, timed=True)
-    return _arrivals(workload, slots)
+    for table in workload.tables.values():
+        table.require_start_times()
+    digests = _digests(workload)
+    slots, _ = _match(digests, workload.comm_groups)
+    return _arrivals(digests, slots)
 
 
 def stragglers(arrivals: list[CollectiveArrival]) -> list[Straggler]:
@@ -318,16 +369,23 @@ def compare_ranks(workload: Workload, *, timing: str = TIMING_AUTO) -> RankCompa
         c = compare_ranks(load_workload("job"))
         c.slowest_rank, c.imbalance["span"], [s.rank for s in c.stragglers]
     """
-    if not workload.tables:
-        raise ChakraInputError("the workload has no ranks", path=workload.prefix, hint="check the prefix")
+    return compare_digests(_digests(workload, timing), workload.comm_groups)
+
+
+def compare_digests(digests: dict[int, RankDigest], groups: CommGroups | None = None) -> RankComparison:
+    """:func:`compare_ranks` from each rank's :class:`RankDigest` (``digests[rank]``) and the
+    workload's communicator groups: what :func:`chakra.analyze.workload.map_workload` returns for
+    :func:`rank_digest`, without any table in memory."""
+    if not digests:
+        raise ChakraInputError("the workload has no ranks", hint="check the prefix")
     rows = []
-    for rank in workload.ranks:
-        table = workload.tables[rank]
-        b = breakdown(table, timing=timing)
+    for rank in sorted(digests):
+        d = digests[rank]
+        b = d.breakdown
         rows.append(
             RankRow(
                 rank=rank,
-                nodes=len(table),
+                nodes=d.nodes,
                 span_ns=b.span_ns,
                 compute_ns=b.compute_ns,
                 communication_ns=b.communication_ns,
@@ -341,9 +399,11 @@ def compare_ranks(workload: Workload, *, timing: str = TIMING_AUTO) -> RankCompa
         for name, column in IMBALANCE_FIELDS.items()
     }
     slowest = max(rows, key=lambda row: (row.span_ns, -row.rank)).rank
-    untimed = _missing_start_times(workload)
-    slots, unmatched = _match(workload, timed=not untimed)
+    untimed = [rank for rank in sorted(digests) if not digests[rank].has_start_times]
+    slots, unmatched = _match(digests, groups)
     if untimed:
-        return RankComparison(rows, imbalance, slowest, [], [], unmatched, NO_START_TIMES_NOTE.format(ranks=untimed))
-    arrivals = _arrivals(workload, slots)
+        return RankComparison(
+            rows, imbalance, slowest, [], [], unmatched, NO_START_TIMES_NOTE.format(ranks=rank_ranges(untimed))
+        )
+    arrivals = _arrivals(digests, slots)
     return RankComparison(rows, imbalance, slowest, stragglers(arrivals), arrivals, unmatched)

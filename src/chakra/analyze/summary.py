@@ -220,3 +220,47 @@ def _empty_summary(metadata: GlobalMetadata, path: str | Path | None) -> TraceSu
         version=metadata.version,
         metadata=_metadata_dict(metadata),
     )
+
+
+def combine_summaries(summaries: Iterable[TraceSummary], *, path: str | Path | None = None) -> TraceSummary:
+    """The summary of a whole workload: every count, byte and duration of ``summaries`` added up, the
+    span from the earliest start to the latest end, and the version and metadata the ranks share
+    (a metadata key whose value differs between ranks is left out; the version reads ``mixed``).
+
+    >>> a = TraceSummary(path="a", rank=0, version="0.0.4", metadata={"pid": 1}, num_nodes=3)
+    >>> b = TraceSummary(path="b", rank=1, version="0.0.4", metadata={"pid": 2}, num_nodes=4)
+    >>> whole = combine_summaries([a, b], path="job")
+    >>> whole.num_nodes, whole.version, whole.metadata
+    (7, '0.0.4', {})
+    """
+    parts = list(summaries)
+    versions = {s.version for s in parts}
+    shared = dict(parts[0].metadata) if parts else {}
+    for s in parts[1:]:
+        shared = {k: v for k, v in shared.items() if k in s.metadata and s.metadata[k] == v}
+    whole = TraceSummary(
+        path=str(path) if path is not None else None,
+        rank=None,
+        version=versions.pop() if len(versions) == 1 else "mixed",
+        metadata=shared,
+    )
+    starts = [s.first_start_us for s in parts if s.first_start_us is not None]
+    ends = [s.last_end_us for s in parts if s.last_end_us is not None]
+    whole.first_start_us = min(starts) if starts else None
+    whole.last_end_us = max(ends) if ends else None
+    for s in parts:
+        whole.num_nodes += s.num_nodes
+        whole.num_data_deps += s.num_data_deps
+        whole.num_ctrl_deps += s.num_ctrl_deps
+        whole.by_type.update(s.by_type)
+        for kind, entries in ((whole.collectives, s.collectives), (whole.p2p, s.p2p)):
+            for name, entry in entries.items():
+                _bump(kind, name, entry["count"], entry["bytes"])
+        whole.comm_size_total += s.comm_size_total
+        whole.total_dur_us += s.total_dur_us
+        whole.cpu_dur_us += s.cpu_dur_us
+        whole.device_dur_us += s.device_dur_us
+        whole.attr_nodes.update(s.attr_nodes)
+        for name, members in s.attr_members.items():
+            whole.attr_members[name].update(members)
+    return whole

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
@@ -24,6 +25,8 @@ from chakra.parallel import map_ranks
 from chakra.paths import rank_of
 from chakra.table import NodeTable, load_table
 from chakra.trace import TraceSet
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -53,20 +56,29 @@ def _load_item(item: tuple[int, str]) -> NodeTable:
     return load_table(path, rank)
 
 
-def load_workload(
-    where: str | os.PathLike[str],
-    *,
-    ranks: Iterable[int] | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> Workload:
-    """Load a workload: a prefix, a directory holding one, one of its rank files, or any single ``.et``
-    file (then one table, rank from the name or 0). ``ranks`` loads only those ranks' files. Ranks load
-    in parallel through :func:`chakra.parallel.map_ranks` (``workers``, ``scheduler`` as there)."""
+@dataclass(frozen=True)
+class _RankFiles:
+    """The files an analysis reads: ``items`` are (rank, path); ``traces`` is the workload they come
+    from (``None`` for one file named on its own)."""
+
+    prefix: str
+    items: list[tuple[int, str]]
+    traces: TraceSet | None
+
+
+def _rank_files(where: str | os.PathLike[str], ranks: Iterable[int] | None) -> _RankFiles:
     where = Path(where)
-    if where.is_file() and rank_of(where) is None:
-        return Workload(str(where), {0: load_table(where, 0)})
+    if where.is_file():
+        # one named file is one table, its rank from its name: a rank file does not bring in the
+        # workload around it (a prefix or folder does)
+        rank = rank_of(where)
+        if ranks is not None and set(ranks) - {rank if rank is not None else 0}:
+            raise ChakraInputError(
+                f"{where.name} holds rank {rank if rank is not None else 0} only",
+                path=where,
+                hint="pass the workload PREFIX to analyse other ranks",
+            )
+        return _RankFiles(str(where), [(rank if rank is not None else 0, str(where))], None)
     traces = TraceSet.discover(where)
     wanted = sorted(traces.ranks) if ranks is None else sorted(set(ranks))
     absent = [r for r in wanted if r not in traces.ranks]
@@ -75,8 +87,74 @@ def load_workload(
             f"the workload has no rank {', '.join(map(str, absent))} (ranks {sorted(traces.ranks)})",
             path=traces.prefix,
         )
-    items = [(rank, str(traces.ranks[rank])) for rank in wanted]
-    tables = map_ranks(_load_item, items, workers=workers, scheduler=scheduler, progress=progress, description="load")
-    groups = CommGroups({k: tuple(v) for k, v in traces.comm_groups.items()}) if traces.comm_groups else None
-    by_rank = {rank: table for (rank, _), table in zip(items, tables, strict=True)}
-    return Workload(str(traces.prefix), by_rank, groups, tuple(traces.missing_ranks))
+    return _RankFiles(str(traces.prefix), [(rank, str(traces.ranks[rank])) for rank in wanted], traces)
+
+
+def load_workload(
+    where: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Workload:
+    """Load a workload: a prefix or a directory holding one (every rank, or only ``ranks``), or one
+    ``.et`` file (one table: its rank from a ``PREFIX.{rank}.et`` name, else 0). Ranks load in
+    parallel through :func:`chakra.parallel.map_ranks` (``workers``, ``scheduler`` as there)."""
+    files = _rank_files(where, ranks)
+    tables = map_ranks(
+        _load_item, files.items, workers=workers, scheduler=scheduler, progress=progress, description="load"
+    )
+    by_rank = {rank: table for (rank, _), table in zip(files.items, tables, strict=True)}
+    traces = files.traces
+    if traces is None:
+        return Workload(files.prefix, by_rank)
+    return Workload(files.prefix, by_rank, _groups_of(traces), tuple(traces.missing_ranks))
+
+
+@dataclass
+class RankResults(Generic[R]):
+    """What one analysis found on each rank (:func:`map_workload`): ``results[rank]``, the workload's
+    prefix, its communicator groups, and the ranks below the highest one that have no file."""
+
+    prefix: str
+    results: dict[int, R]
+    comm_groups: CommGroups | None = None
+    missing: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _OnTable(Generic[R]):
+    # picklable: worker processes get the function and load the table themselves
+    fn: Callable[[NodeTable], R]
+
+    def __call__(self, item: tuple[int, str]) -> R:
+        return self.fn(_load_item(item))
+
+
+def map_workload(
+    fn: Callable[[NodeTable], R],
+    where: str | os.PathLike[str],
+    *,
+    ranks: Iterable[int] | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RankResults[R]:
+    """``fn(table)`` for every rank of ``where`` (as :func:`load_workload` reads it), each table loaded
+    in a worker and dropped once ``fn`` returns: memory holds the results, not the tables, so a
+    workload of thousands of ranks analyses in the memory of a few. ``fn`` must be picklable (a
+    top-level function, or a ``functools.partial`` of one) when ranks run in worker processes."""
+    files = _rank_files(where, ranks)
+    found = map_ranks(
+        _OnTable(fn), files.items, workers=workers, scheduler=scheduler, progress=progress, description="analyse"
+    )
+    results = {rank: r for (rank, _), r in zip(files.items, found, strict=True)}
+    traces = files.traces
+    if traces is None:
+        return RankResults(files.prefix, results)
+    return RankResults(files.prefix, results, _groups_of(traces), tuple(traces.missing_ranks))
+
+
+def _groups_of(traces: TraceSet) -> CommGroups | None:
+    return CommGroups({k: tuple(v) for k, v in traces.comm_groups.items()}) if traces.comm_groups else None

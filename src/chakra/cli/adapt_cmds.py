@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import late_help, note, print_json, progress_bar, stdout, write_json
+from chakra.cli.console import late_help, note, print_json, print_table, progress_bar, stdout, write_json
 from chakra.validate.findings import Target
 
 # The adapting passes (protobuf, numpy) are imported in the command: start-up imports only the
@@ -109,7 +109,7 @@ def print_adapt_result(result: AdaptResult) -> None:
                 if len(details) > DETAILS_SHOWN:
                     shown += f", ... ({len(details) - DETAILS_SHOWN} more)"
             table.add_row(change.value, f"{count:,}", CHANGE_TEXT[change] + (f"\n{shown}" if shown else ""))
-        stdout.print(table)
+        print_table(table)
         unchanged = result.unchanged_ranks
         if unchanged:
             stdout.print(Text(f"ranks copied unchanged: {unchanged}"))

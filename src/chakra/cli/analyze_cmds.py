@@ -12,8 +12,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from chakra.analyze.across import rank_ranges
 from chakra.analyze.choices import RankBy, Timing
-from chakra.cli.console import Group, busy, note, print_json, progress_bar, stderr, stdout
+from chakra.cli.console import Group, busy, note, print_json, print_table, progress_bar, stderr, stdout
+from chakra.cli.rank_view import PER_RANK_OPTION, lists_every_rank
 from chakra.errors import ChakraInputError
 from chakra.paths import rank_of
 from chakra.viz.choices import PlotKind
@@ -21,7 +23,9 @@ from chakra.viz.choices import PlotKind
 # The analyses, the node table and the plots (numpy, protobuf, matplotlib) are imported in the
 # commands: start-up imports only the choices they offer.
 if TYPE_CHECKING:
-    from chakra.analyze.workload import Workload
+    from chakra.analyze.breakdown import Breakdown, OperatorStat
+    from chakra.analyze.ranks import RankComparison, RankDigest
+    from chakra.analyze.workload import RankResults, Workload
     from chakra.table import NodeTable
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
@@ -129,6 +133,60 @@ def _ranks(workload: Workload, rank: int | None) -> list[int]:
     return [rank]
 
 
+def _breakdowns(
+    where: str,
+    rank: int | None,
+    timing: Timing,
+    workers: int | None,
+    scheduler: str | None,
+    top: int = 0,
+    by: RankBy = RankBy.TOTAL,
+) -> tuple[dict[int, Breakdown], dict[int, list[OperatorStat]]]:
+    """Each rank's breakdown and top operators, computed where its table is loaded and the table
+    dropped (a workload of thousands of ranks in the memory of a few)."""
+    from functools import partial
+
+    from chakra.analyze.breakdown import breakdown_and_top
+    from chakra.analyze.workload import map_workload
+
+    with progress_bar() as bar:
+        task = bar.add_task("analysing ranks", total=None)
+        found = map_workload(
+            partial(breakdown_and_top, timing=timing.value, n=top, by=by.value),
+            where,
+            ranks=None if rank is None else [rank],
+            workers=workers,
+            scheduler=scheduler,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    if found.missing:
+        note(f"ranks {rank_ranges(found.missing)} have no file: only ranks {rank_ranges(found.results)} are analysed")
+    untimed = sum(b.untimed_comm_nodes for b, _ in found.results.values())
+    if untimed:
+        note(f"{untimed:,} communication nodes have no recorded duration and count 0 here; chakra simulate times them")
+    return {r: b for r, (b, _) in found.results.items()}, {r: t for r, (_, t) in found.results.items()}
+
+
+def _print_time_table(results: dict[int, Breakdown], per_rank: bool) -> None:
+    from chakra.analyze.breakdown import TIME_HEADERS
+    from chakra.cli.rank_view import rank_table
+
+    table, remark = rank_table(
+        "time breakdown (ms; comm: communication, overlap: comm hidden behind compute)",
+        [*TIME_HEADERS, "timing"],
+        {r: (*b.times_ns(), b.timing) for r, b in results.items()},
+        [*([_ms] * len(TIME_HEADERS)), str],
+        per_rank=per_rank,
+    )
+    print_table(table)
+    if remark:
+        stdout.print(Text(remark, style="dim"))
+
+
+def _slowest(results: dict[int, Breakdown]) -> int:
+    return max(results, key=lambda r: (results[r].span_ns, -r))
+
+
 @analyze_app.command("summary")
 def summary_cmd(
     workload: str = WORKLOAD_ARG,
@@ -137,21 +195,26 @@ def summary_cmd(
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Per rank: time span, busy time per thread/stream, nodes by kind, collectives with their bytes.
+    Past 16 ranks the spans are grouped and the slowest rank is shown (--per-rank: every rank).
 
     Example: chakra analyze summary out/job --rank 0
     """
-    from chakra.analyze.breakdown import breakdown
-
-    loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
-    results = {r: breakdown(loaded.tables[r], timing=timing) for r in _ranks(loaded, rank)}
+    results, _ = _breakdowns(workload, rank, timing, workers, scheduler)
     if as_json:
         print_json({str(r): b.to_dict() for r, b in results.items()})
         return
-    for r, b in results.items():
+    shown = list(results)
+    if not lists_every_rank(len(results), per_rank):
+        _print_time_table(results, per_rank)
+        shown = [_slowest(results)]
+        note(f"rank {shown[0]} (the slowest) in detail; --rank picks another, --per-rank shows every rank")
+    for r in shown:
+        b = results[r]
         stdout.print(f"[bold]rank {r}[/bold]: span {_ms(b.span_ns)} ms ({b.timing} timing)")
-        stdout.print(
+        print_table(
             _table(
                 "busy time per track (ms)",
                 ["track", "busy", "of span"],
@@ -161,18 +224,15 @@ def summary_cmd(
                 ],
             )
         )
-        stdout.print(
-            _table("nodes by kind", ["kind", "nodes"], [(k, f"{v:,}") for k, v in b.nodes_by_category.items()])
-        )
+        print_table(_table("nodes by kind", ["kind", "nodes"], [(k, f"{v:,}") for k, v in b.nodes_by_category.items()]))
         if b.count_by_collective:
-            stdout.print(
+            print_table(
                 _table(
                     "communication",
                     ["kind", "count", "bytes"],
                     [(k, f"{c:,}", f"{b.bytes_by_collective.get(k, 0):,}") for k, c in b.count_by_collective.items()],
                 )
             )
-    _note_untimed(loaded.tables[r] for r in results)
 
 
 @analyze_app.command("breakdown")
@@ -187,37 +247,31 @@ def breakdown_cmd(
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Compute / communication / memory / idle per rank, communication overlapped or exposed, and the top
-    operators by total and exclusive time.
+    operators by total and exclusive time. Past 16 ranks the ranks are grouped (or summarized as
+    min / median / max) and the slowest rank's operators are listed (--per-rank: every rank's).
 
     Example: chakra analyze breakdown out/job --top 20
     """
-    from chakra.analyze.breakdown import TIME_HEADERS, breakdown, top_operators
-
-    loaded = _load(workload, workers, scheduler, ranks=None if rank is None else [rank])
-    ranks = _ranks(loaded, rank)
-    results = {r: breakdown(loaded.tables[r], timing=timing) for r in ranks}
-    tops = {r: top_operators(loaded.tables[r], top, by=by, timing=timing) for r in ranks}
+    results, tops = _breakdowns(workload, rank, timing, workers, scheduler, top, by)
     if as_json:
         print_json({str(r): {**b.to_dict(), "top_operators": [vars(s) for s in tops[r]]} for r, b in results.items()})
         return
-    stdout.print(
-        _table(
-            "time breakdown (ms; comm: communication, overlap: comm hidden behind compute)",
-            ["rank", *TIME_HEADERS, "timing"],
-            [(r, *map(_ms, b.times_ns()), b.timing) for r, b in results.items()],
-        )
-    )
-    for r in ranks:
-        stdout.print(
+    _print_time_table(results, per_rank)
+    shown = list(results) if per_rank or len(results) <= 1 else [_slowest(results)]
+    for r in shown:
+        slowest = " (the slowest)" if len(shown) < len(results) else ""
+        print_table(
             _table(
-                f"rank {r}: top operators (ms)",
+                f"rank {r}{slowest}: top operators (ms)",
                 ["operator", "category", "count", "total", "exclusive"],
                 [(s.name, s.category, f"{s.count:,}", _ms(s.total_ns), _ms(s.exclusive_ns)) for s in tops[r]],
             )
         )
-    _note_untimed(loaded.tables[r] for r in ranks)
+    if len(shown) < len(results):
+        note("--rank N lists another rank's operators, --per-rank every rank's")
 
 
 @analyze_app.command("critical-path")
@@ -243,8 +297,8 @@ def critical_path_cmd(
     _note_untimed([table])
     of_rank = f" of rank {table.rank}" if table.rank is not None else ""
     stdout.print(f"critical path{of_rank}: [bold]{_ms(path.length_ns)} ms[/bold] through {len(path.positions):,} nodes")
-    stdout.print(_table("by kind (ms)", ["kind", "on the path"], [(k, _ms(v)) for k, v in path.by_category.items()]))
-    stdout.print(
+    print_table(_table("by kind (ms)", ["kind", "on the path"], [(k, _ms(v)) for k, v in path.by_category.items()]))
+    print_table(
         _table(
             "by operator (ms)",
             ["operator", "on the path"],
@@ -252,13 +306,40 @@ def critical_path_cmd(
         )
     )
     if path.slack:
-        stdout.print(
+        print_table(
             _table(
                 "slack of the longest operators off the path (ms)",
                 ["operator", "id", "duration", "slack"],
                 [(s.name, s.node_id, _ms(s.dur_ns), _ms(s.slack_ns)) for s in path.slack],
             )
         )
+
+
+def _digests(
+    where: str, timing: Timing, workers: int | None, scheduler: str | None
+) -> tuple[RankResults[RankDigest], RankComparison]:
+    """Every rank's digest (made where its table is loaded; the tables are not kept) and the ranks
+    compared."""
+    from functools import partial
+
+    from chakra.analyze.ranks import compare_digests, rank_digest
+    from chakra.analyze.workload import map_workload
+
+    with progress_bar() as bar:
+        task = bar.add_task("analysing ranks", total=None)
+        found = map_workload(
+            partial(rank_digest, timing=timing.value),
+            where,
+            workers=workers,
+            scheduler=scheduler,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    if found.missing:
+        note(f"ranks {rank_ranges(found.missing)} have no file: only ranks {rank_ranges(found.results)} are analysed")
+    untimed = sum(d.breakdown.untimed_comm_nodes for d in found.results.values())
+    if untimed:
+        note(f"{untimed:,} communication nodes have no recorded duration and count 0 here; chakra simulate times them")
+    return found, compare_digests(found.results, found.comm_groups)
 
 
 @analyze_app.command("ranks")
@@ -268,47 +349,47 @@ def ranks_cmd(
     as_json: bool = JSON_OPTION,
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Ranks side by side: imbalance, the slowest rank, and stragglers (ranks that reach collectives last).
+    Past 16 ranks identical ranks share a row (or each figure shows min / median / max with the ranks
+    at the extremes); --per-rank lists every rank.
 
     Example: chakra analyze ranks out/job
     """
-    from chakra.analyze.ranks import compare_ranks
+    from chakra.analyze.across import MAX_LISTED_RANKS
+    from chakra.cli.rank_view import rank_table
 
-    loaded = _load(workload, workers, scheduler)
-    comparison = compare_ranks(loaded, timing=timing)
+    _, comparison = _digests(workload, timing, workers, scheduler)
     if as_json:
         print_json(comparison.to_dict())
         return
-    _note_untimed(loaded.tables.values())
-    stdout.print(
-        _table(
-            "ranks (ms)",
-            ["rank", "nodes", "span", "compute", "communication", "exposed", "idle"],
-            [
-                (
-                    r.rank,
-                    f"{r.nodes:,}",
-                    _ms(r.span_ns),
-                    _ms(r.compute_ns),
-                    _ms(r.communication_ns),
-                    _ms(r.comm_exposed_ns),
-                    _ms(r.idle_ns),
-                )
-                for r in comparison.rows
-            ],
-        )
+    table, remark = rank_table(
+        "ranks (ms)",
+        ["nodes", "span", "compute", "communication", "exposed", "idle"],
+        {
+            r.rank: (r.nodes, r.span_ns, r.compute_ns, r.communication_ns, r.comm_exposed_ns, r.idle_ns)
+            for r in comparison.rows
+        },
+        [lambda n: f"{n:,.0f}", *([_ms] * 5)],
+        per_rank=per_rank,
     )
+    print_table(table)
+    if remark:
+        stdout.print(Text(remark, style="dim"))
     imbalance = ", ".join(f"{k} {v:.1%}" for k, v in comparison.imbalance.items())
     stdout.print(f"imbalance (max / mean - 1): {imbalance}; slowest rank {comparison.slowest_rank}")
     if comparison.stragglers:
-        stdout.print(
+        listed = comparison.stragglers if per_rank else comparison.stragglers[:MAX_LISTED_RANKS]
+        print_table(
             _table(
                 "stragglers",
                 ["rank", "times last", "late total (ms)", "late max (ms)"],
-                [(s.rank, s.times_last, _ms(s.late_ns_total), _ms(s.late_ns_max)) for s in comparison.stragglers],
+                [(s.rank, s.times_last, _ms(s.late_ns_total), _ms(s.late_ns_max)) for s in listed],
             )
         )
+        if len(listed) < len(comparison.stragglers):
+            note(f"the {len(listed)} latest of {len(comparison.stragglers):,} stragglers; --per-rank lists every one")
     elif comparison.note:
         stdout.print(Text(f"note: {comparison.note}", style="yellow"))
     else:
@@ -343,17 +424,17 @@ def diff_cmd(
     stdout.print(
         f"step: {_ms(result.span_a_ns)} ms -> {_ms(result.span_b_ns)} ms ({sign}{_ms(result.delta_span_ns)} ms)"
     )
-    stdout.print(
+    print_table(
         _table(
             "change explained (ms)",
             ["category", "before", "after", "change"],
             [(k, _ms(a), _ms(b), _ms(d)) for k, (a, b, d) in result.by_category.items()],
         )
     )
-    stdout.print(
+    print_table(
         _table("step change split (ms)", ["part", "change"], [(k, _ms(v)) for k, v in result.explained.items()])
     )
-    stdout.print(
+    print_table(
         _table(
             "operators (ms)",
             ["operator", "status", "count", "before", "after", "change"],
@@ -446,13 +527,30 @@ def report(
     workers: int | None = WORKERS_OPTION,
     scheduler: str | None = SCHEDULER_OPTION,
 ) -> None:
-    """One self-contained HTML page (tables and plots, readable offline) about a workload.
+    """One self-contained HTML page (tables and plots, readable offline) about a workload. Ranks are
+    analysed one at a time (past 16, identical ranks share a row); a rank whose dependencies have a
+    cycle still gets what needs no schedule (operator totals, communication) and the cycle named.
 
     Example: chakra report out/job -o report.html
     """
-    from chakra.viz.report import write_report
+    from chakra.viz.report import render_report, report_data_of, write_html
 
-    loaded = _load(workload, workers, scheduler)
-    with busy("analysing and plotting"):
-        write_report(loaded, output, title=title, timing=timing, top=top)
-    stderr.print(f"wrote {output}")
+    with progress_bar() as bar:
+        task = bar.add_task("analysing ranks", total=None)
+        data = report_data_of(
+            workload,
+            timing=timing.value,
+            top=top,
+            workers=workers,
+            scheduler=scheduler,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    with busy("plotting"):
+        write_html(render_report(data, title=title), output)
+    for rank, damaged in sorted(data.damaged.items())[:1]:
+        more = f" (and {len(data.damaged) - 1:,} more ranks)" if len(data.damaged) > 1 else ""
+        note(
+            f"rank {rank}{more}: {damaged.cycle}; the report shows what needs no schedule "
+            "(chakra adapt --target astra-sim writes a copy without the closing edges)"
+        )
+    stderr.print(f"wrote {output}: {len(data.nodes):,} rank{'s' if len(data.nodes) != 1 else ''}")

@@ -23,6 +23,7 @@ from chakra.errors import ChakraError, PathLike
 # the library's writers are imported when a command uses them.
 if TYPE_CHECKING:
     from rich.progress import Progress
+    from rich.table import Table
 
 #: Exit codes shared by every command (DESIGN.md): checks failed, bad input, interrupted (128 + SIGINT).
 EXIT_CHECKS_FAILED = 1
@@ -56,6 +57,24 @@ def busy(message: str) -> Iterator[None]:
         return
     with stderr.status(message):
         yield
+
+
+#: Measuring a table without the console's width limit: its true minimum width.
+_UNBOUNDED_WIDTH = 1 << 20
+
+
+def print_table(table: Table) -> None:
+    """Print a table on :data:`stdout` whole: when even its minimum width (numbers never wrap) is more
+    than the console's, it is drawn at that width and left uncropped (the terminal wraps the lines)
+    rather than letting rich cut numbers short (``446.3…``)."""
+    from rich.measure import Measurement
+
+    needed = Measurement.get(stdout, stdout.options.update(max_width=_UNBOUNDED_WIDTH), table).minimum
+    if needed > stdout.width:
+        table.width = needed
+        stdout.print(table, crop=False)
+        return
+    stdout.print(table)
 
 
 def note(text: str) -> None:

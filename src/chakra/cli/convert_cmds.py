@@ -18,6 +18,7 @@ from chakra.cli.console import (
     busy,
     late_help,
     note,
+    print_table,
     progress_bar,
     stderr,
     stdout,
@@ -248,7 +249,7 @@ def _print_conversion(result: WorkloadResult) -> None:
             f"{rep.waits:,}",
             "-" if fidelity is None or fidelity.error is None else f"{fidelity.error:+.1%}",
         )
-    stdout.print(table)
+    print_table(table)
     if result.group_methods:
         stdout.print(
             "process groups: " + "; ".join(f"{count} {method}" for method, count in result.group_methods.most_common())

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import Group, note, progress_bar, stderr, stdout
+from chakra.cli.console import Group, note, print_table, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
 from chakra.generate import micro_defaults as defaults
 
@@ -130,7 +130,7 @@ def print_written(written: list[WrittenWorkload], out_dir: Path) -> None:
         )
         for text in workload.notes:
             notes[text].append(workload.name)
-    stdout.print(table)
+    print_table(table)
     for text, names in notes.items():
         note(f"{text} ({', '.join(names)})")
     removed = [path for item in written for path in item.removed_stale]
@@ -275,7 +275,7 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
         )
     for stage, (nodes, counts) in enumerate(zip(result.nodes_per_stage, result.kinds_per_stage, strict=True)):
         table.add_row(str(stage), f"{nodes:,}", *(f"{counts.get(k, 0):,}" for k in kinds))
-    stdout.print(table)
+    print_table(table)
     for text in result.notes:
         note(text)
     if result.removed_stale:

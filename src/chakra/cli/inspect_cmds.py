@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, progress_bar, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, print_table, progress_bar, stdout
+from chakra.cli.rank_view import PER_RANK_OPTION
 from chakra.errors import ChakraInputError
 from chakra.validate import (
     DEFAULT_LIMIT_PER_CODE,
@@ -53,10 +54,11 @@ def _fmt_us(us: int | None) -> str:
     return f"{us:,} µs"
 
 
-def _render_summary(s: TraceSummary) -> None:
+def _render_summary(s: TraceSummary, *, ranks: str | None = None) -> None:
+    """One file's summary, or a workload's (``ranks``: the ranks it adds up; no attribute coverage)."""
     head = Table.grid(padding=(0, 2))
-    head.add_row("file", Text(str(s.path)))
-    head.add_row("rank", str(s.rank) if s.rank is not None else "-")
+    head.add_row("workload" if ranks is not None else "file", Text(str(s.path)))
+    head.add_row("ranks" if ranks is not None else "rank", ranks or (str(s.rank) if s.rank is not None else "-"))
     head.add_row("version", Text(s.version or "(empty)"))
     for key, value in s.metadata.items():
         head.add_row(Text(f"metadata.{key}"), Text(str(value)))
@@ -74,7 +76,7 @@ def _render_summary(s: TraceSummary) -> None:
     types.add_column("nodes", justify="right", no_wrap=True)
     for name, count in sorted(s.by_type.items(), key=lambda kv: -kv[1]):
         types.add_row(name, f"{count:,}")
-    stdout.print(types)
+    print_table(types)
 
     if s.collectives or s.p2p:
         comm = Table(title="communication", title_justify="left")
@@ -83,9 +85,9 @@ def _render_summary(s: TraceSummary) -> None:
         comm.add_column("bytes", justify="right", no_wrap=True)
         for name, entry in sorted({**s.collectives, **s.p2p}.items()):
             comm.add_row(name, f"{entry['count']:,}", _fmt_bytes(entry["bytes"]))
-        stdout.print(comm)
+        print_table(comm)
 
-    if s.attr_nodes:
+    if s.attr_nodes and ranks is None:
         cover = Table(title="attribute coverage", title_justify="left")
         cover.add_column("attribute", overflow="fold")
         cover.add_column("nodes", justify="right", no_wrap=True)
@@ -94,34 +96,75 @@ def _render_summary(s: TraceSummary) -> None:
         for name, count in sorted(s.attr_nodes.items(), key=lambda kv: (-kv[1], kv[0])):
             members = ", ".join(f"{m} ({c:,})" for m, c in s.attr_members[name].most_common())
             cover.add_row(Text(name), f"{count:,}", f"{100 * count / max(s.num_nodes, 1):.1f}", members)
-        stdout.print(cover)
+        print_table(cover)
 
 
 @app.command()
 def info(
     inputs: list[Path] = typer.Argument(..., help=".et files (plain, .gz or .zst), or a workload PREFIX or directory."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (a summary per file) instead of tables."),
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Show what a trace holds: node and collective counts, bytes, time span, attribute coverage.
+
+    A workload PREFIX (or folder) is shown as its totals and a table of its ranks (grouped past 16
+    ranks); --per-rank adds every rank's own summary.
 
     Example: chakra info llama.0.et llama.1.et --json
     """
     from chakra.analyze.summary import summarize_file
 
-    files = [p for item in _targets_of(inputs) for p in ([item] if isinstance(item, Path) else item.ranks.values())]
-    summaries = []
+    targets = _targets_of(inputs)
+    files = [p for item in targets for p in ([item] if isinstance(item, Path) else item.ranks.values())]
+    summaries: dict[Path, TraceSummary] = {}
     with progress_bar() as progress:
         task = progress.add_task("reading", total=len(files))
         for path in files:
-            summaries.append(summarize_file(path))
+            summaries[path] = summarize_file(path)
             progress.advance(task)
     if as_json:
-        stdout.print_json(json.dumps([s.to_dict() for s in summaries]))
+        stdout.print_json(json.dumps([summaries[p].to_dict() for p in files]))
         return
-    for i, s in enumerate(summaries):
+    for i, item in enumerate(targets):
         if i:
             stdout.rule()
-        _render_summary(s)
+        if isinstance(item, Path):
+            _render_summary(summaries[item])
+        else:
+            _render_workload(item, [summaries[p] for p in item.ranks.values()], per_rank)
+
+
+def _render_workload(traces: TraceSet, summaries: list[TraceSummary], per_rank: bool) -> None:
+    from chakra.analyze.across import rank_ranges
+    from chakra.analyze.summary import combine_summaries
+    from chakra.cli.rank_view import rank_table
+
+    ranks = sorted(traces.ranks)
+    _render_summary(combine_summaries(summaries, path=traces.prefix), ranks=rank_ranges(ranks))
+    if traces.missing_ranks:
+        stdout.print(Text(f"missing ranks: {rank_ranges(traces.missing_ranks)}", style="yellow"))
+    rows = {
+        s.rank if s.rank is not None else r: (s.num_nodes, s.total_dur_us, s.comm_size_total, s.span_us)
+        for r, s in zip(ranks, summaries, strict=True)
+    }
+    table, remark = rank_table(
+        "ranks",
+        ["nodes", "durations", "comm_size", "time span"],
+        rows,
+        [lambda n: f"{n:,.0f}", _fmt_us_compact, _fmt_bytes, _fmt_us_compact],
+        per_rank=per_rank,
+    )
+    print_table(table)
+    if remark:
+        stdout.print(Text(f"{remark}; attribute coverage: chakra info on one rank file", style="dim"))
+    if per_rank:
+        for s in summaries:
+            stdout.rule()
+            _render_summary(s)
+
+
+def _fmt_us_compact(us: float | None) -> str:
+    return "n/a" if us is None else _fmt_us(round(us))
 
 
 def _render_findings(title: str, findings: list[Finding]) -> None:
@@ -152,7 +195,7 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
             "" if f.node_id is None else str(f.node_id),
             message,
         )
-    stdout.print(table)
+    print_table(table)
 
 
 def _targets_of(inputs: list[Path]) -> list[Path | TraceSet]:
@@ -190,16 +233,19 @@ def validate(
         min=0,
         help="List at most this many findings of one kind per file (0: all).",
     ),
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Check traces for structural errors and consumer incompatibilities. Exit 1 when there are errors.
 
     A workload prefix or directory is checked rank by rank and across ranks (missing ranks,
-    unmatched send/recv, collectives in different orders).
+    unmatched send/recv, collectives in different orders); past 16 ranks, the rank files without
+    findings are counted in one line (--per-rank lists every one).
 
     Example: chakra validate runs/llama --target astra-sim
     """
     limit = max_per_code or None
     results: list[tuple[str, list[Finding]]] = []
+    sets: list[tuple[str, list[tuple[str, list[Finding]]]]] = []  # a workload's name and its files' results
     work = _targets_of(inputs)
     total = sum(1 if isinstance(item, Path) else len(item) + 1 for item in work)
     with progress_bar() as progress:
@@ -209,10 +255,13 @@ def validate(
                 results.append((str(item), validate_file(item, target=target, limit_per_code=limit)))
                 progress.advance(task)
                 continue
+            mine: list[tuple[str, list[Finding]]] = []
             for rank, findings in iter_validate_set(item, target=target, limit_per_code=limit):
                 name = str(item.ranks[rank]) if rank is not None else f"{item.prefix} (across ranks)"
-                results.append((name, findings))
+                mine.append((name, findings))
                 progress.advance(task)
+            results.extend(mine)
+            sets.append((str(item.prefix), mine))
     failed = any(count_by_severity(f)[ERROR] for _, f in results)
     if as_json:
         stdout.print_json(
@@ -227,7 +276,47 @@ def validate(
             )
         )
     else:
+        in_sets = {name for _, files in sets for name, _ in files}
         for name, findings in results:
-            _render_findings(name, findings)
+            if name not in in_sets:
+                _render_findings(name, findings)
+        for prefix, files in sets:
+            _render_workload_findings(prefix, files, per_rank)
     if failed:
         raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def _render_workload_findings(prefix: str, files: list[tuple[str, list[Finding]]], per_rank: bool) -> None:
+    """Every rank file with findings (at most :data:`MAX_LISTED_RANKS` unless ``per_rank``), the rest
+    as one line, then the checks across ranks."""
+    from chakra.analyze.across import MAX_LISTED_RANKS
+    from chakra.cli.rank_view import lists_every_rank
+
+    *ranks, across = files
+    if lists_every_rank(len(ranks), per_rank):
+        for name, findings in files:
+            _render_findings(name, findings)
+        return
+    with_findings = [(name, f) for name, f in ranks if f]
+    for name, findings in with_findings[:MAX_LISTED_RANKS]:
+        _render_findings(name, findings)
+    clean = len(ranks) - len(with_findings)
+    left = with_findings[MAX_LISTED_RANKS:]
+    totals = count_by_severity([x for _, f in ranks for x in f])
+    stdout.print(
+        Text.assemble(
+            (f"{prefix}: {len(ranks):,} rank files", "bold"),
+            "  ",
+            Text("OK", style="bold green") if not totals[ERROR] else Text("FAILED", style="bold red"),
+            f"  {clean:,} without findings; {totals['error']:,} errors, {totals['warning']:,} warnings, "
+            f"{totals['info']:,} notes in all",
+        )
+    )
+    if left:
+        codes: dict[str, int] = {}
+        for _, findings in left:
+            for x in findings:
+                codes[x.code] = codes.get(x.code, 0) + 1
+        listed = ", ".join(f"{code} ({n:,})" for code, n in sorted(codes.items(), key=lambda kv: -kv[1]))
+        stdout.print(f"{len(left):,} more rank files with findings not listed: {listed}; --per-rank lists them")
+    _render_findings(*across)

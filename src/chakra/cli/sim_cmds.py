@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, progress_bar, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, print_table, progress_bar, stderr, stdout
+from chakra.cli.rank_view import PER_RANK_OPTION
+
+if TYPE_CHECKING:
+    from chakra.sim.results import SimResult
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -67,8 +72,11 @@ def simulate(
     timeline: Path | None = typer.Option(
         None, "--timeline", help="Write every node's simulated interval as a Chrome/Perfetto trace JSON here."
     ),
+    per_rank: bool = PER_RANK_OPTION,
 ) -> None:
-    """Simulate a workload of Chakra ETs on a modelled system and print ASTRA-sim's per-rank lines.
+    """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each
+    rank's time split (compute only, exposed communication, overlap, idle). Past 16 ranks identical
+    ranks share a row and ASTRA-sim's lines are left out (--per-rank prints them all).
 
     Example: chakra simulate --workload out/job --system sys.json --network net.yml --bandwidth-scale 2
     --timeline job.trace.json
@@ -117,22 +125,43 @@ def simulate(
     if as_json:
         stdout.print_json(json.dumps(summary))
         return
-    for line in result.astra_lines():
-        stdout.print(line, highlight=False)
-    table = Table(title="per rank (µs)", title_justify="left")
-    for column in ("rank", "finish", "CPU", "GPU compute", "exposed comm"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for rank, stats in sorted(result.ranks.items()):
-        table.add_row(
-            str(rank),
-            f"{stats.finish_ns / 1e3:,.1f}",
-            f"{stats.cpu_ns / 1e3:,.1f}",
-            f"{stats.gpu_compute_ns / 1e3:,.1f}",
-            f"{stats.exposed_comm_ns / 1e3:,.1f}",
+    _print_simulation(result, per_rank)
+
+
+def _print_simulation(result: SimResult, per_rank: bool) -> None:
+    """ASTRA-sim's line per rank (for scripts that read it; every rank when few or ``per_rank``),
+    then the time split of each rank, which adds up to its finish."""
+    from chakra.analyze.across import rank_ranges
+    from chakra.cli.rank_view import lists_every_rank, rank_table
+
+    if lists_every_rank(len(result.ranks), per_rank):
+        for line in result.astra_lines():
+            stdout.print(line, highlight=False)
+    table, remark = rank_table(
+        "simulated time per rank (ms): finish = compute only + exposed comm + overlap + idle",
+        ["finish", "compute only", "exposed comm", "overlap", "idle"],
+        {
+            rank: (s.finish_ns, s.compute_only_ns, s.comm_exposed_ns, s.overlap_ns, s.idle_ns)
+            for rank, s in result.ranks.items()
+        },
+        [_ms] * 5,
+        per_rank=per_rank,
+    )
+    print_table(table)
+    if remark:
+        stdout.print(Text(f"{remark} (and prints ASTRA-sim's line for each)", style="dim"))
+    slowest = max(result.ranks.values(), key=lambda s: (s.finish_ns, -s.rank), default=None)
+    if slowest is not None:
+        stdout.print(
+            f"finish {_ms(result.finish_ns)} ms (rank {slowest.rank} of {rank_ranges(result.ranks)}); "
+            'ASTRA-sim\'s "exposed communication" (finish - GPU compute) also counts CPU work and idle time'
         )
-    stdout.print(table)
     for warning in result.warnings:
         stderr.print(Text(f"warning: {warning}", style="yellow"))
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / NS_PER_MS:,.3f}"
 
 
 @app.command()
@@ -213,7 +242,7 @@ def sweep(
         table.add_row(
             *(sw.show_value(knobs[name]) for name in columns),
             f"{result.finish_ns / NS_PER_MS:,.3f}",
-            f"{result.max_exposed_comm_ns / NS_PER_MS:,.3f}",
+            f"{result.max_comm_exposed_ns / NS_PER_MS:,.3f}",
             f"{speedup:.2f}x" if speedup is not None else "-",
         )
-    stdout.print(table)
+    print_table(table)

@@ -8,9 +8,11 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import errno
 import gzip
 import os
+import signal
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,6 +51,19 @@ def _current_umask() -> int:
     return umask
 
 
+#: Temporary files of the AtomicFiles neither committed nor aborted. A signal can stop the process
+#: between creating one and entering its ``with`` block (SIGTERM raises SystemExit there, see
+#: chakra.cli.main): the files left then are removed when the interpreter exits.
+_LIVE_TEMPS: set[Path] = set()
+
+
+@atexit.register
+def _remove_live_temps() -> None:
+    for path in list(_LIVE_TEMPS):
+        path.unlink(missing_ok=True)
+    _LIVE_TEMPS.clear()
+
+
 class AtomicFile:
     """A binary file that appears at ``path`` only when closed without error.
 
@@ -65,11 +80,16 @@ class AtomicFile:
             raise ChakraInputError("output directory does not exist", path=directory, hint="create it first")
         if self.path.is_dir():
             raise ChakraInputError("output path is a directory", path=self.path, hint="give a file name")
+        # SIGTERM waits until the file is registered: no window in which it exists unknown
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+            self.tmp_path = Path(tmp)
+            _LIVE_TEMPS.add(self.tmp_path)
         except OSError as exc:
             raise ChakraInputError(f"cannot create a file here: {exc.strerror}", path=directory) from None
-        self.tmp_path = Path(tmp)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         # mkstemp creates 0600; give the file the mode open() would (0666 less the umask)
         os.chmod(tmp, 0o666 & ~_current_umask())
         self.file: IO[bytes] = os.fdopen(fd, "wb")
@@ -83,6 +103,7 @@ class AtomicFile:
         except OSError as exc:
             self.abort()
             raise output_error(exc, self.path) from None
+        _LIVE_TEMPS.discard(self.tmp_path)
 
     def abort(self) -> None:
         """Drop the temporary file, even when closing it fails (a full disk fails the last flush)."""
@@ -92,6 +113,7 @@ class AtomicFile:
             pass  # what it could not flush is dropped with the file
         finally:
             self.tmp_path.unlink(missing_ok=True)
+            _LIVE_TEMPS.discard(self.tmp_path)
 
     def __enter__(self) -> IO[bytes]:
         return self.file

@@ -103,7 +103,7 @@ def run_astra_sim(
 def compare(ours: SimResult, theirs: AstraRun) -> dict[int, tuple[AstraRank, AstraRank | None]]:
     """Rank -> (ours, ASTRA-sim's or ``None`` when it printed nothing for the rank)."""
     return {
-        rank: (AstraRank(state.finish_ns, state.exposed_comm_ns), theirs.ranks.get(rank))
+        rank: (AstraRank(state.finish_ns, state.astra_exposed_comm_ns), theirs.ranks.get(rank))
         for rank, state in sorted(ours.ranks.items())
     }
 

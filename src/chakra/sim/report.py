@@ -14,7 +14,7 @@ from chakra.sim.results import SimResult
 
 #: Per-rank columns of the CSV report (all ns).
 RANK_COLUMNS = (
-    "rank", "finish_ns", "cpu_ns", "gpu_compute_ns", "exposed_comm_ns", "comm_ns", "compute_only_ns",
+    "rank", "finish_ns", "cpu_ns", "gpu_compute_ns", "astra_exposed_comm_ns", "comm_ns", "compute_only_ns",
     "comm_exposed_ns", "overlap_ns", "idle_ns", "nodes",
 )  # fmt: skip
 
@@ -22,8 +22,11 @@ RANK_COLUMNS = (
 def report_dict(result: SimResult) -> dict[str, Any]:
     """Finish time, per-rank figures (ns), per-collective-type totals and warnings.
 
-    ``exposed_comm_ns`` is ASTRA-sim's figure (finish minus GPU compute); ``comm_exposed_ns`` the
-    time communication ran with no compute beside it (the two differ for CPU work and idle time).
+    The time split adds up to ``finish_ns``: ``compute_only_ns`` (compute, CPU or GPU, and no
+    communication), ``comm_exposed_ns`` (communication and no compute: the exposed communication,
+    named as :class:`chakra.analyze.breakdown.Breakdown` names it), ``overlap_ns`` (both), ``idle_ns``
+    (neither). ``astra_exposed_comm_ns`` is the figure ASTRA-sim prints as "exposed communication":
+    finish minus GPU compute, which also counts CPU work and idle time.
     """
     return {
         "finish_ns": result.finish_ns,
@@ -33,7 +36,7 @@ def report_dict(result: SimResult) -> dict[str, Any]:
                 "finish_ns": stats.finish_ns,
                 "cpu_ns": stats.cpu_ns,
                 "gpu_compute_ns": stats.gpu_compute_ns,
-                "exposed_comm_ns": stats.exposed_comm_ns,
+                "astra_exposed_comm_ns": stats.astra_exposed_comm_ns,
                 "comm_ns": stats.comm_ns,
                 "compute_only_ns": stats.compute_only_ns,
                 "comm_exposed_ns": stats.comm_exposed_ns,

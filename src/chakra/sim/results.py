@@ -43,8 +43,9 @@ class RankStats:
     idle_ns: int = 0
 
     @property
-    def exposed_comm_ns(self) -> int:
-        """ASTRA-sim's "exposed communication": finish time minus GPU compute time."""
+    def astra_exposed_comm_ns(self) -> int:
+        """ASTRA-sim's "exposed communication": finish time minus GPU compute time (CPU work and idle
+        time count as exposed; :attr:`comm_exposed_ns` is the time communication ran alone)."""
         return self.finish_ns - self.gpu_compute_ns
 
 
@@ -66,6 +67,6 @@ class SimResult:
     def astra_lines(self) -> list[str]:
         """The per-rank lines ASTRA-sim prints."""
         return [
-            f"sys[{r}] finished, {s.finish_ns} cycles, exposed communication {s.exposed_comm_ns} cycles."
+            f"sys[{r}] finished, {s.finish_ns} cycles, exposed communication {s.astra_exposed_comm_ns} cycles."
             for r, s in sorted(self.ranks.items())
         ]

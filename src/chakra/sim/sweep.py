@@ -46,7 +46,7 @@ NETWORK_AXIS_PREFIX = "network."
 #: Shown when an axis cannot be read.
 AXIS_EXAMPLE = "bandwidth-scale=0.5,1,2,4"
 #: Result columns of the CSV file, after the knobs.
-RESULT_COLUMNS = ("finish_ns", "max_exposed_comm_ns", "total_compute_ns")
+RESULT_COLUMNS = ("finish_ns", "max_comm_exposed_ns", "total_compute_ns")
 #: Plot file types, by suffix.
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 #: What to tell users whose environment lacks matplotlib.
@@ -88,11 +88,12 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What one point gave, in ns: the finish time, the worst rank's exposed communication, all compute."""
+    """What one point gave, in ns: the finish time, the worst rank's exposed communication (time it
+    communicated and computed nothing), all compute."""
 
     point: SweepPoint
     finish_ns: int
-    max_exposed_comm_ns: int
+    max_comm_exposed_ns: int
     total_compute_ns: int  # CPU + GPU compute, summed over ranks
 
     def as_dict(self) -> dict[str, Any]:
@@ -100,7 +101,7 @@ class SweepResult:
         return {
             **self.point.knobs(),
             "finish_ns": self.finish_ns,
-            "max_exposed_comm_ns": self.max_exposed_comm_ns,
+            "max_comm_exposed_ns": self.max_comm_exposed_ns,
             "total_compute_ns": self.total_compute_ns,
         }
 
@@ -282,7 +283,7 @@ def _run_point(task: _PointTask) -> SweepResult:
     return SweepResult(
         point=task.point,
         finish_ns=result.finish_ns,
-        max_exposed_comm_ns=max((s.exposed_comm_ns for s in stats), default=0),
+        max_comm_exposed_ns=max((s.comm_exposed_ns for s in stats), default=0),
         total_compute_ns=sum(s.cpu_ns + s.gpu_compute_ns for s in stats),
     )
 

@@ -18,17 +18,31 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from chakra import __version__, io
-from chakra.analyze.breakdown import Breakdown, Timing, breakdown, top_operators
+from chakra.analyze.across import MAX_LISTED_CLASSES, MAX_LISTED_RANKS, group_identical, rank_ranges
+from chakra.analyze.breakdown import (
+    Breakdown,
+    OperatorStat,
+    OperatorTotal,
+    Timing,
+    breakdown,
+    collective_volume,
+    operator_totals,
+    top_operators,
+)
 from chakra.analyze.critical_path import CriticalPath, critical_path
-from chakra.analyze.ranks import RankComparison, compare_ranks
-from chakra.analyze.workload import Workload
+from chakra.analyze.ranks import RankComparison, RankDigest, compare_digests, compare_ranks, rank_digest
+from chakra.analyze.workload import Workload, load_workload, map_workload
 from chakra.errors import ChakraInputError, PathLike
+from chakra.graph import CycleError, cycle_text
+from chakra.groups import CommGroups
+from chakra.table import NodeTable
 from chakra.viz import plots
 from chakra.viz.choices import PlotKind
 
@@ -62,35 +76,114 @@ window.addEventListener("load", function () {
 
 
 @dataclass
+class DamagedRank:
+    """A rank whose dependencies have a cycle: what the report still shows of it (node count,
+    operator totals, communication volume: none needs a schedule) and the cycle, named by ``cycle``
+    (:class:`chakra.graph.CycleError`'s message: its member ids only)."""
+
+    rank: int
+    nodes: int
+    cycle: str
+    top_total: list[OperatorTotal]
+    bytes_by_collective: dict[str, int]
+    count_by_collective: dict[str, int]
+
+
+@dataclass
 class ReportData:
-    """What the page shows, computed once (also handy for tests and notebooks)."""
+    """What the page shows, computed once (also handy for tests and notebooks). ``breakdowns`` and
+    ``comparison`` cover the ranks that could be scheduled; ``damaged`` the ranks with a dependency
+    cycle (``comparison`` is ``None`` when every rank has one); the critical path and operator tables
+    are those of ``slowest_rank``, the slowest rank scheduled."""
 
-    workload: Workload
+    prefix: str
+    nodes: dict[int, int]
     breakdowns: dict[int, Breakdown]
-    comparison: RankComparison
-    slowest_rank: int
-    path: CriticalPath
-    top_total: list[Any]
-    top_exclusive: list[Any]
+    comparison: RankComparison | None
+    slowest_rank: int | None
+    path: CriticalPath | None
+    top_total: list[OperatorStat]
+    top_exclusive: list[OperatorStat]
+    damaged: dict[int, DamagedRank]
 
 
-def report_data(workload: Workload, *, timing: str = "auto", top: int = DEFAULT_TOP) -> ReportData:
-    """Run the analyses the report shows on ``workload``."""
-    if not workload.tables:
-        raise ChakraInputError("the workload has no ranks", path=workload.prefix)
-    breakdowns = {rank: breakdown(table, timing=timing) for rank, table in sorted(workload.tables.items())}
-    comparison = compare_ranks(workload, timing=timing)
+def rank_part(table: NodeTable, *, timing: str = "auto", top: int = DEFAULT_TOP) -> RankDigest | DamagedRank:
+    """What the report keeps of one rank once its table is gone: its digest for the rank comparison,
+    or, when its dependencies have a cycle, what can be said without a schedule."""
+    try:
+        return rank_digest(table, timing=timing)
+    except CycleError as cycle:
+        volume, count = collective_volume(table)
+        return DamagedRank(
+            rank=table.rank if table.rank is not None else 0,
+            nodes=len(table),
+            cycle=f"{cycle_text(cycle.ids)}; {cycle.blocked:,} nodes can never run",
+            top_total=operator_totals(table)[:top],
+            bytes_by_collective=volume,
+            count_by_collective=count,
+        )
+
+
+def _assemble(
+    prefix: str,
+    parts: dict[int, RankDigest | DamagedRank],
+    groups: CommGroups | None,
+    slowest_table: Callable[[int], NodeTable],
+    timing: str,
+    top: int,
+) -> ReportData:
+    if not parts:
+        raise ChakraInputError("the workload has no ranks", path=prefix)
+    digests = {r: p for r, p in parts.items() if isinstance(p, RankDigest)}
+    damaged = {r: p for r, p in parts.items() if isinstance(p, DamagedRank)}
+    if not digests:
+        return ReportData(prefix, {r: p.nodes for r, p in parts.items()}, {}, None, None, None, [], [], damaged)
+    comparison = compare_digests(digests, groups)
     slowest = comparison.slowest_rank
-    table = workload.tables[slowest]
+    table = slowest_table(slowest)
     return ReportData(
-        workload=workload,
-        breakdowns=breakdowns,
+        prefix=prefix,
+        nodes={r: p.nodes for r, p in parts.items()},
+        breakdowns={r: d.breakdown for r, d in sorted(digests.items())},
         comparison=comparison,
         slowest_rank=slowest,
         path=critical_path(table, top=top),
         top_total=top_operators(table, top, by="total", timing=timing),
         top_exclusive=top_operators(table, top, by="exclusive", timing=timing),
+        damaged=damaged,
     )
+
+
+def report_data(workload: Workload, *, timing: str = "auto", top: int = DEFAULT_TOP) -> ReportData:
+    """Run the analyses the report shows on ``workload`` (its tables in memory)."""
+    parts = {rank: rank_part(table, timing=timing, top=top) for rank, table in sorted(workload.tables.items())}
+    for rank, part in parts.items():
+        part.rank = rank
+    return _assemble(workload.prefix, parts, workload.comm_groups, workload.table, timing, top)
+
+
+def report_data_of(
+    where: PathLike,
+    *,
+    timing: str = "auto",
+    top: int = DEFAULT_TOP,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReportData:
+    """:func:`report_data` of the workload at ``where`` (as :func:`chakra.analyze.workload.load_workload`
+    reads it), each rank analysed where its table is loaded and the table dropped: only the slowest
+    rank's table is loaded again, for its critical path. Memory holds a few tables whatever the ranks."""
+    found = map_workload(
+        partial(rank_part, timing=timing, top=top), where, workers=workers, scheduler=scheduler, progress=progress
+    )
+    for rank, part in found.results.items():
+        part.rank = rank
+
+    def slowest_table(rank: int) -> NodeTable:
+        return load_workload(where, ranks=None if Path(where).is_file() else [rank], workers=1).table(rank)
+
+    return _assemble(found.prefix, found.results, found.comm_groups, slowest_table, timing, top)
 
 
 def _ms(ns: float) -> str:
@@ -154,28 +247,84 @@ def plot_analysis(
     return plots.plot_critical_path(found.by_operator, found.by_category, path)
 
 
+def _representatives(rows: dict[int, tuple[str, ...]]) -> tuple[list[int], str]:
+    """The ranks a plot draws and how the page says which: every rank up to
+    :data:`~chakra.analyze.across.MAX_LISTED_RANKS`, else the lowest rank of each class of identical
+    rows, else the first ranks of as many classes as a plot shows."""
+    if len(rows) <= MAX_LISTED_RANKS:
+        return sorted(rows), ""
+    classes = group_identical(rows)
+    chosen = [c.ranks[0] for c in classes[:MAX_LISTED_CLASSES]]
+    if len(classes) <= MAX_LISTED_CLASSES:
+        return chosen, f"one rank of each of the {len(classes)} classes of identical ranks"
+    return chosen, f"the first rank of {len(chosen)} of the {len(classes):,} distinct ranks"
+
+
+def _rank_rows(headers: Sequence[str], rows: dict[int, tuple[str, ...]]) -> str:
+    """Every rank's row, or (past :data:`~chakra.analyze.across.MAX_LISTED_RANKS` ranks) identical
+    rows merged under the ranks they cover."""
+    if len(rows) <= MAX_LISTED_RANKS:
+        return _table(["rank", *headers], [(rank, *rows[rank]) for rank in sorted(rows)])
+    classes = group_identical(rows)
+    return _table(["ranks", "count", *headers], [(rank_ranges(c.ranks), f"{len(c.ranks):,}", *c.row) for c in classes])
+
+
+def _damaged_section(damaged: dict[int, DamagedRank]) -> list[str]:
+    parts = ["<h2>Ranks with a dependency cycle</h2>"]
+    by_cycle: dict[str, list[int]] = {}
+    for rank, d in sorted(damaged.items()):
+        by_cycle.setdefault(d.cycle, []).append(rank)
+    for cycle, ranks in by_cycle.items():
+        parts.append(f'<p class="damaged">Rank {html.escape(rank_ranges(ranks))}: {html.escape(cycle)}.</p>')
+    parts.append(
+        "<p>Their time breakdown, critical path, stragglers and exclusive times need the dependencies to "
+        "form a DAG and are left out; the tables below need no schedule. "
+        "<code>chakra adapt --target astra-sim</code> writes a copy without the edges that close each cycle "
+        "(and reports them); <code>chakra validate</code> lists every cycle.</p>"
+    )
+    first = min(damaged)
+    d = damaged[first]
+    parts.append(f"<p>Operators of rank {first} by total time (recorded durations)</p>")
+    parts.append(
+        _table(
+            ["operator", "category", "count", "total"],
+            [(s.name, s.category, f"{s.count:,}", _ms(s.total_ns)) for s in d.top_total],
+        )
+    )
+    return parts
+
+
 def render_report(data: ReportData, *, title: str | None = None) -> str:
     """The HTML text of the report."""
-    workload = data.workload
-    title = title or f"Chakra report: {Path(workload.prefix).name}"
-    nodes = sum(len(t) for t in workload.tables.values())
+    title = title or f"Chakra report: {Path(data.prefix).name}"
+    nodes = sum(data.nodes.values())
     timings = sorted({b.timing for b in data.breakdowns.values()})
+    timed = f"times from {html.escape(' and '.join(timings))} timing; " if timings else ""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="note">{html.escape(workload.prefix)}: {len(workload.tables)} ranks, {nodes:,} nodes; '
-        f"times from {html.escape(' and '.join(timings))} timing; written by chakra-et {__version__} "
+        f'<p class="note">{html.escape(data.prefix)}: {len(data.nodes):,} ranks, {nodes:,} nodes; '
+        f"{timed}written by chakra-et {__version__} "
         f"on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. Times in ms.</p>",
     ]
+    if data.damaged:
+        parts.extend(_damaged_section(data.damaged))
+    if data.breakdowns:
+        parts.extend(_timed_sections(data))
+    parts.extend(_communication_section(data))
+    parts.append(f"<script>{_RENDER_CHECK}</script></body></html>")
+    return "\n".join(parts)
 
-    parts.append("<h2>Time breakdown per rank</h2>")
+
+def _timed_sections(data: ReportData) -> list[str]:
+    comparison, path = data.comparison, data.path
+    assert comparison is not None and path is not None  # set whenever a rank could be scheduled
+    parts = ["<h2>Time breakdown per rank</h2>"]
+    rows = {rank: (f"{data.nodes[rank]:,}", *map(_ms, b.times_ns())) for rank, b in data.breakdowns.items()}
     parts.append(
-        _table(
-            ["rank", "nodes", "span", "compute", "communication", "overlapped", "exposed", "memory", "idle"],
-            [(rank, f"{len(workload.tables[rank]):,}", *map(_ms, b.times_ns())) for rank, b in data.breakdowns.items()],
-        )
+        _rank_rows(["nodes", "span", "compute", "communication", "overlapped", "exposed", "memory", "idle"], rows)
     )
     untimed = sum(b.untimed_comm_nodes for b in data.breakdowns.values())
     if untimed:
@@ -183,9 +332,11 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
             f'<p class="note">{untimed:,} communication nodes have no recorded duration and count 0 here; '
             "<code>chakra simulate</code> times them.</p>"
         )
-    parts.append(_plot(plots.plot_breakdown({r: breakdown_parts(b) for r, b in data.breakdowns.items()}, None)))
+    drawn, which = _representatives(rows)
+    if which:
+        parts.append(f'<p class="note">The plots draw {html.escape(which)}.</p>')
+    parts.append(_plot(plots.plot_breakdown({r: breakdown_parts(data.breakdowns[r]) for r in drawn}, None)))
 
-    comparison = data.comparison
     parts.append("<h2>Ranks compared</h2>")
     parts.append(
         "<p>Imbalance (max / mean - 1): "
@@ -193,7 +344,10 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
         + f". Slowest rank: {comparison.slowest_rank}.</p>"
     )
     if len(comparison.rows) > 1:
-        parts.append(_plot(plots.plot_rank_comparison(rank_plot_rows(comparison), None)))
+        chosen = set(drawn)
+        parts.append(
+            _plot(plots.plot_rank_comparison([r for r in rank_plot_rows(comparison) if r["rank"] in chosen], None))
+        )
     if comparison.stragglers:
         parts.append("<p>Stragglers: ranks that arrived last at collectives, and by how much.</p>")
         parts.append(
@@ -209,7 +363,6 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
     else:
         parts.append(f'<p class="note">No stragglers: {len(comparison.collectives)} collectives matched.</p>')
 
-    path = data.path
     parts.append(f"<h2>Critical path of rank {data.slowest_rank}</h2>")
     parts.append(
         f"<p>Length {_ms(path.length_ns)} ms through {len(path.positions):,} nodes (dependencies and recorded "
@@ -235,30 +388,50 @@ def render_report(data: ReportData, *, title: str | None = None) -> str:
                 [(s.name, s.category, f"{s.count:,}", _ms(s.total_ns), _ms(s.exclusive_ns)) for s in stats],
             )
         )
+    return parts
 
+
+def _communication_section(data: ReportData) -> list[str]:
     collectives: dict[str, list[int]] = {}
-    for b in data.breakdowns.values():
-        for kind, count in b.count_by_collective.items():
+    volumes = [(b.count_by_collective, b.bytes_by_collective) for b in data.breakdowns.values()]
+    volumes += [(d.count_by_collective, d.bytes_by_collective) for d in data.damaged.values()]
+    for counts, sizes in volumes:
+        for kind, count in counts.items():
             entry = collectives.setdefault(kind, [0, 0])
             entry[0] += count
-            entry[1] += b.bytes_by_collective.get(kind, 0)
-    if collectives:
-        parts.append("<h2>Communication</h2>")
-        parts.append(
-            _table(
-                ["kind", "count (all ranks)", "bytes (comm_size)"],
-                [(k, f"{c:,}", f"{n:,}") for k, (c, n) in sorted(collectives.items())],
-            )
-        )
-    parts.append(f"<script>{_RENDER_CHECK}</script></body></html>")
-    return "\n".join(parts)
+            entry[1] += sizes.get(kind, 0)
+    if not collectives:
+        return []
+    return [
+        "<h2>Communication</h2>",
+        _table(
+            ["kind", "count (all ranks)", "bytes (comm_size)"],
+            [(k, f"{c:,}", f"{n:,}") for k, (c, n) in sorted(collectives.items())],
+        ),
+    ]
 
 
 def write_report(
-    workload: Workload, path: PathLike, *, title: str | None = None, timing: str = "auto", top: int = DEFAULT_TOP
+    workload: Workload | PathLike,
+    path: PathLike,
+    *,
+    title: str | None = None,
+    timing: str = "auto",
+    top: int = DEFAULT_TOP,
+    workers: int | None = None,
 ) -> Path:
-    """Analyse ``workload`` and write the HTML report to ``path`` (atomically); returns the path."""
-    text = render_report(report_data(workload, timing=timing, top=top), title=title)
+    """Analyse ``workload`` (loaded, or a prefix, folder or file: then rank by rank, in the memory of a
+    few tables, :func:`report_data_of`) and write the HTML report to ``path`` atomically; returns
+    the path."""
+    if isinstance(workload, Workload):
+        data = report_data(workload, timing=timing, top=top)
+    else:
+        data = report_data_of(workload, timing=timing, top=top, workers=workers)
+    return write_html(render_report(data, title=title), path)
+
+
+def write_html(text: str, path: PathLike) -> Path:
+    """Write a rendered page to ``path`` atomically; returns the path."""
     out = Path(path)
     with io.AtomicFile(out) as handle:
         handle.write(text.encode("utf-8"))
