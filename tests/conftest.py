@@ -1,16 +1,26 @@
 """Fixtures of the chakra-et test suite; the helpers they use are in ``helpers.py``.
 
 Fixtures: ``shared_data``, ``upstream_et_gz``, ``upstream_et``, ``upstream_et_bytes``,
-``allreduce_workload``, ``gloo_training_traces``, ``gloo_traces``.
+``allreduce_workload``, ``gloo_training_traces``, ``gloo_traces``, ``full_disk``, ``read_only_disk``.
 """
 
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import TRAINING_JOB_ARGS, UPSTREAM_ET_GZ, record_gloo, require_shared, write_allreduce_workload
+from helpers import (
+    DISK_SIZE,
+    TRAINING_JOB_ARGS,
+    UPSTREAM_ET_GZ,
+    fill_disk,
+    record_gloo,
+    require_shared,
+    tmpfs,
+    write_allreduce_workload,
+)
 
 
 @pytest.fixture
@@ -65,3 +75,18 @@ def gloo_groups_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from helpers import record_gloo_groups
 
     return record_gloo_groups(tmp_path_factory.mktemp("gloo_groups"))
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real tmpfs, filled up (root only: skipped elsewhere)."""
+    with tmpfs(tmp_path / "full", f"size={DISK_SIZE}") as folder:
+        fill_disk(folder)
+        yield folder
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real tmpfs mounted read-only (root only: skipped elsewhere)."""
+    with tmpfs(tmp_path / "read_only", f"size={DISK_SIZE},ro") as folder:
+        yield folder

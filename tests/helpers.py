@@ -21,13 +21,15 @@ Fixtures live in ``conftest.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -359,3 +361,65 @@ def record_gloo_groups(out: Path) -> Path:
     ]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Disks that fail: a real tmpfs, full or read-only (root only; the tests skip elsewhere)
+
+#: Small enough to fill at once; tmpfs counts whole pages.
+DISK_SIZE = "64k"
+#: The file that fills a full disk (not an output of the command under test).
+FILLER = "filler"
+
+
+def _mount(folder: Path, options: str) -> None:
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'}): the fault tests need root")
+
+
+def fill_disk(folder: Path) -> None:
+    """Write zeros until the disk is full."""
+    block = bytes(4096)
+    with open(folder / FILLER, "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(block)
+        except OSError:
+            pass
+
+
+def left_files(folder: Path) -> list[str]:
+    """What a command left in ``folder`` (the filler aside)."""
+    return sorted(p.name for p in folder.iterdir() if p.name != FILLER)
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at ``folder`` (made here) with ``options``, unmounted afterwards."""
+    folder.mkdir()
+    _mount(folder, options)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+@contextlib.contextmanager
+def no_hang(seconds: float = 20.0) -> Iterator[None]:
+    """Fail the test instead of hanging forever: the block is stopped after ``seconds`` (POSIX, in the
+    main thread; a no-op elsewhere)."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        pytest.fail(f"still running after {seconds} s (hang?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

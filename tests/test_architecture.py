@@ -21,6 +21,7 @@ CORE = (
     "table",
     "groups",
     "paths",
+    "output_size",
     "trace",
     "graph",
     "validate",

@@ -129,3 +129,37 @@ def test_max_size_sets_how_much_a_text_conversion_may_write(tmp_path: Path):
     _refused(run_cli(*small, "--max-size", "50KB"), TEXT_WORKLOAD, "1,000 files")
     assert run_cli(*small, "--max-size", "2MiB").returncode == 0
     assert (tmp_path / "job.999.et").exists()
+
+
+def test_a_spec_whose_global_batch_would_fill_the_disk_is_refused_before_writing(tmp_path: Path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {preset: llama3-8b, layers: 2}\nparallel: {tp: 2}\nglobal_batch: 99999999999999999999\n")
+    done = run_cli("generate", "llm", "--spec", str(spec), "-o", str(tmp_path / "out" / "w"))
+    _refused(done, spec, "micro-batches would write about", "--max-size")
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_size_sets_how_much_an_llm_workload_may_write(tmp_path: Path):
+    small = ("generate", "llm", "--preset", "llama3-8b", "--tp", "2", "-o", str(tmp_path / "w"))
+    done = run_cli(*small, "--max-size", "10KB")
+    assert done.returncode == 2 and "allow it with --max-size" in done.stderr, done.stderr
+    assert run_cli(*small).returncode == 0
+
+
+def test_a_system_file_splitting_collectives_into_absurdly_many_chunks_is_refused(tmp_path: Path):
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({**json.loads(SYSTEM.read_text()), "preferred-dataset-splits": 2**64}))
+    prefix = tmp_path / "w"
+    for rank in (0, 1):
+        write_et(tmp_path / f"w.{rank}.et", [make_node(1, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=64)])
+    done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(NETWORK))
+    _refused(done, system, "preferred-dataset-splits", "<= 65536")
+
+
+def test_a_config_text_with_a_lone_surrogate_escape_is_refused_naming_the_file(tmp_path: Path):
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({**json.loads(SYSTEM.read_text()), "peak-perf": "\udcff"}))
+    for rank in (0, 1):
+        write_et(tmp_path / f"w.{rank}.et", [make_node(1, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=64)])
+    done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(NETWORK))
+    _refused(done, system, "not Unicode")

@@ -9,7 +9,6 @@ hang, and never an allocation sized by a corrupt length prefix.
 from __future__ import annotations
 
 import gzip
-import signal
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from helpers import make_metadata, make_node, records
+from helpers import make_metadata, make_node, no_hang, records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,25 +46,6 @@ HYPOTHESIS = settings(max_examples=400, deadline=None, suppress_health_check=[He
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-@contextmanager
-def no_hang(seconds: float = 20.0) -> Iterator[None]:
-    """Fail instead of hanging forever (POSIX; a no-op elsewhere)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        pytest.fail(f"reader did not finish within {seconds} s (hang?)")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(autouse=True)

@@ -6,16 +6,14 @@ skip with the reason where mounting is not allowed."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import left_files, run_cli
 
 from chakra import io
 from chakra.errors import ChakraOutputError
@@ -24,54 +22,6 @@ from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, GlobalMetadata, Node
 REPO = Path(__file__).resolve().parents[1]
 TEXT_WORKLOAD = REPO / "tests" / "data" / "text" / "resnet50_data_excerpt.txt"
 SYSTEM, NETWORK = REPO / "examples" / "astra" / "system.json", REPO / "examples" / "astra" / "ring2.yml"
-#: Small enough to fill at once; tmpfs counts whole pages.
-DISK_SIZE = "64k"
-FILLER = "filler"
-
-
-def _mount(folder: Path, options: str) -> None:
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'}): the fault tests need root")
-
-
-def _fill(folder: Path) -> None:
-    """Write zeros until the disk is full."""
-    block = bytes(4096)
-    with open(folder / FILLER, "wb", buffering=0) as filler:
-        try:
-            while True:
-                filler.write(block)
-        except OSError:
-            pass
-
-
-def _left(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name != FILLER)
-
-
-@contextlib.contextmanager
-def _tmpfs(folder: Path, options: str) -> Iterator[Path]:
-    """A tmpfs mounted at ``folder`` (made here) with ``options``, unmounted afterwards."""
-    folder.mkdir()
-    _mount(folder, options)
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "--lazy", str(folder)], check=False)
-
-
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    with _tmpfs(tmp_path / "full", f"size={DISK_SIZE}") as folder:
-        _fill(folder)
-        yield folder
-
-
-@pytest.fixture
-def read_only_disk(tmp_path: Path) -> Iterator[Path]:
-    with _tmpfs(tmp_path / "read_only", f"size={DISK_SIZE},ro") as folder:
-        yield folder
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +65,7 @@ def test_a_full_disk_is_one_line_naming_the_output_and_leaves_nothing(command: s
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "No space left on device" in done.stderr
     assert str(full_disk) in done.stderr
-    assert _left(full_disk) == []
+    assert left_files(full_disk) == []
 
 
 @pytest.mark.parametrize("command", ["convert text", "jsonize", "simulate --report"])
@@ -130,14 +80,14 @@ def test_an_et_writer_on_a_full_disk_drops_its_temporary_file(full_disk: Path):
     with pytest.raises(ChakraOutputError, match="No space left") as raised:
         io.write(full_disk / "rank.0.et", GlobalMetadata(version="0.0.4"), [node] * 20_000)
     assert str(raised.value.path) == str(full_disk / "rank.0.et")
-    assert _left(full_disk) == []
+    assert left_files(full_disk) == []
 
 
 def test_an_atomic_file_whose_last_flush_fails_leaves_no_temporary_file(full_disk: Path):
     atomic = io.AtomicFile(full_disk / "out.bin")
     atomic.file.write(bytes(100))  # buffered: the disk is full when it is flushed
     atomic.abort()
-    assert _left(full_disk) == []
+    assert left_files(full_disk) == []
 
 
 #: How long the interrupted command is given to start writing, and to stop once told (s): generous

@@ -176,7 +176,7 @@ def test_a_wrong_comm_groups_file_is_one_line_naming_the_file_and_group(tmp_path
     assert str(path) in line and fragment in line, line
 
 
-def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_and_group(tmp_path, capsys):
+def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_the_group_and_the_file(tmp_path, capsys):
     grouped = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=1024, pg_name="1")
     for rank in (0, 1):
         write_et(tmp_path / f"job.{rank}.et", [grouped])
@@ -185,7 +185,7 @@ def test_a_group_the_comm_groups_file_lacks_is_one_line_naming_the_node_and_grou
 
     line = _simulate_error(capsys, tmp_path / "job", "--comm-groups", str(groups))
 
-    assert "rank 0 node 1" in line and "communicator group 1, which no comm groups file defines" in line, line
+    assert "rank 0 node 1" in line and f"communicator group 1, which {groups} does not define" in line, line
 
 
 def test_astra_compat_replays_a_broadcast_for_its_duration(tmp_path: Path):

@@ -305,7 +305,9 @@ def test_a_collective_from_a_rank_outside_its_group_is_refused(tmp_path, configs
     (tmp_path / "groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
     per_rank = {0: [grouped_allreduce(1, 1024, "1")], 1: [grouped_allreduce(1, 1024, "1")]}
     per_rank |= {2: [grouped_allreduce(1, 1024, "1")], 3: [comp(1, 1)]}  # rank 2 uses group 1 by mistake
-    with pytest.raises(ChakraInputError, match=r"rank 2 node 1 .* group 1, whose members are \[0, 1\]"):
+    with pytest.raises(
+        ChakraInputError, match=r"rank 2 node 1 .* group 1, whose members in .*groups.json are \[0, 1\]"
+    ):
         run(tmp_path, per_rank, system, net4, comm_groups_path=tmp_path / "groups.json")
 
 

@@ -78,3 +78,11 @@ class ChakraOutputError(ChakraInputError):
     def __init__(self, os_error: OSError, *, path: PathLike, hint: str | None = None):
         super().__init__(f"cannot write: {os_error.strerror or os_error}", path=path, hint=hint)
         self.os_error = os_error
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # picklable, so a worker process can send it back (Exception pickles its message alone)
+        return _output_error, (self.os_error, self.path, self.hint)
+
+
+def _output_error(os_error: OSError, path: PathLike, hint: str | None) -> ChakraOutputError:
+    return ChakraOutputError(os_error, path=path, hint=hint)

@@ -367,7 +367,8 @@ class WorkloadWriter:
         self._tell()
 
     def adopt(self, rank: int) -> None:
-        """Count rank ``rank`` as written: its file is at :meth:`staging_path` already."""
+        """Count rank ``rank`` as this writer's: its file is at :meth:`staging_path`, or will be
+        before :meth:`commit` (written by workers elsewhere; :meth:`abort` removes it either way)."""
         self._staged[rank] = self.staging_path(rank)
         self._tell()
 
@@ -379,11 +380,17 @@ class WorkloadWriter:
     def __enter__(self) -> WorkloadWriter:
         return self
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        if exc is None:
             self.commit()
-        else:
-            self.abort()
+            return
+        self.abort()
+        # a rank written elsewhere (a worker process, a thread) failed on the disk: one line naming
+        # the workload's folder, not the hidden staged file
+        if isinstance(exc, ChakraOutputError):
+            raise _write_error(self.prefix, exc.os_error) from None
+        if isinstance(exc, OSError):
+            raise _write_error(self.prefix, exc) from None
 
     def commit(self) -> WrittenWorkload:
         """Put every staged rank in place, write or drop the groups file, remove stale files."""
@@ -419,7 +426,9 @@ class WorkloadWriter:
         with contextlib.suppress(OSError, ChakraInputError):
             self._drain()
         for staged in self._staged.values():
-            staged.unlink(missing_ok=True)
+            # a read-only file system refuses even to unlink what is not there
+            with contextlib.suppress(OSError):
+                staged.unlink(missing_ok=True)
         self._staged.clear()
         for folder in self._made_folders:  # deepest first
             with contextlib.suppress(OSError):
@@ -451,10 +460,14 @@ def _missing_folders(folder: Path) -> list[Path]:
 
 
 def _write_error(prefix: Path, error: OSError) -> ChakraInputError:
-    staged = error.filename is not None and Path(error.filename).name.startswith(".")
+    """One line for a workload that could not be written: it names the output file when the error
+    is about one (a groups file), else the output folder (a hidden staged file, or an error that
+    names the input it was copying from)."""
+    filename = Path(error.filename) if error.filename is not None else None
+    output_file = filename is not None and filename.parent == prefix.parent and not filename.name.startswith(".")
     return ChakraInputError(
         f"cannot write workload {prefix.name}: {error.strerror or error}",
-        path=prefix.parent if staged or error.filename is None else error.filename,
+        path=filename if output_file else prefix.parent,
         hint="choose an output folder you can write to, with room for the workload",
     )
 

@@ -28,6 +28,7 @@ from chakra.adapt.rewrite import rewrite_rank
 from chakra.adapt.rules import RULES, TargetRules, rules_for
 from chakra.errors import PathLike
 from chakra.groups import DEFAULT_PG_NAMES, CommGroups
+from chakra.io.writer import output_error
 from chakra.parallel import map_ranks
 from chakra.paths import groups_path
 from chakra.trace import TraceSet, WorkloadWriter
@@ -56,7 +57,10 @@ def _plan_one(job: tuple[int, str, TargetRules]) -> RankPlan:
 
 def _rewrite_one(job: tuple[RankPlan, TargetRules, str]) -> RankChanges:
     plan, rules, out_path = job
-    return rewrite_rank(plan, rules, Path(out_path))
+    try:
+        return rewrite_rank(plan, rules, Path(out_path))
+    except OSError as exc:  # the input was read through EtReader, whose errors are ChakraInputErrors
+        raise output_error(exc, Path(out_path)) from None
 
 
 def adapt_workload(
@@ -90,6 +94,8 @@ def adapt_workload(
     world = _explicit_world_group(plans, workload, moved)
     with WorkloadWriter(out_prefix) as writer:
         pattern = writer.staging_pattern()
+        for plan in plans:  # staged before the workers write them, so a failure removes every one
+            writer.adopt(plan.rank)
         written: list[RankChanges] = map_ranks(
             _rewrite_one,
             [(plan, rules, pattern.format(rank=plan.rank)) for plan in plans],
@@ -98,8 +104,6 @@ def adapt_workload(
             progress=tell("writing"),
             description="adapt",
         )
-        for plan in plans:
-            writer.adopt(plan.rank)
         existing = groups_file = None
         if workload.comm_groups is not None:
             existing = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()})

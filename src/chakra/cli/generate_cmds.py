@@ -186,6 +186,9 @@ def llm(
     hardware: str | None = typer.Option(None, "--hardware", help="Roofline durations for h100 (default), a100, b200."),
     no_durations: bool = typer.Option(False, "--no-durations", help="Write no duration_micros (roofline only)."),
     list_presets: bool = typer.Option(False, "--list-presets", help="List the model presets and exit."),
+    max_size: str = typer.Option(
+        "4GiB", "--max-size", help="Refuse to write more than this (estimated before writing): 64GiB, 500MB, ..."
+    ),
 ) -> None:
     """Write a transformer training or inference step for every rank of a parallel job.
 
@@ -200,6 +203,7 @@ def llm(
 
     from chakra.generate import llm as llm_lib
     from chakra.generate import specs
+    from chakra.generate.sizes import parse_size as parse_size_text
     from chakra.generate.spec_input import resolve_spec
 
     if list_presets:
@@ -229,10 +233,14 @@ def llm(
     if preset is not None:
         labels["model"] = "--preset"
     spec = resolve_spec(preset, spec_file, overrides=overrides, labels=labels, durations=not no_durations)
+    max_bytes = parse_size_text(max_size, what="--max-size")
+    llm_lib.check_llm_output_size(spec, max_bytes, path=spec_file)
     started = time.perf_counter()
     with progress_bar() as progress:
         task = progress.add_task("writing ranks", total=spec.parallel.world_size)
-        result = llm_lib.generate_llm(spec, output, progress=lambda done, _: progress.update(task, completed=done))
+        result = llm_lib.generate_llm(
+            spec, output, progress=lambda done, _: progress.update(task, completed=done), max_output_bytes=max_bytes
+        )
     elapsed_s = time.perf_counter() - started
     _print_llm(spec, result, elapsed_s)
 

@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra.attrs import get_attr
-from chakra.errors import ChakraInputError
+from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.inference import build_inference
 from chakra.generate.layout import Layout, comm_groups
 from chakra.generate.specs import WorkloadSpec, check_spec
@@ -73,6 +73,7 @@ from chakra.generate.training import build_training
 from chakra.generate.transformer import StageBuilder
 from chakra.groups import CommGroups, astra_group_id_note
 from chakra.io import FORMAT_VERSION
+from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -151,19 +152,56 @@ def _check_generatable(spec: WorkloadSpec) -> None:
         )
 
 
+#: Bytes of a rank file per layer of its stage and per micro-batch (training) or step (inference),
+#: an upper bound from the generator's output: GPT-3 175B at TP 8, PP 8, DP 32 with 8 micro-batches
+#: writes 481 MiB for 2,048 ranks x 8 micro-batches x 12 layers per stage, 2.6 KB each. The two
+#: extra "layers" stand for a stage's embedding, head and optimizer step.
+BYTES_PER_LAYER_STEP = 3000
+EXTRA_LAYERS = 2
+
+
+def estimated_output_bytes(spec: WorkloadSpec) -> int:
+    """About how many bytes :func:`generate_llm` writes for ``spec`` (an upper bound).
+
+    >>> from chakra.generate.specs import PRESETS, ParallelSpec
+    >>> gpt3 = WorkloadSpec(PRESETS["gpt3-175b"], ParallelSpec(tp=8, pp=8, dp=32), global_batch=256)
+    >>> 481 << 20 < estimated_output_bytes(gpt3) < 700 << 20
+    True
+    """
+    par = spec.parallel
+    steps = spec.micro_batches if spec.step == "train" else spec.micro_batches * (1 + spec.decode_steps)
+    layers = -(-spec.model.layers // par.pp) + EXTRA_LAYERS
+    return par.world_size * steps * layers * BYTES_PER_LAYER_STEP
+
+
+def check_llm_output_size(spec: WorkloadSpec, max_bytes: int | None, *, path: PathLike | None = None) -> None:
+    """Refuse ``spec`` (read from ``path``) when it would write more than ``max_bytes``."""
+    check_output_size(
+        estimated_output_bytes(spec),
+        max_bytes,
+        f"{spec.parallel.world_size:,} ranks x {spec.micro_batches:,} micro-batches",
+        path=path,
+        check="the global batch and the parallel sizes",
+    )
+
+
 def generate_llm(
     spec: WorkloadSpec,
     prefix: str | Path,
     *,
     progress: Callable[[int, int], None] | None = None,
+    max_output_bytes: int | None = MAX_OUTPUT_BYTES,
 ) -> LlmWorkload:
     """Write ``PREFIX.{rank}.et`` for every rank and ``PREFIX.comm_groups.json``; returns what was
     written. Each pipeline stage is built once; ``progress(done, total)`` is called as ranks are written.
 
-    Raises :class:`ChakraInputError` for a spec that cannot be generated (see :func:`check_spec`).
+    Raises :class:`ChakraInputError` for a spec that cannot be generated (see :func:`check_spec`),
+    and before writing anything for one whose :func:`estimated_output_bytes` is over
+    ``max_output_bytes`` (``None``: no limit).
     """
     check_spec(spec)
     _check_generatable(spec)
+    check_llm_output_size(spec, max_output_bytes)
     layout = Layout.of(spec.parallel)
     groups, ids = comm_groups(layout, _kinds_used(_group_sizes(spec, layout)))
     metadata = GlobalMetadata(version=FORMAT_VERSION)

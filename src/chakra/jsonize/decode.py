@@ -458,9 +458,27 @@ def dict_to_node(d: dict[str, Any], *, path: PathLike | None = None, node_index:
     as numbers or strings, enums by name or number, null for "default". Raises
     :class:`ChakraFormatError` naming ``path``, ``node_index`` and the JSON key for bad content.
     """
-    return Node(**_message_kwargs(d, _NODE_SPECS, _NODE_ALIASES, "node", path, node_index))
+    kw = _message_kwargs(d, _NODE_SPECS, _NODE_ALIASES, "node", path, node_index)
+    try:
+        return Node(**kw)
+    except UnicodeEncodeError:
+        raise _not_unicode(path, node_index) from None
 
 
 def dict_to_metadata(d: dict[str, Any], *, path: PathLike | None = None) -> GlobalMetadata:
     """The ``GlobalMetadata`` of a proto3-JSON object (inverse of :func:`message_to_dict`)."""
-    return GlobalMetadata(**_message_kwargs(d, _METADATA_SPECS, _METADATA_ALIASES, "GlobalMetadata", path, None))
+    kw = _message_kwargs(d, _METADATA_SPECS, _METADATA_ALIASES, "GlobalMetadata", path, None)
+    try:
+        return GlobalMetadata(**kw)
+    except UnicodeEncodeError:
+        raise _not_unicode(path, None) from None
+
+
+def _not_unicode(path: PathLike | None, node_index: int | None) -> ChakraFormatError:
+    # a JSON escape of half a UTF-16 pair ("\udcff") parses, but protobuf strings must be UTF-8
+    return ChakraFormatError(
+        "a text field holds a lone surrogate escape (such as \\udcff), which is not Unicode",
+        path=path,
+        node_index=node_index,
+        hint="write the text as plain characters",
+    )

@@ -281,10 +281,18 @@ def _io_lists(io: _IO | None) -> IOLists:
 
 
 def host_node_from_record(raw: GroupedRecord) -> HostNode:
+    """A grouped-layout record as a node; raises ``msgspec.ValidationError`` (the caller names the
+    file and node) when a core attribute holds a value of another kind than the observer writes."""
     core = dict(CORE_ATTRS)
     extra: dict[str, Any] = {}
     for attr in _decode_attrs(raw.attrs):
         if attr.name in core:
+            wanted = type(CORE_ATTRS[attr.name])
+            # bool is an int to Python, never to the observer
+            if not isinstance(attr.value, wanted) or isinstance(attr.value, bool):
+                raise msgspec.ValidationError(
+                    f"attribute {attr.name!r} of node {raw.id} is {attr.value!r}, expected {wanted.__name__}"
+                )
             core[attr.name] = attr.value
         else:
             extra[attr.name] = attr.value

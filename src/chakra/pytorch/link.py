@@ -211,8 +211,10 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     report.name_agreement = agree / joined if joined else 1.0
     if joined and report.name_agreement < min_name_agreement:
         raise ChakraInputError(
-            f"host and device traces are from different runs: {joined} of {report.host_ops} host ops share an "
-            f"id with a Kineto op, but only {report.name_agreement:.0%} of those have the same name",
+            f"host trace {host.path.name if host.path else '(in memory)'} and this device trace are from "
+            f"different runs: {joined} of "
+            f"{report.host_ops} host ops share an id with a Kineto op, but only {report.name_agreement:.0%} of "
+            "those have the same name",
             path=device.path,
             hint="record both in one profiler session (chakra.pytorch.collect does)",
         )

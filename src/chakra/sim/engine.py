@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from chakra.errors import ChakraInputError
+from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.events import EventQueue
@@ -173,6 +173,7 @@ def simulate(
     *,
     remote_memory: RemoteMemoryConfig | None = None,
     comm_groups: Mapping[int, Sequence[int]] | None = None,
+    comm_groups_path: PathLike | None = None,
     compute_scale: float = 1.0,
     keep_intervals: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -180,6 +181,7 @@ def simulate(
     """Run every rank of ``programs`` to completion (see the module docstring). With the system's
     ``replay-only`` every node takes its recorded duration and nothing is matched across ranks.
 
+    ``comm_groups_path`` is the file ``comm_groups`` was read from (errors name it).
     ``progress(done, total)`` is called every ``PROGRESS_EVERY`` completed nodes and at the end.
     """
     if not (math.isfinite(compute_scale) and compute_scale >= 0):
@@ -195,7 +197,7 @@ def simulate(
             path=network.path,
             hint="make npus_count in the network configuration multiply to the number of ranks",
         )
-    run = _Run(programs, system, network, remote_memory, comm_groups, compute_scale, keep_intervals)
+    run = _Run(programs, system, network, remote_memory, comm_groups, compute_scale, keep_intervals, comm_groups_path)
     run.loop(progress)
     result = run.result()
     if progress is not None:
@@ -215,12 +217,15 @@ class _Run:
         comm_groups: Mapping[int, Sequence[int]] | None,
         compute_scale: float,
         keep_intervals: bool,
+        comm_groups_path: PathLike | None = None,
     ):
         self.programs = programs
         self.network = network
         self.replay_only = system.replay_only
         self.system = system
-        self.collectives = CollectiveMatcher(comm_groups, frozenset(programs), network.num_npus, system, network)
+        self.collectives = CollectiveMatcher(
+            comm_groups, frozenset(programs), network.num_npus, system, network, comm_groups_path
+        )
         self.messages = MessageMatcher()
         self.memory = MemoryQueues(remote_memory)
         self.total = sum(len(p) for p in programs.values())

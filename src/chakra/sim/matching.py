@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict, deque
 from collections.abc import Collection, Mapping, Sequence
 
@@ -69,10 +70,12 @@ class CollectiveMatcher:
         world: int,
         system: SystemConfig,
         network: NetworkConfig,
+        groups_path: PathLike | None = None,
     ):
-        """``comm_groups``: group id -> member ranks (the comm groups file); ``present``: the ranks
-        simulated; ``world``: the network's NPUs. Raises as :func:`check_groups`."""
-        check_groups(comm_groups, world)
+        """``comm_groups``: group id -> member ranks (the comm groups file, read from ``groups_path``);
+        ``present``: the ranks simulated; ``world``: the network's NPUs. Raises as :func:`check_groups`."""
+        check_groups(comm_groups, world, groups_path)
+        self._groups_file = os.fspath(groups_path) if groups_path is not None else None
         # group id (chakra.groups.group_id; DEFAULT_GROUP_ID: all ranks) -> members, None for all
         self.members: dict[int, tuple[int, ...] | None] = {DEFAULT_GROUP_ID: None}
         for key, ranks in (comm_groups or {}).items():
@@ -103,13 +106,19 @@ class CollectiveMatcher:
     def refusal(self, rank: int, group: int) -> tuple[str, str] | None:
         """Why ``rank`` cannot issue a collective on ``group`` (an unknown group, one it is not in), with
         a hint, or ``None`` when it can."""
+        source = self._groups_file
         if group not in self.members:
-            return f"uses communicator group {group}, which no comm groups file defines", (
-                "pass --comm-groups PREFIX.comm_groups.json"
+            if source is None:
+                return f"uses communicator group {group}, which no comm groups file defines", (
+                    "pass --comm-groups PREFIX.comm_groups.json"
+                )
+            return f"uses communicator group {group}, which {source} does not define", (
+                "the comm groups file does not match the workload: pass the one written with it"
             )
         members = self._member_sets.get(group)
         if members is not None and rank not in members:
-            return f"issues a collective on communicator group {group}, whose members are {sorted(members)}", (
+            listed = f"whose members in {source} are" if source is not None else "whose members are"
+            return f"issues a collective on communicator group {group}, {listed} {sorted(members)}", (
                 "the comm groups file does not match the workload: pass the one written with it"
             )
         return None

@@ -161,6 +161,7 @@ def simulate_workload(
         network,
         remote_memory=remote_memory,
         comm_groups=files.comm_groups,
+        comm_groups_path=files.comm_groups_path,
         compute_scale=compute_scale,
         keep_intervals=keep_intervals,
     )

@@ -14,6 +14,7 @@ from chakra import io
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.template import RankTemplate
 from chakra.groups import CommGroups
+from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, GlobalMetadata
 from chakra.text.build import Builder
 from chakra.text.parse import parse_text_workload
@@ -157,16 +158,12 @@ def _metadata(workload: TextWorkload, num_npus: int, num_passes: int) -> GlobalM
     return metadata
 
 
-#: What ``convert text`` writes at most unless told otherwise (``max_output_bytes``, ``--max-size``):
-#: a mistyped ``--num-npus`` (10^8) would otherwise run for hours filling the disk.
-MAX_OUTPUT_BYTES = 4 << 30
 #: Upper bounds for the estimate: a layer is at most three compute and three communication nodes
 #: per pass (forward, input and weight gradient); a node about 100 bytes on disk (measured: 98 on the
 #: ResNet-50 excerpt); a rank file's metadata and name about 64.
 NODES_PER_LAYER = 6
 BYTES_PER_NODE = 100
 BYTES_PER_FILE = 64
-SIZE_SCALES = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
 def estimated_output_bytes(workload: TextWorkload, num_npus: int, num_passes: int) -> int:
@@ -175,24 +172,15 @@ def estimated_output_bytes(workload: TextWorkload, num_npus: int, num_passes: in
     return num_npus * (BYTES_PER_FILE + nodes * BYTES_PER_NODE)
 
 
-def check_output_size(workload: TextWorkload, num_npus: int, num_passes: int, max_bytes: int | None) -> None:
+def check_text_output_size(workload: TextWorkload, num_npus: int, num_passes: int, max_bytes: int | None) -> None:
     """Refuse a conversion that would write more than ``max_bytes`` (``None``: no limit)."""
-    estimate = estimated_output_bytes(workload, num_npus, num_passes)
-    if max_bytes is not None and estimate > max_bytes:
-        raise ChakraInputError(
-            f"{num_npus:,} NPUs x {num_passes} passes would write about {_human(estimate)[0]} in "
-            f"{num_npus:,} files, more than the {_human(max_bytes)[0]} allowed",
-            path=workload.path,
-            hint=f"check --num-npus, or allow it with --max-size {_human(estimate)[1]}",
-        )
-
-
-def _human(size_bytes: int) -> tuple[str, str]:
-    """``size_bytes`` to read (``1.5 GiB``) and as a ``--max-size`` that covers it (``2GiB``)."""
-    for unit, scale in SIZE_SCALES:
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:,.1f} {unit}", f"{-(-size_bytes // scale)}{unit}"
-    return f"{size_bytes} B", f"{size_bytes}B"
+    check_output_size(
+        estimated_output_bytes(workload, num_npus, num_passes),
+        max_bytes,
+        f"{num_npus:,} NPUs x {num_passes} passes in {num_npus:,} files",
+        path=workload.path,
+        check="--num-npus",
+    )
 
 
 def convert_text(
@@ -223,7 +211,7 @@ def convert_text(
     if model_parallel_size is not None and model_parallel_size < 1:
         raise ChakraInputError(f"--model-parallel-size is {model_parallel_size}", hint="it is at least 1")
     workload = parse_text_workload(input_path)
-    check_output_size(workload, num_npus, num_passes, max_output_bytes)
+    check_text_output_size(workload, num_npus, num_passes, max_output_bytes)
     prefix = Path(output_prefix)  # its folder is made by the writer, and removed again if writing fails
     notes: list[str] = []
     first_dim = first_dimension(workload, num_npus, model_parallel_size, notes)

@@ -90,15 +90,18 @@ def _tables(workload: Workload | Mapping[int, NodeTable] | NodeTable) -> dict[in
     return dict(workload)
 
 
-def _origin_us(tables: Mapping[int, NodeTable]) -> int:
-    """The smallest recorded start over all ranks; refuses a workload that records none."""
+def _origin_us(tables: Mapping[int, NodeTable], where: str | None = None) -> int:
+    """The smallest recorded start over all ranks; refuses a workload (at ``where``) that records none."""
     firsts = [int(t.start_us[t.start_us > 0].min()) for t in tables.values() if t.has_start_times]
     if not firsts:
         if not any(len(t) for t in tables.values()):
-            raise ChakraInputError("the workload has no nodes", hint="check that this is the right file or prefix")
+            raise ChakraInputError(
+                "the workload has no nodes", path=where, hint="check that this is the right file or prefix"
+            )
         label = next(iter(tables.values())).label if len(tables) == 1 else "the workload"
         raise ChakraInputError(
             f"no node of {label} records start_time_micros, so there is no measured timeline",
+            path=where,
             hint="simulate it for a predicted one: chakra simulate --timeline job.trace.json",
         )
     return min(firsts)
@@ -152,7 +155,7 @@ def _trace_parts(
 ) -> tuple[TraceTimeline, list[dict[str, Any]], list[Iterator[dict[str, Any]]]]:
     """Counts and metadata of a measured timeline, with one lazy event stream per rank."""
     tables = _tables(workload)
-    origin_us = _origin_us(tables)
+    origin_us = _origin_us(tables, workload.prefix if isinstance(workload, Workload) else None)
     summary = TraceTimeline()
     metadata: list[dict[str, Any]] = []
     streams: list[Iterator[dict[str, Any]]] = []

@@ -75,6 +75,11 @@ class ConfigSource:
             return msgspec.convert(raw, type=schema, strict=not numbers_as_text)
         except msgspec.ValidationError as exc:
             raise self._problem(str(exc), raw, schema) from None
+        except UnicodeEncodeError:  # a JSON escape of half a UTF-16 pair ("\udcff") is no text
+            raise self.error(
+                f"{self.what} holds text that is not Unicode (a lone surrogate escape such as \\udcff)",
+                hint="write the text as plain characters",
+            ) from None
 
     def choice(self, key: str, value: str, allowed: tuple[str, ...]) -> str:
         """``value`` when it is one of ``allowed`` as spelt (ASTRA-sim compares exactly), else the error."""
@@ -115,6 +120,8 @@ class ConfigSource:
             return self.error(f"{described} is not a finite number", hint="write a plain number")
         if isinstance(bare, (msgspec.inspect.IntType, msgspec.inspect.FloatType)):
             relation, bound = (">", bare.gt) if bare.gt is not None else (">=", bare.ge)
+            if bare.le is not None and float(value) > bare.le:
+                relation, bound = "<=", bare.le
             return self.error(
                 f"{described} must be {relation} {bound:g}{reason}", hint=f"write a number {relation} {bound:g}"
             )

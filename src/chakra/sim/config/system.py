@@ -22,7 +22,7 @@ import msgspec
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.config.overrides import check_override_keys
-from chakra.sim.config.reading import ConfigSource, Count, NonNegative, read_json_object
+from chakra.sim.config.reading import ConfigSource, NonNegative, read_json_object
 
 WHAT = "system configuration"
 
@@ -109,14 +109,23 @@ Flag = Literal[0, 1]
 Algorithms = Annotated[list[str], msgspec.Meta(min_length=1, examples=[["ring"]])]
 
 
+#: The most chunks a collective may be split into, and chunks a dimension may run at once. Each chunk
+#: is simulated as a stream of its own, so a count beyond this is a typo that would run for hours;
+#: ASTRA-sim's example systems use 1 to 64.
+MAX_CHUNKS = 1 << 16
+ChunkCount = Annotated[int, msgspec.Meta(gt=0, le=MAX_CHUNKS)]
+
+
 class SystemFile(msgspec.Struct, rename="kebab", kw_only=True):
     """The keys of a system file the simulator reads, typed as ASTRA-sim's JSON reader takes them."""
 
     scheduling_policy: str
     collective_optimization: str
-    preferred_dataset_splits: Annotated[Count, msgspec.Meta(description="the chunks a collective is split into")]
+    preferred_dataset_splits: Annotated[
+        ChunkCount, msgspec.Meta(description="the chunks a collective is split into, each simulated on its own")
+    ]
     active_chunks_per_dimension: Annotated[
-        Count, msgspec.Meta(description="with no active chunk no collective would progress")
+        ChunkCount, msgspec.Meta(description="with no active chunk no collective would progress")
     ] = DEFAULT_ACTIVE_CHUNKS_PER_DIMENSION
     endpoint_delay: Annotated[NonNegative, msgspec.Meta(description="it is a delay in ns")] = DEFAULT_ENDPOINT_DELAY_NS
     local_mem_bw: Annotated[NonNegative, msgspec.Meta(description="it is a bandwidth in GB/s")] = 0.0
