@@ -23,7 +23,8 @@ Dependencies (all point from an earlier to a later start, so the graph is acycli
   is not double counted: each op carries its exclusive time). Busy time an op spends after one of
   its children (``PART_MIN_US`` or more, or anything after a wait) becomes a *part*: a node of the
   same name with ``part_of``, placed where it happened, so the op's own time does not delay its
-  children;
+  children. A communication transfer is not split: all its own time is the collective's (a gloo
+  work op's wire time between packing and unpacking its buffers), its inner ops after it;
 * a kernel after the host op that launched it, and after the previous activity of its stream;
   ``Stream Wait Event`` sync activities order one stream after another;
 * a communication transfer after the op that issued it; when the work started while the issuer was

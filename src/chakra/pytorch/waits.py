@@ -14,7 +14,7 @@ from typing import Any
 
 from chakra.pytorch.items import Builder, Item, Segment
 from chakra.pytorch.report import COMM_KIND_LABEL
-from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
 #: A thread that resumes this soon after an activity it waited for finished is taken to have
 #: waited for it. Measured resume latencies: 5-40 µs after a gloo work completes (Python returning
@@ -25,6 +25,8 @@ WAIT_RESUME_SHARE = 0.25
 #: Busy time an op spends after one of its children becomes a node of its own from this length on
 #: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
 PART_MIN_US = 20.0
+#: The node types of a communication transfer (:mod:`chakra.pytorch.transfers`).
+TRANSFER_TYPES = frozenset({COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE})
 
 
 def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
@@ -160,12 +162,18 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
     """Give busy exclusive time that an op spent *after* one of its children (at least
     ``PART_MIN_US``, or any time after a wait) a node of its own at that place in the thread,
     named like the op: left at the op's start it would delay the op's children and hide
-    overlap with what they issued."""
+    overlap with what they issued.
+
+    A communication transfer keeps its busy time whole: all that a work op does outside the ops
+    inside it is the collective's (gloo's all-gather moves its bytes between packing its buffers
+    with ``aten::view``/``aten::empty`` and unpacking them with ``aten::copy_``; split, that time
+    became CPU compute nodes and the collective the 50 µs before its first inner op). The inner
+    ops stay what they are, after it in the graph."""
     for thread, segs in segments.items():
         added = False
         for segment in segs:
             owner = segment.owner
-            if owner is None:
+            if owner is None or (owner.node_type in TRANSFER_TYPES and not segment.waited):
                 continue
             if segment.waited:
                 # what the op did after the wait ended (at least returning from it) comes after it
