@@ -126,3 +126,31 @@ def test_a_trace_with_a_dependency_cycle_still_gets_a_report_naming_the_cycle(tm
     assert "ALL_REDUCE" in page  # nor does the communication volume
     dom = chromium("--dump-dom", (tmp_path / "r.html").as_uri())
     assert dom.returncode == 0 and "3317" in dom.stdout
+
+
+def test_the_report_never_shows_the_same_operator_table_twice(gloo_report: Path):
+    # a converted trace stores exclusive times: "by total" and "by exclusive" often rank alike
+    page = gloo_report.read_text()
+    if "<p>by exclusive time</p>" in page:
+        by_total, by_exclusive = page.split("<p>by total time</p>")[1].split("<p>by exclusive time</p>")
+        assert by_total.split("</table>")[0] != by_exclusive.split("</table>")[0]
+    else:
+        assert "these operators come in the same order" in page
+
+
+def test_operators_ranked_alike_by_total_and_exclusive_time_get_one_table(tmp_path: Path):
+    ops = [
+        make_node(i, f"op{i}", COMP_NODE, start_time_micros=10 * i + 1, duration_micros=9 - i, tid=1) for i in range(3)
+    ]
+    write_et(tmp_path / "w.0.et", ops)
+    page = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    assert "<p>by total time</p>" in page and "<p>by exclusive time</p>" not in page
+    assert "these operators come in the same order" in page
+
+
+def test_a_trace_with_nesting_shows_both_operator_tables(tmp_path: Path):
+    outer = make_node(1, "outer", COMP_NODE, start_time_micros=10, duration_micros=100, tid=1, is_cpu_op=True)
+    inner = make_node(2, "inner", COMP_NODE, start_time_micros=20, duration_micros=90, tid=1, is_cpu_op=True)
+    write_et(tmp_path / "w.0.et", [outer, inner])
+    page = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    assert "by total time" in page and "by exclusive time" in page

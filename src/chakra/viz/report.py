@@ -380,7 +380,16 @@ def _timed_sections(data: ReportData) -> list[str]:
         )
 
     parts.append(f"<h2>Top operators of rank {data.slowest_rank}</h2>")
-    for label, stats in (("by total time", data.top_total), ("by exclusive time", data.top_exclusive)):
+    tables = [("by total time", data.top_total), ("by exclusive time", data.top_exclusive)]
+    if [(s.name, s.category) for s in data.top_total] == [(s.name, s.category) for s in data.top_exclusive]:
+        # a converted trace carries each op's own (exclusive) time as its duration: little nests
+        parts.append(
+            '<p class="note">Ranked by total or by exclusive time, these operators come in the same order '
+            "(a converted trace stores each op's exclusive time as its duration, so little time nests): "
+            "one table, with both times.</p>"
+        )
+        tables = tables[:1]
+    for label, stats in tables:
         parts.append(f"<p>{label}</p>")
         parts.append(
             _table(
