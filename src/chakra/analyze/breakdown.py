@@ -7,6 +7,7 @@ measures how much communication hides behind compute; :func:`operator_stats` and
 Semantics (all times integer ns):
 
 * **Timing** (``timing=``): ``"recorded"`` places every node at its recorded ``start_time_micros``
+  (reported as ``"simulated"`` for a simulated run written by ``chakra simulate --timed``)
   (relative to the first recorded start); nodes without one (0, proto3's "absent") have no place on
   the timeline and are left out of every interval (they still count in node, byte and operator
   totals). ``"replay"`` places every node where the list-scheduler replay of
@@ -72,6 +73,10 @@ from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM
 # are documented and used here, and importable from here as before.
 TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = Timing.RECORDED.value, Timing.REPLAY.value, Timing.AUTO.value
 TIMINGS = tuple(t.value for t in Timing)
+#: How ``Breakdown.timing`` names the recorded times of a simulated run (``chakra simulate --timed``
+#: writes them, and says so in the metadata attribute :data:`TIMING_ATTR`).
+TIMING_SIMULATED = "simulated"
+TIMING_ATTR = "chakra_timing"
 
 #: Keys of point-to-point nodes in ``bytes_by_collective``, after their node types.
 SEND_KEY, RECV_KEY = "SEND", "RECV"
@@ -189,7 +194,7 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
     bytes_by, count_by = collective_volume(table)
     return Breakdown(
         rank=table.rank,
-        timing=used,
+        timing=TIMING_SIMULATED if used == TIMING_RECORDED and _simulated(table) else used,
         span_ns=span_ns,
         compute_ns=compute_ns,
         communication_ns=communication_ns,
@@ -215,6 +220,11 @@ def _operator_groups(table: NodeTable) -> tuple[list[tuple[str, str]], np.ndarra
     names = list(index)
     labels = [(names[k // _CATEGORY_SLOTS], CATEGORY_NAMES[k % _CATEGORY_SLOTS]) for k in keys.tolist()]
     return labels, group, np.bincount(group, minlength=len(keys)), _sum_by_group(group, table.dur_ns, len(keys))
+
+
+def _simulated(table: NodeTable) -> bool:
+    """Whether the table's recorded times are a simulated run's (:mod:`chakra.sim.timed`)."""
+    return any(a.name == TIMING_ATTR and a.string_val.startswith(TIMING_SIMULATED) for a in table.metadata.attr)
 
 
 def operator_totals(table: NodeTable) -> list[OperatorTotal]:

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, print_table, progress_bar, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, print_table, progress_bar, stderr, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION
 
 if TYPE_CHECKING:
@@ -72,6 +72,12 @@ def simulate(
     timeline: Path | None = typer.Option(
         None, "--timeline", help="Write every node's simulated interval as a Chrome/Perfetto trace JSON here."
     ),
+    timed: Path | None = typer.Option(
+        None,
+        "--timed",
+        help="Also write the workload with every node's simulated start and duration to TIMED.{rank}.et, "
+        "for chakra analyze, report and viz.",
+    ),
     per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each
@@ -79,7 +85,7 @@ def simulate(
     ranks share a row and ASTRA-sim's lines are left out (--per-rank prints them all).
 
     Example: chakra simulate --workload out/job --system sys.json --network net.yml --bandwidth-scale 2
-    --timeline job.trace.json
+    --timeline job.trace.json --timed sim/job
     """
     from chakra.sim import config
     from chakra.sim.config.system import ASTRA_COMPAT_KEY
@@ -108,7 +114,7 @@ def simulate(
                 remote_memory=memory_config,
                 comm_groups_path=comm_groups,
                 compute_scale=compute_scale,
-                keep_intervals=timeline is not None,
+                keep_intervals=timeline is not None or timed is not None,
                 cpu_per_thread=cpu_per_thread,
                 gpu_per_stream=gpu_per_stream,
             )
@@ -122,6 +128,16 @@ def simulate(
         from chakra.viz.timeline import write_simulation_timeline
 
         write_simulation_timeline(result, timeline)
+    if timed is not None:
+        from chakra.sim.timed import write_timed_workload
+
+        with busy(f"writing {timed.name}"):
+            written = write_timed_workload(
+                result, workload, timed, note=f"system {system.name}, network {network.name}"
+            )
+        stderr.print(f"wrote {written.ranks:,} ranks with simulated times to {timed}.{{rank}}.et")
+        for rank, count in sorted(written.unrun.items()):
+            note(f"rank {rank}: {count:,} nodes the simulation did not run have no start")
     if as_json:
         stdout.print_json(json.dumps(summary))
         return
