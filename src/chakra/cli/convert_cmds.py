@@ -123,6 +123,12 @@ def convert_pytorch(
     ),
     report: Path | None = typer.Option(None, "--report", help="Write the full conversion report as JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    rank: int | None = typer.Option(
+        None,
+        "--rank",
+        min=0,
+        help="The rank of a single host trace (default: the device trace's, else the one its comms name).",
+    ),
 ) -> None:
     """Convert a PyTorch job (host execution traces + Kineto traces, one pair per rank) to Chakra ETs.
 
@@ -151,6 +157,7 @@ def convert_pytorch(
             workers=workers,
             scheduler=scheduler,
             progress=tell,
+            rank=rank,
         )
     summary = result.to_dict()
     if report is not None:
@@ -234,6 +241,8 @@ def _comm_summary(comm: Counter[str]) -> str:
 
 
 def _print_conversion(result: WorkloadResult) -> None:
+    from chakra.analyze.across import rank_ranges
+
     table = Table(title=f"{result.prefix}.{{rank}}.et", title_justify="left")
     for column in ("rank", "mode", "nodes", "comm", "dropped", "waits", "fidelity"):
         numeric = column not in ("mode", "comm")
@@ -259,6 +268,12 @@ def _print_conversion(result: WorkloadResult) -> None:
         dropped.update(rep.dropped)
     for reason, count in dropped.most_common():
         stdout.print(Text(f"dropped {count:,}: {reason}", style="dim"))
+    said: dict[str, list[int]] = {}
+    for rank, rep in result.reports.items():
+        for text in rep.notes:
+            said.setdefault(text, []).append(rank)
+    for text, ranks in said.items():
+        note(f"rank {rank_ranges(ranks)}: {text}")
     lacking = next((rep for rep in result.reports.values() if rep.lacks), None)
     if lacking is not None:
         stderr.print(Text(f"{lacking.mode}: the ETs lack " + "; ".join(lacking.lacks), style="yellow"))

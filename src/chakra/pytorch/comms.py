@@ -333,3 +333,37 @@ def _rpc_kind(node: HostNode) -> tuple[int, int | None] | None:
     if not isinstance(name, str):
         name = next((v for v in node.inputs.values() if isinstance(v, str) and comm_kind(v) is not None), "wait")
     return comm_kind(name)
+
+
+#: Collectives whose ``record_param_comms`` names the issuing rank in its ``rank`` argument (c10d's
+#: ``RECORD_PARAM_COMMS(seq, pg, rank, name, ...)``); rooted ones pass their root there instead.
+_RANK_NAMING = frozenset({ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BARRIER})
+#: Where that argument is among the op's inputs: ``[tensors, seq, pg, rank, name, ...]``.
+_RPC_RANK_ARG = 3
+#: The default group's names (``pg_name``): its group ranks are the global ranks.
+_DEFAULT_PG_NAMES = ("0", "")
+
+
+def recorded_rank(nodes: Iterable[HostNode]) -> int | None:
+    """The global rank a host trace was recorded on, from its ``record_param_comms`` ops on the
+    default group that name the issuing rank; ``None`` when none does or they disagree.
+
+    Example:
+        recorded_rank(load_host_trace("host.json").nodes)   # 1 for PARAM's resnet_2gpu_et.json.gz
+    """
+    found: set[int] = set()
+    for node in nodes:
+        if node.name != RECORD_PARAM_COMMS:
+            continue
+        kind = _rpc_kind(node)
+        if kind is None or kind[1] not in _RANK_NAMING:
+            continue
+        values = node.inputs.values()
+        pg_name = node.attrs.get("pg_name")
+        if pg_name is None:
+            pg = _arg(values, 2)
+            pg_name = str(pg[0]) if isinstance(pg, list) and pg else None
+        rank = _int_or_none(_arg(values, _RPC_RANK_ARG))
+        if rank is not None and pg_name in _DEFAULT_PG_NAMES:
+            found.add(rank)
+    return found.pop() if len(found) == 1 else None

@@ -37,9 +37,11 @@ from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
 from chakra.paths import groups_path
-from chakra.pytorch.comms import CommNode
+from chakra.pytorch.comms import CommNode, recorded_rank
 from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
+from chakra.pytorch.host import HostTrace
+from chakra.pytorch.link import LinkedTrace
 from chakra.trace import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
@@ -124,20 +126,40 @@ class WorkloadResult:
         }
 
 
-def _convert_one(job: tuple[int, str, str | None, str, bool]) -> RankResult:
+def _single_rank(host: HostTrace, linked: LinkedTrace | None, given: int | None) -> tuple[int, list[str]]:
+    """The rank of one host trace converted on its own, and notes on how it was found: ``given``
+    (``--rank``), else the device trace's ``distributedInfo``, else the rank its own
+    ``record_param_comms`` ops name, else 0; any of those that disagrees with the one used is noted."""
+    from_device = linked.device.rank if linked is not None else None
+    from_comms = recorded_rank(host.nodes)
+    sources = [("--rank", given), ("the device trace's distributedInfo", from_device)]
+    sources.append(("the host trace's record_param_comms", from_comms))
+    known = [(where, r) for where, r in sources if r is not None]
+    if not known:
+        return 0, ["neither trace says which rank it is: written as rank 0 (--rank sets it)"]
+    used_from, used = known[0]
+    notes = [
+        f"{where} says rank {r}, but rank {used} (from {used_from}) is used" for where, r in known[1:] if r != used
+    ]
+    return used, notes
+
+
+def _convert_one(job: tuple[int, str, str | None, str, bool, int | None]) -> RankResult:
     """Worker: convert one rank and write it where ``staging`` (a path with ``{rank}``) says (runs in
     another process)."""
-    rank, host_path, device_path, staging, data_deps = job
+    rank, host_path, device_path, staging, data_deps, given_rank = job
     host, linked = load_pair(host_path, device_path)
     records = [host.process_groups()]
     world_size = 0
     if linked is not None:
         records.append(linked.device.process_groups())
         world_size = int(linked.device.distributed_info.get("world_size") or 0)
+    notes: list[str] = []
     if rank == SINGLE:
-        rank = linked.device.rank if linked is not None and linked.device.rank is not None else 0
+        rank, notes = _single_rank(host, linked, given_rank)
     out_path = staging.format(rank=rank)
     conversion = convert(host, linked=linked, rank=rank, data_deps=data_deps)
+    conversion.report.notes.extend(notes)
     conversion.write(out_path)
     return RankResult(
         rank, Path(out_path), conversion.report, conversion.comm_nodes, records, world_size, conversion.group_attrs
@@ -168,8 +190,11 @@ def convert_workload(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    rank: int | None = None,
 ) -> WorkloadResult:
     """Convert every rank of a job. ``progress(stage, done, total)`` is told how far each stage got.
+    ``rank`` is the rank of a single host trace (patterns without ``{rank}``; default: from the
+    traces' own records, see :func:`_single_rank`).
 
     Ranks with a host trace but no device trace are converted host-only (listed in
     ``missing_device``); a device trace without its host trace is an error.
@@ -181,6 +206,10 @@ def convert_workload(
             "give both --host and --device with {rank}, or both as single files",
             hint=f"--host {host_pattern!r}, --device {device_pattern!r}",
         )
+    if rank is not None and SINGLE not in hosts:
+        raise ChakraInputError(
+            "--rank is for a single host trace", hint="with {rank} patterns each file's rank is in its name"
+        )
     orphans = sorted(set(devices) - set(hosts))
     if orphans:
         raise ChakraInputError(
@@ -190,9 +219,12 @@ def convert_workload(
         prefix = writer.prefix
         staging = writer.staging_pattern()
         jobs = [
-            (rank, str(path), str(devices[rank]) if rank in devices else None, staging, data_deps)
-            for rank, path in hosts.items()
+            (key, str(path), str(devices[key]) if key in devices else None, staging, data_deps, rank)
+            for key, path in hosts.items()
         ]
+        for key in hosts:  # staged before the workers write them, so a failure removes every one
+            if key != SINGLE:
+                writer.adopt(key)
 
         def tell(stage: str) -> Callable[[int, int], None] | None:
             return (lambda done, total: progress(stage, done, total)) if progress else None
@@ -201,8 +233,8 @@ def convert_workload(
             _convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
         )
         by_rank = {r.rank: r for r in results}
-        for rank in by_rank:
-            writer.adopt(rank)
+        for key in by_rank:
+            writer.adopt(key)
         world_size = max([r.world_size for r in results] + [max(by_rank) + 1])
         records = [entries for r in results for entries in r.group_records]
         groups = group_table(*records, world_size=world_size)
