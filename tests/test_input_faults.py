@@ -163,3 +163,25 @@ def test_a_config_text_with_a_lone_surrogate_escape_is_refused_naming_the_file(t
         write_et(tmp_path / f"w.{rank}.et", [make_node(1, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=64)])
     done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(NETWORK))
     _refused(done, system, "not Unicode")
+
+
+@pytest.mark.parametrize(("change", "words"), [({"ts": -1e13}, "has ts -1"), ({"ts": None}, "has no ts")])
+def test_a_kineto_event_with_an_impossible_or_missing_start_is_refused(change: dict, words: str, tmp_path: Path):
+    from helpers import host_node, kineto_op, write_trace_pair
+
+    root = {"id": 1, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 0, "attrs": []}
+    op = {**kineto_op("aten::mm", 10, 100.0, 20.0), **change}
+    if op["ts"] is None:
+        del op["ts"]
+    host, device = write_trace_pair(tmp_path, [root, host_node(2, "aten::mm", 10, tid=1)], [op])
+    done = run_cli(
+        "convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(tmp_path / "out" / "j")
+    )
+    _refused(done, device, "trace event 0 ('aten::mm')", words)
+
+
+def test_a_host_node_without_a_name_is_refused_naming_the_node(tmp_path: Path):
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "ctrl_deps": 0, "attrs": []}]}))
+    done = run_cli("convert", "pytorch", "--host", str(host), "-o", str(tmp_path / "out" / "j"))
+    _refused(done, host, "missing required field `name`", "nodes[0]")

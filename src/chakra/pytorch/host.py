@@ -86,7 +86,7 @@ class GroupedRecord(msgspec.Struct, gc=False):
     """A node of the grouped (Chakra) layout as it is on disk."""
 
     id: int
-    name: str = ""
+    name: str  # the observer names every node: a node without one is a damaged file
     ctrl_deps: int = 0
     inputs: _IO | None = None
     outputs: _IO | None = None
@@ -99,7 +99,7 @@ class _FlatNode(msgspec.Struct, gc=False):
     """A node of the flat ``1.0.1`` layout as it is on disk."""
 
     id: int
-    name: str = ""
+    name: str
     parent: int = 0
     inputs: msgspec.Raw = _EMPTY_LIST
     input_shapes: msgspec.Raw = _EMPTY_LIST

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,8 @@ class KinetoEvent(msgspec.Struct, gc=False):
     # numbers, or names ("Spans", "stream 7 ...") in some Kineto versions; anything else is refused
     pid: int | str = 0
     tid: int | str = 0
-    ts: float = 0.0
+    # NaN when absent: a complete event without a start is refused (load_kineto_trace), not put at 0
+    ts: float = math.nan
     dur: float = 0.0
     args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)
     id: Any = None
@@ -175,6 +177,22 @@ class KinetoEvents:
     syncs: list[KinetoEvent] = field(default_factory=list)  # cuda_sync activities on the device timeline
     duplicate_correlations: list[int] = field(default_factory=list)  # ids seen on more than one launch
     other: int = 0  # events with no role in linking (flows, metadata, instants, python stacks, ...)
+
+
+def _check_times(events: list[KinetoEvent], path: Path) -> None:
+    """Refuse a complete (``X``) event without a start, or with a negative or non-finite start or
+    duration: converted, it would start at 0 or last for months."""
+    for index, event in enumerate(events):
+        if event.ph != "X":
+            continue
+        if math.isfinite(event.ts) and event.ts >= 0 and math.isfinite(event.dur) and event.dur >= 0:
+            continue
+        what = "has no ts" if math.isnan(event.ts) else f"has ts {event.ts!r} and dur {event.dur!r}"
+        raise ChakraFormatError(
+            f"trace event {index} ({event.name!r}) {what}: a complete event needs a start and a duration >= 0",
+            path=path,
+            hint="the file is damaged or not from torch.profiler: export the trace again",
+        )
 
 
 def classify(trace: KinetoTrace) -> KinetoEvents:
@@ -246,6 +264,7 @@ def load_kineto_trace(path: PathLike) -> KinetoTrace:
             path=path,
             hint="profile at least one step (torch.profiler's schedule, then export_chrome_trace)",
         )
+    _check_times(raw.traceEvents, path)
     return KinetoTrace(
         path=path,
         events=raw.traceEvents,
