@@ -185,3 +185,26 @@ def test_a_host_node_without_a_name_is_refused_naming_the_node(tmp_path: Path):
     host.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "ctrl_deps": 0, "attrs": []}]}))
     done = run_cli("convert", "pytorch", "--host", str(host), "-o", str(tmp_path / "out" / "j"))
     _refused(done, host, "missing required field `name`", "nodes[0]")
+
+
+def test_a_compression_bomb_is_refused_before_it_fills_the_memory(tmp_path: Path):
+    from chakra.io.framing import BOMB_CHECK_BYTES, MAX_COMPRESSION_RATIO
+
+    bomb = tmp_path / "host.json.gz"
+    bomb.write_bytes(gzip.compress(b"[" + b" " * (2 * BOMB_CHECK_BYTES) + b"]", 9))
+    assert bomb.stat().st_size * MAX_COMPRESSION_RATIO < 2 * BOMB_CHECK_BYTES  # it is one
+    done = run_cli("convert", "pytorch", "--host", str(bomb), "-o", str(tmp_path / "out" / "j"))
+    _refused(done, bomb, "a compression bomb", "decompress it first")
+
+
+def test_the_bomb_guard_lets_real_compressed_traces_through(monkeypatch: pytest.MonkeyPatch):
+    from chakra.io import framing
+
+    monkeypatch.setattr(framing, "BOMB_CHECK_BYTES", 1 << 20)  # checked from the first MiB on
+    assert run_cli("info", str(require_shared("upstream-chakra/chakra.0.et.gz"))).returncode == 0
+    for relpath in ("param/resnet_2gpu_et.json.gz", "param/linear_kineto.json.gz"):
+        stream, _ = framing.open_decompressed(require_shared(relpath))
+        try:
+            assert len(stream.read()) > 1 << 20
+        finally:
+            stream.close()

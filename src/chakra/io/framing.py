@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from chakra.errors import ChakraInputError, PathLike
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 
 #: Version string written into ``GlobalMetadata.version`` when a producer leaves it empty: the
 #: Chakra release whose ``et_def.proto`` this package carries (chakra-format.md §8).
@@ -84,15 +84,41 @@ def frame(payload: bytes) -> bytes:
 DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
 
-class _ClosingStream:
-    """A decompressing stream that also closes the file under it (``GzipFile`` leaves it open)."""
+#: The compression-ratio guard: real traces compress 8 to 27 times (gzip and zstd, the shared data),
+#: gzip at most 1,032 times (a file of zeros). Past ``BOMB_CHECK_BYTES`` decompressed, a stream that
+#: grew more than ``MAX_COMPRESSION_RATIO`` times the bytes read is refused as a compression bomb.
+MAX_COMPRESSION_RATIO = 250
+BOMB_CHECK_BYTES = 64 << 20
 
-    def __init__(self, stream: Any, raw: BinaryIO):
+
+class _ClosingStream:
+    """A decompressing stream that also closes the file under it (``GzipFile`` leaves it open), and
+    refuses to inflate past the compression-ratio guard."""
+
+    def __init__(self, stream: Any, raw: BinaryIO, path: Path):
         self._stream = stream
         self._raw = raw
+        self._path = path
+        self._out = 0
 
     def read(self, n: int = -1) -> bytes:
-        return self._stream.read(n)
+        if n < 0:  # all of it, a chunk at a time: a bomb is stopped before it fills the memory
+            chunks = []
+            while chunk := self.read(READ_CHUNK_BYTES):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        data = self._stream.read(n)
+        self._out += len(data)
+        if self._out > BOMB_CHECK_BYTES:
+            read_in = max(1, self._raw.tell())
+            if self._out > MAX_COMPRESSION_RATIO * read_in:
+                raise ChakraFormatError(
+                    f"{read_in:,} compressed bytes inflate to over {self._out:,}: more than "
+                    f"{MAX_COMPRESSION_RATIO} times (real traces compress under 30 times), a compression bomb",
+                    path=self._path,
+                    hint="if the file is genuine, decompress it first (gunzip, zstd -d) and pass the plain file",
+                )
+        return data
 
     def close(self) -> None:
         try:
@@ -126,9 +152,10 @@ def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[Bin
         elif head.startswith(GZIP_MAGIC) and len(head) > 2 and head[2] == 8:
             kind = "gzip"
     if kind == "gzip":
-        return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw), None  # type: ignore[return-value]
+        return _ClosingStream(gzip.GzipFile(fileobj=raw, mode="rb"), raw, path), None  # type: ignore[return-value]
     if kind == "zstd":
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), None  # type: ignore[return-value]
+        zstd = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
+        return _ClosingStream(zstd, raw, path), None  # type: ignore[return-value]
     info = os.fstat(raw.fileno())
     # only a regular file's size bounds its records; a pipe reports 0
     return raw, info.st_size if stat.S_ISREG(info.st_mode) else None
