@@ -145,3 +145,20 @@ def test_simulate_json_names_each_exposed_figure_once(same_ranks: Path, tmp_path
     split = rank["compute_only_ns"] + rank["comm_exposed_ns"] + rank["overlap_ns"] + rank["idle_ns"]
     assert split == rank["finish_ns"]
     assert rank["astra_exposed_comm_ns"] == rank["finish_ns"] - rank["gpu_compute_ns"]
+
+
+def test_simulates_table_shows_a_cpu_bound_ranks_time_as_compute_not_exposed_communication(tmp_path: Path):
+    from helpers import make_node, write_et
+
+    from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
+
+    for rank in (0, 1):  # CPU work only: ASTRA-sim's "exposed communication" is all of it
+        write_et(tmp_path / f"cpu.{rank}.et", [make_node(1, "cpu_op", COMP_NODE, duration_micros=500, is_cpu_op=True)])
+    done = run_cli(
+        "simulate", "--workload", str(tmp_path / "cpu"), "--system", str(EXAMPLES / "system.json"),
+        "--network", str(EXAMPLES / "ring2.yml"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "sys[0] finished, 500000 cycles, exposed communication 500000 cycles." in done.stdout
+    row = next(line.split() for line in done.stdout.splitlines() if line.startswith(" 0 "))
+    assert row == ["0", "0.500", "0.500", "0.000", "0.000", "0.000"]  # finish, compute only, exposed, overlap, idle

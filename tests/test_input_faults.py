@@ -208,3 +208,31 @@ def test_the_bomb_guard_lets_real_compressed_traces_through(monkeypatch: pytest.
             assert len(stream.read()) > 1 << 20
         finally:
             stream.close()
+
+
+def _absurd_size_workload(tmp_path: Path) -> Path:
+    from chakra.table import MAX_COMM_BYTES
+
+    for rank in (0, 1):
+        node = make_node(2, "c", COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=4 * MAX_COMM_BYTES, is_cpu_op=False)
+        write_et(tmp_path / f"w.{rank}.et", [node])
+    return tmp_path / "w"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", "--workload", "{prefix}", "--system", str(SYSTEM), "--network", str(NETWORK)],
+        ["analyze", "breakdown", "{prefix}", "--workers", "1"],
+        ["report", "{prefix}", "-o", "{prefix}.html", "--workers", "1"],
+    ],
+)
+def test_an_absurd_comm_size_is_refused_by_every_consumer(command: list[str], tmp_path: Path):
+    prefix = _absurd_size_workload(tmp_path)
+    done = run_cli(*(part.format(prefix=prefix) for part in command))
+    _refused(done, tmp_path / "w.0.et", "node 2: comm_size of 4,503,599,627,370,496 bytes is not a plausible size")
+
+
+def test_validate_lists_an_absurd_comm_size_as_an_error(tmp_path: Path):
+    done = run_cli("validate", str(_absurd_size_workload(tmp_path)))
+    assert done.returncode == 1 and "not a plausible size" in done.stdout

@@ -59,7 +59,7 @@ from chakra.chunks import (
     iter_chunks,
     member_slots,
 )
-from chakra.errors import ChakraInputError, PathLike
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.graph import TraceGraph, graph_from_arrays
 from chakra.groups import GroupNameError, group_id
 from chakra.paths import rank_of
@@ -76,6 +76,9 @@ NO_TRACK = -1
 DEFAULT_GROUP_ID, INVALID_GROUP_ID = -1, -2
 #: Largest duration accepted, in ns (int64 sums along a path must not overflow).
 MAX_DUR_NS = (1 << 62) - 1
+#: Largest ``comm_size`` accepted, in bytes: a pebibyte, some 600 times the fp32 gradients of a
+#: 405-billion-parameter model; more is a corrupt field, which would simulate for years.
+MAX_COMM_BYTES = 1 << 50
 
 
 class Slot(IntEnum):
@@ -380,7 +383,7 @@ def _assemble(
         stream=ints["stream"],
         dur_ns=_durations_ns(graph, ints["duration_ns"], label),
         comm_type=comm_type.astype(np.int64),
-        comm_size=np.where((category == COMMUNICATION) & (ints["comm_size"] != MISSING), ints["comm_size"], 0),
+        comm_size=_comm_sizes(graph, category, ints["comm_size"], label),
         comm=CommColumns(
             pos=comm_pos,
             pg_name=pg_names,
@@ -484,6 +487,21 @@ def _tracks(
 _FALLBACKS = (SLOT_CPU, SLOT_GPU_COMPUTE, SLOT_GPU_COMM, SLOT_MEMORY)
 
 
+def _comm_sizes(graph: TraceGraph, category: np.ndarray, sizes: np.ndarray, label: str | None) -> np.ndarray:
+    """Each communication node's ``comm_size`` (bytes; 0 when absent and for other nodes), refusing
+    one that is negative or over :data:`MAX_COMM_BYTES`."""
+    comm = (category == COMMUNICATION) & (sizes != MISSING)
+    absurd = comm & ((sizes < 0) | (sizes > MAX_COMM_BYTES))
+    if absurd.any():
+        pos = int(np.argmax(absurd))
+        raise ChakraFormatError(
+            f"node {int(graph.ids[pos])}: comm_size of {int(sizes[pos]):,} bytes is not a plausible size",
+            path=label,
+            hint=f"check comm_size of this node (at most {MAX_COMM_BYTES:,} bytes, a pebibyte, is read)",
+        )
+    return np.where(comm, sizes, 0)
+
+
 def _durations_ns(graph: TraceGraph, dur_attr_ns: np.ndarray, label: str | None) -> np.ndarray:
     """``duration_ns`` where the attribute gives one >= 0, else ``duration_micros x 1000`` (int64 ns)."""
     from_attr = dur_attr_ns >= 0
@@ -491,7 +509,7 @@ def _durations_ns(graph: TraceGraph, dur_attr_ns: np.ndarray, label: str | None)
     if too_long.any():
         pos = int(np.argmax(too_long))
         shown = int(dur_attr_ns[pos]) if from_attr[pos] else int(graph.dur_us[pos]) * NS_PER_US
-        raise ChakraInputError(
+        raise ChakraFormatError(
             f"node {int(graph.ids[pos])}: duration of {shown} ns is not a plausible time",
             path=label,
             hint="check duration_micros / duration_ns of this node",
