@@ -1,4 +1,6 @@
-"""Regenerate ``src/chakra/schema/protobuf/et_def_pb2.py`` (and its ``.pyi``) from ``et_def.proto``.
+"""Regenerate the checked-in protobuf modules (and their ``.pyi``): ``schema/protobuf/et_def_pb2.py``
+from ``et_def.proto`` (the Chakra format) and ``schema/xla/hlo_subset_pb2.py`` from
+``hlo_subset.proto`` (the part of XLA's HloModuleProto the XLA front end reads).
 
 Run with ``make proto`` (needs the ``dev`` extra, which brings grpcio-tools).
 
@@ -16,8 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "src" / "chakra" / "schema" / "protobuf"
-PROTO = "et_def.proto"
+SCHEMA = Path(__file__).resolve().parent.parent / "src" / "chakra" / "schema"
+#: Each proto and the folder it lives (and its module is written) in.
+PROTOS = ((SCHEMA / "protobuf", "et_def.proto"), (SCHEMA / "xla", "hlo_subset.proto"))
 
 _VERSION_CHECK = re.compile(
     r"^from google\.protobuf import runtime_version as _runtime_version\n"
@@ -27,26 +30,27 @@ _VERSION_CHECK = re.compile(
 
 
 def main() -> int:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            f"-I{SCHEMA_DIR}",
-            f"--python_out={SCHEMA_DIR}",
-            f"--pyi_out={SCHEMA_DIR}",
-            str(SCHEMA_DIR / PROTO),
-        ],
-        check=True,
-    )
-    module = SCHEMA_DIR / "et_def_pb2.py"
-    text = _VERSION_CHECK.sub("", module.read_text())
-    text = text.replace(
-        "# NO CHECKED-IN PROTOBUF GENCODE\n",
-        "# Checked in on purpose; regenerate with scripts/gen_proto.py (runtime version check removed).\n",
-    )
-    module.write_text(text)
-    print(f"wrote {module}")
+    for folder, proto in PROTOS:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{folder}",
+                f"--python_out={folder}",
+                f"--pyi_out={folder}",
+                str(folder / proto),
+            ],
+            check=True,
+        )
+        module = folder / proto.replace(".proto", "_pb2.py")
+        text = _VERSION_CHECK.sub("", module.read_text())
+        text = text.replace(
+            "# NO CHECKED-IN PROTOBUF GENCODE\n",
+            "# Checked in on purpose; regenerate with scripts/gen_proto.py (runtime version check removed).\n",
+        )
+        module.write_text(text)
+        print(f"wrote {module}")
     return 0
 
 

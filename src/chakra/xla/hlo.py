@@ -1,0 +1,175 @@
+"""An XLA HLO module as the XLA front end reads it: the optimized, scheduled program of one JAX (or
+TensorFlow ``jit_compile``) step, from its serialized ``HloModuleProto``.
+
+:func:`load_module` reads ``compiled.runtime_executable().hlo_modules()[0]
+.as_serialized_hlo_module_proto()`` bytes, an ``*.after_optimizations.hlo.pb`` dump, or an
+``HloProto`` around the module (what a profile's metadata plane embeds), plain or compressed, with
+the messages of ``chakra/schema/xla/hlo_subset.proto`` (XLA's field numbers, only the fields read).
+:func:`replica_groups` decodes the three ways XLA writes which devices take part in a collective,
+:func:`shape_bytes` the bytes a shape holds.
+
+Example:
+    module = load_module("step.pb")
+    [(i.name, i.opcode) for i in module.scheduled()][:3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from chakra import io
+from chakra.errors import ChakraFormatError, PathLike
+from chakra.schema.xla.hlo_subset_pb2 import (
+    HloComputationProto,
+    HloInstructionProto,
+    HloModuleProto,
+    HloProto,
+    IotaReplicaGroupListProto,
+    ShapeProto,
+)
+
+#: Bytes per element of XLA's PrimitiveType values (xla/xla_data.proto); sub-byte integer and float
+#: types are stored a byte each by the CPU and GPU backends' buffers, and counted so here.
+ELEMENT_BYTES = {
+    1: 1,  # PRED
+    2: 1, 3: 2, 4: 4, 5: 8,  # S8, S16, S32, S64
+    6: 1, 7: 2, 8: 4, 9: 8,  # U8, U16, U32, U64
+    10: 2, 11: 4, 12: 8, 16: 2,  # F16, F32, F64, BF16
+    15: 8, 18: 16,  # C64, C128
+    19: 1, 20: 1, 23: 1, 24: 1, 25: 1, 28: 1, 29: 1, 33: 1,  # the 8-bit floats
+    21: 1, 22: 1, 26: 1, 27: 1, 30: 1, 31: 1, 32: 1,  # S4, U4, S2, U2, S1, U1, F4E2M1FN
+}  # fmt: skip
+#: Element types that hold no array data: TUPLE (its parts do), OPAQUE_TYPE, TOKEN.
+TUPLE, OPAQUE, TOKEN = 13, 14, 17
+
+
+@dataclass
+class HloModule:
+    """A module: its computations by id, the entry computation, every instruction by id, and the
+    entry computation's schedule (instruction ids in execution order)."""
+
+    path: str | None
+    proto: HloModuleProto
+    computations: dict[int, HloComputationProto]
+    entry: HloComputationProto
+    instructions: dict[int, HloInstructionProto] = field(default_factory=dict)
+    schedule: list[int] = field(default_factory=list)
+
+    def scheduled(self) -> list[HloInstructionProto]:
+        """The entry computation's instructions in XLA's schedule (their listed order when the
+        module carries no schedule)."""
+        return [self.instructions[i] for i in self.schedule]
+
+    @property
+    def is_scheduled(self) -> bool:
+        return self.entry.id in self.proto.schedule.sequences
+
+
+def load_module(path: PathLike) -> HloModule:
+    """Read a serialized ``HloModuleProto`` (or an ``HloProto`` holding one) from ``path``.
+
+    Raises :class:`ChakraFormatError` naming the file for bytes that are not one (truncated, another
+    kind of protobuf, text).
+    """
+    stream, _ = io.open_decompressed(path, what="an HLO module")
+    try:
+        data = stream.read()
+    finally:
+        stream.close()
+    return module_from_bytes(data, path=path)
+
+
+def module_from_bytes(data: bytes, *, path: PathLike | None = None) -> HloModule:
+    """:func:`load_module` of bytes in memory."""
+    proto = _parse(data, path)
+    computations = {c.id: c for c in proto.computations}
+    entry = computations.get(proto.entry_computation_id)
+    if entry is None:
+        raise ChakraFormatError(
+            f"the module names entry computation {proto.entry_computation_id}, which it does not hold",
+            path=path,
+            hint="the file is damaged: dump the module again",
+        )
+    instructions = {i.id: i for c in proto.computations for i in c.instructions}
+    sequence = proto.schedule.sequences.get(entry.id)
+    order = list(sequence.instruction_ids) if sequence is not None else [i.id for i in entry.instructions]
+    unknown = [i for i in order if i not in instructions]
+    if unknown:
+        raise ChakraFormatError(
+            f"the schedule of {entry.name} lists instruction {unknown[0]}, which the module does not hold",
+            path=path,
+            hint="the file is damaged: dump the module again",
+        )
+    return HloModule(str(path) if path is not None else None, proto, computations, entry, instructions, order)
+
+
+def _parse(data: bytes, path: PathLike | None) -> HloModuleProto:
+    what = f"{Path(path).name} " if path is not None else ""
+    if data.lstrip()[:9] in (b"HloModule", b"hlo_modul"):
+        raise ChakraFormatError(
+            f"{what}is HLO text, not a serialized module",
+            path=path,
+            hint="save compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()",
+        )
+    for message in (HloModuleProto, HloProto):
+        try:
+            parsed = message.FromString(data)
+        except DecodeError:
+            continue
+        module = parsed if isinstance(parsed, HloModuleProto) else parsed.hlo_module
+        if module.computations and module.entry_computation_id:
+            return module
+    raise ChakraFormatError(
+        "not a serialized XLA HloModuleProto (no computations with an entry computation)",
+        path=path,
+        hint="save compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto(), "
+        "or dump with --xla_dump_to=DIR --xla_dump_hlo_as_proto",
+    )
+
+
+def shape_bytes(shape: ShapeProto) -> int:
+    """The bytes an array shape holds, summed over a tuple's parts (0 for tokens and opaque values).
+
+    >>> shape_bytes(ShapeProto(element_type=11, dimensions=[8, 16]))
+    512
+    """
+    if shape.element_type == TUPLE:
+        return sum(shape_bytes(part) for part in shape.tuple_shapes)
+    if shape.element_type in (OPAQUE, TOKEN):
+        return 0
+    return int(np.prod(shape.dimensions, dtype=np.int64)) * ELEMENT_BYTES.get(shape.element_type, 0)
+
+
+def replica_groups(instruction: HloInstructionProto, num_devices: int) -> list[tuple[int, ...]]:
+    """The groups of device ids a collective runs in: its explicit ``replica_groups``, its
+    ``collective_device_list`` (explicit or the iota form), or one group of every device when it
+    names none (XLA's "all replicas")."""
+    if instruction.replica_groups:
+        return [tuple(g.replica_ids) for g in instruction.replica_groups]
+    devices = instruction.collective_device_list
+    if devices.replica_groups:
+        return [tuple(g.replica_ids) for g in devices.replica_groups]
+    if devices.HasField("iota_replica_group_list"):
+        return iota_groups(devices.iota_replica_group_list)
+    return [tuple(range(num_devices))]
+
+
+def iota_groups(iota: IotaReplicaGroupListProto) -> list[tuple[int, ...]]:
+    """The groups of XLA's iota form ``[G,S]<=[dims]T(perm)``: ``iota(prod(dims))`` reshaped to
+    ``dims``, transposed by ``perm``, read as ``G`` groups of ``S``.
+
+    >>> iota_groups(IotaReplicaGroupListProto(num_replica_groups=2, num_devices_per_group=4,
+    ...                                       iota_reshape_dims=[4, 2], iota_transpose_perm=[1, 0]))
+    [(0, 2, 4, 6), (1, 3, 5, 7)]
+    """
+    count, size = iota.num_replica_groups, iota.num_devices_per_group
+    dims: Sequence[int] = list(iota.iota_reshape_dims) or [count * size]
+    devices = np.arange(int(np.prod(dims)), dtype=np.int64).reshape(dims)
+    if iota.iota_transpose_perm:
+        devices = devices.transpose(list(iota.iota_transpose_perm))
+    return [tuple(row) for row in devices.reshape(count, size).tolist()]
