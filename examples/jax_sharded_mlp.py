@@ -1,7 +1,8 @@
 """Compile a data x model sharded MLP training step on 8 forced CPU devices and save its optimized,
 scheduled HLO module: what the XLA front end (``chakra.xla``) reads.
 
-Usage: python examples/jax_sharded_mlp.py OUT_DIR   (writes OUT_DIR/step.hlo.pb and step.hlo.txt)
+Usage: python examples/jax_sharded_mlp.py OUT_DIR
+(writes OUT_DIR/step.hlo.pb, step.hlo.txt and step.cost.json: XLA's own cost analysis, per device)
 
 The mesh has a ``data`` axis of 4 and a ``model`` axis of 2: the hidden layer's weights are split
 over ``model`` (an all-reduce among the 2 devices of each model group in the forward pass), the
@@ -10,6 +11,7 @@ batch over ``data`` (the gradients all-reduced among the 4 devices of each data 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -50,6 +52,8 @@ def main(out: Path) -> None:
     module = compiled.runtime_executable().hlo_modules()[0]
     (out / "step.hlo.pb").write_bytes(module.as_serialized_hlo_module_proto())
     (out / "step.hlo.txt").write_text(compiled.as_text())
+    costs = compiled.cost_analysis()
+    (out / "step.cost.json").write_text(json.dumps({k: float(v) for k, v in dict(costs).items()}))
 
 
 if __name__ == "__main__":

@@ -63,3 +63,62 @@ def test_a_file_of_another_kind_is_refused_naming_the_file(tmp_path: Path):
 def test_hlo_text_is_refused_with_how_to_save_the_proto(sharded_mlp: Path):
     with pytest.raises(ChakraFormatError, match="is HLO text"):
         load_module(sharded_mlp / "step.hlo.txt")
+
+
+# ---- converting the module: one ET per device --------------------------------------------------
+#: The example's two all-reduces, by group: the model-parallel one of the forward activations
+#: (8 x 16 f32) and the data-parallel one of the gradients (64 x 64 and 16 x 64 f32).
+F32_BYTES = 4
+ALL_REDUCE_BYTES = {2: 8 * 16 * F32_BYTES, 4: (64 * 64 + 16 * 64) * F32_BYTES}
+#: The per-instruction cost model against XLA's cost analysis on a loop-free module (issue 16: 2 %).
+FLOPS_TOLERANCE = 0.02
+
+
+@pytest.fixture(scope="module")
+def converted(sharded_mlp: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from chakra.xla.convert import convert_module, write_xla_workload
+
+    prefix = tmp_path_factory.mktemp("xla") / "step"
+    write_xla_workload(convert_module(load_module(sharded_mlp / "step.hlo.pb")), prefix)
+    return prefix
+
+
+def test_every_device_gets_both_all_reduces_in_its_mesh_groups(converted: Path):
+    from chakra.groups import CommGroups
+    from chakra.table import load_table
+
+    groups = CommGroups.read(f"{converted}.comm_groups.json")
+    for device in range(DEVICES):
+        table = load_table(f"{converted}.{device}.et")
+        comm = table.comm
+        seen = {}
+        for k in range(len(comm.pos)):
+            members = groups[int(comm.pg_name[k])]
+            assert device in members
+            seen[len(members)] = int(comm.size[k])
+        assert seen == ALL_REDUCE_BYTES, device
+    assert set(groups.values()) == MODEL_GROUPS | DATA_GROUPS
+
+
+def test_a_devices_flops_are_xlas_own_count(converted: Path, sharded_mlp: Path):
+    import json
+
+    from chakra.table import load_table
+
+    xla_flops = json.loads((sharded_mlp / "step.cost.json").read_text())["flops"]
+    table = load_table(f"{converted}.0.et")
+    compute_flops = int(table.num_ops.clip(min=0).sum())
+    # XLA also counts an all-reduce's adds, one per element of its result: the collective's own work
+    reduction_adds = sum(size // F32_BYTES for size in ALL_REDUCE_BYTES.values())
+    assert abs(compute_flops + reduction_adds - xla_flops) <= FLOPS_TOLERANCE * xla_flops, (compute_flops, xla_flops)
+
+
+def test_the_converted_step_validates_for_astra_sim_and_simulates(converted: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    assert run_cli("validate", str(converted), "--target", "astra-sim").returncode == 0
+    network = tmp_path / "switch8.yml"
+    network.write_text(f"topology: [ Switch ]\nnpus_count: [ {DEVICES} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
+    done = run_cli("simulate", "--workload", str(converted), "--system", str(system), "--network", str(network))
+    assert done.returncode == 0, done.stderr

@@ -1,2 +1,4 @@
-"""The XLA front end: JAX and TensorFlow (XLA) programs as Chakra ETs. Partial: the module reader
-(:mod:`chakra.xla.hlo`) is built; the converter, costs, profiles and the CLI are not yet (issue 16)."""
+"""The XLA front end: JAX and TensorFlow (XLA) programs as Chakra ETs. Partial (issue 16): the module
+reader (:mod:`chakra.xla.hlo`), the cost model (:mod:`chakra.xla.costs`) and the conversion of a
+loop-free SPMD module into one ET per device (:mod:`chakra.xla.convert`) are built; loops,
+profiles, the fidelity check and ``chakra convert xla`` are not yet."""
