@@ -3,6 +3,7 @@ for 8 forced host devices, its collectives' device groups, and bad input."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -101,8 +102,6 @@ def test_every_device_gets_both_all_reduces_in_its_mesh_groups(converted: Path):
 
 
 def test_a_devices_flops_are_xlas_own_count(converted: Path, sharded_mlp: Path):
-    import json
-
     from chakra.table import load_table
 
     xla_flops = json.loads((sharded_mlp / "step.cost.json").read_text())["flops"]
@@ -122,3 +121,25 @@ def test_the_converted_step_validates_for_astra_sim_and_simulates(converted: Pat
     system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
     done = run_cli("simulate", "--workload", str(converted), "--system", str(system), "--network", str(network))
     assert done.returncode == 0, done.stderr
+
+
+def test_convert_xla_writes_every_device_and_reports_each_instruction(sharded_mlp: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    done = run_cli("convert", "xla", str(sharded_mlp / "step.hlo.pb"), "-o", str(tmp_path / "step"), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["devices"] == DEVICES and report["converted"]["all-reduce"] == 2
+    assert sorted(p.name for p in tmp_path.glob("step.*.et")) == sorted(f"step.{d}.et" for d in range(DEVICES))
+    text = (sharded_mlp / "step.hlo.txt").read_text()
+    entry_lines = text.split("ENTRY")[1].split("\n}")[0].count(" = ")
+    assert sum(report["converted"].values()) + sum(report["folded"].values()) == entry_lines
+
+
+def test_convert_xla_refuses_hlo_text_in_one_line(sharded_mlp: Path, tmp_path: Path):
+    from helpers import assert_one_line_error, run_cli
+
+    done = run_cli("convert", "xla", str(sharded_mlp / "step.hlo.txt"), "-o", str(tmp_path / "step"))
+    assert done.returncode == 2
+    assert_one_line_error(done, "step.hlo.txt", "HLO text")
+    assert list(tmp_path.iterdir()) == []

@@ -172,6 +172,56 @@ def convert_pytorch(
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
+@convert_app.command("xla")
+def convert_xla_cmd(
+    module: Path = typer.Argument(..., help="A serialized HLO module (.pb), plain or compressed."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{device}.et."),
+    devices: int | None = typer.Option(
+        None, "--devices", min=1, help="Devices the program runs on (default: those its collectives name)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+) -> None:
+    """Convert an XLA program (a JAX step, TensorFlow with jit_compile) to one Chakra ET per device.
+
+    Partial front end: loop-free modules; a while loop is kept as one node and reported, and there
+    are no durations yet (chakra simulate times the nodes from their FLOPs and bytes).
+
+    Example: chakra convert xla step.hlo.pb -o out/step
+    """
+    from chakra.xla.convert import convert_module, write_xla_workload
+    from chakra.xla.hlo import load_module
+
+    with busy(f"converting {module.name}"):
+        conversion = convert_module(load_module(module), devices)
+        written = write_xla_workload(conversion, output)
+    report = {
+        "module": conversion.module.proto.name,
+        "devices": conversion.devices,
+        "nodes_per_device": {str(d): len(n) for d, n in conversion.nodes.items()},
+        "converted": dict(conversion.converted),
+        "folded": dict(conversion.folded),
+        "kept": dict(conversion.kept),
+        "groups": len(conversion.groups),
+        "notes": conversion.notes,
+    }
+    if as_json:
+        stdout.print_json(json.dumps(report))
+        return
+    table = Table(title=f"{written.prefix}.{{device}}.et", title_justify="left")
+    for column in ("instructions", "count", "became"):
+        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
+    for what, counts in (("nodes", conversion.converted), ("folded", conversion.folded), ("kept", conversion.kept)):
+        for opcode, count in counts.most_common():
+            table.add_row(opcode, f"{count:,}", what)
+    print_table(table)
+    nodes = len(conversion.nodes[0]) if conversion.nodes else 0
+    stdout.print(
+        f"wrote {conversion.devices} files of {nodes:,} nodes and {len(conversion.groups)} communicator groups"
+    )
+    for text in conversion.notes:
+        note(text)
+
+
 @convert_app.command("text")
 def convert_text_cmd(
     input_file: Path = typer.Argument(..., help="ASTRA-sim text workload (first line: DATA, MODEL, HYBRID_..., ...)."),

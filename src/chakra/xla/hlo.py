@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -109,10 +108,9 @@ def module_from_bytes(data: bytes, *, path: PathLike | None = None) -> HloModule
 
 
 def _parse(data: bytes, path: PathLike | None) -> HloModuleProto:
-    what = f"{Path(path).name} " if path is not None else ""
     if data.lstrip()[:9] in (b"HloModule", b"hlo_modul"):
         raise ChakraFormatError(
-            f"{what}is HLO text, not a serialized module",
+            "this is HLO text, not a serialized module",
             path=path,
             hint="save compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()",
         )
