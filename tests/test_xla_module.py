@@ -143,3 +143,62 @@ def test_convert_xla_refuses_hlo_text_in_one_line(sharded_mlp: Path, tmp_path: P
     assert done.returncode == 2
     assert_one_line_error(done, "step.hlo.txt", "HLO text")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- every collective kind: a shard_map program --------------------------------------------------
+SHARD_MAP_EXAMPLE = EXAMPLE.with_name("jax_shard_map_collectives.py")
+#: Each device holds 16 x 8 f32 (512 B); the format's comm_size of each kind (all-gather: what a
+#: device puts in; reduce-scatter: the whole gathered buffer, 128 x 8 f32).
+SHARD_BYTES = 16 * 8 * F32_BYTES
+COLLECTIVE_BYTES = {"ALL_REDUCE": SHARD_BYTES, "ALL_GATHER": SHARD_BYTES, "REDUCE_SCATTER": 8 * SHARD_BYTES,
+                    "ALL_TO_ALL": SHARD_BYTES}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def every_collective(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from chakra.xla.convert import convert_module, write_xla_workload
+
+    out = tmp_path_factory.mktemp("shard_map")
+    command = [sys.executable, str(SHARD_MAP_EXAMPLE), str(out)]
+    subprocess.run(command, check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+    write_xla_workload(convert_module(load_module(out / "collectives.hlo.pb")), out / "et" / "collectives")
+    return out / "et" / "collectives"
+
+
+def test_every_device_issues_every_collective_kind_with_its_bytes(every_collective: Path):
+    from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
+    from chakra.table import load_table
+
+    for device in range(DEVICES):
+        comm = load_table(f"{every_collective}.{device}.et").comm
+        kinds = {CollectiveCommType.Name(int(k)): int(s) for k, s in zip(comm.kind, comm.size, strict=True) if k >= 0}
+        assert kinds == COLLECTIVE_BYTES, device
+
+
+def test_the_collective_permute_is_a_ring_of_sends_and_receives_that_pair_exactly(every_collective: Path):
+    from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
+    from chakra.table import load_table
+
+    sends, receives = set(), set()
+    for device in range(DEVICES):
+        table = load_table(f"{every_collective}.{device}.et")
+        comm = table.comm
+        for k, pos in enumerate(comm.pos.tolist()):
+            node_type = int(table.graph.node_type[pos])
+            if node_type == COMM_SEND_NODE:
+                sends.add((device, int(comm.dst[k]), int(comm.tag[k])))
+            elif node_type == COMM_RECV_NODE:
+                receives.add((int(comm.src[k]), device, int(comm.tag[k])))
+    assert sends == receives
+    assert {(s, d) for s, d, _ in sends} == {(d, (d + 1) % DEVICES) for d in range(DEVICES)}
+
+
+def test_the_program_of_every_collective_validates_and_simulates(every_collective: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    assert run_cli("validate", str(every_collective), "--target", "astra-sim").returncode == 0
+    network = tmp_path / "switch8.yml"
+    network.write_text(f"topology: [ Switch ]\nnpus_count: [ {DEVICES} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
+    done = run_cli("simulate", "--workload", str(every_collective), "--system", str(system), "--network", str(network))
+    assert done.returncode == 0, done.stderr

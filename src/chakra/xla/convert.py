@@ -15,7 +15,7 @@ ascending id follows the schedule):
   convention (all-gather: the bytes each device puts in; the others: the whole buffer), ``pg_name``
   the id of the device's group; one communicator group per distinct group of devices;
 * ``collective-permute`` is a SEND to each target the device sends to and a RECV from each source,
-  tagged with the instruction's channel id;
+  tagged with the instruction's position in the schedule (the same on every device);
 * ``while`` and ``conditional`` are kept as one COMP node each and reported: unrolling loops is not
   built yet.
 
@@ -135,7 +135,7 @@ def _device_nodes(
         nodes.append(node)
         return node.id
 
-    for instruction in module.scheduled():
+    for position, instruction in enumerate(module.scheduled()):
         op = instruction.opcode
         deps = deps_of(instruction)
         if op in FOLDED:
@@ -161,7 +161,9 @@ def _device_nodes(
             ]
         elif op in PERMUTES:
             size = shape_bytes(instruction.shape)
-            tag = instruction.channel_id or instruction.id
+            # the position in the schedule: the same on every device and unique (channel ids repeat,
+            # every op of a shard_map has 1; instruction ids carry the computation in their high bits)
+            tag = position
             ids = [
                 add(f"{instruction.name}.send.{p.target}", COMM_SEND_NODE, deps, comm_dst=p.target, comm_tag=tag,
                     comm_size=size)
