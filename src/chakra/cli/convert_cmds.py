@@ -183,8 +183,9 @@ def convert_xla_cmd(
 ) -> None:
     """Convert an XLA program (a JAX step, TensorFlow with jit_compile) to one Chakra ET per device.
 
-    Partial front end: loop-free modules; a while loop is kept as one node and reported, and there
-    are no durations yet (chakra simulate times the nodes from their FLOPs and bytes).
+    Partial front end: while loops of known trip count (lax.scan) are unrolled, others kept as one
+    node and reported; there are no durations yet (chakra simulate times the nodes from their FLOPs
+    and bytes).
 
     Example: chakra convert xla step.hlo.pb -o out/step
     """
@@ -201,6 +202,7 @@ def convert_xla_cmd(
         "converted": dict(conversion.converted),
         "folded": dict(conversion.folded),
         "kept": dict(conversion.kept),
+        "unrolled": dict(conversion.unrolled),
         "groups": len(conversion.groups),
         "notes": conversion.notes,
     }
@@ -210,7 +212,13 @@ def convert_xla_cmd(
     table = Table(title=f"{written.prefix}.{{device}}.et", title_justify="left")
     for column in ("instructions", "count", "became"):
         table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
-    for what, counts in (("nodes", conversion.converted), ("folded", conversion.folded), ("kept", conversion.kept)):
+    outcomes = (
+        ("nodes", conversion.converted),
+        ("folded", conversion.folded),
+        ("unrolled", conversion.unrolled),
+        ("kept whole", conversion.kept),
+    )
+    for what, counts in outcomes:
         for opcode, count in counts.most_common():
             table.add_row(opcode, f"{count:,}", what)
     print_table(table)

@@ -1,4 +1,5 @@
 """The XLA front end: JAX and TensorFlow (XLA) programs as Chakra ETs. Partial (issue 16): the module
-reader (:mod:`chakra.xla.hlo`), the cost model (:mod:`chakra.xla.costs`) and the conversion of a
-loop-free SPMD module into one ET per device (:mod:`chakra.xla.convert`) are built; loops,
-profiles, the fidelity check and ``chakra convert xla`` are not yet."""
+reader (:mod:`chakra.xla.hlo`), the cost model (:mod:`chakra.xla.costs`) and the conversion of an
+SPMD module into one ET per device, loops of known trip count unrolled (:mod:`chakra.xla.convert`,
+``chakra convert xla``) are built; profiles (durations), the fidelity check, collecting from a
+running job and TensorFlow dumps are not yet."""

@@ -15,9 +15,10 @@ ascending id follows the schedule):
   convention (all-gather: the bytes each device puts in; the others: the whole buffer), ``pg_name``
   the id of the device's group; one communicator group per distinct group of devices;
 * ``collective-permute`` is a SEND to each target the device sends to and a RECV from each source,
-  tagged with the instruction's position in the schedule (the same on every device);
-* ``while`` and ``conditional`` are kept as one COMP node each and reported: unrolling loops is not
-  built yet.
+  tagged in the order the permutes are emitted (the same on every device);
+* a ``while`` loop whose trip count XLA knows (``lax.scan`` over layers) is unrolled: its body once
+  per iteration (nodes named ``NAME@ITERATION``), each iteration after the previous; a ``call`` is
+  inlined; a loop of unknown count and a ``conditional`` are kept as one COMP node each, reported.
 
 No durations: without a profile the nodes carry costs only (``chakra simulate`` times them).
 
@@ -48,10 +49,10 @@ from chakra.schema.protobuf.et_def_pb2 import (
     Node,
     NodeType,
 )
-from chakra.schema.xla.hlo_subset_pb2 import HloInstructionProto
+from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto
 from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.xla.costs import instruction_bytes, instruction_flops
-from chakra.xla.hlo import HloModule, replica_groups, shape_bytes
+from chakra.xla.hlo import HloModule, computation_order, replica_groups, shape_bytes, trip_count, while_body
 
 #: Instructions that compute nothing on their own: folded into the dependencies.
 FOLDED = frozenset(
@@ -82,10 +83,14 @@ class XlaConversion:
     converted: Counter[str] = field(default_factory=Counter)  # opcode -> instructions made into nodes
     folded: Counter[str] = field(default_factory=Counter)  # opcode -> instructions folded
     kept: Counter[str] = field(default_factory=Counter)  # opcode -> control flow kept as one node
+    unrolled: Counter[str] = field(default_factory=Counter)  # opcode -> loops unrolled
 
     @property
     def notes(self) -> list[str]:
-        out = [f"{count:,} {op} kept as one node each: loops are not unrolled yet" for op, count in self.kept.items()]
+        out = [
+            f"{count:,} {op} kept as one node each: its trip count is unknown (or it is a conditional)"
+            for op, count in self.kept.items()
+        ]
         out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
         return out
 
@@ -117,79 +122,127 @@ def convert_module(module: HloModule, devices: int | None = None) -> XlaConversi
 def _device_nodes(
     conversion: XlaConversion, device: int, group_ids: dict[tuple[int, ...], int], counting: bool
 ) -> list[Node]:
-    module = conversion.module
-    nodes: list[Node] = []
-    made: dict[int, list[int]] = {}  # instruction id -> the node ids its users depend on
+    emitter = _Emitter(conversion, device, group_ids, counting)
+    emitter.emit(conversion.module.entry, {})
+    return emitter.nodes
 
-    def deps_of(instruction: HloInstructionProto) -> list[int]:
-        found: list[int] = []
-        for source in (*instruction.operand_ids, *instruction.control_predecessor_ids):
-            found.extend(d for d in made.get(source, ()) if d not in found)
-        return found
 
-    def add(name: str, node_type: NodeType, deps: list[int], **attrs: object) -> int:
-        node = Node(id=len(nodes), name=name, type=node_type, data_deps=deps)
+class _Emitter:
+    """One device's nodes, emitted computation by computation (loop bodies once per iteration)."""
+
+    def __init__(self, conversion: XlaConversion, device: int, group_ids: dict[tuple[int, ...], int], counting: bool):
+        self.conversion = conversion
+        self.module = conversion.module
+        self.device = device
+        self.group_ids = group_ids
+        self.counting = counting
+        self.nodes: list[Node] = []
+        self.permutes = 0  # collective-permutes emitted: their tags, the same order on every device
+
+    def add(self, name: str, node_type: NodeType, deps: list[int], **attrs: object) -> int:
+        node = Node(id=len(self.nodes), name=name, type=node_type, data_deps=deps)
         set_attr(node, "is_cpu_op", False)
         for key, value in attrs.items():
             set_attr(node, key, value)
-        nodes.append(node)
+        self.nodes.append(node)
         return node.id
 
-    for position, instruction in enumerate(module.scheduled()):
+    def count(self, table: Counter[str], op: str) -> None:
+        if self.counting:
+            table[op] += 1
+
+    def emit(self, computation: HloComputationProto, parameters: dict[int, list[int]], suffix: str = "") -> list[int]:
+        """Emit ``computation``'s instructions (``parameters``: parameter number -> the nodes it
+        stands for) and return the nodes its result depends on."""
+        made: dict[int, list[int]] = {}
+        for instruction in computation_order(self.module, computation):
+            deps: list[int] = []
+            for source in (*instruction.operand_ids, *instruction.control_predecessor_ids):
+                deps.extend(d for d in made.get(source, ()) if d not in deps)
+            made[instruction.id] = self.instruction(instruction, deps, parameters, suffix)
+        return made.get(computation.root_id, [])
+
+    def instruction(
+        self, instruction: HloInstructionProto, deps: list[int], parameters: dict[int, list[int]], suffix: str
+    ) -> list[int]:
         op = instruction.opcode
-        deps = deps_of(instruction)
+        name = instruction.name + suffix
+        if op == "parameter":
+            self.count(self.conversion.folded, op)
+            return parameters.get(instruction.parameter_number, [])
         if op in FOLDED:
-            made[instruction.id] = deps
-            if counting:
-                conversion.folded[op] += 1
-            continue
+            self.count(self.conversion.folded, op)
+            return deps
+        if op == "while" and trip_count(instruction) is not None:
+            return self.unrolled(instruction, deps, suffix)
+        if op == "call":
+            self.count(self.conversion.converted, op)
+            called = self.module.computations[instruction.called_computation_ids[0]]
+            return self.emit(called, dict.fromkeys(range(len(instruction.operand_ids)), deps), suffix)
+        self.count(self.conversion.converted, op)
         base = op.removesuffix(ASYNC_START_SUFFIX)
         if base in COLLECTIVES:
-            members = next((g for g in replica_groups(instruction, conversion.devices) if device in g), None)
-            if members is None:
-                raise ChakraInputError(f"{instruction.name} runs on no group holding device {device}", path=module.path)
-            gid = group_ids.setdefault(tuple(members), len(group_ids) + 1)
-            made[instruction.id] = [
-                add(
-                    instruction.name,
-                    COMM_COLL_NODE,
-                    deps,
-                    comm_type=COLLECTIVES[base],
-                    comm_size=_comm_size(module, instruction, base),
-                    pg_name=str(gid),
-                )
-            ]
-        elif op in PERMUTES:
-            size = shape_bytes(instruction.shape)
-            # the position in the schedule: the same on every device and unique (channel ids repeat,
-            # every op of a shard_map has 1; instruction ids carry the computation in their high bits)
-            tag = position
-            ids = [
-                add(f"{instruction.name}.send.{p.target}", COMM_SEND_NODE, deps, comm_dst=p.target, comm_tag=tag,
-                    comm_size=size)
-                for p in instruction.source_target_pairs if p.source == device
-            ]  # fmt: skip
-            received = [
-                add(f"{instruction.name}.recv.{p.source}", COMM_RECV_NODE, deps, comm_src=p.source, comm_tag=tag,
-                    comm_size=size)
-                for p in instruction.source_target_pairs if p.target == device
-            ]  # fmt: skip
-            made[instruction.id] = received or ids
-        else:
-            if op in NOT_UNROLLED and counting:
-                conversion.kept[op] += 1
-            made[instruction.id] = [
-                add(
-                    instruction.name,
-                    COMP_NODE,
-                    deps,
-                    num_ops=instruction_flops(module, instruction),
-                    tensor_size=instruction_bytes(module, instruction),
-                )
-            ]
-        if counting:
-            conversion.converted[op] += 1
-    return nodes
+            return [self.collective(instruction, base, name, deps)]
+        if op in PERMUTES:
+            return self.permute(instruction, name, deps)
+        if op in NOT_UNROLLED:
+            self.count(self.conversion.kept, op)
+        return [
+            self.add(
+                name,
+                COMP_NODE,
+                deps,
+                num_ops=instruction_flops(self.module, instruction),
+                tensor_size=instruction_bytes(self.module, instruction),
+            )
+        ]
+
+    def unrolled(self, loop: HloInstructionProto, deps: list[int], suffix: str) -> list[int]:
+        """A ``while`` loop of known trip count: its body once per iteration, each iteration's
+        parameter standing for the previous one's result (the first's for the loop's operand)."""
+        body = while_body(self.module, loop)
+        count = trip_count(loop) or 0
+        self.count(self.conversion.unrolled, loop.opcode)
+        carried = deps
+        for iteration in range(count):
+            carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
+        return carried
+
+    def collective(self, instruction: HloInstructionProto, base: str, name: str, deps: list[int]) -> int:
+        groups = replica_groups(instruction, self.conversion.devices)
+        members = next((g for g in groups if self.device in g), None)
+        if members is None:
+            raise ChakraInputError(
+                f"{instruction.name} runs on no group holding device {self.device}", path=self.module.path
+            )
+        gid = self.group_ids.setdefault(tuple(members), len(self.group_ids) + 1)
+        return self.add(
+            name,
+            COMM_COLL_NODE,
+            deps,
+            comm_type=COLLECTIVES[base],
+            comm_size=_comm_size(self.module, instruction, base),
+            pg_name=str(gid),
+        )
+
+    def permute(self, instruction: HloInstructionProto, name: str, deps: list[int]) -> list[int]:
+        size = shape_bytes(instruction.shape)
+        # tagged in emission order: the same on every device and unique (channel ids repeat, every
+        # op of a shard_map has 1; instruction ids carry the computation in their high bits)
+        tag = self.permutes
+        self.permutes += 1
+        device = self.device
+        sends = [
+            self.add(f"{name}.send.{p.target}", COMM_SEND_NODE, deps, comm_dst=p.target, comm_tag=tag, comm_size=size)
+            for p in instruction.source_target_pairs
+            if p.source == device
+        ]
+        receives = [
+            self.add(f"{name}.recv.{p.source}", COMM_RECV_NODE, deps, comm_src=p.source, comm_tag=tag, comm_size=size)
+            for p in instruction.source_target_pairs
+            if p.target == device
+        ]
+        return receives or sends
 
 
 def _comm_size(module: HloModule, instruction: HloInstructionProto, base: str) -> int:

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,8 @@ ELEMENT_BYTES = {
 }  # fmt: skip
 #: Element types that hold no array data: TUPLE (its parts do), OPAQUE_TYPE, TOKEN.
 TUPLE, OPAQUE, TOKEN = 13, 14, 17
+#: The element type of a loop condition's result.
+PRED = 1
 
 
 @dataclass
@@ -171,3 +174,41 @@ def iota_groups(iota: IotaReplicaGroupListProto) -> list[tuple[int, ...]]:
     if iota.iota_transpose_perm:
         devices = devices.transpose(list(iota.iota_transpose_perm))
     return [tuple(row) for row in devices.reshape(count, size).tolist()]
+
+
+def trip_count(instruction: HloInstructionProto) -> int | None:
+    """A ``while`` loop's trip count when XLA knows it (``backend_config`` ``known_trip_count``),
+    else ``None``.
+
+    >>> trip_count(HloInstructionProto(opcode="while", backend_config=b'{"known_trip_count":{"n":"4"}}'))
+    4
+    """
+    try:
+        config = json.loads(instruction.backend_config or b"{}")
+    except ValueError:
+        return None
+    count = config.get("known_trip_count", {}).get("n") if isinstance(config, dict) else None
+    try:
+        return int(count) if count is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def while_body(module: HloModule, instruction: HloInstructionProto) -> HloComputationProto:
+    """The body of a ``while`` loop: of its two computations, the one whose result is not the loop
+    condition's scalar predicate."""
+    called = [module.computations[c] for c in instruction.called_computation_ids]
+    for computation in called:
+        root = module.instructions.get(computation.root_id)
+        if root is None or root.shape.element_type != PRED or list(root.shape.dimensions):
+            return computation
+    raise ChakraFormatError(f"while loop {instruction.name} has no body computation", path=module.path)
+
+
+def computation_order(module: HloModule, computation: HloComputationProto) -> list[HloInstructionProto]:
+    """A computation's instructions in XLA's schedule (listed order, which is a dependency order,
+    for one the schedule leaves out)."""
+    sequence = module.proto.schedule.sequences.get(computation.id)
+    if sequence is None:
+        return list(computation.instructions)
+    return [module.instructions[i] for i in sequence.instruction_ids]
