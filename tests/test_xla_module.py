@@ -248,3 +248,56 @@ def test_the_unrolled_loops_flops_are_the_closed_form(scanned: Path):
     ours = int(load_table(f"{scanned}.0.et").num_ops.clip(min=0).sum())
     # ours also counts the elementwise work (about 1 % here): within the issue's 2 %
     assert closed_form <= ours <= (1 + FLOPS_TOLERANCE) * closed_form, (ours, closed_form)
+
+
+# ---- a profile: measured times, the fidelity check ----------------------------------------------
+TWO_DEVICES = "2x1"
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sharded step compiled for 2 devices (data parallel) and profiled for two steps."""
+    out = tmp_path_factory.mktemp("profiled")
+    command = [sys.executable, str(EXAMPLE), str(out), "--mesh", TWO_DEVICES, "--profile"]
+    subprocess.run(command, check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+    return out
+
+
+def test_with_a_profile_every_node_has_its_measured_start_and_duration(profiled: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    from chakra.table import load_table
+
+    argv = ["convert", "xla", str(profiled / "step.hlo.pb"), "-o", str(tmp_path / "step")]
+    done = run_cli(*argv, "--profile", str(profiled / "profile"))
+    assert done.returncode == 0, done.stderr
+    for device in range(2):
+        table = load_table(tmp_path / f"step.{device}.et")
+        assert (table.start_us > 0).all() and (table.dur_ns > 0).all()
+
+
+def test_the_fidelity_check_passes_on_a_two_device_job(profiled: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    argv = ["convert", "xla", str(profiled / "step.hlo.pb"), "-o", str(tmp_path / "step"), "--json"]
+    done = run_cli(*argv, "--profile", str(profiled / "profile"), "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    errors = json.loads(done.stdout)["fidelity"]
+    assert len(errors) == 2 and all(abs(e) <= 0.10 for e in errors.values())
+
+
+def test_a_profile_of_another_program_is_refused_in_one_line(profiled: Path, every_collective: Path, tmp_path: Path):
+    from helpers import assert_one_line_error, run_cli
+
+    module = every_collective.parent.parent / "collectives.hlo.pb"
+    done = run_cli("convert", "xla", str(module), "-o", str(tmp_path / "x"), "--profile", str(profiled / "profile"))
+    assert done.returncode == 2
+    assert_one_line_error(done, "trace.json", "has no run of module", "jit_step")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_fidelity_check_needs_a_profile(sharded_mlp: Path, tmp_path: Path):
+    from helpers import run_cli
+
+    done = run_cli("convert", "xla", str(sharded_mlp / "step.hlo.pb"), "-o", str(tmp_path / "s"), "--check")
+    assert done.returncode == 2 and "--check needs --profile" in done.stderr

@@ -24,6 +24,7 @@ from chakra.cli.console import (
     stdout,
     write_json,
 )
+from chakra.errors import ChakraInputError
 from chakra.validate.findings import Target
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
@@ -34,7 +35,10 @@ app = typer.Typer()
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
+    from chakra.analyze.replay import ReplayResult
     from chakra.pytorch.workload import WorkloadResult
+    from chakra.trace import WrittenWorkload
+    from chakra.xla.convert import XlaConversion
 
 
 def _check_help() -> str:
@@ -179,6 +183,12 @@ def convert_xla_cmd(
     devices: int | None = typer.Option(
         None, "--devices", min=1, help="Devices the program runs on (default: those its collectives name)."
     ),
+    profile: Path | None = typer.Option(
+        None, "--profile", help="A JAX profile (the folder jax.profiler.start_trace wrote, or its trace.json.gz)."
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="Replay each device with its measured durations; exit 1 if off by more than 10 %."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
 ) -> None:
     """Convert an XLA program (a JAX step, TensorFlow with jit_compile) to one Chakra ET per device.
@@ -187,14 +197,19 @@ def convert_xla_cmd(
     node and reported; there are no durations yet (chakra simulate times the nodes from their FLOPs
     and bytes).
 
-    Example: chakra convert xla step.hlo.pb -o out/step
+    Example: chakra convert xla step.hlo.pb -o out/step --profile prof/ --check
     """
-    from chakra.xla.convert import convert_module, write_xla_workload
+    from chakra.xla.convert import FIDELITY_TOLERANCE, convert_module, replay_devices, write_xla_workload
     from chakra.xla.hlo import load_module
+    from chakra.xla.profile import load_profile
 
+    if check and profile is None:
+        raise ChakraInputError("--check needs --profile", hint="the fidelity check compares with measured times")
     with busy(f"converting {module.name}"):
-        conversion = convert_module(load_module(module), devices)
+        measured = load_profile(profile) if profile is not None else None
+        conversion = convert_module(load_module(module), devices, measured)
         written = write_xla_workload(conversion, output)
+    fidelity = replay_devices(written) if check else {}
     report = {
         "module": conversion.module.proto.name,
         "devices": conversion.devices,
@@ -205,10 +220,19 @@ def convert_xla_cmd(
         "unrolled": dict(conversion.unrolled),
         "groups": len(conversion.groups),
         "notes": conversion.notes,
+        "fidelity": {str(d): r.error for d, r in fidelity.items()},
     }
+    off = sorted(d for d, r in fidelity.items() if r.error is None or abs(r.error) > FIDELITY_TOLERANCE)
     if as_json:
         stdout.print_json(json.dumps(report))
-        return
+    else:
+        _print_xla(conversion, written, fidelity)
+    if off:
+        stderr.print(Text(f"fidelity check failed for devices {off}", style="bold red"))
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: dict[int, ReplayResult]) -> None:
     table = Table(title=f"{written.prefix}.{{device}}.et", title_justify="left")
     for column in ("instructions", "count", "became"):
         table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
@@ -226,6 +250,10 @@ def convert_xla_cmd(
     stdout.print(
         f"wrote {conversion.devices} files of {nodes:,} nodes and {len(conversion.groups)} communicator groups"
     )
+    for device, result in fidelity.items():
+        shown = "-" if result.error is None else f"{result.error:+.1%}"
+        measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"
+        stdout.print(f"device {device}: replayed {result.predicted_span_us:,.1f} µs, measured {measured} µs ({shown})")
     for text in conversion.notes:
         note(text)
 

@@ -1,5 +1,6 @@
-"""The XLA front end: JAX and TensorFlow (XLA) programs as Chakra ETs. Partial (issue 16): the module
-reader (:mod:`chakra.xla.hlo`), the cost model (:mod:`chakra.xla.costs`) and the conversion of an
-SPMD module into one ET per device, loops of known trip count unrolled (:mod:`chakra.xla.convert`,
-``chakra convert xla``) are built; profiles (durations), the fidelity check, collecting from a
-running job and TensorFlow dumps are not yet."""
+"""The XLA front end: JAX and TensorFlow (XLA) programs as Chakra ETs. Partial (issue 16): reading
+modules (:mod:`chakra.xla.hlo`), the cost model (:mod:`chakra.xla.costs`), the conversion of an SPMD
+module into one ET per device with loops of known trip count unrolled (:mod:`chakra.xla.convert`),
+measured times from a JAX profile (:mod:`chakra.xla.profile`) and the fidelity check
+(``chakra convert xla --profile --check``) are built; collecting from a running job, async
+collectives as overlapping streams and TensorFlow dumps are not yet."""

@@ -8,6 +8,7 @@ ascending id follows the schedule):
 * ``parameter``, ``constant``, ``tuple``, ``get-tuple-element``, ``bitcast`` and the like are
   *folded*: they compute nothing, and a node that uses one depends on what produced its operands;
   the report counts them by opcode;
+* every node runs on stream 0 of its device, one after another, as XLA runs them;
 * a ``fusion``, ``dot``, ``convolution`` or any other computing instruction is a COMP node with
   ``num_ops`` (FLOPs) and ``tensor_size`` (bytes at its boundary) from :mod:`chakra.xla.costs`;
 * ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` (and their async ``-start``;
@@ -20,7 +21,9 @@ ascending id follows the schedule):
   per iteration (nodes named ``NAME@ITERATION``), each iteration after the previous; a ``call`` is
   inlined; a loop of unknown count and a ``conditional`` are kept as one COMP node each, reported.
 
-No durations: without a profile the nodes carry costs only (``chakra simulate`` times them).
+Times: with a JAX profile (:mod:`chakra.xla.profile`) every node gets its instruction's measured
+start and duration on that device; without one the nodes carry costs only (``chakra simulate``
+times them).
 
 Example:
     conversion = convert_module(load_module("step.hlo.pb"))
@@ -33,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from chakra import io
+from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
@@ -52,7 +56,16 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto
 from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.xla.costs import instruction_bytes, instruction_flops
-from chakra.xla.hlo import HloModule, computation_order, replica_groups, shape_bytes, trip_count, while_body
+from chakra.xla.hlo import (
+    HloModule,
+    computation_order,
+    module_device_count,
+    replica_groups,
+    shape_bytes,
+    trip_count,
+    while_body,
+)
+from chakra.xla.profile import Profile, Timing
 
 #: Instructions that compute nothing on their own: folded into the dependencies.
 FOLDED = frozenset(
@@ -67,6 +80,10 @@ COLLECTIVES = {
     "all-to-all": ALL_TO_ALL,
 }
 ASYNC_START_SUFFIX = "-start"
+NS_PER_US = 1000
+#: The stream every node of a device runs on: XLA runs a program's operations one after another on
+#: its device (the profile shows one thread per device); async collectives would be a second stream.
+DEVICE_STREAM = 0
 PERMUTES = frozenset({"collective-permute", "collective-permute-start"})
 #: Control flow kept as one node for now (the report says so).
 NOT_UNROLLED = frozenset({"while", "conditional"})
@@ -84,6 +101,8 @@ class XlaConversion:
     folded: Counter[str] = field(default_factory=Counter)  # opcode -> instructions folded
     kept: Counter[str] = field(default_factory=Counter)  # opcode -> control flow kept as one node
     unrolled: Counter[str] = field(default_factory=Counter)  # opcode -> loops unrolled
+    untimed: Counter[str] = field(default_factory=Counter)  # opcode -> nodes the profile has no event for
+    profiled: bool = False
 
     @property
     def notes(self) -> list[str]:
@@ -91,12 +110,18 @@ class XlaConversion:
             f"{count:,} {op} kept as one node each: its trip count is unknown (or it is a conditional)"
             for op, count in self.kept.items()
         ]
-        out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
+        if not self.profiled:
+            out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
+        for op, count in self.untimed.items():
+            out.append(f"{count:,} {op} nodes of device 0 have no event in the profile: no duration")
         return out
 
 
 def module_devices(module: HloModule) -> int:
-    """The devices the module's collectives name (1 for a module without any)."""
+    """The devices the module was compiled for, else those its collectives name (1 for none)."""
+    recorded = module_device_count(module)
+    if recorded is not None:
+        return recorded
     highest = 0
     for instruction in module.scheduled():
         if instruction.opcode.removesuffix(ASYNC_START_SUFFIX) in COLLECTIVES:
@@ -106,23 +131,30 @@ def module_devices(module: HloModule) -> int:
     return highest + 1
 
 
-def convert_module(module: HloModule, devices: int | None = None) -> XlaConversion:
-    """Every device's nodes for ``module`` (``devices``: default :func:`module_devices`)."""
+def convert_module(module: HloModule, devices: int | None = None, profile: Profile | None = None) -> XlaConversion:
+    """Every device's nodes for ``module`` (``devices``: default :func:`module_devices`), with the
+    starts and durations ``profile`` measured on each device when one is given."""
     count = devices if devices is not None else module_devices(module)
     if count < 1:
         raise ChakraInputError(f"devices must be at least 1, got {count}", path=module.path)
     group_ids: dict[tuple[int, ...], int] = {}
     conversion = XlaConversion(module, count, {}, CommGroups())
     for device in range(count):
-        conversion.nodes[device] = _device_nodes(conversion, device, group_ids, counting=device == 0)
+        timings = profile.timings(module.proto.name, device) if profile is not None else None
+        conversion.nodes[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
+    conversion.profiled = profile is not None
     conversion.groups = CommGroups({gid: members for members, gid in group_ids.items()})
     return conversion
 
 
 def _device_nodes(
-    conversion: XlaConversion, device: int, group_ids: dict[tuple[int, ...], int], counting: bool
+    conversion: XlaConversion,
+    device: int,
+    group_ids: dict[tuple[int, ...], int],
+    counting: bool,
+    timings: dict[str, list[Timing]] | None,
 ) -> list[Node]:
-    emitter = _Emitter(conversion, device, group_ids, counting)
+    emitter = _Emitter(conversion, device, group_ids, counting, timings)
     emitter.emit(conversion.module.entry, {})
     return emitter.nodes
 
@@ -130,7 +162,14 @@ def _device_nodes(
 class _Emitter:
     """One device's nodes, emitted computation by computation (loop bodies once per iteration)."""
 
-    def __init__(self, conversion: XlaConversion, device: int, group_ids: dict[tuple[int, ...], int], counting: bool):
+    def __init__(
+        self,
+        conversion: XlaConversion,
+        device: int,
+        group_ids: dict[tuple[int, ...], int],
+        counting: bool,
+        timings: dict[str, list[Timing]] | None,
+    ):
         self.conversion = conversion
         self.module = conversion.module
         self.device = device
@@ -138,10 +177,33 @@ class _Emitter:
         self.counting = counting
         self.nodes: list[Node] = []
         self.permutes = 0  # collective-permutes emitted: their tags, the same order on every device
+        self.timings = timings
+        self.emitted: Counter[str] = Counter()  # instruction name -> emissions so far
 
-    def add(self, name: str, node_type: NodeType, deps: list[int], **attrs: object) -> int:
+    def timing_of(self, instruction: HloInstructionProto) -> Timing | None:
+        """The measured execution of this emission of ``instruction`` (its k-th emission is its k-th
+        execution in the profile's run: an unrolled loop's k-th iteration), or ``None``."""
+        if self.timings is None:
+            return None
+        executions = self.timings.get(instruction.name, [])
+        index = self.emitted[instruction.name]
+        self.emitted[instruction.name] += 1
+        if index >= len(executions):
+            self.count(self.conversion.untimed, instruction.opcode)
+            return None
+        return executions[index]
+
+    def add(
+        self, name: str, node_type: NodeType, deps: list[int], timing: Timing | None = None, **attrs: object
+    ) -> int:
         node = Node(id=len(self.nodes), name=name, type=node_type, data_deps=deps)
+        if timing is not None:
+            start_us, dur_us = timing
+            node.start_time_micros = max(1, round(start_us))  # 0 would read as "not recorded"
+            node.duration_micros = round(dur_us)
+            set_attr(node, "duration_ns", round(dur_us * NS_PER_US))
         set_attr(node, "is_cpu_op", False)
+        set_attr(node, "stream", DEVICE_STREAM)
         for key, value in attrs.items():
             set_attr(node, key, value)
         self.nodes.append(node)
@@ -180,11 +242,12 @@ class _Emitter:
             called = self.module.computations[instruction.called_computation_ids[0]]
             return self.emit(called, dict.fromkeys(range(len(instruction.operand_ids)), deps), suffix)
         self.count(self.conversion.converted, op)
+        timing = self.timing_of(instruction)
         base = op.removesuffix(ASYNC_START_SUFFIX)
         if base in COLLECTIVES:
-            return [self.collective(instruction, base, name, deps)]
+            return [self.collective(instruction, base, name, deps, timing)]
         if op in PERMUTES:
-            return self.permute(instruction, name, deps)
+            return self.permute(instruction, name, deps, timing)
         if op in NOT_UNROLLED:
             self.count(self.conversion.kept, op)
         return [
@@ -192,6 +255,7 @@ class _Emitter:
                 name,
                 COMP_NODE,
                 deps,
+                timing,
                 num_ops=instruction_flops(self.module, instruction),
                 tensor_size=instruction_bytes(self.module, instruction),
             )
@@ -208,7 +272,9 @@ class _Emitter:
             carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
         return carried
 
-    def collective(self, instruction: HloInstructionProto, base: str, name: str, deps: list[int]) -> int:
+    def collective(
+        self, instruction: HloInstructionProto, base: str, name: str, deps: list[int], timing: Timing | None
+    ) -> int:
         groups = replica_groups(instruction, self.conversion.devices)
         members = next((g for g in groups if self.device in g), None)
         if members is None:
@@ -220,12 +286,13 @@ class _Emitter:
             name,
             COMM_COLL_NODE,
             deps,
+            timing,
             comm_type=COLLECTIVES[base],
             comm_size=_comm_size(self.module, instruction, base),
             pg_name=str(gid),
         )
 
-    def permute(self, instruction: HloInstructionProto, name: str, deps: list[int]) -> list[int]:
+    def permute(self, instruction: HloInstructionProto, name: str, deps: list[int], timing: Timing | None) -> list[int]:
         size = shape_bytes(instruction.shape)
         # tagged in emission order: the same on every device and unique (channel ids repeat, every
         # op of a shard_map has 1; instruction ids carry the computation in their high bits)
@@ -233,12 +300,16 @@ class _Emitter:
         self.permutes += 1
         device = self.device
         sends = [
-            self.add(f"{name}.send.{p.target}", COMM_SEND_NODE, deps, comm_dst=p.target, comm_tag=tag, comm_size=size)
+            self.add(
+                f"{name}.send.{p.target}", COMM_SEND_NODE, deps, timing, comm_dst=p.target, comm_tag=tag, comm_size=size
+            )
             for p in instruction.source_target_pairs
             if p.source == device
         ]
         receives = [
-            self.add(f"{name}.recv.{p.source}", COMM_RECV_NODE, deps, comm_src=p.source, comm_tag=tag, comm_size=size)
+            self.add(
+                f"{name}.recv.{p.source}", COMM_RECV_NODE, deps, timing, comm_src=p.source, comm_tag=tag, comm_size=size
+            )
             for p in instruction.source_target_pairs
             if p.target == device
         ]
@@ -264,3 +335,13 @@ def write_xla_workload(conversion: XlaConversion, prefix: PathLike) -> WrittenWo
             writer.groups = conversion.groups
     assert writer.result is not None
     return writer.result
+
+
+#: A device's replayed span may be this far from its measured one before ``--check`` fails (issue
+#: 16: 10 % on a 2-device job; more devices than cores make the measured timing noise).
+FIDELITY_TOLERANCE = 0.10
+
+
+def replay_devices(written: WrittenWorkload) -> dict[int, ReplayResult]:
+    """Each device's ET replayed with its recorded durations, against its measured span."""
+    return {device: replay_file(path) for device, path in sorted(written.paths.items())}

@@ -30,6 +30,7 @@ from chakra.schema.xla.hlo_subset_pb2 import (
     HloModuleProto,
     HloProto,
     IotaReplicaGroupListProto,
+    MeshAxesDeviceList,
     ShapeProto,
 )
 
@@ -157,7 +158,35 @@ def replica_groups(instruction: HloInstructionProto, num_devices: int) -> list[t
         return [tuple(g.replica_ids) for g in devices.replica_groups]
     if devices.HasField("iota_replica_group_list"):
         return iota_groups(devices.iota_replica_group_list)
+    if instruction.HasField("mesh_device_list"):
+        return mesh_groups(instruction.mesh_device_list)
     return [tuple(range(num_devices))]
+
+
+def mesh_groups(listed: MeshAxesDeviceList) -> list[tuple[int, ...]]:
+    """The groups of a mesh-axes device list: the mesh's devices (``device_ids``, else in order)
+    laid out on its axes, one group per combination of the axes the list does not name.
+
+    >>> from chakra.schema.xla.hlo_subset_pb2 import AxisRefProto, MeshAxis, MeshProto
+    >>> mesh = MeshProto(axes=[MeshAxis(name="data", size=2), MeshAxis(name="model", size=2)])
+    >>> mesh_groups(MeshAxesDeviceList(mesh=mesh, axes=[AxisRefProto(mesh_axis_index=0)]))
+    [(0, 2), (1, 3)]
+    """
+    sizes = [axis.size for axis in listed.mesh.axes] or [1]
+    spanned = [ref.mesh_axis_index for ref in listed.axes]
+    if any(ref.HasField("sub_axis_info") for ref in listed.axes):
+        raise ChakraFormatError("a collective over a split mesh axis (a sub-axis) is not read yet")
+    devices = np.array(listed.mesh.device_ids or range(int(np.prod(sizes))), dtype=np.int64).reshape(sizes)
+    others = [axis for axis in range(len(sizes)) if axis not in spanned]
+    members = int(np.prod([sizes[axis] for axis in spanned], dtype=np.int64))
+    return [tuple(row) for row in devices.transpose(others + spanned).reshape(-1, members).tolist()]
+
+
+def module_device_count(module: HloModule) -> int | None:
+    """The devices the module was compiled for (replicas x partitions), when it records them."""
+    assignment = module.proto.device_assignment
+    count = max(1, assignment.replica_count) * max(1, assignment.computation_count)
+    return count if module.proto.HasField("device_assignment") else None
 
 
 def iota_groups(iota: IotaReplicaGroupListProto) -> list[tuple[int, ...]]:

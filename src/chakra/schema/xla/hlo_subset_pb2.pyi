@@ -84,8 +84,56 @@ class ConvolutionDimensionNumbers(_message.Message):
     kernel_spatial_dimensions: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, kernel_input_feature_dimension: _Optional[int] = ..., kernel_output_feature_dimension: _Optional[int] = ..., kernel_spatial_dimensions: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class MeshAxis(_message.Message):
+    __slots__ = ("name", "size")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class MeshProto(_message.Message):
+    __slots__ = ("axes", "device_ids")
+    AXES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
+    axes: _containers.RepeatedCompositeFieldContainer[MeshAxis]
+    device_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, axes: _Optional[_Iterable[_Union[MeshAxis, _Mapping]]] = ..., device_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SubAxis(_message.Message):
+    __slots__ = ("pre_size", "size")
+    PRE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    pre_size: int
+    size: int
+    def __init__(self, pre_size: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class AxisRefProto(_message.Message):
+    __slots__ = ("mesh_axis_index", "sub_axis_info")
+    MESH_AXIS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SUB_AXIS_INFO_FIELD_NUMBER: _ClassVar[int]
+    mesh_axis_index: int
+    sub_axis_info: SubAxis
+    def __init__(self, mesh_axis_index: _Optional[int] = ..., sub_axis_info: _Optional[_Union[SubAxis, _Mapping]] = ...) -> None: ...
+
+class MeshAxesDeviceList(_message.Message):
+    __slots__ = ("mesh", "axes")
+    MESH_FIELD_NUMBER: _ClassVar[int]
+    AXES_FIELD_NUMBER: _ClassVar[int]
+    mesh: MeshProto
+    axes: _containers.RepeatedCompositeFieldContainer[AxisRefProto]
+    def __init__(self, mesh: _Optional[_Union[MeshProto, _Mapping]] = ..., axes: _Optional[_Iterable[_Union[AxisRefProto, _Mapping]]] = ...) -> None: ...
+
+class DeviceAssignmentProto(_message.Message):
+    __slots__ = ("replica_count", "computation_count")
+    REPLICA_COUNT_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    replica_count: int
+    computation_count: int
+    def __init__(self, replica_count: _Optional[int] = ..., computation_count: _Optional[int] = ...) -> None: ...
+
 class HloInstructionProto(_message.Message):
-    __slots__ = ("name", "opcode", "shape", "metadata", "parameter_number", "fusion_kind", "tuple_index", "dimensions", "convolution_dimension_numbers", "channel_id", "custom_call_target", "dot_dimension_numbers", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids", "backend_config", "replica_groups", "feature_group_count", "source_target_pairs", "batch_group_count", "use_global_device_ids", "collective_device_list")
+    __slots__ = ("name", "opcode", "shape", "metadata", "parameter_number", "fusion_kind", "tuple_index", "dimensions", "convolution_dimension_numbers", "channel_id", "custom_call_target", "dot_dimension_numbers", "id", "operand_ids", "control_predecessor_ids", "called_computation_ids", "backend_config", "replica_groups", "feature_group_count", "source_target_pairs", "batch_group_count", "use_global_device_ids", "collective_device_list", "mesh_device_list")
     NAME_FIELD_NUMBER: _ClassVar[int]
     OPCODE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +157,7 @@ class HloInstructionProto(_message.Message):
     BATCH_GROUP_COUNT_FIELD_NUMBER: _ClassVar[int]
     USE_GLOBAL_DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
     COLLECTIVE_DEVICE_LIST_FIELD_NUMBER: _ClassVar[int]
+    MESH_DEVICE_LIST_FIELD_NUMBER: _ClassVar[int]
     name: str
     opcode: str
     shape: ShapeProto
@@ -132,7 +181,8 @@ class HloInstructionProto(_message.Message):
     batch_group_count: int
     use_global_device_ids: bool
     collective_device_list: CollectiveDeviceListProto
-    def __init__(self, name: _Optional[str] = ..., opcode: _Optional[str] = ..., shape: _Optional[_Union[ShapeProto, _Mapping]] = ..., metadata: _Optional[_Union[OpMetadata, _Mapping]] = ..., parameter_number: _Optional[int] = ..., fusion_kind: _Optional[str] = ..., tuple_index: _Optional[int] = ..., dimensions: _Optional[_Iterable[int]] = ..., convolution_dimension_numbers: _Optional[_Union[ConvolutionDimensionNumbers, _Mapping]] = ..., channel_id: _Optional[int] = ..., custom_call_target: _Optional[str] = ..., dot_dimension_numbers: _Optional[_Union[DotDimensionNumbers, _Mapping]] = ..., id: _Optional[int] = ..., operand_ids: _Optional[_Iterable[int]] = ..., control_predecessor_ids: _Optional[_Iterable[int]] = ..., called_computation_ids: _Optional[_Iterable[int]] = ..., backend_config: _Optional[bytes] = ..., replica_groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., feature_group_count: _Optional[int] = ..., source_target_pairs: _Optional[_Iterable[_Union[SourceTarget, _Mapping]]] = ..., batch_group_count: _Optional[int] = ..., use_global_device_ids: _Optional[bool] = ..., collective_device_list: _Optional[_Union[CollectiveDeviceListProto, _Mapping]] = ...) -> None: ...
+    mesh_device_list: MeshAxesDeviceList
+    def __init__(self, name: _Optional[str] = ..., opcode: _Optional[str] = ..., shape: _Optional[_Union[ShapeProto, _Mapping]] = ..., metadata: _Optional[_Union[OpMetadata, _Mapping]] = ..., parameter_number: _Optional[int] = ..., fusion_kind: _Optional[str] = ..., tuple_index: _Optional[int] = ..., dimensions: _Optional[_Iterable[int]] = ..., convolution_dimension_numbers: _Optional[_Union[ConvolutionDimensionNumbers, _Mapping]] = ..., channel_id: _Optional[int] = ..., custom_call_target: _Optional[str] = ..., dot_dimension_numbers: _Optional[_Union[DotDimensionNumbers, _Mapping]] = ..., id: _Optional[int] = ..., operand_ids: _Optional[_Iterable[int]] = ..., control_predecessor_ids: _Optional[_Iterable[int]] = ..., called_computation_ids: _Optional[_Iterable[int]] = ..., backend_config: _Optional[bytes] = ..., replica_groups: _Optional[_Iterable[_Union[ReplicaGroup, _Mapping]]] = ..., feature_group_count: _Optional[int] = ..., source_target_pairs: _Optional[_Iterable[_Union[SourceTarget, _Mapping]]] = ..., batch_group_count: _Optional[int] = ..., use_global_device_ids: _Optional[bool] = ..., collective_device_list: _Optional[_Union[CollectiveDeviceListProto, _Mapping]] = ..., mesh_device_list: _Optional[_Union[MeshAxesDeviceList, _Mapping]] = ...) -> None: ...
 
 class HloComputationProto(_message.Message):
     __slots__ = ("name", "instructions", "id", "root_id", "is_fusion_computation")
@@ -167,20 +217,22 @@ class HloScheduleProto(_message.Message):
     def __init__(self, sequences: _Optional[_Mapping[int, HloScheduleProto.InstructionSequence]] = ...) -> None: ...
 
 class HloModuleProto(_message.Message):
-    __slots__ = ("name", "entry_computation_name", "computations", "id", "entry_computation_id", "schedule")
+    __slots__ = ("name", "entry_computation_name", "computations", "id", "entry_computation_id", "schedule", "device_assignment")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ENTRY_COMPUTATION_NAME_FIELD_NUMBER: _ClassVar[int]
     COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_COMPUTATION_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     entry_computation_name: str
     computations: _containers.RepeatedCompositeFieldContainer[HloComputationProto]
     id: int
     entry_computation_id: int
     schedule: HloScheduleProto
-    def __init__(self, name: _Optional[str] = ..., entry_computation_name: _Optional[str] = ..., computations: _Optional[_Iterable[_Union[HloComputationProto, _Mapping]]] = ..., id: _Optional[int] = ..., entry_computation_id: _Optional[int] = ..., schedule: _Optional[_Union[HloScheduleProto, _Mapping]] = ...) -> None: ...
+    device_assignment: DeviceAssignmentProto
+    def __init__(self, name: _Optional[str] = ..., entry_computation_name: _Optional[str] = ..., computations: _Optional[_Iterable[_Union[HloComputationProto, _Mapping]]] = ..., id: _Optional[int] = ..., entry_computation_id: _Optional[int] = ..., schedule: _Optional[_Union[HloScheduleProto, _Mapping]] = ..., device_assignment: _Optional[_Union[DeviceAssignmentProto, _Mapping]] = ...) -> None: ...
 
 class HloProto(_message.Message):
     __slots__ = ("hlo_module",)

@@ -1,0 +1,125 @@
+"""What a JAX profile measured of an XLA program: each HLO instruction's start and duration per device.
+
+``jax.profiler.start_trace(DIR)`` writes ``DIR/plugins/profile/RUN/HOST.trace.json.gz``, a
+Chrome trace whose per-op events carry ``hlo_module``, ``hlo_op``, ``device_ordinal`` and
+``run_id`` (one run per executed step). :func:`load_profile` reads it (a folder is searched for the
+newest such file); :meth:`Profile.timings` gives one run of one module on one device: every
+instruction's executions in order, so the ``k``-th execution of an instruction inside an unrolled
+loop is its ``k``-th iteration.
+
+Example:
+    profile = load_profile("prof")
+    profile.timings("jit_step", device=0)["all-reduce"]     # [(start µs, duration µs)]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from chakra import io
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
+
+#: What the profiler names its Chrome trace files.
+TRACE_GLOB = "*.trace.json*"
+
+
+class _Args(msgspec.Struct):
+    hlo_module: str | None = None
+    hlo_op: str | None = None
+    device_ordinal: str | int | None = None
+    run_id: str | int | None = None
+
+
+class _Event(msgspec.Struct):
+    ph: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event] = msgspec.field(default_factory=list)
+
+
+#: One execution of an instruction: start and duration, µs.
+Timing = tuple[float, float]
+
+
+@dataclass
+class Profile:
+    """The measured executions: (module, device, run) -> instruction name -> executions in order."""
+
+    path: str
+    runs: dict[tuple[str, int, str], dict[str, list[Timing]]] = field(default_factory=dict)
+
+    @property
+    def modules(self) -> set[str]:
+        return {module for module, _, _ in self.runs}
+
+    def timings(self, module: str, device: int, run: str | None = None) -> dict[str, list[Timing]]:
+        """One run of ``module`` on ``device`` (default: its last run, which a profiler that
+        started mid-step leaves whole)."""
+        runs = sorted(
+            ((key[2], ops) for key, ops in self.runs.items() if key[0] == module and key[1] == device),
+            key=lambda item: min(t for executions in item[1].values() for t, _ in executions),
+        )
+        if not runs:
+            found = ", ".join(sorted(self.modules)) or "none"
+            raise ChakraInputError(
+                f"the profile has no run of module {module!r} on device {device} (its modules: {found})",
+                path=self.path,
+                hint="profile the same program that was compiled (a profile from another program does not join)",
+            )
+        if run is None:
+            return runs[-1][1]
+        chosen = dict(runs).get(run)
+        if chosen is None:
+            raise ChakraInputError(f"the profile has no run {run!r} of {module!r}", path=self.path)
+        return chosen
+
+    def span_us(self, module: str, device: int) -> float:
+        """The measured span of the run :meth:`timings` picks: first start to last end (µs)."""
+        executions = [t for ops in self.timings(module, device).values() for t in ops]
+        return max(s + d for s, d in executions) - min(s for s, _ in executions)
+
+
+def load_profile(path: PathLike) -> Profile:
+    """Read a JAX profile's Chrome trace (a file, or the newest one under a folder)."""
+    path = Path(path)
+    if path.is_dir():
+        found = sorted(path.rglob(TRACE_GLOB), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise ChakraInputError(
+                f"no {TRACE_GLOB} under this folder", path=path, hint="pass the folder jax.profiler.start_trace wrote"
+            )
+        path = found[-1]
+    stream, _ = io.open_decompressed(path, what="a JAX profile")
+    try:
+        data = stream.read()
+    finally:
+        stream.close()
+    try:
+        trace = msgspec.json.decode(data, type=_Trace)
+    except msgspec.DecodeError as exc:
+        raise ChakraFormatError(f"not a profiler trace: {exc}", path=path, hint="pass *.trace.json.gz") from None
+    runs: dict[tuple[str, int, str], dict[str, list[Timing]]] = defaultdict(lambda: defaultdict(list))
+    for event in trace.traceEvents:
+        args = event.args
+        if event.ph != "X" or args.hlo_op is None or args.hlo_module is None or args.device_ordinal is None:
+            continue
+        key = (args.hlo_module, int(args.device_ordinal), str(args.run_id))
+        runs[key][args.hlo_op].append((event.ts, event.dur))
+    if not runs:
+        raise ChakraInputError(
+            "the profile has no XLA op events (hlo_op, hlo_module, device_ordinal)",
+            path=path,
+            hint="profile a step of the jitted program with jax.profiler.start_trace",
+        )
+    for ops in runs.values():
+        for executions in ops.values():
+            executions.sort()
+    return Profile(str(path), {key: dict(ops) for key, ops in runs.items()})
