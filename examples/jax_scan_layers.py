@@ -2,7 +2,7 @@
 tanh) and save its optimized HLO module: XLA keeps the layers as a ``while`` loop of known trip
 count, which ``chakra convert xla`` unrolls.
 
-Usage: python examples/jax_scan_layers.py OUT_DIR   (writes OUT_DIR/scan.hlo.pb, scan.hlo.txt)
+Usage: python examples/jax_scan_layers.py OUT_DIR [--layers N]   (writes OUT_DIR/scan.hlo.pb, scan.hlo.txt)
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-#: Layers (the loop's trip count), batch and width: each layer multiplies BATCH x WIDTH by WIDTH x WIDTH.
-LAYERS, BATCH, WIDTH = 4, 32, 64
+#: Layers (the loop's trip count; --layers sets it), batch and width: each layer multiplies
+#: BATCH x WIDTH by WIDTH x WIDTH.
+LAYERS = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 4
+BATCH, WIDTH = 32, 64
 
 
 def model(weights: jax.Array, x: jax.Array) -> jax.Array:

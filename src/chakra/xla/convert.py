@@ -85,6 +85,31 @@ NS_PER_US = 1000
 #: its device (the profile shows one thread per device); async collectives would be a second stream.
 DEVICE_STREAM = 0
 PERMUTES = frozenset({"collective-permute", "collective-permute-start"})
+
+
+@dataclass
+class TupleOf:
+    """What a tuple stands for: its parts' nodes, apart, so that a ``get-tuple-element`` depends on
+    its part only (a loop's state passes weights through unchanged: joined, every iteration would
+    depend on every earlier one)."""
+
+    parts: list[Produced]
+
+
+#: The nodes an instruction's users depend on: a list, or a tuple's parts.
+Produced = list[int] | TupleOf
+
+
+def flat(produced: Produced) -> list[int]:
+    """Every node ``produced`` stands for."""
+    if isinstance(produced, TupleOf):
+        out: list[int] = []
+        for part in produced.parts:
+            out.extend(flat(part))
+        return out
+    return produced
+
+
 #: Control flow kept as one node for now (the report says so).
 NOT_UNROLLED = frozenset({"while", "conditional"})
 
@@ -213,20 +238,46 @@ class _Emitter:
         if self.counting:
             table[op] += 1
 
-    def emit(self, computation: HloComputationProto, parameters: dict[int, list[int]], suffix: str = "") -> list[int]:
-        """Emit ``computation``'s instructions (``parameters``: parameter number -> the nodes it
-        stands for) and return the nodes its result depends on."""
-        made: dict[int, list[int]] = {}
+    def emit(self, computation: HloComputationProto, parameters: dict[int, Produced], suffix: str = "") -> Produced:
+        """Emit ``computation``'s instructions (``parameters``: parameter number -> what it stands
+        for) and return what its result stands for."""
+        made: dict[int, Produced] = {}
         for instruction in computation_order(self.module, computation):
+            op = instruction.opcode
+            if op == "tuple":  # kept as its parts: a get-tuple-element picks one, not all
+                self.count(self.conversion.folded, op)
+                made[instruction.id] = TupleOf([made.get(o, []) for o in instruction.operand_ids])
+                continue
+            if op == "get-tuple-element":
+                self.count(self.conversion.folded, op)
+                source = made.get(instruction.operand_ids[0], [])
+                if isinstance(source, TupleOf) and instruction.tuple_index < len(source.parts):
+                    made[instruction.id] = source.parts[instruction.tuple_index]
+                else:
+                    made[instruction.id] = flat(source)
+                continue
+            if op == "while" and trip_count(instruction) is not None:
+                made[instruction.id] = self.unrolled(instruction, made.get(instruction.operand_ids[0], []), suffix)
+                continue
+            if op == "call":
+                self.count(self.conversion.converted, op)
+                called = self.module.computations[instruction.called_computation_ids[0]]
+                arguments = {i: made.get(o, []) for i, o in enumerate(instruction.operand_ids)}
+                made[instruction.id] = self.emit(called, arguments, suffix)
+                continue
             deps: list[int] = []
-            for source in (*instruction.operand_ids, *instruction.control_predecessor_ids):
-                deps.extend(d for d in made.get(source, ()) if d not in deps)
+            seen: set[int] = set()
+            for source_id in (*instruction.operand_ids, *instruction.control_predecessor_ids):
+                for d in flat(made.get(source_id, [])):
+                    if d not in seen:
+                        seen.add(d)
+                        deps.append(d)
             made[instruction.id] = self.instruction(instruction, deps, parameters, suffix)
         return made.get(computation.root_id, [])
 
     def instruction(
-        self, instruction: HloInstructionProto, deps: list[int], parameters: dict[int, list[int]], suffix: str
-    ) -> list[int]:
+        self, instruction: HloInstructionProto, deps: list[int], parameters: dict[int, Produced], suffix: str
+    ) -> Produced:
         op = instruction.opcode
         name = instruction.name + suffix
         if op == "parameter":
@@ -235,12 +286,6 @@ class _Emitter:
         if op in FOLDED:
             self.count(self.conversion.folded, op)
             return deps
-        if op == "while" and trip_count(instruction) is not None:
-            return self.unrolled(instruction, deps, suffix)
-        if op == "call":
-            self.count(self.conversion.converted, op)
-            called = self.module.computations[instruction.called_computation_ids[0]]
-            return self.emit(called, dict.fromkeys(range(len(instruction.operand_ids)), deps), suffix)
         self.count(self.conversion.converted, op)
         timing = self.timing_of(instruction)
         base = op.removesuffix(ASYNC_START_SUFFIX)
@@ -261,13 +306,13 @@ class _Emitter:
             )
         ]
 
-    def unrolled(self, loop: HloInstructionProto, deps: list[int], suffix: str) -> list[int]:
+    def unrolled(self, loop: HloInstructionProto, start: Produced, suffix: str) -> Produced:
         """A ``while`` loop of known trip count: its body once per iteration, each iteration's
         parameter standing for the previous one's result (the first's for the loop's operand)."""
         body = while_body(self.module, loop)
         count = trip_count(loop) or 0
         self.count(self.conversion.unrolled, loop.opcode)
-        carried = deps
+        carried = start
         for iteration in range(count):
             carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
         return carried
