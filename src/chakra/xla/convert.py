@@ -128,6 +128,7 @@ class XlaConversion:
     unrolled: Counter[str] = field(default_factory=Counter)  # opcode -> loops unrolled
     untimed: Counter[str] = field(default_factory=Counter)  # opcode -> nodes the profile has no event for
     profiled: bool = False
+    costs: dict[int, dict[str, int]] = field(default_factory=dict)  # instruction id -> its costs
 
     @property
     def notes(self) -> list[str]:
@@ -234,6 +235,17 @@ class _Emitter:
         self.nodes.append(node)
         return node.id
 
+    def costs(self, instruction: HloInstructionProto) -> dict[str, int]:
+        """``num_ops`` and ``tensor_size`` of an instruction, computed once per module (every device
+        and loop iteration runs the same instruction)."""
+        cached = self.conversion.costs.get(instruction.id)
+        if cached is None:
+            cached = self.conversion.costs[instruction.id] = {
+                "num_ops": instruction_flops(self.module, instruction),
+                "tensor_size": instruction_bytes(self.module, instruction),
+            }
+        return cached
+
     def count(self, table: Counter[str], op: str) -> None:
         if self.counting:
             table[op] += 1
@@ -301,8 +313,7 @@ class _Emitter:
                 COMP_NODE,
                 deps,
                 timing,
-                num_ops=instruction_flops(self.module, instruction),
-                tensor_size=instruction_bytes(self.module, instruction),
+                **self.costs(instruction),
             )
         ]
 

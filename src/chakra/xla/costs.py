@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from chakra.schema.xla.hlo_subset_pb2 import HloInstructionProto, ShapeProto
 from chakra.xla.hlo import TUPLE, HloModule, shape_bytes
@@ -46,7 +46,7 @@ def elements(shape: ShapeProto) -> int:
     """Array elements of a shape (summed over a tuple's parts)."""
     if shape.element_type == TUPLE:
         return sum(elements(part) for part in shape.tuple_shapes)
-    return int(np.prod(shape.dimensions, dtype=np.int64))
+    return math.prod(shape.dimensions)
 
 
 def instruction_flops(module: HloModule, instruction: HloInstructionProto) -> int:
@@ -60,8 +60,8 @@ def instruction_flops(module: HloModule, instruction: HloInstructionProto) -> in
         )
     if op == "dot":
         lhs = module.instructions[instruction.operand_ids[0]].shape
-        contracted = np.prod([lhs.dimensions[d] for d in instruction.dot_dimension_numbers.lhs_contracting_dimensions])
-        return FLOPS_PER_MAC * elements(instruction.shape) * int(contracted)
+        contracted = math.prod(lhs.dimensions[d] for d in instruction.dot_dimension_numbers.lhs_contracting_dimensions)
+        return FLOPS_PER_MAC * elements(instruction.shape) * contracted
     if op == "convolution":
         kernel = module.instructions[instruction.operand_ids[1]].shape
         out_features = kernel.dimensions[instruction.convolution_dimension_numbers.kernel_output_feature_dimension]

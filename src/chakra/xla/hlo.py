@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -144,7 +145,7 @@ def shape_bytes(shape: ShapeProto) -> int:
         return sum(shape_bytes(part) for part in shape.tuple_shapes)
     if shape.element_type in (OPAQUE, TOKEN):
         return 0
-    return int(np.prod(shape.dimensions, dtype=np.int64)) * ELEMENT_BYTES.get(shape.element_type, 0)
+    return math.prod(shape.dimensions) * ELEMENT_BYTES.get(shape.element_type, 0)
 
 
 def replica_groups(instruction: HloInstructionProto, num_devices: int) -> list[tuple[int, ...]]:
