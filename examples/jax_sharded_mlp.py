@@ -13,7 +13,6 @@ batch over ``data`` (the gradients all-reduced among the 4 devices of each data 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -39,6 +38,8 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from chakra.xla.collect import collect_step  # noqa: E402
+
 SCALE = int(sys.argv[sys.argv.index("--scale") + 1]) if "--scale" in sys.argv else 1
 BATCH, IN, HIDDEN, OUT = 32 * SCALE, 64 * SCALE, 128 * SCALE, 16 * SCALE
 LEARNING_RATE = 0.1
@@ -61,20 +62,7 @@ def main(out: Path, profile: bool) -> None:
     w2 = jax.device_put(jax.random.normal(key, (HIDDEN, OUT)), NamedSharding(mesh, P("model", None)))
     x = jax.device_put(jax.random.normal(key, (BATCH, IN)), NamedSharding(mesh, P("data", None)))
     y = jax.device_put(jax.random.normal(key, (BATCH, OUT)), NamedSharding(mesh, P("data", None)))
-    compiled = step.lower(w1, w2, x, y).compile()
-    out.mkdir(parents=True, exist_ok=True)
-    module = compiled.runtime_executable().hlo_modules()[0]
-    (out / "step.hlo.pb").write_bytes(module.as_serialized_hlo_module_proto())
-    (out / "step.hlo.txt").write_text(compiled.as_text())
-    costs = compiled.cost_analysis()
-    (out / "step.cost.json").write_text(json.dumps({k: float(v) for k, v in dict(costs).items()}))
-    if profile:
-        jax.block_until_ready(step(w1, w2, x, y))  # warm-up: the profile holds steady-state steps
-        jax.profiler.start_trace(str(out / "profile"))
-        for _ in range(PROFILED_STEPS):
-            w1, w2 = step(w1, w2, x, y)
-        jax.block_until_ready((w1, w2))
-        jax.profiler.stop_trace()
+    collect_step(step, (w1, w2, x, y), out, profile_steps=PROFILED_STEPS if profile else 0)
 
 
 if __name__ == "__main__":
