@@ -301,3 +301,41 @@ def test_the_fidelity_check_needs_a_profile(sharded_mlp: Path, tmp_path: Path):
 
     done = run_cli("convert", "xla", str(sharded_mlp / "step.hlo.pb"), "-o", str(tmp_path / "s"), "--check")
     assert done.returncode == 2 and "--check needs --profile" in done.stderr
+
+
+# ---- async collectives (GPU modules): a hand-built module -------------------------------------
+def _async_all_reduce_module() -> bytes:
+    from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto, HloModuleProto, ShapeProto
+
+    vector = ShapeProto(element_type=11, dimensions=[256])  # f32[256]
+    param = HloInstructionProto(name="p", opcode="parameter", id=1, shape=vector)
+    start = HloInstructionProto(name="ar-start", opcode="all-reduce-start", id=2, shape=vector, operand_ids=[1])
+    start.replica_groups.add(replica_ids=[0, 1])
+    done = HloInstructionProto(name="ar-done", opcode="all-reduce-done", id=3, shape=vector, operand_ids=[2])
+    entry = HloComputationProto(name="main", id=7, root_id=3, instructions=[param, start, done])
+    module = HloModuleProto(name="m", entry_computation_id=7, computations=[entry])
+    module.schedule.sequences[7].instruction_ids.extend([1, 2, 3])
+    return module.SerializeToString()
+
+
+def test_an_async_collective_is_one_node_spanning_its_start_and_done(tmp_path: Path):
+    import gzip
+
+    from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE
+    from chakra.table import load_table
+    from chakra.xla.convert import convert_module, write_xla_workload
+    from chakra.xla.hlo import module_from_bytes
+    from chakra.xla.profile import load_profile
+
+    events = [
+        {"ph": "X", "ts": ts, "dur": dur, "name": op,
+         "args": {"hlo_module": "m", "hlo_op": op, "device_ordinal": str(device), "run_id": "1"}}
+        for device in (0, 1) for op, ts, dur in (("ar-start", 10.0, 2.0), ("ar-done", 50.0, 3.0))
+    ]  # fmt: skip
+    (tmp_path / "host.trace.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    conversion = convert_module(module_from_bytes(_async_all_reduce_module()), profile=load_profile(tmp_path))
+    write_xla_workload(conversion, tmp_path / "et" / "m")
+    table = load_table(tmp_path / "et" / "m.0.et")
+    assert list(table.graph.node_type) == [COMM_COLL_NODE]
+    assert int(table.comm_type[0]) == ALL_REDUCE and int(table.comm_size[0]) == 256 * F32_BYTES
+    assert int(table.dur_ns[0]) == (53 - 10) * 1000  # from the start's beginning to the done's end

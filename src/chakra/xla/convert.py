@@ -12,7 +12,8 @@ ascending id follows the schedule):
 * a ``fusion``, ``dot``, ``convolution`` or any other computing instruction is a COMP node with
   ``num_ops`` (FLOPs) and ``tensor_size`` (bytes at its boundary) from :mod:`chakra.xla.costs`;
 * ``all-reduce``, ``all-gather``, ``reduce-scatter``, ``all-to-all`` (and their async ``-start``;
-  the ``-done`` is folded into it) are COMM_COLL_NODEs of that type, ``comm_size`` by the format's
+  the ``-done`` is folded into it, and with a profile the node lasts from the start's beginning to
+  the done's end) are COMM_COLL_NODEs of that type, ``comm_size`` by the format's
   convention (all-gather: the bytes each device puts in; the others: the whole buffer), ``pg_name``
   the id of the device's group; one communicator group per distinct group of devices;
 * ``collective-permute`` is a SEND to each target the device sends to and a RECV from each source,
@@ -79,7 +80,7 @@ COLLECTIVES = {
     "reduce-scatter": REDUCE_SCATTER,
     "all-to-all": ALL_TO_ALL,
 }
-ASYNC_START_SUFFIX = "-start"
+ASYNC_START_SUFFIX, ASYNC_DONE_SUFFIX = "-start", "-done"
 NS_PER_US = 1000
 #: The stream every node of a device runs on: XLA runs a program's operations one after another on
 #: its device (the profile shows one thread per device); async collectives would be a second stream.
@@ -129,6 +130,7 @@ class XlaConversion:
     untimed: Counter[str] = field(default_factory=Counter)  # opcode -> nodes the profile has no event for
     profiled: bool = False
     costs: dict[int, dict[str, int]] = field(default_factory=dict)  # instruction id -> its costs
+    done_of: dict[int, HloInstructionProto] = field(default_factory=dict)  # async start id -> its done
 
     @property
     def notes(self) -> list[str]:
@@ -165,6 +167,9 @@ def convert_module(module: HloModule, devices: int | None = None, profile: Profi
         raise ChakraInputError(f"devices must be at least 1, got {count}", path=module.path)
     group_ids: dict[tuple[int, ...], int] = {}
     conversion = XlaConversion(module, count, {}, CommGroups())
+    for instruction in module.instructions.values():
+        if instruction.opcode.endswith(ASYNC_DONE_SUFFIX) and instruction.operand_ids:
+            conversion.done_of[instruction.operand_ids[0]] = instruction
     for device in range(count):
         timings = profile.timings(module.proto.name, device) if profile is not None else None
         conversion.nodes[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
@@ -217,7 +222,14 @@ class _Emitter:
         if index >= len(executions):
             self.count(self.conversion.untimed, instruction.opcode)
             return None
-        return executions[index]
+        start_us, dur_us = executions[index]
+        done = self.conversion.done_of.get(instruction.id)
+        if done is not None:  # an async collective spans its start and its done
+            finished = self.timings.get(done.name, [])
+            if index < len(finished):
+                done_start_us, done_dur_us = finished[index]
+                dur_us = max(dur_us, done_start_us + done_dur_us - start_us)
+        return start_us, dur_us
 
     def add(
         self, name: str, node_type: NodeType, deps: list[int], timing: Timing | None = None, **attrs: object
