@@ -1,11 +1,11 @@
 """Converting an XLA program at scale: ``chakra convert xla`` on a ``lax.scan`` stack of layers
 unrolled to 100k+ nodes (issue 16).
 
-Compiles ``examples/jax_scan_layers.py`` with ``--layers N`` (the gradient of N scanned GEMM + tanh
-layers: two ``while`` loops of N iterations), then runs the CLI in a fresh process and reports the
+Compiles ``examples/jax_scan_layers.py`` with ``--layers N`` (the gradient of N scanned
+transformer-like layers, attention and an MLP each: two ``while`` loops of N iterations), then runs the CLI in a fresh process and reports the
 nodes written per second of its wall time and its peak RSS (:func:`harness.run_measured`).
 
-Usage: python benchmarks/xla_bench.py [--layers 6000] [--repeat 3]
+Usage: python benchmarks/xla_bench.py [--layers 1200] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from harness import run_measured
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "jax_scan_layers.py"
-DEFAULT_LAYERS = 6000
+DEFAULT_LAYERS = 1200
 #: What convert xla prints about the files it wrote.
 WROTE = re.compile(r"wrote \d+ files of ([\d,]+) nodes")
 

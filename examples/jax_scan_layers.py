@@ -1,6 +1,6 @@
-"""Compile the gradient of a stack of layers written with ``lax.scan`` (each layer a GEMM and a
-tanh) and save its optimized HLO module: XLA keeps the layers as a ``while`` loop of known trip
-count, which ``chakra convert xla`` unrolls.
+"""Compile the gradient of a stack of transformer-like layers written with ``lax.scan`` (each layer
+single-head self-attention and a ReLU MLP, both with residuals) and save its optimized HLO module:
+XLA keeps the layers as ``while`` loops of known trip count, which ``chakra convert xla`` unrolls.
 
 Usage: python examples/jax_scan_layers.py OUT_DIR [--layers N]   (writes OUT_DIR/scan.hlo.pb, scan.hlo.txt)
 """
@@ -13,22 +13,29 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-#: Layers (the loop's trip count; --layers sets it), batch and width: each layer multiplies
-#: BATCH x WIDTH by WIDTH x WIDTH.
+#: Layers (the loops' trip count; --layers sets it), tokens and width; the MLP is MLP_RATIO wide.
 LAYERS = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 4
-BATCH, WIDTH = 32, 64
+TOKENS, WIDTH, MLP_RATIO = 32, 64, 4
+
+Weights = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
 
 
-def model(weights: jax.Array, x: jax.Array) -> jax.Array:
-    def layer(h: jax.Array, w: jax.Array) -> tuple[jax.Array, None]:
-        return jnp.tanh(h @ w), None
+def layer(h: jax.Array, w: Weights) -> tuple[jax.Array, None]:
+    wq, wk, wv, wo, w_up, w_down = w
+    scores = jax.nn.softmax((h @ wq) @ (h @ wk).T / jnp.sqrt(float(WIDTH)))
+    h = h + (scores @ (h @ wv)) @ wo
+    return h + jax.nn.relu(h @ w_up) @ w_down, None
 
+
+def model(weights: Weights, x: jax.Array) -> jax.Array:
     h, _ = jax.lax.scan(layer, x, weights)
     return jnp.sum(h)
 
 
 def main(out: Path) -> None:
-    weights, x = jnp.ones((LAYERS, WIDTH, WIDTH)), jnp.ones((BATCH, WIDTH))
+    square = jnp.full((LAYERS, WIDTH, WIDTH), 0.01)
+    up, down = jnp.full((LAYERS, WIDTH, MLP_RATIO * WIDTH), 0.01), jnp.full((LAYERS, MLP_RATIO * WIDTH, WIDTH), 0.01)
+    weights, x = (square, square, square, square, up, down), jnp.ones((TOKENS, WIDTH))
     compiled = jax.jit(jax.grad(model)).lower(weights, x).compile()
     out.mkdir(parents=True, exist_ok=True)
     module = compiled.runtime_executable().hlo_modules()[0]
