@@ -344,3 +344,21 @@ def test_an_async_collective_is_one_node_spanning_its_start_and_done(tmp_path: P
     assert list(table.graph.node_type) == [COMM_COLL_NODE]
     assert int(table.comm_type[0]) == ALL_REDUCE and int(table.comm_size[0]) == 256 * F32_BYTES
     assert int(table.dur_ns[0]) == (53 - 10) * 1000  # from the start's beginning to the done's end
+
+
+# ---- TensorFlow with XLA: a module dumped by a real TF run ---------------------------------------
+TF_DUMP = Path(__file__).resolve().parent / "data" / "xla" / "tf_dense_relu.after_optimizations.hlo.pb"
+#: tf.nn.relu(tf.matmul(x, w)) of 8 x 16 by 16 x 4: the GEMM's 2·M·N·K and the ReLU's max per element.
+TF_DUMP_FLOPS = 2 * 8 * 16 * 4 + 8 * 4
+
+
+def test_a_module_dumped_by_tensorflow_converts_with_its_flops(tmp_path: Path):
+    from helpers import run_cli
+
+    from chakra.table import load_table
+
+    done = run_cli("convert", "xla", str(TF_DUMP), "-o", str(tmp_path / "dense"), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["converted"] == {"dot": 1, "fusion": 1} and report["folded"] == {"parameter": 2}
+    assert int(load_table(tmp_path / "dense.0.et").num_ops.clip(min=0).sum()) == TF_DUMP_FLOPS
