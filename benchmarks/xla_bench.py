@@ -2,8 +2,9 @@
 unrolled to 100k+ nodes (issue 16).
 
 Compiles ``examples/jax_scan_layers.py`` with ``--layers N`` (the gradient of N scanned
-transformer-like layers, attention and an MLP each: two ``while`` loops of N iterations), then runs the CLI in a fresh process and reports the
-nodes written per second of its wall time and its peak RSS (:func:`harness.run_measured`).
+transformer-like layers, attention and an MLP each: two ``while`` loops of N iterations), then runs
+the CLI in a fresh process and reports the nodes written per second of its wall time and its peak
+RSS (:func:`harness.run_measured`).
 
 Usage: python benchmarks/xla_bench.py [--layers 1200] [--repeat 3]
 """
