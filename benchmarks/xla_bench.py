@@ -6,7 +6,7 @@ transformer-like layers, attention and an MLP each: two ``while`` loops of N ite
 the CLI in a fresh process and reports the nodes written per second of its wall time and its peak
 RSS (:func:`harness.run_measured`).
 
-Usage: python benchmarks/xla_bench.py [--layers 1200] [--repeat 3]
+Usage: python benchmarks/xla_bench.py [--layers 1300] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from harness import run_measured
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "jax_scan_layers.py"
-DEFAULT_LAYERS = 1200
+DEFAULT_LAYERS = 1300
 #: What convert xla prints about the files it wrote.
 WROTE = re.compile(r"wrote \d+ files of ([\d,]+) nodes")
 
