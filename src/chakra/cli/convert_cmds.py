@@ -193,9 +193,9 @@ def convert_xla_cmd(
 ) -> None:
     """Convert an XLA program (a JAX step, TensorFlow with jit_compile) to one Chakra ET per device.
 
-    Partial front end: while loops of known trip count (lax.scan) are unrolled, others kept as one
-    node and reported; there are no durations yet (chakra simulate times the nodes from their FLOPs
-    and bytes).
+    While loops of known trip count (lax.scan) are unrolled, others kept as one node and reported.
+    With --profile every node gets its measured start and duration; without one the nodes carry
+    FLOPs and bytes only (chakra simulate times them).
 
     Example: chakra convert xla step.hlo.pb -o out/step --profile prof/ --check
     """
