@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from chakra.analyze.across import rank_ranges
 from chakra.analyze.choices import RankBy, Timing
 from chakra.cli.console import Group, busy, note, print_json, print_table, progress_bar, stderr, stdout
-from chakra.cli.rank_view import PER_RANK_OPTION, lists_every_rank
+from chakra.cli.rank_view import PER_RANK_OPTION, lists_every_rank, plain_table
 from chakra.errors import ChakraInputError
 from chakra.paths import rank_of
 from chakra.viz.choices import PlotKind
@@ -116,10 +115,7 @@ def _one_rank(where: str, rank: int | None) -> NodeTable:
 
 
 def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    # light rules and no outer padding: wide numeric tables fit an 80-column terminal unabridged
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
+    table = plain_table(title, headers)
     for row in rows:
         table.add_row(*(Text(str(cell)) for cell in row))
     return table

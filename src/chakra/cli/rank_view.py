@@ -30,7 +30,8 @@ def lists_every_rank(ranks: int, per_rank: bool) -> bool:
     return per_rank or ranks <= MAX_LISTED_RANKS
 
 
-def _new_table(title: str, headers: Sequence[str]) -> Table:
+def plain_table(title: str, headers: Sequence[str]) -> Table:
+    """An empty table in the house style: a label column that folds, then numbers that never wrap."""
     # light rules and no outer padding: wide numeric tables fit an 80-column terminal unabridged;
     # numbers never wrap or get cut, the first (label) column folds instead
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -56,20 +57,20 @@ def rank_table(
     """
     shown = {rank: tuple(f(v) for f, v in zip(formats, row, strict=True)) for rank, row in rows.items()}
     if lists_every_rank(len(rows), per_rank):
-        table = _new_table(title, ["rank", *headers])
+        table = plain_table(title, ["rank", *headers])
         for rank in sorted(shown):
             table.add_row(Text(str(rank)), *(Text(cell) for cell in shown[rank]))
         return table, None
     classes = group_identical(shown)
     hint = "--per-rank lists every rank"
     if len(classes) <= MAX_LISTED_CLASSES:
-        table = _new_table(title, ["ranks", "count", *headers])
+        table = plain_table(title, ["ranks", "count", *headers])
         for c in classes:
             table.add_row(Text(rank_ranges(c.ranks)), f"{len(c.ranks):,}", *(Text(str(cell)) for cell in c.row))
         kinds = "class of identical rows" if len(classes) == 1 else "classes of identical rows"
         return table, f"{len(rows):,} ranks in {len(classes):,} {kinds}; {hint}"
     numeric = [i for i in range(len(headers)) if all(isinstance(row[i], int | float) for row in rows.values())]
-    table = _new_table(f"{title}: across {len(rows):,} ranks", ["figure", "min", "median", "max", "at min", "at max"])
+    table = plain_table(f"{title}: across {len(rows):,} ranks", ["figure", "min", "median", "max", "at min", "at max"])
     spreads = spread({rank: [row[i] for i in numeric] for rank, row in rows.items()}, [headers[i] for i in numeric])
     for i, s in zip(numeric, spreads, strict=True):
         fmt = formats[i]
