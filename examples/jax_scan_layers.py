@@ -13,6 +13,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from chakra.xla.collect import collect_step
+
 #: Layers (the loops' trip count; --layers sets it), tokens and width; the MLP is MLP_RATIO wide.
 LAYERS = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 4
 TOKENS, WIDTH, MLP_RATIO = 32, 64, 4
@@ -36,11 +38,7 @@ def main(out: Path) -> None:
     square = jnp.full((LAYERS, WIDTH, WIDTH), 0.01)
     up, down = jnp.full((LAYERS, WIDTH, MLP_RATIO * WIDTH), 0.01), jnp.full((LAYERS, MLP_RATIO * WIDTH, WIDTH), 0.01)
     weights, x = (square, square, square, square, up, down), jnp.ones((TOKENS, WIDTH))
-    compiled = jax.jit(jax.grad(model)).lower(weights, x).compile()
-    out.mkdir(parents=True, exist_ok=True)
-    module = compiled.runtime_executable().hlo_modules()[0]
-    (out / "scan.hlo.pb").write_bytes(module.as_serialized_hlo_module_proto())
-    (out / "scan.hlo.txt").write_text(compiled.as_text())
+    collect_step(jax.jit(jax.grad(model)), (weights, x), out, name="scan")
 
 
 if __name__ == "__main__":

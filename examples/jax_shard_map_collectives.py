@@ -21,6 +21,8 @@ from jax import lax  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from chakra.xla.collect import collect_step  # noqa: E402
+
 try:
     from jax import shard_map  # type: ignore[attr-defined]  # jax >= 0.6
 except ImportError:  # older jax
@@ -43,11 +45,7 @@ def main(out: Path) -> None:
     mesh = jax.make_mesh((DEVICES,), ("i",), axis_types=(AxisType.Explicit,))
     program = jax.jit(shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))
     x = jax.device_put(jnp.arange(float(ROWS * COLUMNS)).reshape(ROWS, COLUMNS), NamedSharding(mesh, P("i")))
-    compiled = program.lower(x).compile()
-    out.mkdir(parents=True, exist_ok=True)
-    module = compiled.runtime_executable().hlo_modules()[0]
-    (out / "collectives.hlo.pb").write_bytes(module.as_serialized_hlo_module_proto())
-    (out / "collectives.hlo.txt").write_text(compiled.as_text())
+    collect_step(program, (x,), out, name="collectives")
 
 
 if __name__ == "__main__":
