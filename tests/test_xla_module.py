@@ -321,27 +321,55 @@ def _async_all_reduce_module() -> bytes:
     return module.SerializeToString()
 
 
-def test_an_async_collective_is_one_node_spanning_its_start_and_done(tmp_path: Path):
+def _write_profile(folder: Path, runs: dict[str, list[tuple[str, float, float]]]) -> Path:
+    """A JAX-profile-like trace of module ``m`` on devices 0 and 1: run id -> (op, start µs, µs)."""
     import gzip
 
+    events = [
+        {"ph": "X", "ts": ts, "dur": dur, "name": op,
+         "args": {"hlo_module": "m", "hlo_op": op, "device_ordinal": str(device), "run_id": run}}
+        for run, ops in runs.items() for device in (0, 1) for op, ts, dur in ops
+    ]  # fmt: skip
+    (folder / "host.trace.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    return folder
+
+
+def test_an_async_collective_is_one_node_spanning_its_start_and_done(tmp_path: Path):
     from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE
     from chakra.table import load_table
     from chakra.xla.convert import convert_module, write_xla_workload
     from chakra.xla.hlo import module_from_bytes
     from chakra.xla.profile import load_profile
 
-    events = [
-        {"ph": "X", "ts": ts, "dur": dur, "name": op,
-         "args": {"hlo_module": "m", "hlo_op": op, "device_ordinal": str(device), "run_id": "1"}}
-        for device in (0, 1) for op, ts, dur in (("ar-start", 10.0, 2.0), ("ar-done", 50.0, 3.0))
-    ]  # fmt: skip
-    (tmp_path / "host.trace.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
-    conversion = convert_module(module_from_bytes(_async_all_reduce_module()), profile=load_profile(tmp_path))
+    profile = _write_profile(tmp_path, {"1": [("ar-start", 10.0, 2.0), ("ar-done", 50.0, 3.0)]})
+    conversion = convert_module(module_from_bytes(_async_all_reduce_module()), profile=load_profile(profile))
     write_xla_workload(conversion, tmp_path / "et" / "m")
     table = load_table(tmp_path / "et" / "m.0.et")
     assert list(table.graph.node_type) == [COMM_COLL_NODE]
     assert int(table.comm_type[0]) == ALL_REDUCE and int(table.comm_size[0]) == 256 * F32_BYTES
     assert int(table.dur_ns[0]) == (53 - 10) * 1000  # from the start's beginning to the done's end
+
+
+def test_the_step_converted_is_the_complete_one_of_median_span(tmp_path: Path):
+    from chakra.table import load_table
+    from chakra.xla.convert import convert_module, write_xla_workload
+    from chakra.xla.hlo import module_from_bytes
+    from chakra.xla.profile import load_profile
+
+    runs = {
+        "cut": [("ar-done", 5.0, 1.0)],  # the profiler started mid-step: the shortest, but not whole
+        "fast": [("ar-start", 100.0, 2.0), ("ar-done", 130.0, 10.0)],  # 40 µs
+        "preempted": [("ar-start", 200.0, 2.0), ("ar-done", 290.0, 10.0)],  # 100 µs
+        "median": [("ar-start", 400.0, 2.0), ("ar-done", 435.0, 10.0)],  # 45 µs
+    }
+    conversion = convert_module(
+        module_from_bytes(_async_all_reduce_module()), profile=load_profile(_write_profile(tmp_path, runs))
+    )
+    assert conversion.step_run == "median"
+    assert any("run median of 4 profiled steps" in text for text in conversion.notes)
+    write_xla_workload(conversion, tmp_path / "et" / "m")
+    for device in (0, 1):
+        assert int(load_table(tmp_path / "et" / f"m.{device}.et").dur_ns[0]) == 45_000
 
 
 # ---- TensorFlow with XLA: a module dumped by a real TF run ---------------------------------------

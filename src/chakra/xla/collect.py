@@ -8,7 +8,7 @@ for ``--profile``). JAX is imported by the caller: this module only uses the obj
 so importing it needs no JAX.
 
 Example:
-    paths = collect_step(step, (w1, w2, x, y), "out", profile_steps=2)
+    paths = collect_step(step, (w1, w2, x, y), "out", profile_steps=5)
     # chakra convert xla out/step.hlo.pb -o out/et/step --profile out/profile --check
 """
 

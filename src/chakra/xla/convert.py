@@ -23,8 +23,9 @@ ascending id follows the schedule):
   inlined; a loop of unknown count and a ``conditional`` are kept as one COMP node each, reported.
 
 Times: with a JAX profile (:mod:`chakra.xla.profile`) every node gets its instruction's measured
-start and duration on that device; without one the nodes carry costs only (``chakra simulate``
-times them).
+start and duration on that device, from one profiled step (:meth:`Profile.step_run`: the complete
+step of median span, the same step on every device; the report names it); without a profile the
+nodes carry costs only (``chakra simulate`` times them).
 
 Example:
     conversion = convert_module(load_module("step.hlo.pb"))
@@ -66,7 +67,7 @@ from chakra.xla.hlo import (
     trip_count,
     while_body,
 )
-from chakra.xla.profile import Profile, Timing
+from chakra.xla.profile import Profile, StepRun, Timing
 
 #: Instructions that compute nothing on their own: folded into the dependencies.
 FOLDED = frozenset(
@@ -129,6 +130,8 @@ class XlaConversion:
     unrolled: Counter[str] = field(default_factory=Counter)  # opcode -> loops unrolled
     untimed: Counter[str] = field(default_factory=Counter)  # opcode -> nodes the profile has no event for
     profiled: bool = False
+    step_runs: list[StepRun] = field(default_factory=list)  # every run of the module in the profile
+    step_run: str | None = None  # the run whose times the nodes carry (Profile.step_run)
     costs: dict[int, dict[str, int]] = field(default_factory=dict)  # instruction id -> its costs
     done_of: dict[int, HloInstructionProto] = field(default_factory=dict)  # async start id -> its done
 
@@ -140,6 +143,13 @@ class XlaConversion:
         ]
         if not self.profiled:
             out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
+        chosen = [r for r in self.step_runs if r.run == self.step_run]
+        if chosen and len(self.step_runs) > 1:
+            spans = sorted(r.span_us for r in self.step_runs)
+            out.append(
+                f"times from run {chosen[0].run} of {len(self.step_runs)} profiled steps: the median span "
+                f"({chosen[0].span_us:,.1f} µs; all from {spans[0]:,.1f} to {spans[-1]:,.1f} µs)"
+            )
         for op, count in self.untimed.items():
             out.append(f"{count:,} {op} nodes of device 0 have no event in the profile: no duration")
         return out
@@ -170,10 +180,15 @@ def convert_module(module: HloModule, devices: int | None = None, profile: Profi
     for instruction in module.instructions.values():
         if instruction.opcode.endswith(ASYNC_DONE_SUFFIX) and instruction.operand_ids:
             conversion.done_of[instruction.operand_ids[0]] = instruction
+    run = None
+    if profile is not None:
+        conversion.step_runs = profile.step_runs(module.proto.name)
+        run = profile.step_run(module.proto.name)
     for device in range(count):
-        timings = profile.timings(module.proto.name, device) if profile is not None else None
+        timings = profile.timings(module.proto.name, device, run) if profile is not None else None
         conversion.nodes[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
     conversion.profiled = profile is not None
+    conversion.step_run = run
     conversion.groups = CommGroups({gid: members for members, gid in group_ids.items()})
     return conversion
 

@@ -5,7 +5,8 @@ Chrome trace whose per-op events carry ``hlo_module``, ``hlo_op``, ``device_ordi
 ``run_id`` (one run per executed step). :func:`load_profile` reads it (a folder is searched for the
 newest such file); :meth:`Profile.timings` gives one run of one module on one device: every
 instruction's executions in order, so the ``k``-th execution of an instruction inside an unrolled
-loop is its ``k``-th iteration.
+loop is its ``k``-th iteration. By default that is the run :meth:`Profile.step_run` picks: the
+complete step of median span, the same run on every device.
 
 Example:
     profile = load_profile("prof")
@@ -14,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,30 +62,59 @@ class Profile:
         return {module for module, _, _ in self.runs}
 
     def timings(self, module: str, device: int, run: str | None = None) -> dict[str, list[Timing]]:
-        """One run of ``module`` on ``device`` (default: its last run, which a profiler that
-        started mid-step leaves whole)."""
-        runs = sorted(
-            ((key[2], ops) for key, ops in self.runs.items() if key[0] == module and key[1] == device),
-            key=lambda item: min(t for executions in item[1].values() for t, _ in executions),
-        )
-        if not runs:
+        """One run of ``module`` on ``device``: ``run``, by default :meth:`step_run`."""
+        chosen = run if run is not None else self.step_run(module)
+        ops = self.runs.get((module, device, chosen))
+        if ops is None:
+            raise ChakraInputError(
+                f"the profile has no run {chosen!r} of module {module!r} on device {device}",
+                path=self.path,
+                hint="profile every device of the program (one process records them all in JAX)",
+            )
+        return ops
+
+    def step_runs(self, module: str) -> list[StepRun]:
+        """Every run of ``module``, in the order they started, with its span over all devices."""
+        spans: dict[str, list[float]] = {}
+        counts: Counter[str] = Counter()
+        for (name, _, run), ops in self.runs.items():
+            if name != module:
+                continue
+            executions = [t for timings in ops.values() for t in timings]
+            first, last = min(s for s, _ in executions), max(s + d for s, d in executions)
+            known = spans.setdefault(run, [first, last])
+            known[0], known[1] = min(known[0], first), max(known[1], last)
+            counts[run] += len(executions)
+        if not spans:
             found = ", ".join(sorted(self.modules)) or "none"
             raise ChakraInputError(
-                f"the profile has no run of module {module!r} on device {device} (its modules: {found})",
+                f"the profile has no run of module {module!r} (its modules: {found})",
                 path=self.path,
                 hint="profile the same program that was compiled (a profile from another program does not join)",
             )
-        if run is None:
-            return runs[-1][1]
-        chosen = dict(runs).get(run)
-        if chosen is None:
-            raise ChakraInputError(f"the profile has no run {run!r} of {module!r}", path=self.path)
-        return chosen
+        runs = [StepRun(run, first, last - first, counts[run]) for run, (first, last) in spans.items()]
+        return sorted(runs, key=lambda r: r.start_us)
 
-    def span_us(self, module: str, device: int) -> float:
-        """The measured span of the run :meth:`timings` picks: first start to last end (µs)."""
-        executions = [t for ops in self.timings(module, device).values() for t in ops]
-        return max(s + d for s, d in executions) - min(s for s, _ in executions)
+    def step_run(self, module: str) -> str:
+        """The run that stands for a step of ``module``: among the complete runs (those with the most
+        executions; a profiler started mid-step cuts the first one short), the one of median span
+        (the lower median for an even count). One step preempted between two instructions by a busy
+        machine is then not the one converted."""
+        runs = self.step_runs(module)
+        most = max(r.executions for r in runs)
+        complete = sorted((r for r in runs if r.executions == most), key=lambda r: (r.span_us, r.start_us))
+        return complete[(len(complete) - 1) // 2].run
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """One run (executed step) of a module: when it started, its span over every device (µs) and
+    the instruction executions the profile holds of it."""
+
+    run: str
+    start_us: float
+    span_us: float
+    executions: int
 
 
 def load_profile(path: PathLike) -> Profile:
