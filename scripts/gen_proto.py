@@ -1,6 +1,8 @@
 """Regenerate the checked-in protobuf modules (and their ``.pyi``): ``schema/protobuf/et_def_pb2.py``
 from ``et_def.proto`` (the Chakra format) and ``schema/xla/hlo_subset_pb2.py`` from
-``hlo_subset.proto`` (the part of XLA's HloModuleProto the XLA front end reads).
+``hlo_subset.proto`` (the part of XLA's HloModuleProto the XLA front end reads) and
+``schema/tensorflow/tf_subset_pb2.py`` from ``tf_subset.proto`` (the TensorFlow front end's part
+of RunMetadata, GraphDef and the profiler's XSpace).
 
 Run with ``make proto`` (needs the ``dev`` extra, which brings grpcio-tools).
 
@@ -20,7 +22,11 @@ from pathlib import Path
 
 SCHEMA = Path(__file__).resolve().parent.parent / "src" / "chakra" / "schema"
 #: Each proto and the folder it lives (and its module is written) in.
-PROTOS = ((SCHEMA / "protobuf", "et_def.proto"), (SCHEMA / "xla", "hlo_subset.proto"))
+PROTOS = (
+    (SCHEMA / "protobuf", "et_def.proto"),
+    (SCHEMA / "xla", "hlo_subset.proto"),
+    (SCHEMA / "tensorflow", "tf_subset.proto"),
+)
 
 _VERSION_CHECK = re.compile(
     r"^from google\.protobuf import runtime_version as _runtime_version\n"

@@ -250,12 +250,87 @@ def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: di
     stdout.print(
         f"wrote {conversion.devices} files of {nodes:,} nodes and {len(conversion.groups)} communicator groups"
     )
-    for device, result in fidelity.items():
-        shown = "-" if result.error is None else f"{result.error:+.1%}"
-        measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"
-        stdout.print(f"device {device}: replayed {result.predicted_span_us:,.1f} µs, measured {measured} µs ({shown})")
+    _print_fidelity(fidelity, "device")
     for text in conversion.notes:
         note(text)
+
+
+@convert_app.command("tensorflow")
+def convert_tensorflow_cmd(
+    recordings: list[Path] = typer.Argument(
+        ..., help="What chakra.tensorflow.collect wrote: a worker's folder, or the folder of every worker's."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{rank}.et."),
+    check: bool = typer.Option(
+        False, "--check", help="Replay each rank with its measured durations; exit 1 if off by more than 10 %."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+) -> None:
+    """Convert a TensorFlow step (MirroredStrategy, MultiWorkerMirroredStrategy) to one ET per device.
+
+    Reads each worker's run_metadata.pb (the step function's graphs, one per device) and profile/;
+    ranks are numbered worker-major, device-minor. Functions compiled with XLA (jit_compile=True)
+    go through `chakra convert xla` instead.
+
+    Example: chakra convert tensorflow out/ -o out/et/step --check
+    """
+    from chakra.tensorflow.convert import FIDELITY_TOLERANCE, convert_workers, load_workers, replay_ranks
+    from chakra.tensorflow.convert import write_tf_workload
+
+    with busy("converting the TensorFlow step"):
+        conversion = convert_workers(load_workers(list(recordings)))
+        if check and not conversion.profiled:
+            raise ChakraInputError(
+                "--check needs a profile", path=recordings[0], hint="record with chakra.tensorflow.collect"
+            )
+        written = write_tf_workload(conversion, output)
+    fidelity = replay_ranks(written) if check else {}
+    report = {
+        "devices": conversion.devices,
+        "nodes_per_rank": {str(r): len(n) for r, n in conversion.nodes.items()},
+        "converted": dict(conversion.converted),
+        "folded": dict(conversion.folded),
+        "events": dict(conversion.events),
+        "step": conversion.step_run.run if conversion.step_run is not None else None,
+        "groups": {str(g): list(m) for g, m in conversion.groups.groups.items()},
+        "notes": conversion.notes,
+        "fidelity": {str(r): f.error for r, f in fidelity.items()},
+    }
+    off = sorted(r for r, f in fidelity.items() if f.error is None or abs(f.error) > FIDELITY_TOLERANCE)
+    if as_json:
+        stdout.print_json(json.dumps(report))
+    else:
+        _print_graph_conversion(written, conversion.converted, conversion.folded, conversion.events)
+        for rank, device in enumerate(conversion.devices):
+            stdout.print(f"rank {rank}: {device}")
+        _print_fidelity(fidelity, "rank")
+        for text in conversion.notes:
+            note(text)
+    if off:
+        stderr.print(Text(f"fidelity check failed for ranks {off}", style="bold red"))
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def _print_graph_conversion(
+    written: WrittenWorkload, converted: Counter[str], folded: Counter[str], events: Counter[str]
+) -> None:
+    table = Table(title=f"{written.prefix}.{{rank}}.et", title_justify="left")
+    for column in ("ops", "count", "became"):
+        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
+    for what, counts in (("nodes", converted), ("folded", folded)):
+        for op, count in counts.most_common():
+            table.add_row(op, f"{count:,}", what)
+    print_table(table)
+    if events:
+        stdout.print("profile events: " + ", ".join(f"{n:,} {what}" for what, n in events.most_common()))
+    stdout.print(f"wrote {len(written.paths)} files")
+
+
+def _print_fidelity(fidelity: dict[int, ReplayResult], unit: str) -> None:
+    for index, result in fidelity.items():
+        shown = "-" if result.error is None else f"{result.error:+.1%}"
+        measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"
+        stdout.print(f"{unit} {index}: replayed {result.predicted_span_us:,.1f} µs, measured {measured} µs ({shown})")
 
 
 @convert_app.command("text")

@@ -67,7 +67,8 @@ from chakra.xla.hlo import (
     trip_count,
     while_body,
 )
-from chakra.xla.profile import Profile, StepRun, Timing
+from chakra.steps import StepRun, step_note
+from chakra.xla.profile import Profile, Timing
 
 #: Instructions that compute nothing on their own: folded into the dependencies.
 FOLDED = frozenset(
@@ -143,13 +144,10 @@ class XlaConversion:
         ]
         if not self.profiled:
             out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
-        chosen = [r for r in self.step_runs if r.run == self.step_run]
-        if chosen and len(self.step_runs) > 1:
-            spans = sorted(r.span_us for r in self.step_runs)
-            out.append(
-                f"times from run {chosen[0].run} of {len(self.step_runs)} profiled steps: the median span "
-                f"({chosen[0].span_us:,.1f} µs; all from {spans[0]:,.1f} to {spans[-1]:,.1f} µs)"
-            )
+        chosen = next((r for r in self.step_runs if r.run == self.step_run), None)
+        said = step_note(self.step_runs, chosen) if chosen is not None else None
+        if said is not None:
+            out.append(said)
         for op, count in self.untimed.items():
             out.append(f"{count:,} {op} nodes of device 0 have no event in the profile: no duration")
         return out

@@ -23,6 +23,7 @@ import msgspec
 
 from chakra import io
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
+from chakra.steps import StepRun, step_to_convert
 
 #: What the profiler names its Chrome trace files.
 TRACE_GLOB = "*.trace.json*"
@@ -96,25 +97,9 @@ class Profile:
         return sorted(runs, key=lambda r: r.start_us)
 
     def step_run(self, module: str) -> str:
-        """The run that stands for a step of ``module``: among the complete runs (those with the most
-        executions; a profiler started mid-step cuts the first one short), the one of median span
-        (the lower median for an even count). One step preempted between two instructions by a busy
-        machine is then not the one converted."""
-        runs = self.step_runs(module)
-        most = max(r.executions for r in runs)
-        complete = sorted((r for r in runs if r.executions == most), key=lambda r: (r.span_us, r.start_us))
-        return complete[(len(complete) - 1) // 2].run
-
-
-@dataclass(frozen=True)
-class StepRun:
-    """One run (executed step) of a module: when it started, its span over every device (µs) and
-    the instruction executions the profile holds of it."""
-
-    run: str
-    start_us: float
-    span_us: float
-    executions: int
+        """The run that stands for a step of ``module`` (:func:`chakra.steps.step_to_convert`: the
+        complete run of median span), the same on every device."""
+        return step_to_convert(self.step_runs(module)).run
 
 
 def load_profile(path: PathLike) -> Profile:

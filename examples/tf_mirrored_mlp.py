@@ -1,0 +1,80 @@
+"""Train an MLP under tf.distribute.MirroredStrategy on logical CPU devices and record its steps for
+the TensorFlow front end (``chakra.tensorflow``).
+
+Usage: python examples/tf_mirrored_mlp.py OUT_DIR [--devices N] [--gather] [--keras]
+(writes OUT_DIR/run_metadata.pb and OUT_DIR/profile/; then
+``chakra convert tensorflow OUT_DIR -o OUT_DIR/et/step --check``)
+
+One CPU is split into N logical devices (default 4); MirroredStrategy runs a replica on each and,
+on CPU, all-reduces with CollectiveReduceV2. The hand-written step all-reduces the packed
+gradients and the replicas' losses; with --gather it all-gathers the losses instead
+(``ReplicaContext.all_gather``: two CollectiveGatherV2, the shapes and then the data padded to the
+largest replica's at run time, whose size the graph cannot tell). With --keras a Keras model is
+trained with ``model.fit`` instead (its train function is found in the collected graphs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+from chakra.tensorflow.collect import collect  # noqa: E402
+
+#: Logical devices by default, and the steps recorded (the converter takes the median one).
+DEFAULT_DEVICES = 4
+STEPS = 6
+#: The model: global batch, input, hidden and output widths.
+BATCH, IN, HIDDEN, OUT = 64, 64, 128, 16
+LEARNING_RATE = 0.1
+
+
+def main(out: Path, devices: int, keras: bool, gather: bool) -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
+    features = tf.random.stateless_normal([BATCH * STEPS, IN], seed=(1, 2))
+    labels = tf.random.stateless_normal([BATCH * STEPS, OUT], seed=(3, 4))
+    # drop_remainder keeps the batch dimension static: the converter sizes tensors from shapes
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(BATCH, drop_remainder=True).repeat()
+    if keras:
+        with strategy.scope():
+            model = tf.keras.Sequential(
+                [tf.keras.Input((IN,)), tf.keras.layers.Dense(HIDDEN, activation="relu"), tf.keras.layers.Dense(OUT)]
+            )
+            model.compile(optimizer=tf.keras.optimizers.SGD(LEARNING_RATE), loss="mse")
+        with collect(out):
+            model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0)
+        return
+    with strategy.scope():
+        w1 = tf.Variable(tf.random.stateless_normal([IN, HIDDEN], seed=(5, 6)) * 0.1)
+        w2 = tf.Variable(tf.random.stateless_normal([HIDDEN, OUT], seed=(7, 8)) * 0.1)
+
+    def replica_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2) - y) ** 2)
+        context = tf.distribute.get_replica_context()
+        g1, g2 = context.all_reduce("mean", tape.gradient(loss, [w1, w2]))
+        w1.assign_sub(LEARNING_RATE * g1)
+        w2.assign_sub(LEARNING_RATE * g2)
+        if gather:
+            return tf.reduce_mean(context.all_gather(loss[None], axis=0))
+        return context.all_reduce("mean", loss)
+
+    @tf.function
+    def step(batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        return strategy.run(replica_step, args=batch)
+
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+    with collect(out):
+        for _ in range(STEPS):
+            step(next(batches))
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[sys.argv.index("--devices") + 1]) if "--devices" in sys.argv else DEFAULT_DEVICES
+    main(Path(sys.argv[1]), count, "--keras" in sys.argv, "--gather" in sys.argv)

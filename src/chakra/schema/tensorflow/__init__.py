@@ -1,0 +1,1 @@
+"""Generated protobuf code for ``tf_subset.proto``: the part of TensorFlow's RunMetadata, GraphDef and profiler XSpace the TensorFlow front end reads."""

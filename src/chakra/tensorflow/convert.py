@@ -1,0 +1,551 @@
+"""TensorFlow steps to Chakra ETs: one ``PREFIX.{rank}.et`` per device of a recorded step.
+
+Input: what :mod:`chakra.tensorflow.collect` wrote for each worker (its ``run_metadata.pb`` and
+``profile/``). :func:`load_workers` reads them; :func:`convert_workers` turns the step function's
+partition graphs (:func:`chakra.tensorflow.graph.step_graphs`) into nodes, one rank per device,
+numbered worker-major, device-minor (:func:`chakra.tensorflow.graph.rank_order`):
+
+* ops that do no work (``FOLDED_OPS``: constants, identities, arguments, no-ops) are folded: what
+  depends on them depends on what they depend on; every one is counted;
+* ``_Send``/``_Recv`` between two collected devices are COMM_SEND/COMM_RECV nodes with the peer's
+  rank, a tag shared by the pair (one per rendezvous key) and the bytes of the tensor sent;
+* collective ops (``COLLECTIVES``) are COMM_COLL nodes of their type, ``comm_size`` the bytes of
+  their input (the format's convention: an all-gather's bytes put in by each device), and the group
+  of every device that runs a collective of that ``group_key`` (checked against ``group_size``);
+* every other op is a COMP node with ``num_ops`` (:mod:`chakra.tensorflow.costs`) and
+  ``tensor_size`` (bytes of its inputs and outputs) where its shapes are known;
+* data inputs become ``data_deps``, control inputs ``ctrl_deps``; the back edge of a loop
+  (``NextIteration``) is dropped and counted.
+
+Times: with a profile, every node gets the start and duration of its execution in one step
+(:func:`chakra.steps.step_to_convert`: the complete step of median span; across workers the steps
+are joined by their collectives' instance keys, which all members share), and ``tid``, the
+profiler's thread line it ran on, which is the resource the fidelity replay serializes on. A node
+that ran more than once in the step (a loop) gets its first start and the sum of its durations.
+
+Example:
+    conversion = convert_workers(load_workers(["out"]))
+    write_tf_workload(conversion, "out/et/step")
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chakra import io
+from chakra.analyze.replay import ReplayResult, replay_file
+from chakra.attrs import set_attr
+from chakra.errors import ChakraInputError, PathLike
+from chakra.groups import CommGroups
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    BROADCAST,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    REDUCE_SCATTER,
+    CollectiveCommType,
+    GlobalMetadata,
+    Node,
+    NodeType,
+)
+from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
+from chakra.steps import StepRun, step_note, step_to_convert
+from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
+from chakra.tensorflow.costs import op_flops
+from chakra.tensorflow.graph import (
+    CONTROL_PREFIX,
+    dtype_bytes,
+    elements,
+    input_name,
+    int_value,
+    load_run_metadata,
+    output_shapes,
+    rank_order,
+    step_graphs,
+)
+from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
+from chakra.trace import WorkloadWriter, WrittenWorkload
+
+#: Ops that do no work of their own: folded into their consumers' dependencies.
+FOLDED_OPS = frozenset(
+    {
+        "Const", "HostConst", "Identity", "IdentityN", "NoOp", "_Arg", "_Retval", "_DeviceArg",
+        "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "StopGradient", "PreventGradient",
+        "Snapshot",
+    }
+)  # fmt: skip
+SEND_OPS = frozenset({"_Send", "_HostSend"})
+RECV_OPS = frozenset({"_Recv", "_HostRecv"})
+#: The source of a loop's back edge in a TensorFlow graph.
+LOOP_BACK_OP = "NextIteration"
+#: Ops whose output is their input (output ``k`` is input ``k`` for IdentityN).
+PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """How a collective op is read: its type, and the input positions of its data (``None``: it
+    has none, its output is the buffer), ``group_size`` and ``group_key`` (``None``: attributes)."""
+
+    comm_type: CollectiveCommType.ValueType
+    data: int | None
+    group_size: int | None
+    group_key: int | None
+
+
+#: Collective ops by name (tensorflow/core/ops/collective_ops.cc, nccl_ops.cc).
+COLLECTIVES = {
+    "CollectiveReduceV2": CollectiveOp(ALL_REDUCE, 0, 1, 2),
+    "CollectiveReduceV3": CollectiveOp(ALL_REDUCE, 0, None, None),
+    "CollectiveReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
+    "CollectiveGatherV2": CollectiveOp(ALL_GATHER, 0, 1, 2),
+    "CollectiveGather": CollectiveOp(ALL_GATHER, 0, None, None),
+    "CollectiveAllToAllV2": CollectiveOp(ALL_TO_ALL, 0, 1, 2),
+    "CollectiveAllToAllV3": CollectiveOp(ALL_TO_ALL, 0, None, None),
+    "CollectiveReduceScatterV2": CollectiveOp(REDUCE_SCATTER, 0, 1, 2),
+    "CollectiveBcastSendV2": CollectiveOp(BROADCAST, 0, 1, 2),
+    "CollectiveBcastSend": CollectiveOp(BROADCAST, 0, None, None),
+    "CollectiveBcastRecvV2": CollectiveOp(BROADCAST, None, 0, 1),
+    "CollectiveBcastRecv": CollectiveOp(BROADCAST, None, None, None),
+    "NcclAllReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
+}
+#: A rank's fidelity error (replayed span vs measured) past which ``--check`` fails (issue 17).
+FIDELITY_TOLERANCE = 0.10
+NS_PER_US = 1000
+
+
+@dataclass
+class Worker:
+    """One worker's recording: the step function's partition graphs by device, and its profile."""
+
+    path: Path
+    graphs: dict[str, GraphDef]
+    profile: TfProfile | None
+
+
+def load_workers(paths: list[PathLike]) -> list[Worker]:
+    """Every worker under ``paths``: folders holding ``run_metadata.pb`` (and ``profile/``), folders
+    of such folders (``OUT/worker{task}``), or ``run_metadata.pb`` files."""
+    found: list[Path] = []
+    for given in map(Path, paths):
+        if given.is_file():
+            found.append(given)
+        elif (given / RUN_METADATA).is_file():
+            found.append(given / RUN_METADATA)
+        elif given.is_dir() and (inner := sorted(given.glob(f"*/{RUN_METADATA}"))):
+            found.extend(inner)
+        else:
+            raise ChakraInputError(
+                f"no {RUN_METADATA} here or in its folders",
+                path=given,
+                hint="pass the folder chakra.tensorflow.collect wrote (or the folder of every worker's)",
+            )
+    workers = []
+    for path in found:
+        graphs = step_graphs(load_run_metadata(path), path)
+        profile_folder = path.parent / PROFILE_FOLDER
+        workers.append(Worker(path, graphs, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
+    return workers
+
+
+@dataclass
+class TfConversion:
+    """Every rank's nodes, the communicator groups, and what became of each graph node and event."""
+
+    devices: list[str]  # rank -> device name
+    nodes: dict[int, list[Node]]
+    groups: CommGroups
+    converted: Counter[str] = field(default_factory=Counter)  # op -> nodes written (all ranks)
+    folded: Counter[str] = field(default_factory=Counter)  # op -> graph nodes folded
+    untimed: Counter[str] = field(default_factory=Counter)  # op -> nodes with no execution in the step
+    unsized: Counter[str] = field(default_factory=Counter)  # op -> communication of unknown bytes
+    dropped: Counter[str] = field(default_factory=Counter)  # why -> edges or nodes left out
+    events: Counter[str] = field(default_factory=Counter)  # what -> profile events
+    repeated: Counter[str] = field(default_factory=Counter)  # op -> nodes run more than once in the step
+    step_runs: list[StepRun] = field(default_factory=list)
+    step_run: StepRun | None = None
+    profiled: bool = False
+    group_notes: list[str] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        if not self.profiled:
+            out.append("no profile: nodes carry FLOPs and bytes but no durations (chakra simulate times them)")
+        if self.step_run is not None and (said := step_note(self.step_runs, self.step_run)) is not None:
+            out.append(said)
+        out.extend(f"{n:,} {op} nodes have no execution in the step: no duration" for op, n in self.untimed.items())
+        out.extend(
+            f"{n:,} {op} nodes move a tensor whose size is known only at run time: no comm_size"
+            for op, n in self.unsized.items()
+        )
+        out.extend(f"{n:,} {op} nodes ran more than once in the step: first start, summed duration"
+                   for op, n in self.repeated.items())  # fmt: skip
+        out.extend(f"dropped {n:,}: {why}" for why, n in self.dropped.items())
+        return out + self.group_notes
+
+
+def convert_workers(workers: list[Worker]) -> TfConversion:
+    """Every device's nodes (see the module's docstring)."""
+    devices = rank_order([d for w in workers for d in w.graphs])
+    if len(set(devices)) != len(devices):
+        repeated = sorted(d for d, n in Counter(devices).items() if n > 1)
+        raise ChakraInputError(f"device {repeated[0]} is in two recordings", path=workers[0].path,
+                               hint="pass each worker's folder once")  # fmt: skip
+    conversion = TfConversion(devices, {}, CommGroups())
+    conversion.profiled = all(w.profile is not None for w in workers)
+    executions = _step_executions(workers, conversion) if conversion.profiled else {}
+    context = _Context(workers, devices, executions)
+    conversion.groups = context.comm_groups(conversion)
+    for worker in workers:
+        for device, graph in worker.graphs.items():
+            rank = devices.index(device)
+            conversion.nodes[rank] = _Device(context, conversion, rank, graph).emit()
+    conversion.nodes = dict(sorted(conversion.nodes.items()))
+    return conversion
+
+
+def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[str, dict[str, list[OpExecution]]]:
+    """Device name -> node name -> executions in the step chosen (see the module's docstring)."""
+    per_worker: list[dict[object, tuple[int, StepRun]]] = []
+    for worker in workers:
+        assert worker.profile is not None
+        names = {node.name for graph in worker.graphs.values() for node in graph.node}
+        steps: dict[object, tuple[int, StepRun]] = {}
+        matched_steps = []
+        for step_id, ops in worker.profile.steps.items():
+            ours = [e for name, runs in ops.items() if name in names for e in runs]
+            if not ours or 2 * len(ours) < sum(len(r) for r in ops.values()):
+                conversion.events["of other functions"] += sum(len(r) for r in ops.values())
+                continue
+            instances = [e.instance_key for e in ours if e.instance_key is not None]
+            start_ns = min(e.start_ns for e in ours)
+            span_ns = max(e.start_ns + e.dur_ns for e in ours) - start_ns
+            matched_steps.append((min(instances) if instances else None, start_ns, step_id, span_ns, len(ours)))
+        if not matched_steps:
+            raise ChakraInputError(
+                "the profile has no step of this graph: none of its op events names a node of the step function",
+                path=worker.profile.path,
+                hint="convert a graph and a profile of the same run (both written by one chakra.tensorflow.collect)",
+            )
+        keyed = all(key is not None for key, *_ in matched_steps)
+        for index, (key, start_ns, step_id, span_ns, count) in enumerate(sorted(matched_steps, key=lambda s: s[1])):
+            run = StepRun(str(key if keyed else index), start_ns / NS_PER_US, span_ns / NS_PER_US, count)
+            steps[key if keyed else index] = (step_id, run)
+        per_worker.append(steps)
+        conversion.events["with no step"] += worker.profile.stepless
+    common = set(per_worker[0]).intersection(*per_worker[1:])
+    if not common:
+        raise ChakraInputError("the workers' profiles share no step (no collective instance in common)",
+                               path=workers[0].path, hint="record every worker over the same steps")  # fmt: skip
+    joined = [
+        StepRun(
+            per_worker[0][key][1].run,
+            min(steps[key][1].start_us for steps in per_worker),
+            max(steps[key][1].span_us for steps in per_worker),
+            sum(steps[key][1].executions for steps in per_worker),
+        )
+        for key in common
+    ]
+    conversion.step_runs = sorted(joined, key=lambda r: r.start_us)
+    conversion.step_run = step_to_convert(conversion.step_runs)
+    chosen_key = next(k for k in common if per_worker[0][k][1].run == conversion.step_run.run)
+    out: dict[str, dict[str, list[OpExecution]]] = {}
+    for worker, steps in zip(workers, per_worker):
+        assert worker.profile is not None
+        for step_id, ops in worker.profile.steps.items():
+            if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
+                conversion.events["in other steps"] += sum(len(r) for r in ops.values())
+        ops = worker.profile.steps[steps[chosen_key][0]]
+        placed = {node.name: device for device, graph in worker.graphs.items() for node in graph.node}
+        for name, runs in ops.items():
+            device = placed.get(name)
+            if device is None:
+                conversion.events["in the step, of no graph node"] += len(runs)
+                continue
+            out.setdefault(device, {})[name] = runs
+            conversion.events["converted"] += len(runs)
+    return out
+
+
+class _Context:
+    """What every device's conversion shares: ranks, transfer tags and sizes, collective groups."""
+
+    def __init__(self, workers: list[Worker], devices: list[str], executions: dict[str, dict[str, list[OpExecution]]]):
+        self.rank_of = {device: rank for rank, device in enumerate(devices)}
+        self.executions = executions
+        self.graphs = {device: graph for w in workers for device, graph in w.graphs.items()}
+        self.by_name = {device: {n.name: n for n in graph.node} for device, graph in self.graphs.items()}
+        self.sends: dict[tuple[str, str, str], NodeDef] = {}
+        keys: set[tuple[str, str, str]] = set()
+        for graph in self.graphs.values():
+            for node in graph.node:
+                if node.op in SEND_OPS or node.op in RECV_OPS:
+                    keys.add(_rendezvous(node))
+                    if node.op in SEND_OPS:
+                        self.sends[_rendezvous(node)] = node
+        self.tags = {key: tag for tag, key in enumerate(sorted(keys))}
+        self.group_key_of: dict[tuple[str, str], int | None] = {}
+        self._bytes: dict[tuple[str, str, int], int | None] = {}
+
+    def input_bytes(self, device: str, node: NodeDef, index: int) -> int | None:
+        """Bytes of ``node``'s data input ``index``."""
+        data = [i for i in node.input if not i.startswith(CONTROL_PREFIX)]
+        if index >= len(data):
+            return None
+        source, port, _ = input_name(data[index])
+        producer = self.by_name[device].get(source)
+        return None if producer is None else self.output_bytes(device, producer, port)
+
+    def sent_bytes(self, key: tuple[str, str, str]) -> int | None:
+        """Bytes a transfer moves: what its ``_Send`` is given."""
+        send = self.sends.get(key)
+        return None if send is None or key[0] not in self.by_name else self.input_bytes(key[0], send, 0)
+
+    def output_bytes(self, device: str, node: NodeDef, port: int) -> int | None:
+        """Bytes of one output: from ``_output_shapes`` and the node's type; where TensorFlow could
+        not infer it statically, a ``_Recv`` has what its ``_Send`` was given and an identity what
+        it is given (shape inference stops at a partition's edge)."""
+        memo = (device, node.name, port)
+        if memo not in self._bytes:
+            self._bytes[memo] = None  # a cycle reads as unknown
+            size = _output_bytes(node, port)
+            if size is None and node.op in RECV_OPS:
+                size = self.sent_bytes(_rendezvous(node))
+            elif size is None and node.op in PASS_THROUGH_OPS:
+                size = self.input_bytes(device, node, port if node.op == "IdentityN" else 0)
+            self._bytes[memo] = size
+        return self._bytes[memo]
+
+    def group_key(self, device: str, node: NodeDef) -> int | None:
+        """A collective's group key: from its execution in the step, else its graph constant."""
+        runs = self.executions.get(device, {}).get(node.name)
+        if runs and runs[0].group_key is not None:
+            return runs[0].group_key
+        rule = COLLECTIVES[node.op]
+        if rule.group_key is None:
+            return int(node.attr["group_key"].i) if "group_key" in node.attr else None
+        return self._const_input(device, node, rule.group_key)
+
+    def group_size(self, device: str, node: NodeDef) -> int | None:
+        rule = COLLECTIVES[node.op]
+        if rule.group_size is None:
+            return int(node.attr["group_size"].i) if "group_size" in node.attr else None
+        return self._const_input(device, node, rule.group_size)
+
+    def _const_input(self, device: str, node: NodeDef, index: int) -> int | None:
+        data = [i for i in node.input if not i.startswith(CONTROL_PREFIX)]
+        if index >= len(data):
+            return None
+        producer = self.by_name[device].get(input_name(data[index])[0])
+        while producer is not None and producer.op == "Identity" and producer.input:
+            producer = self.by_name[device].get(input_name(producer.input[0])[0])
+        return None if producer is None else int_value(producer)
+
+    def comm_groups(self, conversion: TfConversion) -> CommGroups:
+        """Group ids by member ranks: the devices running collectives of one group key."""
+        members: dict[int, set[int]] = defaultdict(set)
+        sizes: dict[int, set[int]] = defaultdict(set)
+        for device, graph in self.graphs.items():
+            for node in graph.node:
+                if node.op not in COLLECTIVES:
+                    continue
+                key = self.group_key(device, node)
+                self.group_key_of[(device, node.name)] = key
+                if key is not None:
+                    members[key].add(self.rank_of[device])
+                    if (size := self.group_size(device, node)) is not None:
+                        sizes[key].add(size)
+        self.gid_of_key: dict[int, int] = {}
+        groups: dict[tuple[int, ...], int] = {}
+        for key in sorted(members):
+            ranks = tuple(sorted(members[key]))
+            self.gid_of_key[key] = groups.setdefault(ranks, len(groups) + 1)
+            for size in sizes[key] - {len(ranks)}:
+                conversion.group_notes.append(
+                    f"group key {key}: group_size {size} but {len(ranks)} collected devices run it "
+                    "(record every worker to have the whole group)"
+                )
+        return CommGroups({gid: list(ranks) for ranks, gid in groups.items()})
+
+
+def _rendezvous(node: NodeDef) -> tuple[str, str, str]:
+    """A transfer's rendezvous key: (send device, receive device, tensor name)."""
+    return (node.attr["send_device"].s.decode(), node.attr["recv_device"].s.decode(), node.attr["tensor_name"].s.decode())
+
+
+def _dtype(node: NodeDef) -> int | None:
+    for name in ("T", "dtype", "tensor_type", "out_type"):
+        if name in node.attr and node.attr[name].WhichOneof("value") == "type":
+            return int(node.attr[name].type)
+    return None
+
+
+def _output_bytes(node: NodeDef, port: int) -> int | None:
+    shapes = output_shapes(node)
+    dtype = _dtype(node)
+    if port >= len(shapes) or dtype is None:
+        return None
+    count, size = elements(shapes[port]), dtype_bytes(dtype)
+    return None if count is None or size is None else count * size
+
+
+class _Device:
+    """One device's nodes, emitted in dependency order (ties: as measured, then as in the graph)."""
+
+    def __init__(self, context: _Context, conversion: TfConversion, rank: int, graph: GraphDef):
+        self.context = context
+        self.conversion = conversion
+        self.rank = rank
+        self.device = conversion.devices[rank]
+        self.graph = graph
+        self.runs = context.executions.get(self.device, {})
+        self.nodes: list[Node] = []
+
+    def order(self) -> list[NodeDef]:
+        """Kahn's order over data and control edges, the loop back edges dropped."""
+        by_name = self.context.by_name[self.device]
+        children: dict[str, list[str]] = defaultdict(list)
+        waiting: dict[str, int] = {}
+        for node in self.graph.node:
+            parents = {input_name(i)[0] for i in node.input} & by_name.keys()
+            back = {p for p in parents if by_name[p].op == LOOP_BACK_OP}
+            if back:
+                self.conversion.dropped["loop back edges (NextIteration -> Merge)"] += len(back)
+            for parent in parents - back:
+                children[parent].append(node.name)
+            waiting[node.name] = len(parents - back)
+        position = {node.name: i for i, node in enumerate(self.graph.node)}
+        unmeasured = float("inf")
+
+        def key(name: str) -> tuple[float, int, str]:
+            runs = self.runs.get(name)
+            return (runs[0].start_ns if runs else unmeasured, position[name], name)
+
+        ready = [key(name) for name, count in waiting.items() if count == 0]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            name = heapq.heappop(ready)[2]
+            out.append(by_name[name])
+            for child in children[name]:
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    heapq.heappush(ready, key(child))
+        if len(out) < len(self.graph.node):
+            self.conversion.dropped["nodes on a dependency cycle"] += len(self.graph.node) - len(out)
+        return out
+
+    def emit(self) -> list[Node]:
+        stands_for: dict[str, frozenset[int]] = {}  # graph node -> the ET nodes it stands for
+        for node in self.order():
+            data: set[int] = set()
+            ctrl: set[int] = set()
+            for text in node.input:
+                source, _, control = input_name(text)
+                (ctrl if control else data).update(stands_for.get(source, ()))
+            if node.op in FOLDED_OPS:
+                self.conversion.folded[node.op] += 1
+                stands_for[node.name] = frozenset(data | ctrl)
+                continue
+            stands_for[node.name] = frozenset({self.add(node, sorted(data), sorted(ctrl - data))})
+        return self.nodes
+
+    def add(self, graph_node: NodeDef, data: list[int], ctrl: list[int]) -> int:
+        node = Node(id=len(self.nodes), name=graph_node.name, data_deps=data, ctrl_deps=ctrl)
+        set_attr(node, "op_type", graph_node.op)
+        runs = self.runs.get(graph_node.name)
+        if runs:
+            node.start_time_micros = max(1, runs[0].start_ns // NS_PER_US)
+            dur_ns = sum(r.dur_ns for r in runs)
+            node.duration_micros = dur_ns // NS_PER_US
+            set_attr(node, "duration_ns", dur_ns)
+            if runs[0].thread is not None:  # an asynchronous kernel holds no thread: no resource
+                set_attr(node, "tid", runs[0].thread)
+            if len(runs) > 1:
+                self.conversion.repeated[graph_node.op] += 1
+        elif self.conversion.profiled:
+            self.conversion.untimed[graph_node.op] += 1
+        set_attr(node, "is_cpu_op", False)
+        node.type = self.kind(graph_node, node)
+        self.conversion.converted[graph_node.op] += 1
+        self.nodes.append(node)
+        return node.id
+
+    def kind(self, graph_node: NodeDef, node: Node) -> NodeType.ValueType:
+        """The node's type, with the attributes of that type set on ``node``."""
+        op = graph_node.op
+        if op in SEND_OPS or op in RECV_OPS:
+            key = _rendezvous(graph_node)
+            sending = op in SEND_OPS
+            peer = self.context.rank_of.get(key[1] if sending else key[0])
+            if peer is not None:
+                size = self.context.sent_bytes(key)
+                set_attr(node, "comm_dst" if sending else "comm_src", peer)
+                set_attr(node, "comm_src" if sending else "comm_dst", self.rank)
+                set_attr(node, "comm_tag", self.context.tags[key])
+                self.set_size(node, op, size)
+                return COMM_SEND_NODE if sending else COMM_RECV_NODE
+            self.conversion.dropped[f"{op} with a device not recorded: kept as compute"] += 1
+        rule = COLLECTIVES.get(op)
+        if rule is not None:
+            set_attr(node, "comm_type", int(rule.comm_type))
+            size = (self.context.output_bytes(self.device, graph_node, 0) if rule.data is None
+                    else self.context.input_bytes(self.device, graph_node, rule.data))  # fmt: skip
+            self.set_size(node, op, size)
+            key = self.context.group_key_of.get((self.device, graph_node.name))
+            if key is not None:
+                set_attr(node, "pg_name", str(self.context.gid_of_key[key]))
+            else:
+                self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
+            return COMM_COLL_NODE
+        by_name = self.context.by_name[self.device]
+        inputs = []
+        input_bytes = 0
+        for text in graph_node.input:
+            source, port, control = input_name(text)
+            producer = by_name.get(source)
+            if control or producer is None:
+                continue
+            shapes = output_shapes(producer)
+            inputs.append(shapes[port] if port < len(shapes) else None)
+            input_bytes += self.context.output_bytes(self.device, producer, port) or 0
+        outputs = output_shapes(graph_node)
+        flags = {name: graph_node.attr[name].b for name in ("transpose_a", "adj_x") if name in graph_node.attr}
+        flops = op_flops(op, inputs, outputs, flags)
+        if flops is not None:
+            set_attr(node, "num_ops", flops)
+        output_bytes = sum(self.context.output_bytes(self.device, graph_node, p) or 0 for p in range(len(outputs)))
+        set_attr(node, "tensor_size", input_bytes + output_bytes)
+        return COMP_NODE
+
+    def set_size(self, node: Node, op: str, size: int | None) -> None:
+        if size is None:
+            self.conversion.unsized[op] += 1
+        else:
+            set_attr(node, "comm_size", size)
+
+
+def write_tf_workload(conversion: TfConversion, prefix: PathLike) -> WrittenWorkload:
+    """Write ``PREFIX.{rank}.et`` for every device and ``PREFIX.comm_groups.json``."""
+    with WorkloadWriter(prefix) as writer:
+        for rank, nodes in conversion.nodes.items():
+            metadata = GlobalMetadata(version=io.FORMAT_VERSION)
+            metadata.attr.add(name="tf_device", string_val=conversion.devices[rank])
+            writer.write_nodes(rank, nodes, metadata)
+        if conversion.groups:
+            writer.groups = conversion.groups
+    assert writer.result is not None
+    return writer.result
+
+
+def replay_ranks(written: WrittenWorkload) -> dict[int, ReplayResult]:
+    """Each rank's ET replayed with its recorded durations, against its measured span."""
+    return {rank: replay_file(path) for rank, path in sorted(written.paths.items())}

@@ -1,0 +1,197 @@
+"""What ran in a TensorFlow step: the step function's partition graphs, one per device, as collected.
+
+:func:`load_run_metadata` reads a worker's ``run_metadata.pb`` (:mod:`chakra.tensorflow.collect`)
+with the minimal protos of :mod:`chakra.schema.tensorflow` (no TensorFlow needed);
+:func:`step_graphs` picks the step function among the function graphs TensorFlow kept (the one
+holding collectives or cross-device transfers, else the largest: the dataset's ``next`` functions
+and the optimizer's helpers are smaller) and returns its partition graphs by device.
+
+Devices are named as TensorFlow names them, ``/job:worker/replica:0/task:1/device:CPU:0``;
+:func:`rank_order` numbers them worker-major, device-minor: by job, then task, then device type and
+index, which is the order ``MultiWorkerMirroredStrategy`` lists its devices in.
+
+Example:
+    graphs = step_graphs(load_run_metadata("out/worker0/run_metadata.pb"))
+    {device: len(graph.node) for device, graph in graphs.items()}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
+from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef, RunMetadata, TensorShapeProto
+
+#: Ops whose presence marks the step function: collectives and the transfers between devices.
+COLLECTIVE_PREFIX = "Collective"
+TRANSFER_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+#: How a node names an input: "^name" for a control edge, "name:port" for an output other than 0.
+CONTROL_PREFIX = "^"
+#: ``/job:J/replica:R/task:T/device:TYPE:N`` (the short ``/cpu:0`` form has no job or task).
+_DEVICE = re.compile(r"^/job:(?P<job>[^/]+)/replica:(?P<replica>\d+)/task:(?P<task>\d+)/device:(?P<type>[^:]+):(?P<index>\d+)$")
+
+#: Bytes per element of TensorFlow's DataType values (tensorflow/core/framework/types.proto).
+DTYPE_BYTES = {
+    1: 4,  # DT_FLOAT
+    2: 8,  # DT_DOUBLE
+    3: 4,  # DT_INT32
+    4: 1,  # DT_UINT8
+    5: 2,  # DT_INT16
+    6: 1,  # DT_INT8
+    8: 8,  # DT_COMPLEX64
+    9: 8,  # DT_INT64
+    10: 1,  # DT_BOOL
+    14: 2,  # DT_BFLOAT16
+    17: 2,  # DT_UINT16
+    18: 16,  # DT_COMPLEX128
+    19: 2,  # DT_HALF
+    22: 4,  # DT_UINT32
+    23: 8,  # DT_UINT64
+    24: 1,  # DT_FLOAT8_E5M2
+    25: 1,  # DT_FLOAT8_E4M3FN
+}
+#: A reference type is its base type + 100 (DT_FLOAT_REF = 101).
+REF_OFFSET = 100
+
+
+@dataclass(frozen=True, order=True)
+class Device:
+    """A TensorFlow device, ordered worker-major, device-minor."""
+
+    job: str
+    task: int
+    kind: str
+    index: int
+    name: str
+
+    @staticmethod
+    def parse(name: str) -> Device:
+        match = _DEVICE.match(name)
+        if match is None:
+            return Device("", 0, name, 0, name)
+        return Device(match["job"], int(match["task"]), match["type"], int(match["index"]), name)
+
+
+def load_run_metadata(path: PathLike) -> RunMetadata:
+    """Read a ``run_metadata.pb`` (a serialized ``tensorflow.RunMetadata``)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ChakraInputError("no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote") from None
+    except IsADirectoryError:
+        raise ChakraInputError("a folder, not a run metadata file", path=path) from None
+    metadata = RunMetadata()
+    try:
+        metadata.ParseFromString(data)
+    except DecodeError as exc:
+        raise ChakraFormatError(
+            f"not a TensorFlow RunMetadata ({exc}; {len(data):,} bytes)",
+            path=path,
+            hint="the file is damaged or of another kind; record it again with chakra.tensorflow.collect",
+        ) from None
+    if not metadata.function_graphs:
+        raise ChakraFormatError(
+            "no function graphs in this RunMetadata",
+            path=path,
+            hint="record with chakra.tensorflow.collect, entered before the step function's first call",
+        )
+    return metadata
+
+
+def step_graph_index(metadata: RunMetadata) -> int:
+    """Which of ``metadata.function_graphs`` is the step function (see the module's docstring)."""
+
+    def weight(index: int) -> tuple[bool, int]:
+        graphs = metadata.function_graphs[index].partition_graphs
+        talks = any(n.op.startswith(COLLECTIVE_PREFIX) or n.op in TRANSFER_OPS for g in graphs for n in g.node)
+        return talks, sum(len(g.node) for g in graphs)
+
+    return max(range(len(metadata.function_graphs)), key=weight)
+
+
+def step_graphs(metadata: RunMetadata, path: PathLike | None = None) -> dict[str, GraphDef]:
+    """The step function's partition graphs by device name."""
+    out: dict[str, GraphDef] = {}
+    for graph in metadata.function_graphs[step_graph_index(metadata)].partition_graphs:
+        devices = {node.device for node in graph.node if node.device}
+        if len(devices) != 1:
+            raise ChakraFormatError(
+                f"a partition graph runs on {len(devices)} devices ({', '.join(sorted(devices)) or 'none'})",
+                path=path,
+                hint="the partition graphs TensorFlow keeps run on one device each: record again",
+            )
+        out[devices.pop()] = graph
+    return out
+
+
+def rank_order(devices: list[str]) -> list[str]:
+    """``devices`` in rank order: worker-major (job, task), device-minor (type, index).
+
+    >>> rank_order(["/job:worker/replica:0/task:1/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:1",
+    ...             "/job:worker/replica:0/task:0/device:CPU:0"])[0]
+    '/job:worker/replica:0/task:0/device:CPU:0'
+    """
+    return [d.name for d in sorted(Device.parse(name) for name in devices)]
+
+
+def input_name(text: str) -> tuple[str, int, bool]:
+    """A NodeDef input as (node, output port, is a control edge).
+
+    >>> input_name("^init"), input_name("split:1"), input_name("x")
+    (('init', 0, True), ('split', 1, False), ('x', 0, False))
+    """
+    if text.startswith(CONTROL_PREFIX):
+        return text[1:], 0, True
+    node, _, port = text.rpartition(":")
+    if node and port.isdigit():
+        return node, int(port), False
+    return text, 0, False
+
+
+def output_shapes(node: NodeDef) -> list[list[int] | None]:
+    """Each output's dimensions from ``_output_shapes`` (-1: unknown; ``None``: unknown rank)."""
+    if "_output_shapes" not in node.attr:
+        return []
+    return [_dims(shape) for shape in node.attr["_output_shapes"].list.shape]
+
+
+def _dims(shape: TensorShapeProto) -> list[int] | None:
+    return None if shape.unknown_rank else [d.size for d in shape.dim]
+
+
+def elements(dims: list[int] | None) -> int | None:
+    """Elements of a shape, ``None`` when a dimension is unknown.
+
+    >>> elements([32, 64]), elements([]), elements([-1, 4]), elements(None)
+    (2048, 1, None, None)
+    """
+    if dims is None or any(d < 0 for d in dims):
+        return None
+    count = 1
+    for d in dims:
+        count *= d
+    return count
+
+
+def dtype_bytes(dtype: int) -> int | None:
+    """Bytes per element of a TensorFlow DataType value, ``None`` for types of no fixed size."""
+    return DTYPE_BYTES.get(dtype - REF_OFFSET if dtype > REF_OFFSET else dtype)
+
+
+def int_value(node: NodeDef) -> int | None:
+    """The integer a scalar ``Const`` holds (a collective's ``group_size`` or ``group_key``)."""
+    if node.op != "Const" or "value" not in node.attr:
+        return None
+    tensor = node.attr["value"].tensor
+    if tensor.int_val:
+        return int(tensor.int_val[0])
+    if tensor.int64_val:
+        return int(tensor.int64_val[0])
+    if tensor.tensor_content and len(tensor.tensor_content) in (4, 8):
+        return int.from_bytes(tensor.tensor_content, "little", signed=True)
+    return 0  # proto3 leaves a zero out

@@ -1,0 +1,236 @@
+"""What a TensorFlow profile measured: every op execution of every step, from the profiler's XSpace.
+
+``tf.profiler.experimental.start(DIR)`` writes ``DIR/plugins/profile/RUN/HOST.xplane.pb``.
+:func:`load_tf_profile` reads it with the minimal protos of :mod:`chakra.schema.tensorflow`. On the
+host plane (``/host:CPU``) the executor's threads are lines (``tf_Compute/…``,
+``collective_ops/…``); an op execution is an event named ``NODE:OP_TYPE``. Collective events carry
+their ``step_id``, ``group_key``, ``group_size`` is not recorded but ``instance_key`` is; other op
+events are nested inside the executor's ``ExecutorState::Process`` event of their step, whose
+``id`` stat is the step id. Every device of one function call shares the step id.
+
+:class:`OpExecution` keeps the start and duration in ns, the thread (the line) and, for
+collectives, the keys. Events that are neither (the executor's own regions, Python, tf.data)
+are not op executions and are not counted.
+
+Example:
+    profile = load_tf_profile("out/worker0/profile")
+    for step_id, ops in profile.steps.items():
+        print(step_id, len(ops))
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from chakra import io
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
+from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XSpace
+
+#: What the profiler names its files, and the plane of host threads TensorFlow's executor runs on.
+XPLANE_GLOB = "*.xplane.pb"
+HOST_PLANE = "/host:CPU"
+#: The executor's event around the ops it runs inline for one step, and its step id stat.
+PROCESS_EVENT = "ExecutorState::Process"
+PROCESS_STEP_STAT = "id"
+#: The executor's events around an asynchronous kernel (``_Recv``, collectives): launched, done.
+ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::ProcessAsync::Done"
+#: Stats of a collective op's event, and the node an async kernel's events name.
+STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
+#: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
+OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
+PS_PER_NS = 1000
+
+
+@dataclass(frozen=True)
+class OpExecution:
+    """One execution of a graph node: start (ns since the epoch of the profile), duration (ns),
+    the thread line it ran on (``None`` for an asynchronous kernel: from its launch to its done
+    callback it holds no thread), and a collective's group and instance keys."""
+
+    start_ns: int
+    dur_ns: int
+    thread: int | None
+    group_key: int | None = None
+    instance_key: int | None = None
+
+
+@dataclass
+class TfProfile:
+    """Op executions by step id, then node name (in time order); op events with no step id counted."""
+
+    path: str
+    steps: dict[int, dict[str, list[OpExecution]]] = field(default_factory=dict)
+    stepless: int = 0
+
+
+def load_tf_profile(path: PathLike) -> TfProfile:
+    """Read a TensorFlow profile (an ``.xplane.pb``, or the newest one under a folder)."""
+    path = _find(Path(path))
+    stream, _ = io.open_decompressed(path, what="a TensorFlow profile")
+    try:
+        data = stream.read()
+    finally:
+        stream.close()
+    space = XSpace()
+    try:
+        space.ParseFromString(data)
+    except DecodeError as exc:
+        raise ChakraFormatError(
+            f"not a profiler XSpace ({exc}; {len(data):,} bytes)",
+            path=path,
+            hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
+        ) from None
+    host = next((plane for plane in space.planes if plane.name == HOST_PLANE), None)
+    if host is None:
+        raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
+    profile = TfProfile(str(path))
+    steps: dict[int, dict[str, list[OpExecution]]] = defaultdict(lambda: defaultdict(list))
+    names = {key: meta.name for key, meta in host.event_metadata.items()}
+    stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
+    launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
+    finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
+    for thread, line in enumerate(host.lines):
+        profile.stepless += _read_line(line, thread, names, stat_names, steps)
+        _read_async(line, names, stat_names, launched, finished)
+    _merge_async(steps, launched, finished)
+    if not steps:
+        raise ChakraInputError(
+            "the profile has no op executions of a step",
+            path=path,
+            hint="profile whole steps: call the step function inside chakra.tensorflow.collect",
+        )
+    for ops in steps.values():
+        for executions in ops.values():
+            executions.sort(key=lambda e: e.start_ns)
+    profile.steps = {step: dict(ops) for step, ops in steps.items()}
+    return profile
+
+
+def _find(path: Path) -> Path:
+    if not path.is_dir():
+        if not path.exists():
+            raise ChakraInputError("no such file or folder", path=path, hint="pass the folder collect() wrote")
+        return path
+    found = sorted(path.rglob(XPLANE_GLOB), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise ChakraInputError(
+            f"no {XPLANE_GLOB} under this folder",
+            path=path,
+            hint="pass the folder tf.profiler.experimental.start wrote (TensorFlow writes no trace.json since 2.16)",
+        )
+    return found[-1]
+
+
+def _read_line(
+    line: XLine,
+    thread: int,
+    names: dict[int, str],
+    stat_names: dict[int, str],
+    steps: dict[int, dict[str, list[OpExecution]]],
+) -> int:
+    """Add the op executions of one thread line to ``steps``; returns those with no step id.
+
+    One sweep in start order keeps the executor regions open at each event on a stack (regions on
+    one thread nest or follow each other), so an op's step is the innermost region around it."""
+    base_ns = line.timestamp_ns
+    open_regions: list[tuple[int, int]] = []  # (end ps, step id), innermost last
+    stepless = 0
+    for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
+        name = names.get(event.metadata_id, "")
+        while open_regions and open_regions[-1][0] < event.offset_ps:
+            open_regions.pop()
+        if name == PROCESS_EVENT:
+            region_step = _int_stat(event, stat_names, PROCESS_STEP_STAT)
+            if region_step is not None:
+                open_regions.append((event.offset_ps + event.duration_ps, region_step))
+            continue
+        if OP_SEPARATOR not in name or SCOPE_SEPARATOR in name:
+            continue
+        step = _int_stat(event, stat_names, STEP_STAT)
+        if step is None:
+            end_ps = event.offset_ps + event.duration_ps
+            step = next((s for end, s in reversed(open_regions) if end >= end_ps), None)
+        if step is None:
+            stepless += 1
+            continue
+        steps[step][name.rpartition(OP_SEPARATOR)[0]].append(
+            OpExecution(
+                base_ns + event.offset_ps // PS_PER_NS,
+                event.duration_ps // PS_PER_NS,
+                thread,
+                _int_stat(event, stat_names, GROUP_STAT),
+                _int_stat(event, stat_names, INSTANCE_STAT),
+            )
+        )
+    return stepless
+
+
+def _read_async(
+    line: XLine,
+    names: dict[int, str],
+    stat_names: dict[int, str],
+    launched: dict[tuple[int, str], list[int]],
+    finished: dict[tuple[int, str], list[int]],
+) -> None:
+    """Collect the launch and done times (ns) of the asynchronous kernels on one line."""
+    for event in line.events:
+        kind = names.get(event.metadata_id)
+        if kind != ASYNC_START and kind != ASYNC_DONE:
+            continue
+        step = _int_stat(event, stat_names, STEP_STAT)
+        node = _ref_stat(event, stat_names, NAME_STAT)
+        if step is None or node is None:
+            continue
+        at_ns = line.timestamp_ns + event.offset_ps // PS_PER_NS
+        if kind == ASYNC_START:
+            launched[(step, node)].append(at_ns)
+        else:
+            finished[(step, node)].append(at_ns + event.duration_ps // PS_PER_NS)
+
+
+def _merge_async(
+    steps: dict[int, dict[str, list[OpExecution]]],
+    launched: dict[tuple[int, str], list[int]],
+    finished: dict[tuple[int, str], list[int]],
+) -> None:
+    """An asynchronous kernel's executions span its launch to its done callback (the k-th launch
+    with the k-th done), on no thread; a collective keeps the keys of its own op event."""
+    for (step, node), starts in launched.items():
+        ends = sorted(finished.get((step, node), []))
+        starts.sort()
+        if len(ends) != len(starts):
+            continue  # cut by the profiling window: the op events, if any, stay
+        ops = steps[step][node] if node in steps[step] else []
+        ops.sort(key=lambda e: e.start_ns)
+        spans = []
+        for k, (start_ns, end_ns) in enumerate(zip(starts, ends)):
+            keys = ops[k] if k < len(ops) else None
+            group = keys.group_key if keys is not None else None
+            instance = keys.instance_key if keys is not None else None
+            spans.append(OpExecution(start_ns, max(0, end_ns - start_ns), None, group, instance))
+        steps[step][node] = spans
+
+
+def _ref_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> str | None:
+    """A stat whose value is the name of another stat metadata (how the profiler interns strings)."""
+    for stat in event.stats:
+        if stat_names.get(stat.metadata_id) == wanted:
+            kind = stat.WhichOneof("value")
+            if kind == "ref_value":
+                return stat_names.get(stat.ref_value)
+            return stat.str_value if kind == "str_value" else None
+    return None
+
+
+def _int_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> int | None:
+    for stat in event.stats:
+        if stat_names.get(stat.metadata_id) == wanted:
+            kind = stat.WhichOneof("value")
+            if kind in ("int64_value", "uint64_value"):
+                return int(getattr(stat, kind))
+            return None
+    return None
