@@ -21,9 +21,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from chakra.tensorflow.collect import collect  # noqa: E402
+from chakra.tensorflow.collect import collect
 
 #: Logical devices by default, and the steps recorded (the converter takes the median one).
 DEFAULT_DEVICES = 4

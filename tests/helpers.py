@@ -423,3 +423,13 @@ def no_hang(seconds: float = 20.0) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def validate_and_simulate(prefix: Path, tmp_path: Path, npus: int) -> None:
+    """A converted workload validates clean for ASTRA-sim and simulates on a switch of ``npus``."""
+    assert run_cli("validate", str(prefix), "--target", "astra-sim").returncode == 0
+    network = tmp_path / f"switch{npus}.yml"
+    network.write_text(f"topology: [ Switch ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
+    done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network))
+    assert done.returncode == 0, done.stderr

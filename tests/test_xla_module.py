@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import write_allreduce_workload
+from helpers import validate_and_simulate, write_allreduce_workload
 
 from chakra.errors import ChakraFormatError
 from chakra.xla.hlo import load_module, replica_groups, shape_bytes
@@ -117,20 +117,8 @@ def test_a_devices_flops_are_xlas_own_count(converted: Path, sharded_mlp: Path):
     assert abs(compute_flops + reduction_adds - xla_flops) <= FLOPS_TOLERANCE * xla_flops, (compute_flops, xla_flops)
 
 
-def _validates_and_simulates(prefix: Path, tmp_path: Path) -> None:
-    """The workload validates clean for ASTRA-sim and simulates on a switch of all the devices."""
-    from helpers import run_cli
-
-    assert run_cli("validate", str(prefix), "--target", "astra-sim").returncode == 0
-    network = tmp_path / "switch8.yml"
-    network.write_text(f"topology: [ Switch ]\nnpus_count: [ {DEVICES} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
-    done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network))
-    assert done.returncode == 0, done.stderr
-
-
 def test_the_converted_step_validates_for_astra_sim_and_simulates(converted: Path, tmp_path: Path):
-    _validates_and_simulates(converted, tmp_path)
+    validate_and_simulate(converted, tmp_path, DEVICES)
 
 
 def test_convert_xla_writes_every_device_and_reports_each_instruction(sharded_mlp: Path, tmp_path: Path):
@@ -206,7 +194,7 @@ def test_the_collective_permute_is_a_ring_of_sends_and_receives_that_pair_exactl
 
 
 def test_the_program_of_every_collective_validates_and_simulates(every_collective: Path, tmp_path: Path):
-    _validates_and_simulates(every_collective, tmp_path)
+    validate_and_simulate(every_collective, tmp_path, DEVICES)
 
 
 # ---- loops: a lax.scan over layers is unrolled ------------------------------------------------

@@ -274,8 +274,13 @@ def convert_tensorflow_cmd(
 
     Example: chakra convert tensorflow out/ -o out/et/step --check
     """
-    from chakra.tensorflow.convert import FIDELITY_TOLERANCE, convert_workers, load_workers, replay_ranks
-    from chakra.tensorflow.convert import write_tf_workload
+    from chakra.tensorflow.convert import (
+        FIDELITY_TOLERANCE,
+        convert_workers,
+        load_workers,
+        replay_ranks,
+        write_tf_workload,
+    )
 
     with busy("converting the TensorFlow step"):
         conversion = convert_workers(load_workers(list(recordings)))

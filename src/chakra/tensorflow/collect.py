@@ -80,7 +80,9 @@ def collect(out: PathLike) -> Iterator[CollectedRun]:
             hint="enter collect() before the first call of the tf.function (its graphs are kept when it is built)",
         )
     run.function_graphs = len(metadata.function_graphs)
-    run.unshaped_nodes = sum(_annotate_shapes(graph) for fg in metadata.function_graphs for graph in fg.partition_graphs)
+    run.unshaped_nodes = sum(
+        _annotate_shapes(graph) for fg in metadata.function_graphs for graph in fg.partition_graphs
+    )
     with AtomicFile(run.run_metadata) as file:
         file.write(metadata.SerializeToString())
 

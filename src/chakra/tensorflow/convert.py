@@ -64,7 +64,7 @@ from chakra.tensorflow.graph import (
     dtype_bytes,
     elements,
     input_name,
-    int_value,
+    const_int,
     load_run_metadata,
     output_shapes,
     rank_order,
@@ -94,7 +94,7 @@ class CollectiveOp:
     """How a collective op is read: its type, and the input positions of its data (``None``: it
     has none, its output is the buffer), ``group_size`` and ``group_key`` (``None``: attributes)."""
 
-    comm_type: CollectiveCommType.ValueType
+    comm_type: CollectiveCommType
     data: int | None
     group_size: int | None
     group_key: int | None
@@ -116,6 +116,10 @@ COLLECTIVES = {
     "CollectiveBcastRecv": CollectiveOp(BROADCAST, None, None, None),
     "NcclAllReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
 }
+#: The least share of a graph's working nodes a profile's step must run to be a step of that graph:
+#: a step of the graph runs 80 % of them here (the rest, ``Reshape`` and the like, too cheap for the
+#: executor to trace); another program's step that shares a few node names (``MatMul``) runs 10 %.
+MIN_STEP_COVERAGE = 0.25
 #: A rank's fidelity error (replayed span vs measured) past which ``--check`` fails (issue 17).
 FIDELITY_TOLERANCE = 0.10
 NS_PER_US = 1000
@@ -218,11 +222,15 @@ def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[st
     for worker in workers:
         assert worker.profile is not None
         names = {node.name for graph in worker.graphs.values() for node in graph.node}
+        working = {n.name for graph in worker.graphs.values() for n in graph.node if n.op not in FOLDED_OPS}
         steps: dict[object, tuple[int, StepRun]] = {}
         matched_steps = []
+        best = 0
         for step_id, ops in worker.profile.steps.items():
             ours = [e for name, runs in ops.items() if name in names for e in runs]
-            if not ours or 2 * len(ours) < sum(len(r) for r in ops.values()):
+            covered = len(working.intersection(ops))
+            best = max(best, covered)
+            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < sum(len(r) for r in ops.values()):
                 conversion.events["of other functions"] += sum(len(r) for r in ops.values())
                 continue
             instances = [e.instance_key for e in ours if e.instance_key is not None]
@@ -231,7 +239,8 @@ def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[st
             matched_steps.append((min(instances) if instances else None, start_ns, step_id, span_ns, len(ours)))
         if not matched_steps:
             raise ChakraInputError(
-                "the profile has no step of this graph: none of its op events names a node of the step function",
+                f"the profile has no step of this graph: its steps run at most {best:,} of the "
+                f"{len(working):,} nodes of the step function that do work",
                 path=worker.profile.path,
                 hint="convert a graph and a profile of the same run (both written by one chakra.tensorflow.collect)",
             )
@@ -258,7 +267,7 @@ def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[st
     conversion.step_run = step_to_convert(conversion.step_runs)
     chosen_key = next(k for k in common if per_worker[0][k][1].run == conversion.step_run.run)
     out: dict[str, dict[str, list[OpExecution]]] = {}
-    for worker, steps in zip(workers, per_worker):
+    for worker, steps in zip(workers, per_worker, strict=True):
         assert worker.profile is not None
         for step_id, ops in worker.profile.steps.items():
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
@@ -347,7 +356,7 @@ class _Context:
         producer = self.by_name[device].get(input_name(data[index])[0])
         while producer is not None and producer.op == "Identity" and producer.input:
             producer = self.by_name[device].get(input_name(producer.input[0])[0])
-        return None if producer is None else int_value(producer)
+        return None if producer is None else const_int(producer)
 
     def comm_groups(self, conversion: TfConversion) -> CommGroups:
         """Group ids by member ranks: the devices running collectives of one group key."""
@@ -378,7 +387,11 @@ class _Context:
 
 def _rendezvous(node: NodeDef) -> tuple[str, str, str]:
     """A transfer's rendezvous key: (send device, receive device, tensor name)."""
-    return (node.attr["send_device"].s.decode(), node.attr["recv_device"].s.decode(), node.attr["tensor_name"].s.decode())
+    return (
+        node.attr["send_device"].s.decode(),
+        node.attr["recv_device"].s.decode(),
+        node.attr["tensor_name"].s.decode(),
+    )
 
 
 def _dtype(node: NodeDef) -> int | None:
@@ -479,7 +492,7 @@ class _Device:
         self.nodes.append(node)
         return node.id
 
-    def kind(self, graph_node: NodeDef, node: Node) -> NodeType.ValueType:
+    def kind(self, graph_node: NodeDef, node: Node) -> NodeType:
         """The node's type, with the attributes of that type set on ``node``."""
         op = graph_node.op
         if op in SEND_OPS or op in RECV_OPS:
@@ -500,9 +513,9 @@ class _Device:
             size = (self.context.output_bytes(self.device, graph_node, 0) if rule.data is None
                     else self.context.input_bytes(self.device, graph_node, rule.data))  # fmt: skip
             self.set_size(node, op, size)
-            key = self.context.group_key_of.get((self.device, graph_node.name))
-            if key is not None:
-                set_attr(node, "pg_name", str(self.context.gid_of_key[key]))
+            group_key = self.context.group_key_of.get((self.device, graph_node.name))
+            if group_key is not None:
+                set_attr(node, "pg_name", str(self.context.gid_of_key[group_key]))
             else:
                 self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
             return COMM_COLL_NODE

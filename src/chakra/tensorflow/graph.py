@@ -32,7 +32,9 @@ TRANSFER_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 #: How a node names an input: "^name" for a control edge, "name:port" for an output other than 0.
 CONTROL_PREFIX = "^"
 #: ``/job:J/replica:R/task:T/device:TYPE:N`` (the short ``/cpu:0`` form has no job or task).
-_DEVICE = re.compile(r"^/job:(?P<job>[^/]+)/replica:(?P<replica>\d+)/task:(?P<task>\d+)/device:(?P<type>[^:]+):(?P<index>\d+)$")
+_DEVICE = re.compile(
+    r"^/job:(?P<job>[^/]+)/replica:(?P<replica>\d+)/task:(?P<task>\d+)/device:(?P<type>[^:]+):(?P<index>\d+)$"
+)
 
 #: Bytes per element of TensorFlow's DataType values (tensorflow/core/framework/types.proto).
 DTYPE_BYTES = {
@@ -82,7 +84,9 @@ def load_run_metadata(path: PathLike) -> RunMetadata:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ChakraInputError("no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote") from None
+        raise ChakraInputError(
+            "no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote"
+        ) from None
     except IsADirectoryError:
         raise ChakraInputError("a folder, not a run metadata file", path=path) from None
     metadata = RunMetadata()
@@ -183,7 +187,7 @@ def dtype_bytes(dtype: int) -> int | None:
     return DTYPE_BYTES.get(dtype - REF_OFFSET if dtype > REF_OFFSET else dtype)
 
 
-def int_value(node: NodeDef) -> int | None:
+def const_int(node: NodeDef) -> int | None:
     """The integer a scalar ``Const`` holds (a collective's ``group_size`` or ``group_key``)."""
     if node.op != "Const" or "value" not in node.attr:
         return None

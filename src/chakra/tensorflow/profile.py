@@ -204,10 +204,10 @@ def _merge_async(
         starts.sort()
         if len(ends) != len(starts):
             continue  # cut by the profiling window: the op events, if any, stay
-        ops = steps[step][node] if node in steps[step] else []
+        ops = steps[step].get(node, [])
         ops.sort(key=lambda e: e.start_ns)
         spans = []
-        for k, (start_ns, end_ns) in enumerate(zip(starts, ends)):
+        for k, (start_ns, end_ns) in enumerate(zip(starts, ends, strict=True)):
             keys = ops[k] if k < len(ops) else None
             group = keys.group_key if keys is not None else None
             instance = keys.instance_key if keys is not None else None

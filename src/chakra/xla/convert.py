@@ -56,6 +56,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     NodeType,
 )
 from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto
+from chakra.steps import StepRun, step_note
 from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.xla.costs import instruction_bytes, instruction_flops
 from chakra.xla.hlo import (
@@ -67,7 +68,6 @@ from chakra.xla.hlo import (
     trip_count,
     while_body,
 )
-from chakra.steps import StepRun, step_note
 from chakra.xla.profile import Profile, Timing
 
 #: Instructions that compute nothing on their own: folded into the dependencies.

@@ -1,1 +1,2 @@
-"""Generated protobuf code for ``tf_subset.proto``: the part of TensorFlow's RunMetadata, GraphDef and profiler XSpace the TensorFlow front end reads."""
+"""Generated protobuf code for ``tf_subset.proto``: the part of TensorFlow's RunMetadata, GraphDef and
+profiler XSpace that the TensorFlow front end reads."""
