@@ -127,3 +127,29 @@ def tree_rss_bytes(root: int) -> int:
 
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def best_of(argv: list[str], repeat: int) -> Ran:
+    """The fastest of ``repeat`` runs of ``argv`` (:func:`run_measured`); a failed run ends the
+    benchmark with its output."""
+    best: Ran | None = None
+    for _ in range(max(1, repeat)):
+        ran = run_measured(argv)
+        if ran.returncode != 0:
+            raise SystemExit(ran.output)
+        if best is None or ran.wall_s < best.wall_s:
+            best = ran
+    assert best is not None
+    return best
+
+
+def layers_arguments(doc: str, default_layers: int) -> tuple[int, int]:
+    """``--layers`` and ``--repeat`` of the front-end benchmarks, which record an example model
+    of that many layers and time its conversion."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=default_layers)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    return args.layers, args.repeat

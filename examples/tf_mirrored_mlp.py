@@ -1,7 +1,7 @@
 """Train an MLP under tf.distribute.MirroredStrategy on logical CPU devices and record its steps for
 the TensorFlow front end (``chakra.tensorflow``).
 
-Usage: python examples/tf_mirrored_mlp.py OUT_DIR [--devices N] [--gather] [--keras]
+Usage: python examples/tf_mirrored_mlp.py OUT_DIR [--devices N] [--layers K] [--gather] [--keras]
 (writes OUT_DIR/run_metadata.pb and OUT_DIR/profile/; then
 ``chakra convert tensorflow OUT_DIR -o OUT_DIR/et/step --check``)
 
@@ -11,10 +11,13 @@ gradients and the replicas' losses; with --gather it all-gathers the losses inst
 (``ReplicaContext.all_gather``: two CollectiveGatherV2, the shapes and then the data padded to the
 largest replica's at run time, whose size the graph cannot tell). With --keras a Keras model is
 trained with ``model.fit`` instead (its train function is found in the collected graphs).
+--layers sets the hidden layers of the hand-written MLP (default 1; benchmarks/tf_bench.py makes it
+deep).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -33,7 +36,7 @@ BATCH, IN, HIDDEN, OUT = 64, 64, 128, 16
 LEARNING_RATE = 0.1
 
 
-def main(out: Path, devices: int, keras: bool, gather: bool) -> None:
+def main(out: Path, devices: int, layers: int, keras: bool, gather: bool) -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
     strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
@@ -50,17 +53,23 @@ def main(out: Path, devices: int, keras: bool, gather: bool) -> None:
         with collect(out):
             model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0)
         return
+    widths = [IN] + [HIDDEN] * layers + [OUT]
     with strategy.scope():
-        w1 = tf.Variable(tf.random.stateless_normal([IN, HIDDEN], seed=(5, 6)) * 0.1)
-        w2 = tf.Variable(tf.random.stateless_normal([HIDDEN, OUT], seed=(7, 8)) * 0.1)
+        weights = [
+            tf.Variable(tf.random.stateless_normal([m, n], seed=(5, k)) * 0.1)
+            for k, (m, n) in enumerate(itertools.pairwise(widths))
+        ]
 
     def replica_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2) - y) ** 2)
+            h = x
+            for w in weights[:-1]:
+                h = tf.nn.relu(tf.matmul(h, w))
+            loss = tf.reduce_mean((tf.matmul(h, weights[-1]) - y) ** 2)
         context = tf.distribute.get_replica_context()
-        g1, g2 = context.all_reduce("mean", tape.gradient(loss, [w1, w2]))
-        w1.assign_sub(LEARNING_RATE * g1)
-        w2.assign_sub(LEARNING_RATE * g2)
+        gradients = context.all_reduce("mean", tape.gradient(loss, weights))
+        for w, g in zip(weights, gradients, strict=True):
+            w.assign_sub(LEARNING_RATE * g)
         if gather:
             return tf.reduce_mean(context.all_gather(loss[None], axis=0))
         return context.all_reduce("mean", loss)
@@ -77,4 +86,5 @@ def main(out: Path, devices: int, keras: bool, gather: bool) -> None:
 
 if __name__ == "__main__":
     count = int(sys.argv[sys.argv.index("--devices") + 1]) if "--devices" in sys.argv else DEFAULT_DEVICES
-    main(Path(sys.argv[1]), count, "--keras" in sys.argv, "--gather" in sys.argv)
+    hidden_layers = int(sys.argv[sys.argv.index("--layers") + 1]) if "--layers" in sys.argv else 1
+    main(Path(sys.argv[1]), count, hidden_layers, "--keras" in sys.argv, "--gather" in sys.argv)

@@ -25,7 +25,7 @@ DEVICES, WORKERS = 4, 2
 F32_BYTES = 4
 #: The examples' models (examples/tf_mirrored_mlp.py, examples/tf_multi_worker.py).
 MIRRORED_BATCH, MIRRORED_IN, MIRRORED_HIDDEN, MIRRORED_OUT = 64, 64, 128, 16
-WORKER_IN, WORKER_HIDDEN, WORKER_OUT = 64, 256, 16
+WORKER_IN, WORKER_HIDDEN, WORKER_OUT = 64, 512, 16
 #: The fidelity bound of the issue: on the 2-worker job each rank's replay within 10 % of its step.
 FIDELITY_TOLERANCE = 0.10
 

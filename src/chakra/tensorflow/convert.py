@@ -61,10 +61,10 @@ from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import (
     CONTROL_PREFIX,
+    const_int,
     dtype_bytes,
     elements,
     input_name,
-    const_int,
     load_run_metadata,
     output_shapes,
     rank_order,
@@ -244,7 +244,12 @@ def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[st
                 path=worker.profile.path,
                 hint="convert a graph and a profile of the same run (both written by one chakra.tensorflow.collect)",
             )
-        keyed = all(key is not None for key, *_ in matched_steps)
+        keyed = any(key is not None for key, *_ in matched_steps)
+        if keyed:  # the step function runs collectives: a matched step without is other work
+            for key, _, _, _, count in matched_steps:
+                if key is None:
+                    conversion.events["in steps with no collective"] += count
+            matched_steps = [s for s in matched_steps if s[0] is not None]
         for index, (key, start_ns, step_id, span_ns, count) in enumerate(sorted(matched_steps, key=lambda s: s[1])):
             run = StepRun(str(key if keyed else index), start_ns / NS_PER_US, span_ns / NS_PER_US, count)
             steps[key if keyed else index] = (step_id, run)
@@ -303,6 +308,7 @@ class _Context:
         self.tags = {key: tag for tag, key in enumerate(sorted(keys))}
         self.group_key_of: dict[tuple[str, str], int | None] = {}
         self._bytes: dict[tuple[str, str, int], int | None] = {}
+        self._shapes: dict[tuple[str, str], list[list[int] | None]] = {}
 
     def input_bytes(self, device: str, node: NodeDef, index: int) -> int | None:
         """Bytes of ``node``'s data input ``index``."""
@@ -312,6 +318,22 @@ class _Context:
         source, port, _ = input_name(data[index])
         producer = self.by_name[device].get(source)
         return None if producer is None else self.output_bytes(device, producer, port)
+
+    def shapes(self, device: str, node: NodeDef) -> list[list[int] | None]:
+        """``node``'s output shapes, read once (a SplitV of packed gradients has hundreds)."""
+        memo = (device, node.name)
+        found = self._shapes.get(memo)
+        if found is None:
+            found = self._shapes[memo] = output_shapes(node)
+        return found
+
+    def _static_bytes(self, device: str, node: NodeDef, port: int) -> int | None:
+        shapes = self.shapes(device, node)
+        dtype = _dtype(node)
+        if port >= len(shapes) or dtype is None:
+            return None
+        count, size = elements(shapes[port]), dtype_bytes(dtype)
+        return None if count is None or size is None else count * size
 
     def sent_bytes(self, key: tuple[str, str, str]) -> int | None:
         """Bytes a transfer moves: what its ``_Send`` is given."""
@@ -325,7 +347,7 @@ class _Context:
         memo = (device, node.name, port)
         if memo not in self._bytes:
             self._bytes[memo] = None  # a cycle reads as unknown
-            size = _output_bytes(node, port)
+            size = self._static_bytes(device, node, port)
             if size is None and node.op in RECV_OPS:
                 size = self.sent_bytes(_rendezvous(node))
             elif size is None and node.op in PASS_THROUGH_OPS:
@@ -399,15 +421,6 @@ def _dtype(node: NodeDef) -> int | None:
         if name in node.attr and node.attr[name].WhichOneof("value") == "type":
             return int(node.attr[name].type)
     return None
-
-
-def _output_bytes(node: NodeDef, port: int) -> int | None:
-    shapes = output_shapes(node)
-    dtype = _dtype(node)
-    if port >= len(shapes) or dtype is None:
-        return None
-    count, size = elements(shapes[port]), dtype_bytes(dtype)
-    return None if count is None or size is None else count * size
 
 
 class _Device:
@@ -527,10 +540,10 @@ class _Device:
             producer = by_name.get(source)
             if control or producer is None:
                 continue
-            shapes = output_shapes(producer)
+            shapes = self.context.shapes(self.device, producer)
             inputs.append(shapes[port] if port < len(shapes) else None)
             input_bytes += self.context.output_bytes(self.device, producer, port) or 0
-        outputs = output_shapes(graph_node)
+        outputs = self.context.shapes(self.device, graph_node)
         flags = {name: graph_node.attr[name].b for name in ("transpose_a", "adj_x") if name in graph_node.attr}
         flops = op_flops(op, inputs, outputs, flags)
         if flops is not None:

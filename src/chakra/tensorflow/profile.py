@@ -91,10 +91,16 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     steps: dict[int, dict[str, list[OpExecution]]] = defaultdict(lambda: defaultdict(list))
     names = {key: meta.name for key, meta in host.event_metadata.items()}
     stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
+    op_nodes = {
+        key: name.rpartition(OP_SEPARATOR)[0]
+        for key, name in names.items()
+        if OP_SEPARATOR in name and SCOPE_SEPARATOR not in name
+    }
+    process_ids = {key for key, name in names.items() if name == PROCESS_EVENT}
     launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
     for thread, line in enumerate(host.lines):
-        profile.stepless += _read_line(line, thread, names, stat_names, steps)
+        profile.stepless += _read_line(line, thread, op_nodes, process_ids, stat_names, steps)
         _read_async(line, names, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     if not steps:
@@ -128,42 +134,47 @@ def _find(path: Path) -> Path:
 def _read_line(
     line: XLine,
     thread: int,
-    names: dict[int, str],
+    op_nodes: dict[int, str],
+    process_ids: set[int],
     stat_names: dict[int, str],
     steps: dict[int, dict[str, list[OpExecution]]],
 ) -> int:
     """Add the op executions of one thread line to ``steps``; returns those with no step id.
 
-    One sweep in start order keeps the executor regions open at each event on a stack (regions on
-    one thread nest or follow each other), so an op's step is the innermost region around it."""
+    ``op_nodes``: event metadata id -> the node an op event names; ``process_ids``: the ids of the
+    executor's step regions. One sweep in start order keeps the regions open at each event on a
+    stack (regions on one thread nest or follow each other), so an op's step is the innermost
+    region around it."""
     base_ns = line.timestamp_ns
     open_regions: list[tuple[int, int]] = []  # (end ps, step id), innermost last
     stepless = 0
-    for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
-        name = names.get(event.metadata_id, "")
-        while open_regions and open_regions[-1][0] < event.offset_ps:
+    wanted = [e for e in line.events if e.metadata_id in op_nodes or e.metadata_id in process_ids]
+    wanted.sort(key=lambda e: (e.offset_ps, -e.duration_ps))
+    for event in wanted:
+        offset_ps = event.offset_ps
+        while open_regions and open_regions[-1][0] < offset_ps:
             open_regions.pop()
-        if name == PROCESS_EVENT:
-            region_step = _int_stat(event, stat_names, PROCESS_STEP_STAT)
+        stats = _int_stats(event, stat_names) if event.stats else {}
+        node = op_nodes.get(event.metadata_id)
+        if node is None:  # an executor region
+            region_step = stats.get(PROCESS_STEP_STAT)
             if region_step is not None:
-                open_regions.append((event.offset_ps + event.duration_ps, region_step))
+                open_regions.append((offset_ps + event.duration_ps, region_step))
             continue
-        if OP_SEPARATOR not in name or SCOPE_SEPARATOR in name:
-            continue
-        step = _int_stat(event, stat_names, STEP_STAT)
+        step = stats.get(STEP_STAT)
         if step is None:
-            end_ps = event.offset_ps + event.duration_ps
+            end_ps = offset_ps + event.duration_ps
             step = next((s for end, s in reversed(open_regions) if end >= end_ps), None)
         if step is None:
             stepless += 1
             continue
-        steps[step][name.rpartition(OP_SEPARATOR)[0]].append(
+        steps[step][node].append(
             OpExecution(
-                base_ns + event.offset_ps // PS_PER_NS,
+                base_ns + offset_ps // PS_PER_NS,
                 event.duration_ps // PS_PER_NS,
                 thread,
-                _int_stat(event, stat_names, GROUP_STAT),
-                _int_stat(event, stat_names, INSTANCE_STAT),
+                stats.get(GROUP_STAT),
+                stats.get(INSTANCE_STAT),
             )
         )
     return stepless
@@ -224,6 +235,16 @@ def _ref_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> str | N
                 return stat_names.get(stat.ref_value)
             return stat.str_value if kind == "str_value" else None
     return None
+
+
+def _int_stats(event: XEvent, stat_names: dict[int, str]) -> dict[str, int]:
+    """The integer stats of an event by name."""
+    out = {}
+    for stat in event.stats:
+        kind = stat.WhichOneof("value")
+        if kind == "int64_value" or kind == "uint64_value":
+            out[stat_names.get(stat.metadata_id, "")] = int(getattr(stat, kind))
+    return out
 
 
 def _int_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> int | None:

@@ -1,0 +1,45 @@
+"""Converting a TensorFlow step at scale: ``chakra convert tensorflow`` on a deep MLP trained under
+MirroredStrategy on 4 logical devices (issue 17).
+
+Records ``examples/tf_mirrored_mlp.py --layers N`` (N hidden layers: every device's partition
+graph grows by some 25 nodes a layer, and the profile by their executions over 6 steps), then runs
+the CLI in a fresh process and reports the nodes written per second of its wall time, the profile
+events read per second, and its peak RSS (:func:`harness.run_measured`).
+
+Usage: python benchmarks/tf_bench.py [--layers 400] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness import best_of, layers_arguments
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tf_mirrored_mlp.py"
+DEFAULT_LAYERS = 400
+
+
+def main() -> None:
+    layers, repeat = layers_arguments(__doc__, DEFAULT_LAYERS)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder)
+        subprocess.run([sys.executable, str(EXAMPLE), str(out), "--layers", str(layers)], check=True)
+        command = [sys.executable, "-m", "chakra", "convert", "tensorflow", str(out), "-o", str(out / "et" / "s")]
+        best = best_of([*command, "--json"], repeat)
+        report = json.loads(best.stdout)
+        nodes = sum(report["nodes_per_rank"].values())
+        events = sum(report["events"].values())
+        size_mib = sum(p.stat().st_size for p in out.rglob("*.pb")) / 2**20
+        print(
+            f"{layers:,} layers, {len(report['devices'])} devices, {size_mib:,.1f} MiB recorded -> "
+            f"{nodes:,} nodes: {best.wall_s:.2f} s (best of {repeat}), {nodes / best.wall_s:,.0f} nodes/s, "
+            f"{events / best.wall_s:,.0f} profile events/s, peak RSS {best.peak_rss / 2**20:,.0f} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main()
