@@ -22,6 +22,7 @@ Fixtures live in ``conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -433,3 +434,79 @@ def validate_and_simulate(prefix: Path, tmp_path: Path, npus: int) -> None:
     system = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
     done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network))
     assert done.returncode == 0, done.stderr
+
+
+def _tf_node(graph: Any, device: str, scope: str, name: str, op: str, inputs: list[str], dtype: int,
+             shape: list[int] | None) -> Any:  # fmt: skip
+    """A NodeDef of ``write_tf_recording``: names in ``scope``, one output of ``shape`` if given."""
+    from chakra.schema.tensorflow.tf_subset_pb2 import Dim
+
+    made = graph.node.add(name=scope + name, op=op, input=[scope + i for i in inputs], device=device)
+    made.attr["T"].type = dtype
+    if shape is not None:
+        made.attr["_output_shapes"].list.shape.add().dim.extend([Dim(size=d) for d in shape])
+    return made
+
+
+def write_tf_recording(folder: Path) -> Path:
+    """A two-device TensorFlow recording as ``chakra.tensorflow.collect`` writes it, built with the
+    front end's own protos: each device (one process, node names unique across its partitions, as
+    MirroredStrategy names replicas) runs a MatMul and all-reduces it (group key 1, size 2), and
+    device 1 sends the result to device 0. Three steps are profiled, each without a gap: MatMul
+    10-50 µs, all-reduce 50-85 µs, then the send 85-90 µs; the receive (no inputs: ready at once)
+    is launched at 10 µs and done at 90 µs."""
+    from chakra.schema.tensorflow.tf_subset_pb2 import RunMetadata, XSpace
+
+    devices = [f"/job:localhost/replica:0/task:0/device:CPU:{d}" for d in (0, 1)]
+    scopes = ["", "replica_1/"]
+    float32, int32 = 1, 3
+    metadata = RunMetadata()
+    graphs = metadata.function_graphs.add()
+    for device, scope in zip(devices, scopes, strict=True):
+        graph = graphs.partition_graphs.add()
+        node = functools.partial(_tf_node, graph, device, scope)
+        node("x", "_Arg", [], float32, [8, 16])
+        node("w", "_Arg", [], float32, [16, 4])
+        node("mm", "MatMul", ["x", "w"], float32, [8, 4])
+        for const, value in (("ar/group_size", 2), ("ar/group_key", 1)):
+            node(const, "Const", [], int32, []).attr["value"].tensor.int_val.append(value)
+        node("ar", "CollectiveReduceV2", ["mm", "ar/group_size", "ar/group_key"], float32, [8, 4])
+        sending = bool(scope)
+        moved = node("ar/_send" if sending else "ar/_recv", "_Send" if sending else "_Recv",
+                     ["ar"] if sending else [], float32, None)  # fmt: skip
+        moved.attr["send_device"].s = devices[1].encode()
+        moved.attr["recv_device"].s = devices[0].encode()
+        moved.attr["tensor_name"].s = b"edge_1_ar"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run_metadata.pb").write_bytes(metadata.SerializeToString())
+    space = XSpace()
+    plane = space.planes.add(name="/host:CPU")
+    events = ["ExecutorState::Process", "ExecutorState::ProcessAsync::Start", "ExecutorState::ProcessAsync::Done"]
+    events += [f"{s}{n}" for s in scopes for n in ("mm:MatMul", "ar:CollectiveReduceV2")] + ["replica_1/ar/_send:_Send"]
+    for key, name in enumerate(events, start=1):
+        plane.event_metadata[key].name = name
+    stats = ["id", "step_id", "group_key", "instance_key", "name", "ar/_recv"]
+    for key, name in enumerate(stats, start=1):
+        plane.stat_metadata[key].name = name
+    us = 1_000_000  # ps
+    for device, scope in enumerate(scopes):
+        compute = plane.lines.add(id=device, name=f"tf_Compute/{device}", timestamp_ns=10**9)
+        collective = plane.lines.add(id=10 + device, name=f"collective_ops/{device}", timestamp_ns=10**9)
+        for step in range(3):
+            base = step * 1000 * us
+            region = compute.events.add(metadata_id=1, offset_ps=base, duration_ps=100 * us)
+            region.stats.add(metadata_id=1, int64_value=500 + step)
+            compute.events.add(metadata_id=4 + 2 * device, offset_ps=base + 10 * us, duration_ps=40 * us)
+            reduce = collective.events.add(metadata_id=5 + 2 * device, offset_ps=base + 50 * us, duration_ps=35 * us)
+            for stat, value in ((2, 500 + step), (3, 1), (4, 100 + step)):
+                reduce.stats.add(metadata_id=stat, int64_value=value)
+            if scope:
+                compute.events.add(metadata_id=8, offset_ps=base + 85 * us, duration_ps=5 * us)
+            else:  # the receive waits for the send: launched at 10 µs, done at 90 µs
+                for kind, at_us in ((2, 10), (3, 89)):
+                    edge = compute.events.add(metadata_id=kind, offset_ps=base + at_us * us, duration_ps=us)
+                    edge.stats.add(metadata_id=2, int64_value=500 + step)
+                    edge.stats.add(metadata_id=5, ref_value=6)
+    (folder / "profile").mkdir(exist_ok=True)
+    (folder / "profile" / "host.xplane.pb").write_bytes(space.SerializeToString())
+    return folder

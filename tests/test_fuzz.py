@@ -2,7 +2,8 @@
 
 Each case takes a valid input (an ``.et`` file plain, gzip or zstd; a PyTorch host trace; a Kineto
 trace; an ASTRA-sim text workload; a system JSON, network YAML and communicator-group file; an LLM
-spec; the JSON ``dejsonize`` reads; an output path that cannot be written), damages it the way
+spec; the JSON ``dejsonize`` reads; a TensorFlow recording's run metadata and profile; an XLA
+module; an output path that cannot be written), damages it the way
 disks, editors and hand edits do (truncation, flipped bits, inserted or repeated bytes, a key
 deleted, a value of the wrong kind or size), runs the command that reads it, and checks what a
 user relies on:
@@ -40,6 +41,7 @@ from helpers import (
     run_cli,
     tmpfs,
     write_allreduce_workload,
+    write_tf_recording,
     write_trace_pair,
 )
 
@@ -62,6 +64,8 @@ ODD_VALUES: list[Any] = [
     [1, "a", None], {"x": {"y": []}}, "\x00\udcff", "9" * 400,
 ]  # fmt: skip
 ODD_TOKENS = ["-1", "0", "99999999999999999999", "nan", "1e999", "two", "", "[", "{", ":", "\t", "#", "\x00"]
+#: A real XLA module (dumped by TensorFlow 2.21, tests/data/xla/README.md).
+XLA_MODULE = REPO / "tests" / "data" / "xla" / "tf_dense_relu.after_optimizations.hlo.pb"
 TEXT_WORKLOAD = "DATA\n2\na -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 1000 0\nb -1 11 NONE 0 21 NONE 0 31 ALLREDUCE 2000 0\n"
 SMALL_SPEC = "model: {preset: llama3-8b, layers: 2, seq_len: 256}\nparallel: {tp: 2}\nglobal_batch: 2\n"
 
@@ -246,6 +250,19 @@ def dejsonize_case(rng: random.Random, folder: Path) -> Case:
     return Case(["dejsonize", str(as_json), str(folder / "out" / "job.0.et")], as_json)
 
 
+def tf_case(rng: random.Random, folder: Path, damaged_file: str) -> Case:
+    recording = write_tf_recording(folder / "rec")
+    target = recording / damaged_file
+    target.write_bytes(damage_bytes(rng, target.read_bytes()))
+    return Case(["convert", "tensorflow", str(recording), "-o", f"{folder}/out/s", "--check"], target)
+
+
+def xla_case(rng: random.Random, folder: Path) -> Case:
+    module = folder / "module.hlo.pb"
+    module.write_bytes(damage_bytes(rng, XLA_MODULE.read_bytes()))
+    return Case(["convert", "xla", str(module), "-o", f"{folder}/out/m"], module)
+
+
 KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et": lambda rng, folder: et_case(rng, folder, ".et"),
     "et.gz": lambda rng, folder: et_case(rng, folder, ".et.gz"),
@@ -258,6 +275,9 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "comm groups": groups_case,
     "spec yaml": spec_case,
     "dejsonize json": dejsonize_case,
+    "tf run metadata": lambda rng, folder: tf_case(rng, folder, "run_metadata.pb"),
+    "tf profile": lambda rng, folder: tf_case(rng, folder, "profile/host.xplane.pb"),
+    "xla module": xla_case,
 }
 
 

@@ -109,6 +109,16 @@ def module_from_bytes(data: bytes, *, path: PathLike | None = None) -> HloModule
             path=path,
             hint="the file is damaged: dump the module again",
         )
+    for instruction in instructions.values():
+        dangling = [o for o in instruction.operand_ids if o not in instructions]
+        dangling += [c for c in instruction.called_computation_ids if c not in computations]
+        if dangling:
+            raise ChakraFormatError(
+                f"instruction {instruction.name} (id {instruction.id}) refers to id {dangling[0]}, which the module "
+                "does not hold",
+                path=path,
+                hint="the file is damaged: dump the module again",
+            )
     return HloModule(str(path) if path is not None else None, proto, computations, entry, instructions, order)
 
 

@@ -1,0 +1,154 @@
+"""The TensorFlow front end's parts on hand-built inputs (no TensorFlow needed): FLOPs from shapes,
+device names and rank order, and how a profiler XSpace becomes op executions by step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chakra.errors import ChakraFormatError
+from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
+from chakra.tensorflow.costs import op_flops
+from chakra.tensorflow.graph import Device, load_run_metadata, rank_order
+from chakra.tensorflow.profile import ASYNC_DONE, ASYNC_START, PROCESS_EVENT, load_tf_profile
+
+PS_PER_US = 1_000_000
+
+
+# ---- FLOPs --------------------------------------------------------------------------------------
+def test_a_transposed_matmul_counts_its_inner_dimension_from_the_transposed_side():
+    # gradient of a weight: x^T (64 x 32) @ dy (32 x 128), x given as 32 x 64
+    assert op_flops("MatMul", [[32, 64], [32, 128]], [[64, 128]], {"transpose_a": True}) == 2 * 64 * 128 * 32
+
+
+def test_a_batched_matmul_counts_every_batch():
+    assert op_flops("BatchMatMulV2", [[8, 16, 32], [8, 32, 4]], [[8, 16, 4]], {}) == 2 * 8 * 16 * 4 * 32
+
+
+def test_a_convolution_counts_output_elements_times_its_window():
+    # NHWC 1 x 8 x 8 x 16 output, a 3 x 3 filter over 4 input channels
+    assert op_flops("Conv2D", [[1, 8, 8, 4], [3, 3, 4, 16]], [[1, 8, 8, 16]], {}) == 2 * 8 * 8 * 16 * 3 * 3 * 4
+
+
+def test_a_reduction_counts_its_input_and_data_movement_counts_nothing():
+    assert op_flops("Sum", [[32, 128], []], [[128]], {}) == 32 * 128
+    assert op_flops("Reshape", [[32, 128], [1]], [[4096]], {}) == 0
+
+
+def test_an_unknown_dimension_leaves_the_count_unknown():
+    assert op_flops("MatMul", [[-1, 64], [64, 128]], [[-1, 128]], {}) is None
+
+
+# ---- devices --------------------------------------------------------------------------------------
+def test_ranks_are_worker_major_and_device_minor():
+    devices = [
+        "/job:worker/replica:0/task:1/device:CPU:0",
+        "/job:worker/replica:0/task:0/device:CPU:1",
+        "/job:worker/replica:0/task:10/device:CPU:0",
+        "/job:worker/replica:0/task:0/device:CPU:0",
+    ]
+    tasks = [(Device.parse(d).task, Device.parse(d).index) for d in rank_order(devices)]
+    assert tasks == [(0, 0), (0, 1), (1, 0), (10, 0)]  # task 10 after task 1: numbers, not text
+
+
+def test_run_metadata_of_another_kind_is_a_format_error_naming_the_file(tmp_path: Path):
+    path = tmp_path / "run_metadata.pb"
+    path.write_bytes(b"\xff" * 64)
+    with pytest.raises(ChakraFormatError, match="not a TensorFlow RunMetadata") as raised:
+        load_run_metadata(path)
+    assert str(path) in str(raised.value)
+
+
+# ---- the profile ----------------------------------------------------------------------------------
+def _event(plane: XPlane, name: str, start_us: float, dur_us: float, stats: dict[str, int | str]) -> XEvent:
+    """An event on ``plane``'s metadata (names and stats interned as the profiler does)."""
+    ids = {m.name: key for key, m in plane.event_metadata.items()}
+    if name not in ids:
+        ids[name] = len(ids) + 1
+        plane.event_metadata[ids[name]].name = name
+    event = XEvent(metadata_id=ids[name], offset_ps=round(start_us * PS_PER_US), duration_ps=round(dur_us * PS_PER_US))
+    stat_ids = {m.name: key for key, m in plane.stat_metadata.items()}
+    for key, value in stats.items():
+        for text in (key, value) if isinstance(value, str) else (key,):
+            if text not in stat_ids:
+                stat_ids[text] = len(stat_ids) + 1
+                plane.stat_metadata[stat_ids[text]].name = text
+        stat = event.stats.add(metadata_id=stat_ids[key])
+        if isinstance(value, str):
+            stat.ref_value = stat_ids[value]
+        else:
+            stat.int64_value = value
+    return event
+
+
+def _profile(tmp_path: Path, lines: list[list[tuple]]) -> Path:
+    space = XSpace()
+    plane = space.planes.add(name="/host:CPU")
+    for k, events in enumerate(lines):
+        line: XLine = plane.lines.add(id=k, name=f"tf_Compute/{k}", timestamp_ns=1_000_000)
+        for name, start_us, dur_us, stats in events:
+            line.events.append(_event(plane, name, start_us, dur_us, stats))
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_an_op_belongs_to_the_step_of_the_innermost_executor_region_around_it(tmp_path: Path):
+    path = _profile(tmp_path, [[
+        (PROCESS_EVENT, 0, 100, {"id": 7}),
+        ("mm:MatMul", 10, 20, {}),
+        (PROCESS_EVENT, 40, 30, {"id": 8}),  # nested: a function called inside step 7
+        ("inner:Relu", 45, 5, {}),
+        ("after:AddV2", 80, 5, {}),
+        ("outside:Mul", 200, 5, {}),
+    ]])  # fmt: skip
+    profile = load_tf_profile(path)
+    assert set(profile.steps[7]) == {"mm", "after"} and set(profile.steps[8]) == {"inner"}
+    assert profile.stepless == 1
+    execution = profile.steps[7]["mm"][0]
+    assert (execution.start_ns, execution.dur_ns, execution.thread) == (1_000_000 + 10_000, 20_000, 0)
+
+
+def test_an_async_kernel_spans_its_launch_to_its_done_on_no_thread_keeping_its_collective_keys(tmp_path: Path):
+    path = _profile(tmp_path, [
+        [(ASYNC_START, 10, 2, {"step_id": 5, "name": "ar"}), (ASYNC_DONE, 90, 4, {"step_id": 5, "name": "ar"})],
+        [("ar:CollectiveReduceV2", 30, 50, {"step_id": 5, "group_key": 1, "instance_key": 101})],
+    ])  # fmt: skip
+    (execution,) = load_tf_profile(path).steps[5]["ar"]
+    assert (execution.start_ns - 1_000_000, execution.dur_ns) == (10_000, 84_000)
+    assert execution.thread is None and (execution.group_key, execution.instance_key) == (1, 101)
+
+
+def test_a_profile_of_no_ops_is_refused_saying_what_to_profile(tmp_path: Path):
+    from chakra.errors import ChakraInputError
+
+    path = _profile(tmp_path, [[("TFE_Py_Execute", 0, 5, {})]])
+    with pytest.raises(ChakraInputError, match="no op executions of a step"):
+        load_tf_profile(path)
+
+
+# ---- a whole recording, built by hand ---------------------------------------------------------------
+def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(tmp_path: Path):
+    from helpers import write_tf_recording
+
+    from chakra.tensorflow.convert import convert_workers, load_workers
+
+    conversion = convert_workers(load_workers([write_tf_recording(tmp_path / "rec")]))
+    assert conversion.groups.groups == {1: (0, 1)}
+    (send,) = [n for n in conversion.nodes[1] if n.name == "replica_1/ar/_send"]
+    (receive,) = [n for n in conversion.nodes[0] if n.name == "ar/_recv"]
+    attrs = {a.name: a for a in send.attr}
+    assert attrs["comm_dst"].int32_val == 0 and attrs["comm_size"].int64_val == 8 * 4 * 4
+    assert {a.name: a for a in receive.attr}["comm_src"].int32_val == 1
+    assert conversion.folded == {"_Arg": 4, "Const": 4}
+
+
+def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
+    from helpers import write_tf_recording
+
+    from chakra.tensorflow.convert import convert_workers, load_workers, replay_ranks, write_tf_workload
+
+    written = write_tf_workload(convert_workers(load_workers([write_tf_recording(tmp_path / "rec")])), tmp_path / "s")
+    for result in replay_ranks(written).values():
+        assert result.predicted_span_us == result.measured_span_us == 80.0
