@@ -132,7 +132,8 @@ def test_a_profile_of_no_ops_is_refused_saying_what_to_profile(tmp_path: Path):
 def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(tmp_path: Path):
     from helpers import write_tf_recording
 
-    from chakra.tensorflow.convert import convert_workers, load_workers
+    from chakra.tensorflow.convert import convert_workers
+    from chakra.tensorflow.recording import load_workers
 
     conversion = convert_workers(load_workers([write_tf_recording(tmp_path / "rec")]))
     assert conversion.groups.groups == {1: (0, 1)}
@@ -147,7 +148,8 @@ def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(t
 def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
     from helpers import write_tf_recording
 
-    from chakra.tensorflow.convert import convert_workers, load_workers, replay_ranks, write_tf_workload
+    from chakra.tensorflow.convert import convert_workers, replay_ranks, write_tf_workload
+    from chakra.tensorflow.recording import load_workers
 
     written = write_tf_workload(convert_workers(load_workers([write_tf_recording(tmp_path / "rec")])), tmp_path / "s")
     for result in replay_ranks(written).values():

@@ -274,13 +274,8 @@ def convert_tensorflow_cmd(
 
     Example: chakra convert tensorflow out/ -o out/et/step --check
     """
-    from chakra.tensorflow.convert import (
-        FIDELITY_TOLERANCE,
-        convert_workers,
-        load_workers,
-        replay_ranks,
-        write_tf_workload,
-    )
+    from chakra.tensorflow.convert import FIDELITY_TOLERANCE, convert_workers, replay_ranks, write_tf_workload
+    from chakra.tensorflow.recording import load_workers
 
     with busy("converting the TensorFlow step"):
         conversion = convert_workers(load_workers(list(recordings)))

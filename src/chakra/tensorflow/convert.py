@@ -1,7 +1,7 @@
 """TensorFlow steps to Chakra ETs: one ``PREFIX.{rank}.et`` per device of a recorded step.
 
-Input: what :mod:`chakra.tensorflow.collect` wrote for each worker (its ``run_metadata.pb`` and
-``profile/``). :func:`load_workers` reads them; :func:`convert_workers` turns the step function's
+Input: what :mod:`chakra.tensorflow.collect` wrote for each worker, read by
+:func:`chakra.tensorflow.recording.load_workers`. :func:`convert_workers` turns the step function's
 partition graphs (:func:`chakra.tensorflow.graph.step_graphs`) into nodes, one rank per device,
 numbered worker-major, device-minor (:func:`chakra.tensorflow.graph.rank_order`):
 
@@ -18,13 +18,13 @@ numbered worker-major, device-minor (:func:`chakra.tensorflow.graph.rank_order`)
   (``NextIteration``) is dropped and counted.
 
 Times: with a profile, every node gets the start and duration of its execution in one step
-(:func:`chakra.steps.step_to_convert`: the complete step of median span; across workers the steps
-are joined by their collectives' instance keys, which all members share), and ``tid``, the
+(:func:`chakra.tensorflow.recording.step_times`: the complete step of median span, joined across
+workers by the collectives' instance keys), and ``tid``, the
 profiler's thread line it ran on, which is the resource the fidelity replay serializes on. A node
 that ran more than once in the step (a loop) gets its first start and the sum of its durations.
 
 Example:
-    conversion = convert_workers(load_workers(["out"]))
+    conversion = convert_workers(load_workers(["out"]))  # chakra.tensorflow.recording.load_workers
     write_tf_workload(conversion, "out/et/step")
 """
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from chakra import io
 from chakra.analyze.replay import ReplayResult, replay_file
@@ -56,31 +55,22 @@ from chakra.schema.protobuf.et_def_pb2 import (
     NodeType,
 )
 from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
-from chakra.steps import StepRun, step_note, step_to_convert
-from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
+from chakra.steps import StepRun, step_note
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import (
     CONTROL_PREFIX,
+    FOLDED_OPS,
     const_int,
     dtype_bytes,
     elements,
     input_name,
-    load_run_metadata,
     output_shapes,
     rank_order,
-    step_graphs,
 )
-from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
+from chakra.tensorflow.profile import OpExecution
+from chakra.tensorflow.recording import Worker, step_times
 from chakra.trace import WorkloadWriter, WrittenWorkload
 
-#: Ops that do no work of their own: folded into their consumers' dependencies.
-FOLDED_OPS = frozenset(
-    {
-        "Const", "HostConst", "Identity", "IdentityN", "NoOp", "_Arg", "_Retval", "_DeviceArg",
-        "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "StopGradient", "PreventGradient",
-        "Snapshot",
-    }
-)  # fmt: skip
 SEND_OPS = frozenset({"_Send", "_HostSend"})
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
 #: The source of a loop's back edge in a TensorFlow graph.
@@ -116,47 +106,9 @@ COLLECTIVES = {
     "CollectiveBcastRecv": CollectiveOp(BROADCAST, None, None, None),
     "NcclAllReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
 }
-#: The least share of a graph's working nodes a profile's step must run to be a step of that graph:
-#: a step of the graph runs 80 % of them here (the rest, ``Reshape`` and the like, too cheap for the
-#: executor to trace); another program's step that shares a few node names (``MatMul``) runs 10 %.
-MIN_STEP_COVERAGE = 0.25
 #: A rank's fidelity error (replayed span vs measured) past which ``--check`` fails (issue 17).
 FIDELITY_TOLERANCE = 0.10
 NS_PER_US = 1000
-
-
-@dataclass
-class Worker:
-    """One worker's recording: the step function's partition graphs by device, and its profile."""
-
-    path: Path
-    graphs: dict[str, GraphDef]
-    profile: TfProfile | None
-
-
-def load_workers(paths: list[PathLike]) -> list[Worker]:
-    """Every worker under ``paths``: folders holding ``run_metadata.pb`` (and ``profile/``), folders
-    of such folders (``OUT/worker{task}``), or ``run_metadata.pb`` files."""
-    found: list[Path] = []
-    for given in map(Path, paths):
-        if given.is_file():
-            found.append(given)
-        elif (given / RUN_METADATA).is_file():
-            found.append(given / RUN_METADATA)
-        elif given.is_dir() and (inner := sorted(given.glob(f"*/{RUN_METADATA}"))):
-            found.extend(inner)
-        else:
-            raise ChakraInputError(
-                f"no {RUN_METADATA} here or in its folders",
-                path=given,
-                hint="pass the folder chakra.tensorflow.collect wrote (or the folder of every worker's)",
-            )
-    workers = []
-    for path in found:
-        graphs = step_graphs(load_run_metadata(path), path)
-        profile_folder = path.parent / PROFILE_FOLDER
-        workers.append(Worker(path, graphs, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
-    return workers
 
 
 @dataclass
@@ -205,7 +157,11 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
                                hint="pass each worker's folder once")  # fmt: skip
     conversion = TfConversion(devices, {}, CommGroups())
     conversion.profiled = all(w.profile is not None for w in workers)
-    executions = _step_executions(workers, conversion) if conversion.profiled else {}
+    executions: dict[str, dict[str, list[OpExecution]]] = {}
+    if conversion.profiled:
+        times = step_times(workers)
+        executions, conversion.step_runs, conversion.step_run = times.executions, times.runs, times.chosen
+        conversion.events.update(times.events)
     context = _Context(workers, devices, executions)
     conversion.groups = context.comm_groups(conversion)
     for worker in workers:
@@ -214,79 +170,6 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
             conversion.nodes[rank] = _Device(context, conversion, rank, graph).emit()
     conversion.nodes = dict(sorted(conversion.nodes.items()))
     return conversion
-
-
-def _step_executions(workers: list[Worker], conversion: TfConversion) -> dict[str, dict[str, list[OpExecution]]]:
-    """Device name -> node name -> executions in the step chosen (see the module's docstring)."""
-    per_worker: list[dict[object, tuple[int, StepRun]]] = []
-    for worker in workers:
-        assert worker.profile is not None
-        names = {node.name for graph in worker.graphs.values() for node in graph.node}
-        working = {n.name for graph in worker.graphs.values() for n in graph.node if n.op not in FOLDED_OPS}
-        steps: dict[object, tuple[int, StepRun]] = {}
-        matched_steps = []
-        best = 0
-        for step_id, ops in worker.profile.steps.items():
-            ours = [e for name, runs in ops.items() if name in names for e in runs]
-            covered = len(working.intersection(ops))
-            best = max(best, covered)
-            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < sum(len(r) for r in ops.values()):
-                conversion.events["of other functions"] += sum(len(r) for r in ops.values())
-                continue
-            instances = [e.instance_key for e in ours if e.instance_key is not None]
-            start_ns = min(e.start_ns for e in ours)
-            span_ns = max(e.start_ns + e.dur_ns for e in ours) - start_ns
-            matched_steps.append((min(instances) if instances else None, start_ns, step_id, span_ns, len(ours)))
-        if not matched_steps:
-            raise ChakraInputError(
-                f"the profile has no step of this graph: its steps run at most {best:,} of the "
-                f"{len(working):,} nodes of the step function that do work",
-                path=worker.profile.path,
-                hint="convert a graph and a profile of the same run (both written by one chakra.tensorflow.collect)",
-            )
-        keyed = any(key is not None for key, *_ in matched_steps)
-        if keyed:  # the step function runs collectives: a matched step without is other work
-            for key, _, _, _, count in matched_steps:
-                if key is None:
-                    conversion.events["in steps with no collective"] += count
-            matched_steps = [s for s in matched_steps if s[0] is not None]
-        for index, (key, start_ns, step_id, span_ns, count) in enumerate(sorted(matched_steps, key=lambda s: s[1])):
-            run = StepRun(str(key if keyed else index), start_ns / NS_PER_US, span_ns / NS_PER_US, count)
-            steps[key if keyed else index] = (step_id, run)
-        per_worker.append(steps)
-        conversion.events["with no step"] += worker.profile.stepless
-    common = set(per_worker[0]).intersection(*per_worker[1:])
-    if not common:
-        raise ChakraInputError("the workers' profiles share no step (no collective instance in common)",
-                               path=workers[0].path, hint="record every worker over the same steps")  # fmt: skip
-    joined = [
-        StepRun(
-            per_worker[0][key][1].run,
-            min(steps[key][1].start_us for steps in per_worker),
-            max(steps[key][1].span_us for steps in per_worker),
-            sum(steps[key][1].executions for steps in per_worker),
-        )
-        for key in common
-    ]
-    conversion.step_runs = sorted(joined, key=lambda r: r.start_us)
-    conversion.step_run = step_to_convert(conversion.step_runs)
-    chosen_key = next(k for k in common if per_worker[0][k][1].run == conversion.step_run.run)
-    out: dict[str, dict[str, list[OpExecution]]] = {}
-    for worker, steps in zip(workers, per_worker, strict=True):
-        assert worker.profile is not None
-        for step_id, ops in worker.profile.steps.items():
-            if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
-                conversion.events["in other steps"] += sum(len(r) for r in ops.values())
-        ops = worker.profile.steps[steps[chosen_key][0]]
-        placed = {node.name: device for device, graph in worker.graphs.items() for node in graph.node}
-        for name, runs in ops.items():
-            device = placed.get(name)
-            if device is None:
-                conversion.events["in the step, of no graph node"] += len(runs)
-                continue
-            out.setdefault(device, {})[name] = runs
-            conversion.events["converted"] += len(runs)
-    return out
 
 
 class _Context:

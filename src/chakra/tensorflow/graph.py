@@ -26,6 +26,14 @@ from google.protobuf.message import DecodeError
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef, RunMetadata, TensorShapeProto
 
+#: Ops that do no work of their own (the converter folds them into their consumers' dependencies).
+FOLDED_OPS = frozenset(
+    {
+        "Const", "HostConst", "Identity", "IdentityN", "NoOp", "_Arg", "_Retval", "_DeviceArg",
+        "_DeviceRetval", "Placeholder", "PlaceholderWithDefault", "StopGradient", "PreventGradient",
+        "Snapshot",
+    }
+)  # fmt: skip
 #: Ops whose presence marks the step function: collectives and the transfers between devices.
 COLLECTIVE_PREFIX = "Collective"
 TRANSFER_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})

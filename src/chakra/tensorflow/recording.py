@@ -1,0 +1,158 @@
+"""A TensorFlow recording read back: every worker's step graphs and profile, and the step to convert.
+
+:func:`load_workers` finds what :mod:`chakra.tensorflow.collect` wrote for each worker (its
+``run_metadata.pb`` and ``profile/``). :func:`step_times` joins the profiles to the graphs:
+
+* a profiled step (one ``step_id``) is a step of the step function when at least
+  :data:`MIN_STEP_COVERAGE` of the function's working nodes ran in it and most of its events name
+  the function's nodes (the others are the dataset's functions, counted);
+* across workers the steps are joined by their collectives' instance keys, which all members of a
+  collective share (steps without collectives, in a job whose step runs them, are other work);
+  without collectives, by order;
+* the step converted is :func:`chakra.steps.step_to_convert` of the joined steps: the complete one
+  of median span, its span the longest over the workers.
+
+Every profile event is counted: converted, in other steps, of other functions, with no step.
+
+Example:
+    times = step_times(load_workers(["out"]))
+    times.chosen.run, sorted(times.executions)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chakra.errors import ChakraInputError, PathLike
+from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef
+from chakra.steps import StepRun, step_to_convert
+from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
+from chakra.tensorflow.graph import FOLDED_OPS, load_run_metadata, step_graphs
+from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
+
+#: The least share of a graph's working nodes a profile's step must run to be a step of that graph:
+#: a step of the graph runs 80 % of them here (the rest, ``Reshape`` and the like, too cheap for the
+#: executor to trace); another program's step that shares a few node names (``MatMul``) runs 10 %.
+MIN_STEP_COVERAGE = 0.25
+NS_PER_US = 1000
+
+
+@dataclass
+class Worker:
+    """One worker's recording: the step function's partition graphs by device, and its profile."""
+
+    path: Path
+    graphs: dict[str, GraphDef]
+    profile: TfProfile | None
+
+
+def load_workers(paths: list[PathLike]) -> list[Worker]:
+    """Every worker under ``paths``: folders holding ``run_metadata.pb`` (and ``profile/``), folders
+    of such folders (``OUT/worker{task}``), or ``run_metadata.pb`` files."""
+    found: list[Path] = []
+    for given in map(Path, paths):
+        if given.is_file():
+            found.append(given)
+        elif (given / RUN_METADATA).is_file():
+            found.append(given / RUN_METADATA)
+        elif given.is_dir() and (inner := sorted(given.glob(f"*/{RUN_METADATA}"))):
+            found.extend(inner)
+        else:
+            raise ChakraInputError(
+                f"no {RUN_METADATA} here or in its folders",
+                path=given,
+                hint="pass the folder chakra.tensorflow.collect wrote (or the folder of every worker's)",
+            )
+    workers = []
+    for path in found:
+        graphs = step_graphs(load_run_metadata(path), path)
+        profile_folder = path.parent / PROFILE_FOLDER
+        workers.append(Worker(path, graphs, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
+    return workers
+
+
+@dataclass
+class StepTimes:
+    """The step converted: device name -> node name -> its executions in that step; every joined
+    step, the one chosen, and the profile events by what became of them."""
+
+    executions: dict[str, dict[str, list[OpExecution]]]
+    runs: list[StepRun]
+    chosen: StepRun
+    events: Counter[str] = field(default_factory=Counter)
+
+
+def step_times(workers: list[Worker]) -> StepTimes:
+    """The step to convert and every device's executions in it (see the module's docstring)."""
+    events: Counter[str] = Counter()
+    per_worker: list[dict[object, tuple[int, StepRun]]] = []
+    for worker in workers:
+        assert worker.profile is not None
+        names = {node.name for graph in worker.graphs.values() for node in graph.node}
+        working = {n.name for graph in worker.graphs.values() for n in graph.node if n.op not in FOLDED_OPS}
+        steps: dict[object, tuple[int, StepRun]] = {}
+        matched_steps = []
+        best = 0
+        for step_id, ops in worker.profile.steps.items():
+            ours = [e for name, runs in ops.items() if name in names for e in runs]
+            covered = len(working.intersection(ops))
+            best = max(best, covered)
+            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < sum(len(r) for r in ops.values()):
+                events["of other functions"] += sum(len(r) for r in ops.values())
+                continue
+            instances = [e.instance_key for e in ours if e.instance_key is not None]
+            start_ns = min(e.start_ns for e in ours)
+            span_ns = max(e.start_ns + e.dur_ns for e in ours) - start_ns
+            matched_steps.append((min(instances) if instances else None, start_ns, step_id, span_ns, len(ours)))
+        if not matched_steps:
+            raise ChakraInputError(
+                f"the profile has no step of this graph: its steps run at most {best:,} of the "
+                f"{len(working):,} nodes of the step function that do work",
+                path=worker.profile.path,
+                hint="convert a graph and a profile of the same run (both written by one chakra.tensorflow.collect)",
+            )
+        keyed = any(key is not None for key, *_ in matched_steps)
+        if keyed:  # the step function runs collectives: a matched step without is other work
+            for key, _, _, _, count in matched_steps:
+                if key is None:
+                    events["in steps with no collective"] += count
+            matched_steps = [s for s in matched_steps if s[0] is not None]
+        for index, (key, start_ns, step_id, span_ns, count) in enumerate(sorted(matched_steps, key=lambda s: s[1])):
+            run = StepRun(str(key if keyed else index), start_ns / NS_PER_US, span_ns / NS_PER_US, count)
+            steps[key if keyed else index] = (step_id, run)
+        per_worker.append(steps)
+        events["with no step"] += worker.profile.stepless
+    common = set(per_worker[0]).intersection(*per_worker[1:])
+    if not common:
+        raise ChakraInputError("the workers' profiles share no step (no collective instance in common)",
+                               path=workers[0].path, hint="record every worker over the same steps")  # fmt: skip
+    joined = [
+        StepRun(
+            per_worker[0][key][1].run,
+            min(steps[key][1].start_us for steps in per_worker),
+            max(steps[key][1].span_us for steps in per_worker),
+            sum(steps[key][1].executions for steps in per_worker),
+        )
+        for key in common
+    ]
+    joined.sort(key=lambda r: r.start_us)
+    chosen = step_to_convert(joined)
+    chosen_key = next(k for k in common if per_worker[0][k][1].run == chosen.run)
+    out: dict[str, dict[str, list[OpExecution]]] = {}
+    for worker, steps in zip(workers, per_worker, strict=True):
+        assert worker.profile is not None
+        for step_id, ops in worker.profile.steps.items():
+            if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
+                events["in other steps"] += sum(len(r) for r in ops.values())
+        ops = worker.profile.steps[steps[chosen_key][0]]
+        placed = {node.name: device for device, graph in worker.graphs.items() for node in graph.node}
+        for name, runs in ops.items():
+            device = placed.get(name)
+            if device is None:
+                events["in the step, of no graph node"] += len(runs)
+                continue
+            out.setdefault(device, {})[name] = runs
+            events["converted"] += len(runs)
+    return StepTimes(out, joined, chosen, events)
