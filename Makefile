@@ -37,6 +37,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/analyze_bench.py
 	$(BIN)/python benchmarks/generate_bench.py
 	$(BIN)/python benchmarks/adapt_bench.py
+	$(BIN)/python benchmarks/xla_bench.py
+	$(BIN)/python benchmarks/tf_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so
