@@ -94,6 +94,16 @@ def write_json(path: PathLike, data: Any) -> None:
         handle.write(json.dumps(data, indent=1).encode())
 
 
+def emit_results(data: Any, report: PathLike | None, as_json: bool) -> bool:
+    """Write ``data`` to ``report`` when given and print it as JSON when ``as_json``; returns whether
+    it was printed (the caller renders its tables otherwise)."""
+    if report is not None:
+        write_json(report, data)
+    if as_json:
+        print_json(data)
+    return as_json
+
+
 def report_error(error: ChakraError | str) -> None:
     """One line on stderr, no traceback."""
     stderr.print(Text.assemble(("error: ", "bold red"), str(error)), soft_wrap=True)

@@ -16,13 +16,13 @@ from chakra.cli.console import (
     EXIT_CHECKS_FAILED,
     Group,
     busy,
+    emit_results,
     late_help,
     note,
     print_table,
     progress_bar,
     stderr,
     stdout,
-    write_json,
 )
 from chakra.errors import ChakraInputError
 from chakra.validate.findings import Target
@@ -163,12 +163,7 @@ def convert_pytorch(
             progress=tell,
             rank=rank,
         )
-    summary = result.to_dict()
-    if report is not None:
-        write_json(report, summary)
-    if as_json:
-        stdout.print_json(json.dumps(summary))
-    else:
+    if not emit_results(result.to_dict(), report, as_json):
         _print_conversion(result)
     off = result.fidelity_failures()
     if check and off:

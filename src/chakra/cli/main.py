@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from chakra import __version__
-from chakra.cli import adapt_cmds, analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, sim_cmds
+from chakra.cli import adapt_cmds, analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, replay_cmds, sim_cmds
 from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Group, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
@@ -47,7 +47,8 @@ app = typer.Typer(
     # line breaks of every paragraph after the first)
     rich_markup_mode="markdown",
 )
-for commands in (inspect_cmds.app, adapt_cmds.app, convert_cmds.app, generate_cmds.app, sim_cmds.app, analyze_cmds.app):
+COMMAND_GROUPS = (inspect_cmds, adapt_cmds, convert_cmds, generate_cmds, sim_cmds, analyze_cmds, replay_cmds)
+for commands in (group.app for group in COMMAND_GROUPS):
     app.add_typer(commands)
 
 

@@ -1,0 +1,82 @@
+"""``chakra replay``: run a workload's ranks on this machine with PyTorch and measure them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr
+
+#: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
+app = typer.Typer()
+
+#: How far a rank's replayed step may be from its recorded span before ``--check`` fails (issue 18).
+CHECK_TOLERANCE = 0.15
+#: The compute modes (chakra.replay.issue.ComputeMode), listed here so that --help needs no torch.
+COMPUTE_MODES = ("duration", "kernels", "none")
+
+
+@app.command("replay")
+def replay_cmd(
+    workload: Path = typer.Argument(..., help="A workload: PREFIX of PREFIX.{rank}.et, its folder, or one file."),
+    compute: str = typer.Option(
+        "duration",
+        "--compute",
+        help="duration: hold for the recorded time; kernels: a GEMM of num_ops FLOPs and a copy of "
+        "tensor_size bytes; none: communication only.",
+    ),
+    compute_scale: float = typer.Option(1.0, "--compute-scale", min=0.0, help="Scale recorded durations."),
+    comm: bool = typer.Option(True, "--comm/--no-comm", help="--no-comm: compute only (no collective, no send)."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Iterations run before the measured ones."),
+    iterations: int = typer.Option(3, "--iterations", min=1, help="Measured iterations (min/median/max)."),
+    timeout_s: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds without progress that count as a hang."),
+    check: bool = typer.Option(
+        False, "--check", help="Exit 1 when a rank's median step is more than 15 % from its recorded span."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write the results as JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
+) -> None:
+    """Replay a workload on this machine: one process per rank (gloo), every node issued in dependency order.
+
+    Collectives and sends run asynchronously and are waited for where a node depends on them. A
+    replay that stops moving for --timeout seconds is stopped and diagnosed (which rank waits for
+    what), exit 1.
+
+    Example: chakra replay out/job --compute duration --iterations 5 --check
+    """
+    from chakra.replay.issue import ComputeMode
+    from chakra.replay.launch import ReplayHang, replay_workload
+
+    if compute not in COMPUTE_MODES:
+        raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
+    try:
+        with busy(f"replaying {workload}"):
+            result = replay_workload(
+                workload, compute=ComputeMode(compute), compute_scale=compute_scale, comm=comm,
+                warmup=warmup, iterations=iterations, timeout_s=timeout_s,
+            )  # fmt: skip
+    except ReplayHang as hang:
+        stderr.print(f"error: {hang}")
+        raise typer.Exit(EXIT_CHECKS_FAILED) from None
+    if not emit_results(result.to_dict(), report, as_json):
+        table = Table(title=f"replay of {result.prefix} ({compute}{'' if comm else ', no communication'})")
+        for column in ("rank", "step µs (median)", "min", "max", "recorded µs", "error", "compute µs", "waiting µs"):
+            table.add_column(column, justify="right", overflow="fold")
+        for rank, ranked in result.ranks.items():
+            shown = ranked.to_dict()
+            steps = shown["step_us"]
+            recorded = ranked.recorded_span_us
+            table.add_row(
+                str(rank), f"{steps['median']:,.1f}", f"{steps['min']:,.1f}", f"{steps['max']:,.1f}",
+                "-" if recorded is None else f"{recorded:,.1f}",
+                "-" if ranked.error is None else f"{ranked.error:+.1%}",
+                f"{shown['compute_us']:,.1f}", f"{shown['wait_us']:,.1f}",
+            )  # fmt: skip
+        print_table(table)
+    if check:
+        off = sorted(r for r, one in result.ranks.items() if one.error is None or abs(one.error) > CHECK_TOLERANCE)
+        if off:
+            stderr.print(f"replay check failed for ranks {off} (beyond {CHECK_TOLERANCE:.0%} of the recorded span)")
+            raise typer.Exit(EXIT_CHECKS_FAILED)

@@ -1,0 +1,243 @@
+"""Issuing one rank's program on real hardware with PyTorch: compute and communication.
+
+:class:`Issuer` runs a :class:`~chakra.replay.program.RankProgram` in issue order on one thread,
+as a framework's host thread issues work: a node waits only for the communication it depends on
+(collectives and transfers run asynchronously, ``async_op=True``; a node that depends on one waits
+for it, as the recording or the generator meant), compute runs where it is issued.
+
+Compute (:class:`ComputeMode`):
+
+* ``duration``: hold the device for the recorded duration times ``compute_scale`` (sleep for all
+  but the last :data:`SPIN_NS`, then spin: a sleep alone overshoots by tens of µs);
+* ``kernels``: a square matrix product of ``num_ops`` FLOPs (2·n³) and a copy of ``tensor_size``
+  bytes, on buffers allocated once and bounded by ``max_buffer_bytes`` (a larger node is cut to the
+  bound, counted);
+* ``none``: no compute (the ET as a communication benchmark).
+
+Communication, ``torch.distributed`` with the workload's groups, float32 tensors of ``comm_size``
+bytes by the format's convention (an all-gather's bytes put in by each rank; a reduce-scatter's and
+an all-to-all's the whole buffer, rounded up to the group size; the others the buffer): every
+collective type of the format, roots at the group's first rank (the format records none); SEND and
+RECV as ``isend``/``irecv`` with the recorded peer and tag. A collective a backend lacks falls back
+to moving the same bytes with the ones it has (``all_gather`` for gather, ``broadcast`` for
+scatter, ``all_reduce`` for reduce), counted by type.
+
+Example:
+    issuer = Issuer(program, rank, groups, ComputeMode.DURATION)
+    issuer.run()    # one iteration; issuer.times has what it measured
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from chakra.replay.program import Kind, RankProgram
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    BARRIER,
+    BROADCAST,
+    GATHER,
+    REDUCE,
+    REDUCE_SCATTER,
+    REDUCE_SCATTER_BLOCK,
+    SCATTER,
+    CollectiveCommType,
+)
+from chakra.table import DEFAULT_GROUP_ID, MISSING
+
+#: The tail of a held duration that is spun rather than slept (a sleep overshoots by tens of µs).
+SPIN_NS = 200_000
+#: Bytes of a float32, the element type of every replayed buffer.
+ELEMENT_BYTES = 4
+#: The default bound on the compute buffers of ``kernels`` (per buffer).
+DEFAULT_MAX_BUFFER_BYTES = 64 << 20
+#: The collective types the format defines.
+COMM_TYPE_VALUES = frozenset(CollectiveCommType.values())
+#: Multiply-adds count 2 FLOPs (the format's num_ops convention, as the generators write it).
+FLOPS_PER_MAC = 2
+
+
+class ComputeMode(str, Enum):
+    DURATION = "duration"
+    KERNELS = "kernels"
+    NONE = "none"
+
+
+@dataclass
+class IterationTimes:
+    """What one iteration measured on one rank (ns): its wall time, the time spent computing, the
+    time blocked waiting for communication, the nodes issued by kind, and the bytes each kind of
+    communication put in (the input buffers handed to torch.distributed)."""
+
+    wall_ns: int = 0
+    compute_ns: int = 0
+    wait_ns: int = 0
+    issued: Counter[str] = field(default_factory=Counter)
+    sent_bytes: Counter[str] = field(default_factory=Counter)  # communication type -> bytes put in
+
+
+class Issuer:
+    """Runs one rank's program (see the module's docstring); ``progress`` is told the issue step
+    being issued or waited for, for the launcher's hang diagnosis."""
+
+    def __init__(
+        self,
+        program: RankProgram,
+        rank: int,
+        groups: dict[int, Any],
+        group_members: dict[int, tuple[int, ...]],
+        compute: ComputeMode,
+        *,
+        compute_scale: float = 1.0,
+        comm: bool = True,
+        max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+        progress: Any = None,
+    ):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.program = program
+        self.rank = rank
+        self.groups = groups
+        self.members = group_members
+        self.compute = compute
+        self.compute_scale = compute_scale
+        self.comm = comm
+        self.progress = progress
+        self.fallbacks: Counter[str] = Counter()
+        self.cut_nodes = 0
+        elements = max(1, max_buffer_bytes // ELEMENT_BYTES)
+        self.max_side = int((elements) ** 0.5)
+        if compute is ComputeMode.KERNELS:
+            self.a = torch.rand(elements)
+            self.b = torch.rand(elements)
+
+    # ---- the loop --------------------------------------------------------------------------------
+    def run(self) -> IterationTimes:
+        times = IterationTimes()
+        pending: dict[int, Any] = {}
+        program = self.program
+        start_ns = time.perf_counter_ns()
+        for step in range(len(program)):
+            for parent in program.parents(step).tolist():
+                work = pending.pop(parent, None)
+                if work is not None:
+                    self._tell(parent, waiting=True)
+                    waited = time.perf_counter_ns()
+                    work.wait()
+                    times.wait_ns += time.perf_counter_ns() - waited
+            self._tell(step, waiting=False)
+            kind = Kind(int(program.kind[step]))
+            times.issued[kind.name.lower()] += 1
+            if kind is Kind.COMPUTE:
+                began = time.perf_counter_ns()
+                self._compute(step)
+                times.compute_ns += time.perf_counter_ns() - began
+            elif kind is not Kind.NOTHING and self.comm:
+                work = self._communicate(kind, step, times.sent_bytes)
+                if work is not None:
+                    pending[step] = work
+        for step, work in pending.items():
+            self._tell(step, waiting=True)
+            waited = time.perf_counter_ns()
+            work.wait()
+            times.wait_ns += time.perf_counter_ns() - waited
+        times.wall_ns = time.perf_counter_ns() - start_ns
+        return times
+
+    def _tell(self, step: int, *, waiting: bool) -> None:
+        if self.progress is not None:
+            self.progress(step, waiting)
+
+    # ---- compute ---------------------------------------------------------------------------------
+    def _compute(self, step: int) -> None:
+        if self.compute is ComputeMode.DURATION:
+            dur_ns = int(self.program.dur_ns[step])
+            if dur_ns > 0:
+                hold(int(dur_ns * self.compute_scale))
+        elif self.compute is ComputeMode.KERNELS:
+            self._kernels(int(self.program.num_ops[step]), int(self.program.tensor_size[step]))
+
+    def _kernels(self, flops: int, size_bytes: int) -> None:
+        torch = self.torch
+        if flops > 0 and flops != MISSING:
+            side = max(1, round((flops / FLOPS_PER_MAC) ** (1 / 3)))
+            if side > self.max_side:
+                self.cut_nodes += 1
+                side = self.max_side
+            a = self.a[: side * side].view(side, side)
+            b = self.b[: side * side].view(side, side)
+            torch.mm(a, b)
+        if size_bytes > 0 and size_bytes != MISSING:
+            count = min(max(1, size_bytes // (2 * ELEMENT_BYTES)), len(self.a))
+            self.b[:count].copy_(self.a[:count])
+
+    # ---- communication ---------------------------------------------------------------------------
+    def _group(self, step: int) -> tuple[Any, tuple[int, ...]]:
+        gid = int(self.program.group[step])
+        if gid in (DEFAULT_GROUP_ID, MISSING) or gid not in self.groups:
+            return None, tuple(range(self.dist.get_world_size()))
+        return self.groups[gid], self.members[gid]
+
+    def _communicate(self, kind: Kind, step: int, sent: Counter[str]) -> Any:
+        torch, dist = self.torch, self.dist
+        size = int(self.program.comm_size[step])
+        count = max(1, -(-max(size, 0) // ELEMENT_BYTES)) if size != MISSING else 1
+        if kind is Kind.SEND:
+            sent["SEND"] += count * ELEMENT_BYTES
+            return dist.isend(torch.zeros(count), dst=int(self.program.peer[step]), tag=self._tag(step))
+        if kind is Kind.RECV:
+            return dist.irecv(torch.empty(count), src=int(self.program.peer[step]), tag=self._tag(step))
+        group, members = self._group(step)
+        if self.rank not in members:
+            return None
+        n = len(members)
+        root = members[0]
+        kind_of = int(self.program.comm_type[step])
+        if kind_of != BARRIER:  # a barrier moves no data
+            name = CollectiveCommType.Name(kind_of) if kind_of in COMM_TYPE_VALUES else str(kind_of)
+            sent[name] += count * ELEMENT_BYTES
+        if kind_of == ALL_REDUCE:
+            return dist.all_reduce(torch.zeros(count), group=group, async_op=True)
+        if kind_of == ALL_GATHER:
+            return dist.all_gather_single(torch.empty(count * n), torch.zeros(count), group=group, async_op=True)
+        if kind_of in (REDUCE_SCATTER, REDUCE_SCATTER_BLOCK):
+            per = -(-count // n)
+            return dist.reduce_scatter_tensor(torch.empty(per), torch.zeros(per * n), group=group, async_op=True)
+        if kind_of == ALL_TO_ALL:
+            whole = -(-count // n) * n
+            return dist.all_to_all_single(torch.empty(whole), torch.zeros(whole), group=group, async_op=True)
+        if kind_of == BROADCAST:
+            return dist.broadcast(torch.zeros(count), src=root, group=group, async_op=True)
+        if kind_of == BARRIER:
+            return dist.barrier(group=group, async_op=True)
+        if kind_of == REDUCE:
+            return dist.reduce(torch.zeros(count), dst=root, group=group, async_op=True)
+        if kind_of == GATHER:
+            gathered = [torch.empty(count) for _ in members] if self.rank == root else None
+            return dist.gather(torch.zeros(count), gather_list=gathered, dst=root, group=group, async_op=True)
+        if kind_of == SCATTER:
+            pieces = [torch.zeros(count) for _ in members] if self.rank == root else None
+            return dist.scatter(torch.empty(count), scatter_list=pieces, src=root, group=group, async_op=True)
+        self.fallbacks[f"comm_type {kind_of}: all_reduce of the same bytes"] += 1
+        return dist.all_reduce(torch.zeros(count), group=group, async_op=True)
+
+    def _tag(self, step: int) -> int:
+        tag = int(self.program.tag[step])
+        return 0 if tag == MISSING else tag
+
+
+def hold(dur_ns: int) -> None:
+    """Keep this thread busy for ``dur_ns`` of wall time: sleep, then spin the last :data:`SPIN_NS`."""
+    end = time.perf_counter_ns() + dur_ns
+    if dur_ns > 2 * SPIN_NS:
+        time.sleep((dur_ns - SPIN_NS) / 1e9)
+    while time.perf_counter_ns() < end:
+        pass

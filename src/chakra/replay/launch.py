@@ -1,0 +1,280 @@
+"""Running a workload's ranks as processes on this machine, and watching them for hangs.
+
+:func:`replay_workload` starts one process per rank (``torch.distributed`` with gloo, a free
+localhost port), each of which creates every communicator group of the workload in the same order
+(ascending group id, as ``new_group`` requires), loads its rank's program, runs ``warmup`` and then
+``iterations`` iterations (a barrier before each), and sends back what it measured.
+
+While they run, every process tells a shared array which issue step it is at and whether it is
+waiting for communication there. When no rank moves for ``timeout_s`` the launcher stops them all
+and raises :class:`ReplayHang`, naming for each rank the node it waits on (a collective a peer never
+reaches, a receive with no send), the way the simulator diagnoses a workload that cannot finish.
+
+The ranks are spawned processes, which import the caller's main module: call it under
+``if __name__ == "__main__":`` (the ``chakra`` command does).
+
+Example:
+    result = replay_workload("out/job", compute=ComputeMode.DURATION, iterations=3)
+    result.ranks[0].step_ns    # each iteration's wall time on rank 0
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra.errors import ChakraError, ChakraInputError, PathLike
+from chakra.replay.issue import DEFAULT_MAX_BUFFER_BYTES, ComputeMode, Issuer
+from chakra.replay.program import Kind, rank_program
+from chakra.trace import TraceSet
+
+#: How long every rank may stand still before the replay is declared hung (s).
+DEFAULT_TIMEOUT_S = 60.0
+#: How often the launcher looks at the ranks' progress (s).
+POLL_S = 0.1
+#: What a rank's slot in the progress array holds: the issue step, and whether it waits there.
+STEP, WAITING, DONE = 0, 1, 2
+SLOTS = 3
+#: How long a stopped rank gets to exit before it is killed (s).
+STOP_GRACE_S = 5.0
+
+
+class ReplayHang(ChakraError):
+    """The ranks stopped moving: ``waits`` says, per rank, the node each one is stuck at."""
+
+    def __init__(self, waits: dict[int, str], timeout_s: float):
+        self.waits = waits
+        lines = "; ".join(f"rank {rank} {what}" for rank, what in sorted(waits.items()))
+        super().__init__(f"the replay made no progress for {timeout_s:g} s: {lines}")
+
+
+@dataclass
+class RankReplay:
+    """What one rank measured: every iteration's wall, compute and waiting time (ns), the nodes it
+    issued by kind and the bytes put into each kind of communication (the last iteration's), the
+    collectives emulated with others, and compute nodes cut to the buffer bound."""
+
+    rank: int
+    step_ns: list[int]
+    compute_ns: list[int]
+    wait_ns: list[int]
+    issued: dict[str, int]
+    sent_bytes: dict[str, int]
+    fallbacks: dict[str, int]
+    cut_nodes: int
+    recorded_span_us: float | None
+
+    @property
+    def median_step_us(self) -> float:
+        return statistics.median(self.step_ns) / 1000
+
+    @property
+    def error(self) -> float | None:
+        """Replayed median step against the recorded span, relative; ``None`` without times."""
+        if not self.recorded_span_us:
+            return None
+        return (self.median_step_us - self.recorded_span_us) / self.recorded_span_us
+
+    def to_dict(self) -> dict[str, Any]:
+        us = [t / 1000 for t in self.step_ns]
+        return {
+            "rank": self.rank,
+            "step_us": {"min": min(us), "median": statistics.median(us), "max": max(us), "all": us},
+            "compute_us": statistics.median(self.compute_ns) / 1000,
+            "wait_us": statistics.median(self.wait_ns) / 1000,
+            "issued": self.issued,
+            "sent_bytes": self.sent_bytes,
+            "fallbacks": self.fallbacks,
+            "cut_nodes": self.cut_nodes,
+            "recorded_span_us": self.recorded_span_us,
+            "error": self.error,
+        }
+
+
+@dataclass
+class WorkloadReplay:
+    prefix: str
+    compute: ComputeMode
+    comm: bool
+    ranks: dict[int, RankReplay] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.prefix,
+            "compute": self.compute.value,
+            "comm": self.comm,
+            "ranks": {str(r): result.to_dict() for r, result in self.ranks.items()},
+        }
+
+
+def replay_workload(
+    workload: PathLike,
+    *,
+    compute: ComputeMode = ComputeMode.DURATION,
+    compute_scale: float = 1.0,
+    comm: bool = True,
+    warmup: int = 1,
+    iterations: int = 3,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+) -> WorkloadReplay:
+    """Replay every rank of ``workload`` in its own process (see the module's docstring)."""
+    traces = TraceSet.discover(Path(workload))
+    ranks = sorted(traces.ranks)
+    if ranks != list(range(len(ranks))):
+        raise ChakraInputError(f"ranks {ranks[:8]} are not 0..{len(ranks) - 1}", path=traces.prefix,
+                               hint="replay needs every rank file of the workload")  # fmt: skip
+    for rank in ranks:  # refuse a bad file here, with its name, before any process starts
+        rank_program(traces.ranks[rank], rank)
+    groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
+    world = len(ranks)
+    context = mp.get_context("spawn")
+    progress = context.Array("q", world * SLOTS, lock=False)
+    results = context.Queue()
+    port = _free_port()
+    settings = {
+        "compute": compute.value,
+        "compute_scale": compute_scale,
+        "comm": comm,
+        "warmup": warmup,
+        "iterations": iterations,
+        "max_buffer_bytes": max_buffer_bytes,
+        "timeout_s": timeout_s,
+    }
+    processes = [
+        context.Process(
+            target=_rank_main,
+            args=(rank, world, port, str(traces.ranks[rank]), groups, settings, progress, results),
+            daemon=True,
+        )
+        for rank in ranks
+    ]
+    for process in processes:
+        process.start()
+    try:
+        outcome = _watch(processes, progress, results, world, timeout_s, traces.ranks)
+    finally:
+        _stop(processes)
+    replay = WorkloadReplay(str(traces.prefix), compute, comm)
+    replay.ranks = dict(sorted(outcome.items()))
+    return replay
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _watch(
+    processes: list[Any], progress: Any, results: Any, world: int, timeout_s: float, paths: dict[int, Path]
+) -> dict[int, RankReplay]:
+    """Collect every rank's result; raise on a failed rank or when none moves for ``timeout_s``."""
+    outcome: dict[int, RankReplay] = {}
+    last = list(progress)
+    moved_at = time.monotonic()
+    while len(outcome) < world:
+        while not results.empty():
+            rank, payload = results.get()
+            if isinstance(payload, str):
+                raise ChakraError(f"rank {rank} failed: {payload}")
+            outcome[rank] = payload
+        now = list(progress)
+        if now != last:
+            last, moved_at = now, time.monotonic()
+        dead = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0) and r not in outcome]
+        if dead:
+            raise ChakraError(f"rank {dead[0]} exited with code {processes[dead[0]].exitcode}")
+        if time.monotonic() - moved_at > timeout_s:
+            raise ReplayHang(_diagnose(now, world, paths, set(outcome)), timeout_s)
+        time.sleep(POLL_S)
+    return outcome
+
+
+def _diagnose(progress: list[int], world: int, paths: dict[int, Path], finished: set[int]) -> dict[int, str]:
+    waits = {}
+    for rank in range(world):
+        if rank in finished or progress[rank * SLOTS + DONE]:
+            waits[rank] = "finished"
+            continue
+        step, waiting = progress[rank * SLOTS + STEP], progress[rank * SLOTS + WAITING]
+        program = rank_program(paths[rank], rank)
+        if step >= len(program):
+            waits[rank] = "is between iterations (waiting in the barrier before the next)"
+            continue
+        kind = Kind(int(program.kind[step]))
+        what = f"node {int(program.ids[step])} ({program.names[step]}, {kind.name.lower()}"
+        if kind in (Kind.SEND, Kind.RECV):
+            what += f" {'to' if kind is Kind.SEND else 'from'} rank {int(program.peer[step])}"
+        waits[rank] = ("waits for " if waiting else "is issuing ") + what + ")"
+    return waits
+
+
+def _stop(processes: list[Any]) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _rank_main(
+    rank: int,
+    world: int,
+    port: int,
+    path: str,
+    groups: dict[int, tuple[int, ...]],
+    settings: dict[str, Any],
+    progress: Any,
+    results: Any,
+) -> None:
+    """One rank's process: join the job, create the groups, run the iterations, report."""
+    try:
+        import datetime
+
+        import torch.distributed as dist
+
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        # the launcher watches for hangs; gloo's own timeout only has to outlast it
+        timeout = datetime.timedelta(seconds=float(settings["timeout_s"]) * 4 + 60)
+        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+        made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
+        program = rank_program(path, rank)
+
+        def tell(step: int, waiting: bool) -> None:
+            progress[rank * SLOTS + STEP] = step
+            progress[rank * SLOTS + WAITING] = int(waiting)
+
+        issuer = Issuer(
+            program, rank, made, groups, ComputeMode(settings["compute"]),
+            compute_scale=float(settings["compute_scale"]), comm=bool(settings["comm"]),
+            max_buffer_bytes=int(settings["max_buffer_bytes"]), progress=tell,
+        )  # fmt: skip
+        measured = []
+        for iteration in range(int(settings["warmup"]) + int(settings["iterations"])):
+            tell(len(program), False)
+            dist.barrier()
+            times = issuer.run()
+            if iteration >= int(settings["warmup"]):
+                measured.append(times)
+        dist.barrier()
+        progress[rank * SLOTS + DONE] = 1
+        results.put((rank, RankReplay(
+            rank, [t.wall_ns for t in measured], [t.compute_ns for t in measured], [t.wait_ns for t in measured],
+            dict(measured[-1].issued), dict(measured[-1].sent_bytes), dict(issuer.fallbacks), issuer.cut_nodes,
+            program.recorded_span_us,
+        )))  # fmt: skip
+        dist.destroy_process_group()
+    except Exception:  # the launcher reports it with the rank; a traceback is for the developer
+        results.put((rank, traceback.format_exc(limit=4).strip().splitlines()[-1]))
