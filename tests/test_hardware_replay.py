@@ -99,12 +99,18 @@ def test_a_generated_tensor_and_pipeline_parallel_step_replays_with_kernels_to_t
         assert ranked["issued"].get("collective", 0) + ranked["issued"].get("send", 0) > 0
 
 
-def test_a_recorded_gloo_job_replays_within_its_bound_of_the_measured_step(gloo_training_traces: Path, tmp_path: Path):
-    prefix = tmp_path / "job"
+@pytest.fixture(scope="module")
+def gloo_job(gloo_training_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded 2-rank gloo DDP job, converted."""
+    prefix = tmp_path_factory.mktemp("gloo_job") / "job"
     host, device = gloo_training_traces / "host.{rank}.json", gloo_training_traces / "device.{rank}.json"
-    assert (
-        run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(prefix)).returncode == 0
-    )
+    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(prefix))
+    assert done.returncode == 0, done.stderr
+    return prefix
+
+
+def test_a_recorded_gloo_job_replays_within_its_bound_of_the_measured_step(gloo_job: Path):
+    prefix = gloo_job
     done = run_cli("replay", str(prefix), "--json", "--iterations", "3", "--check")
     assert done.returncode == 0, done.stdout + done.stderr
     errors = {rank: r["error"] for rank, r in json.loads(done.stdout)["ranks"].items()}
@@ -114,3 +120,15 @@ def test_a_recorded_gloo_job_replays_within_its_bound_of_the_measured_step(gloo_
 def test_an_unknown_compute_mode_is_a_usage_error(micro2: Path):
     done = run_cli("replay", str(micro2 / "ALL_REDUCE"), "--compute", "gpu")
     assert done.returncode == 2 and "--compute" in done.stderr
+
+
+#: Two replays summed against a third on a loaded machine: the slack the comparison allows.
+OVERLAP_SLACK = 0.10
+
+
+def test_compute_only_and_communication_only_sum_to_no_less_than_the_whole_replay(gloo_job: Path):
+    prefix = gloo_job
+    study = _replay(prefix, "--overlap")
+    for rank, hidden_us in study["overlap_us"].items():
+        whole_us = study["full"]["ranks"][rank]["step_us"]["median"]
+        assert hidden_us >= -OVERLAP_SLACK * whole_us, (rank, hidden_us, whole_us)

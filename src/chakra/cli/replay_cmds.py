@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr, stdout
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -32,6 +33,9 @@ def replay_cmd(
     warmup: int = typer.Option(1, "--warmup", min=0, help="Iterations run before the measured ones."),
     iterations: int = typer.Option(3, "--iterations", min=1, help="Measured iterations (min/median/max)."),
     timeout_s: float = typer.Option(60.0, "--timeout", min=1.0, help="Seconds without progress that count as a hang."),
+    overlap: bool = typer.Option(
+        False, "--overlap", help="Also replay compute only and communication only, and report the overlap."
+    ),
     check: bool = typer.Option(
         False, "--check", help="Exit 1 when a rank's median step is more than 15 % from its recorded span."
     ),
@@ -47,20 +51,21 @@ def replay_cmd(
     Example: chakra replay out/job --compute duration --iterations 5 --check
     """
     from chakra.replay.issue import ComputeMode
-    from chakra.replay.launch import ReplayHang, replay_workload
+    from chakra.replay.launch import ReplayHang, overlap_study, replay_workload
 
     if compute not in COMPUTE_MODES:
         raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
     try:
         with busy(f"replaying {workload}"):
-            result = replay_workload(
-                workload, compute=ComputeMode(compute), compute_scale=compute_scale, comm=comm,
-                warmup=warmup, iterations=iterations, timeout_s=timeout_s,
-            )  # fmt: skip
+            run = functools.partial(
+                replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations, timeout_s=timeout_s
+            )
+            study = overlap_study(workload, ComputeMode(compute), run) if overlap else None
+            result = study.full if study is not None else run(workload, compute=ComputeMode(compute), comm=comm)
     except ReplayHang as hang:
         stderr.print(f"error: {hang}")
         raise typer.Exit(EXIT_CHECKS_FAILED) from None
-    if not emit_results(result.to_dict(), report, as_json):
+    if not emit_results(study.to_dict() if study is not None else result.to_dict(), report, as_json):
         table = Table(title=f"replay of {result.prefix} ({compute}{'' if comm else ', no communication'})")
         for column in ("rank", "step µs (median)", "min", "max", "recorded µs", "error", "compute µs", "waiting µs"):
             table.add_column(column, justify="right", overflow="fold")
@@ -75,6 +80,13 @@ def replay_cmd(
                 f"{shown['compute_us']:,.1f}", f"{shown['wait_us']:,.1f}",
             )  # fmt: skip
         print_table(table)
+        if study is not None:
+            for rank, hidden_us in study.overlap_us().items():
+                stdout.print(
+                    f"rank {rank}: compute only {study.compute_only.ranks[rank].median_step_us:,.1f} µs + "
+                    f"communication only {study.comm_only.ranks[rank].median_step_us:,.1f} µs - whole "
+                    f"{result.ranks[rank].median_step_us:,.1f} µs = {hidden_us:,.1f} µs overlapped"
+                )
     if check:
         off = sorted(r for r, one in result.ranks.items() if one.error is None or abs(one.error) > CHECK_TOLERANCE)
         if off:

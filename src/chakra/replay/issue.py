@@ -113,6 +113,12 @@ class Issuer:
         self.progress = progress
         self.fallbacks: Counter[str] = Counter()
         self.cut_nodes = 0
+        self._kinds: list[int] = program.kind.tolist()
+        ptr = program.parent_ptr.tolist()
+        flat = program.parent_step.tolist()
+        self._parents = [flat[ptr[i] : ptr[i + 1]] for i in range(len(program))]
+        self._kind_counts = Counter(self._kinds)
+        self._durations: list[int] = program.dur_ns.tolist()
         elements = max(1, max_buffer_bytes // ELEMENT_BYTES)
         self.max_side = int((elements) ** 0.5)
         if compute is ComputeMode.KERNELS:
@@ -121,35 +127,38 @@ class Issuer:
 
     # ---- the loop --------------------------------------------------------------------------------
     def run(self) -> IterationTimes:
+        """One iteration of the program. The loop reads plain lists made once (numpy scalars and
+        slices cost microseconds a node) and only looks up parents that are still in flight."""
         times = IterationTimes()
         pending: dict[int, Any] = {}
-        program = self.program
-        start_ns = time.perf_counter_ns()
-        for step in range(len(program)):
-            for parent in program.parents(step).tolist():
-                work = pending.pop(parent, None)
-                if work is not None:
-                    self._tell(parent, waiting=True)
-                    waited = time.perf_counter_ns()
-                    work.wait()
-                    times.wait_ns += time.perf_counter_ns() - waited
+        kinds, parents = self._kinds, self._parents
+        clock = time.perf_counter_ns
+        start_ns = clock()
+        for step, kind in enumerate(kinds):
+            if pending:
+                for parent in parents[step]:
+                    work = pending.pop(parent, None)
+                    if work is not None:
+                        self._tell(parent, waiting=True)
+                        waited = clock()
+                        work.wait()
+                        times.wait_ns += clock() - waited
             self._tell(step, waiting=False)
-            kind = Kind(int(program.kind[step]))
-            times.issued[kind.name.lower()] += 1
-            if kind is Kind.COMPUTE:
-                began = time.perf_counter_ns()
+            if kind == Kind.COMPUTE:
+                began = clock()
                 self._compute(step)
-                times.compute_ns += time.perf_counter_ns() - began
-            elif kind is not Kind.NOTHING and self.comm:
-                work = self._communicate(kind, step, times.sent_bytes)
+                times.compute_ns += clock() - began
+            elif kind != Kind.NOTHING and self.comm:
+                work = self._communicate(Kind(kind), step, times.sent_bytes)
                 if work is not None:
                     pending[step] = work
         for step, work in pending.items():
             self._tell(step, waiting=True)
-            waited = time.perf_counter_ns()
+            waited = clock()
             work.wait()
-            times.wait_ns += time.perf_counter_ns() - waited
-        times.wall_ns = time.perf_counter_ns() - start_ns
+            times.wait_ns += clock() - waited
+        times.wall_ns = clock() - start_ns
+        times.issued.update({Kind(k).name.lower(): n for k, n in self._kind_counts.items()})
         return times
 
     def _tell(self, step: int, *, waiting: bool) -> None:
@@ -159,7 +168,7 @@ class Issuer:
     # ---- compute ---------------------------------------------------------------------------------
     def _compute(self, step: int) -> None:
         if self.compute is ComputeMode.DURATION:
-            dur_ns = int(self.program.dur_ns[step])
+            dur_ns = self._durations[step]
             if dur_ns > 0:
                 hold(int(dur_ns * self.compute_scale))
         elif self.compute is ComputeMode.KERNELS:

@@ -26,6 +26,7 @@ import socket
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,44 @@ def _rank_main(
         dist.destroy_process_group()
     except Exception:  # the launcher reports it with the rank; a traceback is for the developer
         results.put((rank, traceback.format_exc(limit=4).strip().splitlines()[-1]))
+
+
+@dataclass
+class OverlapStudy:
+    """The same workload replayed three ways: whole, compute only (``--no-comm``) and communication
+    only (``--compute none``). Per rank, ``overlap_us`` = compute only + communication only - whole
+    (median steps, µs): the time the whole replay hid by overlapping the two (negative: they slowed
+    each other down, as two processes sharing cores do)."""
+
+    full: WorkloadReplay
+    compute_only: WorkloadReplay
+    comm_only: WorkloadReplay
+
+    def overlap_us(self) -> dict[int, float]:
+        return {
+            rank: self.compute_only.ranks[rank].median_step_us
+            + self.comm_only.ranks[rank].median_step_us
+            - whole.median_step_us
+            for rank, whole in self.full.ranks.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "full": self.full.to_dict(),
+            "compute_only": self.compute_only.to_dict(),
+            "comm_only": self.comm_only.to_dict(),
+            "overlap_us": {str(r): v for r, v in self.overlap_us().items()},
+        }
+
+
+def overlap_study(
+    workload: PathLike, compute: ComputeMode = ComputeMode.DURATION, run: Callable[..., WorkloadReplay] | None = None
+) -> OverlapStudy:
+    """Replay ``workload`` whole, compute only and communication only; ``run`` is
+    :func:`replay_workload` with the options wanted (``functools.partial``)."""
+    replay = run or replay_workload
+    return OverlapStudy(
+        replay(workload, compute=compute),
+        replay(workload, compute=compute, comm=False),
+        replay(workload, compute=ComputeMode.NONE),
+    )
