@@ -132,3 +132,16 @@ def test_compute_only_and_communication_only_sum_to_no_less_than_the_whole_repla
     for rank, hidden_us in study["overlap_us"].items():
         whole_us = study["full"]["ranks"][rank]["step_us"]["median"]
         assert hidden_us >= -OVERLAP_SLACK * whole_us, (rank, hidden_us, whole_us)
+
+
+def test_the_timeline_has_every_node_of_every_rank_on_its_track_with_its_bytes(micro2: Path, tmp_path: Path):
+    timeline = tmp_path / "replay.json"
+    done = run_cli("replay", str(micro2 / "send_recv_ring"), "--iterations", "1", "--timeline", str(timeline))
+    assert done.returncode == 0, done.stderr
+    spans = [e for e in json.loads(timeline.read_text())["traceEvents"] if e["ph"] == "X"]
+    for rank in (0, 1):
+        table = load_table(micro2 / f"send_recv_ring.{rank}.et")
+        mine = [e for e in spans if e["pid"] == rank]
+        assert sorted(e["args"]["id"] for e in mine) == sorted(table.ids.tolist())
+        assert {e["args"]["comm_size"] for e in mine} == set(table.comm.size.tolist())
+        assert all(e["tid"] == "communication" and e["dur"] >= 0 for e in mine)

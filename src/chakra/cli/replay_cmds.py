@@ -40,6 +40,9 @@ def replay_cmd(
         False, "--check", help="Exit 1 when a rank's median step is more than 15 % from its recorded span."
     ),
     report: Path | None = typer.Option(None, "--report", help="Write the results as JSON here."),
+    timeline: Path | None = typer.Option(
+        None, "--timeline", help="Write the last iteration as a Chrome/Perfetto trace (a track per rank and kind)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
 ) -> None:
     """Replay a workload on this machine: one process per rank (gloo), every node issued in dependency order.
@@ -51,20 +54,23 @@ def replay_cmd(
     Example: chakra replay out/job --compute duration --iterations 5 --check
     """
     from chakra.replay.issue import ComputeMode
-    from chakra.replay.launch import ReplayHang, overlap_study, replay_workload
+    from chakra.replay.launch import ReplayHang, overlap_study, replay_workload, write_timeline
 
     if compute not in COMPUTE_MODES:
         raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
     try:
         with busy(f"replaying {workload}"):
             run = functools.partial(
-                replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations, timeout_s=timeout_s
-            )
+                replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations,
+                timeout_s=timeout_s, timeline=timeline is not None,
+            )  # fmt: skip
             study = overlap_study(workload, ComputeMode(compute), run) if overlap else None
             result = study.full if study is not None else run(workload, compute=ComputeMode(compute), comm=comm)
     except ReplayHang as hang:
         stderr.print(f"error: {hang}")
         raise typer.Exit(EXIT_CHECKS_FAILED) from None
+    if timeline is not None:
+        write_timeline(result, timeline)
     if not emit_results(study.to_dict() if study is not None else result.to_dict(), report, as_json):
         table = Table(title=f"replay of {result.prefix} ({compute}{'' if comm else ', no communication'})")
         for column in ("rank", "step µs (median)", "min", "max", "recorded µs", "error", "compute µs", "waiting µs"):

@@ -80,6 +80,10 @@ class IterationTimes:
     wait_ns: int = 0
     issued: Counter[str] = field(default_factory=Counter)
     sent_bytes: Counter[str] = field(default_factory=Counter)  # communication type -> bytes put in
+    #: (issue step, start, end) in ns from the iteration's start, when recorded: compute from its
+    #: start to its end; communication from its issue to the moment the replay had waited for it
+    #: (an upper bound on its end: the backend does not say when it completed)
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class Issuer:
@@ -126,37 +130,46 @@ class Issuer:
             self.b = torch.rand(elements)
 
     # ---- the loop --------------------------------------------------------------------------------
-    def run(self) -> IterationTimes:
+    def run(self, *, record: bool = False) -> IterationTimes:
         """One iteration of the program. The loop reads plain lists made once (numpy scalars and
-        slices cost microseconds a node) and only looks up parents that are still in flight."""
+        slices cost microseconds a node) and only looks up parents that are still in flight. With
+        ``record`` every node's replayed span is kept (:attr:`IterationTimes.spans`)."""
         times = IterationTimes()
-        pending: dict[int, Any] = {}
+        pending: dict[int, tuple[Any, int]] = {}  # step -> (work, issued at ns)
         kinds, parents = self._kinds, self._parents
         clock = time.perf_counter_ns
         start_ns = clock()
+
+        def finish(step: int) -> None:
+            work, issued_ns = pending.pop(step)
+            self._tell(step, waiting=True)
+            waited = clock()
+            work.wait()
+            done = clock()
+            times.wait_ns += done - waited
+            if record:
+                times.spans.append((step, issued_ns - start_ns, done - start_ns))
+
         for step, kind in enumerate(kinds):
             if pending:
                 for parent in parents[step]:
-                    work = pending.pop(parent, None)
-                    if work is not None:
-                        self._tell(parent, waiting=True)
-                        waited = clock()
-                        work.wait()
-                        times.wait_ns += clock() - waited
+                    if parent in pending:
+                        finish(parent)
             self._tell(step, waiting=False)
             if kind == Kind.COMPUTE:
                 began = clock()
                 self._compute(step)
-                times.compute_ns += clock() - began
+                ended = clock()
+                times.compute_ns += ended - began
+                if record:
+                    times.spans.append((step, began - start_ns, ended - start_ns))
             elif kind != Kind.NOTHING and self.comm:
+                issued = clock()
                 work = self._communicate(Kind(kind), step, times.sent_bytes)
                 if work is not None:
-                    pending[step] = work
-        for step, work in pending.items():
-            self._tell(step, waiting=True)
-            waited = clock()
-            work.wait()
-            times.wait_ns += clock() - waited
+                    pending[step] = (work, issued)
+        for step in list(pending):
+            finish(step)
         times.wall_ns = clock() - start_ns
         times.issued.update({Kind(k).name.lower(): n for k, n in self._kind_counts.items()})
         return times

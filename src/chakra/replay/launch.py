@@ -71,6 +71,8 @@ class RankReplay:
     fallbacks: dict[str, int]
     cut_nodes: int
     recorded_span_us: float | None
+    spans: list[tuple[int, int, int]] = field(default_factory=list)  # the last iteration's, if recorded
+    path: str = ""  # the rank's file
 
     @property
     def median_step_us(self) -> float:
@@ -125,8 +127,10 @@ def replay_workload(
     iterations: int = 3,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+    timeline: bool = False,
 ) -> WorkloadReplay:
-    """Replay every rank of ``workload`` in its own process (see the module's docstring)."""
+    """Replay every rank of ``workload`` in its own process (see the module's docstring); with
+    ``timeline`` each rank keeps its last iteration's node spans (:func:`write_timeline`)."""
     traces = TraceSet.discover(Path(workload))
     ranks = sorted(traces.ranks)
     if ranks != list(range(len(ranks))):
@@ -148,6 +152,7 @@ def replay_workload(
         "iterations": iterations,
         "max_buffer_bytes": max_buffer_bytes,
         "timeout_s": timeout_s,
+        "timeline": timeline,
     }
     processes = [
         context.Process(
@@ -263,10 +268,11 @@ def _rank_main(
             max_buffer_bytes=int(settings["max_buffer_bytes"]), progress=tell,
         )  # fmt: skip
         measured = []
-        for iteration in range(int(settings["warmup"]) + int(settings["iterations"])):
+        total = int(settings["warmup"]) + int(settings["iterations"])
+        for iteration in range(total):
             tell(len(program), False)
             dist.barrier()
-            times = issuer.run()
+            times = issuer.run(record=bool(settings["timeline"]) and iteration == total - 1)
             if iteration >= int(settings["warmup"]):
                 measured.append(times)
         dist.barrier()
@@ -274,7 +280,7 @@ def _rank_main(
         results.put((rank, RankReplay(
             rank, [t.wall_ns for t in measured], [t.compute_ns for t in measured], [t.wait_ns for t in measured],
             dict(measured[-1].issued), dict(measured[-1].sent_bytes), dict(issuer.fallbacks), issuer.cut_nodes,
-            program.recorded_span_us,
+            program.recorded_span_us, measured[-1].spans, path,
         )))  # fmt: skip
         dist.destroy_process_group()
     except Exception:  # the launcher reports it with the rank; a traceback is for the developer
@@ -320,3 +326,27 @@ def overlap_study(
         replay(workload, compute=compute, comm=False),
         replay(workload, compute=ComputeMode.NONE),
     )
+
+
+def write_timeline(replay: WorkloadReplay, path: PathLike) -> None:
+    """The last iteration of every rank as a Chrome/Perfetto trace: one process per rank, a track
+    for compute and one for communication (µs from the iteration's start)."""
+    import json
+
+    from chakra.io import AtomicFile
+
+    events: list[dict[str, Any]] = []
+    for rank, ranked in replay.ranks.items():
+        program = rank_program(ranked.path, rank)
+        events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
+        for step, start_ns, end_ns in ranked.spans:
+            kind = Kind(int(program.kind[step]))
+            events.append({
+                "ph": "X", "name": program.names[step], "pid": rank,
+                "tid": "compute" if kind is Kind.COMPUTE else "communication",
+                "ts": start_ns / 1000, "dur": (end_ns - start_ns) / 1000,
+                "args": {"id": int(program.ids[step]), "kind": kind.name.lower(),
+                         **({} if kind is Kind.COMPUTE else {"comm_size": int(program.comm_size[step])})},
+            })  # fmt: skip
+    with AtomicFile(path) as file:
+        file.write(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}).encode())
