@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from chakra.table import COMPUTE, MISSING, load_table
 HANG_TIMEOUT_S = 5
 #: Starting the ranks (importing torch) and stopping them takes seconds on a loaded machine.
 HANG_DIAGNOSIS_BOUND_S = 120
+#: torchrun starts both ranks (importing torch) on a loaded machine.
+TORCHRUN_TIMEOUT_S = 300
 #: The issue's bound: a converted job replayed with its recorded durations, against its step.
 CHECK_TOLERANCE = 0.15
 #: The collectives of chakra generate micro, and the transfer families.
@@ -145,3 +149,15 @@ def test_the_timeline_has_every_node_of_every_rank_on_its_track_with_its_bytes(m
         assert sorted(e["args"]["id"] for e in mine) == sorted(table.ids.tolist())
         assert {e["args"]["comm_size"] for e in mine} == set(table.comm.size.tolist())
         assert all(e["tid"] == "communication" and e["dur"] >= 0 for e in mine)
+
+
+def test_under_torchrun_each_process_replays_its_rank_and_rank_0_reports(micro2: Path):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--nproc-per-node", "2", "-m", "chakra", "replay", str(micro2 / "ALL_REDUCE"),
+               "--compute", "none", "--iterations", "1", "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout[done.stdout.index("{") :])
+    assert sorted(result["ranks"]) == ["0", "1"]
+    assert all(r["sent_bytes"]["ALL_REDUCE"] == _recorded_bytes(micro2 / f"ALL_REDUCE.{k}.et")
+               for k, r in result["ranks"].items())  # fmt: skip

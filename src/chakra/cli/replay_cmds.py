@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr, stdout
+
+if TYPE_CHECKING:
+    from chakra.replay.launch import OverlapStudy, WorkloadReplay
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -53,22 +57,22 @@ def replay_cmd(
 
     Example: chakra replay out/job --compute duration --iterations 5 --check
     """
+    from chakra.replay.external import replay_this_rank, under_launcher
     from chakra.replay.issue import ComputeMode
-    from chakra.replay.launch import ReplayHang, overlap_study, replay_workload, write_timeline
+    from chakra.replay.launch import ReplaySettings, write_timeline
 
     if compute not in COMPUTE_MODES:
         raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
-    try:
-        with busy(f"replaying {workload}"):
-            run = functools.partial(
-                replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations,
-                timeout_s=timeout_s, timeline=timeline is not None,
-            )  # fmt: skip
-            study = overlap_study(workload, ComputeMode(compute), run) if overlap else None
-            result = study.full if study is not None else run(workload, compute=ComputeMode(compute), comm=comm)
-    except ReplayHang as hang:
-        stderr.print(f"error: {hang}")
-        raise typer.Exit(EXIT_CHECKS_FAILED) from None
+    if under_launcher():  # torchrun started this rank: run it here, rank 0 reports
+        settings = ReplaySettings(ComputeMode(compute), compute_scale, comm, warmup, iterations,
+                                  timeout_s=timeout_s, timeline=timeline is not None)  # fmt: skip
+        joined = replay_this_rank(workload, settings)
+        if joined is None:
+            return
+        result, study = joined, None
+    else:
+        result, study = _replay_here(workload, compute, compute_scale, comm, warmup, iterations, timeout_s,
+                                     timeline is not None, overlap)  # fmt: skip
     if timeline is not None:
         write_timeline(result, timeline)
     if not emit_results(study.to_dict() if study is not None else result.to_dict(), report, as_json):
@@ -98,3 +102,32 @@ def replay_cmd(
         if off:
             stderr.print(f"replay check failed for ranks {off} (beyond {CHECK_TOLERANCE:.0%} of the recorded span)")
             raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def _replay_here(
+    workload: Path,
+    compute: str,
+    compute_scale: float,
+    comm: bool,
+    warmup: int,
+    iterations: int,
+    timeout_s: float,
+    timeline: bool,
+    overlap: bool,
+) -> tuple[WorkloadReplay, OverlapStudy | None]:
+    """Every rank started here; a hang is printed with its diagnosis and exits 1."""
+    from chakra.replay.issue import ComputeMode
+    from chakra.replay.launch import ReplayHang, overlap_study, replay_workload
+
+    run = functools.partial(
+        replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations,
+        timeout_s=timeout_s, timeline=timeline,
+    )  # fmt: skip
+    try:
+        with busy(f"replaying {workload}"):
+            study = overlap_study(workload, ComputeMode(compute), run) if overlap else None
+            result = study.full if study is not None else run(workload, compute=ComputeMode(compute), comm=comm)
+    except ReplayHang as hang:
+        stderr.print(f"error: {hang}")
+        raise typer.Exit(EXIT_CHECKS_FAILED) from None
+    return result, study

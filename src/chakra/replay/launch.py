@@ -56,6 +56,20 @@ class ReplayHang(ChakraError):
         super().__init__(f"the replay made no progress for {timeout_s:g} s: {lines}")
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How every rank replays (see :func:`replay_workload`)."""
+
+    compute: ComputeMode = ComputeMode.DURATION
+    compute_scale: float = 1.0
+    comm: bool = True
+    warmup: int = 1
+    iterations: int = 3
+    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeline: bool = False
+
+
 @dataclass
 class RankReplay:
     """What one rank measured: every iteration's wall, compute and waiting time (ns), the nodes it
@@ -144,16 +158,7 @@ def replay_workload(
     progress = context.Array("q", world * SLOTS, lock=False)
     results = context.Queue()
     port = _free_port()
-    settings = {
-        "compute": compute.value,
-        "compute_scale": compute_scale,
-        "comm": comm,
-        "warmup": warmup,
-        "iterations": iterations,
-        "max_buffer_bytes": max_buffer_bytes,
-        "timeout_s": timeout_s,
-        "timeline": timeline,
-    }
+    settings = ReplaySettings(compute, compute_scale, comm, warmup, iterations, max_buffer_bytes, timeout_s, timeline)
     processes = [
         context.Process(
             target=_rank_main,
@@ -235,17 +240,52 @@ def _stop(processes: list[Any]) -> None:
             process.join()
 
 
+def run_rank(
+    rank: int,
+    path: str,
+    groups: dict[int, tuple[int, ...]],
+    settings: ReplaySettings,
+    tell: Callable[[int, bool], None],
+) -> RankReplay:
+    """One rank of a joined job (``torch.distributed`` initialized): create every group in order,
+    run the warm-up and measured iterations, and return what they measured."""
+    import torch.distributed as dist
+
+    made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
+    program = rank_program(path, rank)
+    issuer = Issuer(
+        program, rank, made, groups, settings.compute,
+        compute_scale=settings.compute_scale, comm=settings.comm,
+        max_buffer_bytes=settings.max_buffer_bytes, progress=tell,
+    )  # fmt: skip
+    measured = []
+    total = settings.warmup + settings.iterations
+    for iteration in range(total):
+        tell(len(program), False)
+        dist.barrier()
+        times = issuer.run(record=settings.timeline and iteration == total - 1)
+        if iteration >= settings.warmup:
+            measured.append(times)
+    dist.barrier()
+    last = measured[-1]
+    return RankReplay(
+        rank, [t.wall_ns for t in measured], [t.compute_ns for t in measured], [t.wait_ns for t in measured],
+        dict(last.issued), dict(last.sent_bytes), dict(issuer.fallbacks), issuer.cut_nodes,
+        program.recorded_span_us, last.spans, path,
+    )  # fmt: skip
+
+
 def _rank_main(
     rank: int,
     world: int,
     port: int,
     path: str,
     groups: dict[int, tuple[int, ...]],
-    settings: dict[str, Any],
+    settings: ReplaySettings,
     progress: Any,
     results: Any,
 ) -> None:
-    """One rank's process: join the job, create the groups, run the iterations, report."""
+    """One rank's process: join the job on the launcher's port, run it, report."""
     try:
         import datetime
 
@@ -253,35 +293,16 @@ def _rank_main(
 
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         # the launcher watches for hangs; gloo's own timeout only has to outlast it
-        timeout = datetime.timedelta(seconds=float(settings["timeout_s"]) * 4 + 60)
+        timeout = datetime.timedelta(seconds=settings.timeout_s * 4 + 60)
         dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
-        made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
-        program = rank_program(path, rank)
 
         def tell(step: int, waiting: bool) -> None:
             progress[rank * SLOTS + STEP] = step
             progress[rank * SLOTS + WAITING] = int(waiting)
 
-        issuer = Issuer(
-            program, rank, made, groups, ComputeMode(settings["compute"]),
-            compute_scale=float(settings["compute_scale"]), comm=bool(settings["comm"]),
-            max_buffer_bytes=int(settings["max_buffer_bytes"]), progress=tell,
-        )  # fmt: skip
-        measured = []
-        total = int(settings["warmup"]) + int(settings["iterations"])
-        for iteration in range(total):
-            tell(len(program), False)
-            dist.barrier()
-            times = issuer.run(record=bool(settings["timeline"]) and iteration == total - 1)
-            if iteration >= int(settings["warmup"]):
-                measured.append(times)
-        dist.barrier()
+        result = run_rank(rank, path, groups, settings, tell)
         progress[rank * SLOTS + DONE] = 1
-        results.put((rank, RankReplay(
-            rank, [t.wall_ns for t in measured], [t.compute_ns for t in measured], [t.wait_ns for t in measured],
-            dict(measured[-1].issued), dict(measured[-1].sent_bytes), dict(issuer.fallbacks), issuer.cut_nodes,
-            program.recorded_span_us, measured[-1].spans, path,
-        )))  # fmt: skip
+        results.put((rank, result))
         dist.destroy_process_group()
     except Exception:  # the launcher reports it with the rank; a traceback is for the developer
         results.put((rank, traceback.format_exc(limit=4).strip().splitlines()[-1]))

@@ -1,0 +1,57 @@
+"""Replaying under a launcher that starts the ranks itself (``torchrun``, a cluster's job script).
+
+When the environment names this process's place in a job (``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``, as ``torchrun`` sets them), ``chakra replay`` runs that one rank
+in this process instead of starting its own: :func:`replay_this_rank` joins the job (gloo), runs
+the rank as :func:`chakra.replay.launch.run_rank` does for the local launcher, and gathers every
+rank's results on rank 0, which alone reports. The launcher's own timeout is the hang guard there
+(no progress array spans machines); gloo's is ``timeout_s``.
+
+Example (two ranks on this machine):
+    torchrun --nproc-per-node 2 -m chakra replay out/job --compute none
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from chakra.errors import ChakraInputError, PathLike
+from chakra.replay.launch import RankReplay, ReplaySettings, WorkloadReplay, run_rank
+from chakra.trace import TraceSet
+
+#: What a launcher sets for every rank it starts (torch.distributed's env:// initialization).
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def under_launcher() -> bool:
+    """Whether this process was started as one rank of a job."""
+    return all(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def replay_this_rank(workload: PathLike, settings: ReplaySettings) -> WorkloadReplay | None:
+    """Run this process's rank of ``workload``; rank 0 returns every rank's results, others ``None``."""
+    import torch.distributed as dist
+
+    traces = TraceSet.discover(Path(workload))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if world != len(traces.ranks) or rank not in traces.ranks:
+        raise ChakraInputError(
+            f"the launcher started {world} ranks; the workload has {len(traces.ranks)}",
+            path=traces.prefix,
+            hint="start one process per rank file (torchrun --nproc-per-node N)",
+        )
+    groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=settings.timeout_s))
+    try:
+        result = run_rank(rank, str(traces.ranks[rank]), groups, settings, lambda step, waiting: None)
+        gathered: list[RankReplay | None] = [None] * world
+        dist.gather_object(result, gathered if rank == 0 else None, dst=0)
+    finally:
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    replay = WorkloadReplay(str(traces.prefix), settings.compute, settings.comm)
+    replay.ranks = {r.rank: r for r in gathered if r is not None}
+    return replay
