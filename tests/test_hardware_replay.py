@@ -161,3 +161,11 @@ def test_under_torchrun_each_process_replays_its_rank_and_rank_0_reports(micro2:
     assert sorted(result["ranks"]) == ["0", "1"]
     assert all(r["sent_bytes"]["ALL_REDUCE"] == _recorded_bytes(micro2 / f"ALL_REDUCE.{k}.et")
                for k, r in result["ranks"].items())  # fmt: skip
+
+
+def test_the_aten_mode_reruns_the_recorded_ops_and_counts_what_fell_back(gloo_job: Path):
+    result = _replay(gloo_job, "--compute", "aten")
+    for ranked in result["ranks"].values():
+        fallbacks = ranked["fallbacks"]
+        assert fallbacks["aten: re-run"] > 0
+        assert sum(fallbacks.values()) == ranked["issued"]["compute"]  # every compute node accounted for

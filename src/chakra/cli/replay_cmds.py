@@ -20,7 +20,7 @@ app = typer.Typer()
 #: How far a rank's replayed step may be from its recorded span before ``--check`` fails (issue 18).
 CHECK_TOLERANCE = 0.15
 #: The compute modes (chakra.replay.issue.ComputeMode), listed here so that --help needs no torch.
-COMPUTE_MODES = ("duration", "kernels", "none")
+COMPUTE_MODES = ("duration", "kernels", "aten", "none")
 
 
 @app.command("replay")
@@ -30,7 +30,8 @@ def replay_cmd(
         "duration",
         "--compute",
         help="duration: hold for the recorded time; kernels: a GEMM of num_ops FLOPs and a copy of "
-        "tensor_size bytes; none: communication only.",
+        "tensor_size bytes; aten: the recorded ATen ops on tensors of their shapes (else kernels, counted); "
+        "none: communication only.",
     ),
     compute_scale: float = typer.Option(1.0, "--compute-scale", min=0.0, help="Scale recorded durations."),
     comm: bool = typer.Option(True, "--comm/--no-comm", help="--no-comm: compute only (no collective, no send)."),

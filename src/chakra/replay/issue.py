@@ -12,6 +12,8 @@ Compute (:class:`ComputeMode`):
 * ``kernels``: a square matrix product of ``num_ops`` FLOPs (2·n³) and a copy of ``tensor_size``
   bytes, on buffers allocated once and bounded by ``max_buffer_bytes`` (a larger node is cut to the
   bound, counted);
+* ``aten``: the recorded ATen operator on tensors of the recorded shapes and dtypes
+  (:mod:`chakra.replay.aten`), falling back to ``kernels`` where a node has none, counted by reason;
 * ``none``: no compute (the ET as a communication benchmark).
 
 Communication, ``torch.distributed`` with the workload's groups, float32 tensors of ``comm_size``
@@ -66,6 +68,7 @@ FLOPS_PER_MAC = 2
 class ComputeMode(str, Enum):
     DURATION = "duration"
     KERNELS = "kernels"
+    ATEN = "aten"
     NONE = "none"
 
 
@@ -125,9 +128,12 @@ class Issuer:
         self._durations: list[int] = program.dur_ns.tolist()
         elements = max(1, max_buffer_bytes // ELEMENT_BYTES)
         self.max_side = int((elements) ** 0.5)
-        if compute is ComputeMode.KERNELS:
+        if compute in (ComputeMode.KERNELS, ComputeMode.ATEN):
             self.a = torch.rand(elements)
             self.b = torch.rand(elements)
+        self._aten: dict[int, Any] = {}
+        if compute is ComputeMode.ATEN:
+            self._prepare_aten(max_buffer_bytes)
 
     # ---- the loop --------------------------------------------------------------------------------
     def run(self, *, record: bool = False) -> IterationTimes:
@@ -186,6 +192,37 @@ class Issuer:
                 hold(int(dur_ns * self.compute_scale))
         elif self.compute is ComputeMode.KERNELS:
             self._kernels(int(self.program.num_ops[step]), int(self.program.tensor_size[step]))
+        elif self.compute is ComputeMode.ATEN:
+            call = self._aten.get(step)
+            if call is not None:
+                call()
+            elif step not in self._outer:
+                self._kernels(int(self.program.num_ops[step]), int(self.program.tensor_size[step]))
+
+    def _prepare_aten(self, max_tensor_bytes: int) -> None:
+        """Each compute node's ATen call (:func:`chakra.replay.aten.prepare_aten`); the others
+        fall back to ``kernels``, counted by reason, and ops other ops run inside are skipped."""
+        from chakra import io
+        from chakra.replay.aten import outer_ops, prepare_aten
+
+        _, nodes = io.read(self.program.path)
+        by_id = {node.id: node for node in nodes}
+        outer = outer_ops(nodes)
+        self._outer: set[int] = set()
+        for step, kind in enumerate(self._kinds):
+            if kind != Kind.COMPUTE:
+                continue
+            node = by_id[int(self.program.ids[step])]
+            if node.id in outer:
+                self._outer.add(step)
+                self.fallbacks["aten: not re-run, its inner ops are"] += 1
+                continue
+            call, reason = prepare_aten(node, max_tensor_bytes)
+            if call is None:
+                self.fallbacks[f"aten fallback to kernels: {reason}"] += 1
+            else:
+                self._aten[step] = call
+                self.fallbacks["aten: re-run"] += 1
 
     def _kernels(self, flops: int, size_bytes: int) -> None:
         torch = self.torch
