@@ -6,9 +6,11 @@ localhost port), each of which creates every communicator group of the workload 
 ``iterations`` iterations (a barrier before each), and sends back what it measured.
 
 While they run, every process tells a shared array which issue step it is at and whether it is
-waiting for communication there. When no rank moves for ``timeout_s`` the launcher stops them all
-and raises :class:`ReplayHang`, naming for each rank the node it waits on (a collective a peer never
-reaches, a receive with no send), the way the simulator diagnoses a workload that cannot finish.
+waiting for communication there. When no rank moves for ``timeout_s`` (while some are still
+starting: :data:`STARTUP_TIMEOUT_S`, since importing torch on a busy machine takes long) the
+launcher stops them all and raises :class:`ReplayHang`, naming for each rank the node it waits on
+(a collective a peer never reaches, a receive with no send), the way the simulator diagnoses a
+workload that cannot finish.
 
 The ranks are spawned processes, which import the caller's main module: call it under
 ``if __name__ == "__main__":`` (the ``chakra`` command does).
@@ -43,6 +45,10 @@ POLL_S = 0.1
 #: What a rank's slot in the progress array holds: the issue step, and whether it waits there.
 STEP, WAITING, DONE = 0, 1, 2
 SLOTS = 3
+#: The step a rank reports before its first iteration: it is still starting (importing torch,
+#: joining the job). Starting is not a hang: the ranks get this long for it, busy machines included.
+STARTING = -1
+STARTUP_TIMEOUT_S = 300.0
 #: How long a stopped rank gets to exit before it is killed (s).
 STOP_GRACE_S = 5.0
 
@@ -156,6 +162,8 @@ def replay_workload(
     world = len(ranks)
     context = mp.get_context("spawn")
     progress = context.Array("q", world * SLOTS, lock=False)
+    for rank in ranks:
+        progress[rank * SLOTS + STEP] = STARTING
     results = context.Queue()
     port = _free_port()
     settings = ReplaySettings(compute, compute_scale, comm, warmup, iterations, max_buffer_bytes, timeout_s, timeline)
@@ -203,8 +211,10 @@ def _watch(
         dead = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0) and r not in outcome]
         if dead:
             raise ChakraError(f"rank {dead[0]} exited with code {processes[dead[0]].exitcode}")
-        if time.monotonic() - moved_at > timeout_s:
-            raise ReplayHang(_diagnose(now, world, paths, set(outcome)), timeout_s)
+        starting = any(now[r * SLOTS + STEP] == STARTING for r in range(world))
+        limit = max(timeout_s, STARTUP_TIMEOUT_S) if starting else timeout_s
+        if time.monotonic() - moved_at > limit:
+            raise ReplayHang(_diagnose(now, world, paths, set(outcome)), limit)
         time.sleep(POLL_S)
     return outcome
 
@@ -216,6 +226,9 @@ def _diagnose(progress: list[int], world: int, paths: dict[int, Path], finished:
             waits[rank] = "finished"
             continue
         step, waiting = progress[rank * SLOTS + STEP], progress[rank * SLOTS + WAITING]
+        if step == STARTING:
+            waits[rank] = "is still starting (importing torch, joining the job)"
+            continue
         program = rank_program(paths[rank], rank)
         if step >= len(program):
             waits[rank] = "is between iterations (waiting in the barrier before the next)"
