@@ -2,13 +2,13 @@
 collectives as ``chakra replay`` drives them.
 
 * **Overhead**: one rank of a chain of ``--nodes`` compute nodes, replayed with ``--compute duration``
-  twice: nodes of 0 µs (nothing to hold: the pure cost of issuing, waiting checks and progress) and
-  of 1 µs (the holding loop too); µs of overhead per node = (step - held time) / nodes.
+  twice: nodes of 0 µs (the pure cost of issuing: dependency checks, the timer schedule, progress),
+  µs a node = step / nodes; and nodes of 10 µs, where the loop runs ahead of the timers it plans,
+  so the step should be the chain's recorded time (error = step / recorded - 1).
 * **Bus bandwidth**: ``chakra generate micro`` all-reduce, all-gather, reduce-scatter and all-to-all
-  at ``--sizes`` on 2 ranks, replayed with ``--compute none``; the median step is the collective's
-  time, and bandwidth follows the nccl-tests definitions: algbw = bytes / time, busbw = algbw x
-  2(n-1)/n for all-reduce and (n-1)/n for the others (n ranks; the bytes are the whole buffer:
-  for all-gather, n times what each rank puts in).
+  at ``--sizes`` on 2 ranks, replayed with ``--compute none``; time, algbw and busbw are the
+  replay's own report (``collectives``: issue to completion on the slowest rank, nccl-tests'
+  definitions, :mod:`chakra.replay.measure`).
 
 Usage: python benchmarks/replay_bench.py [--nodes 100000] [--sizes 4KiB,1MiB,16MiB] [--iterations 5]
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -27,21 +28,9 @@ from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, GlobalMetadata, Node
 
 RANKS = 2
 COLLECTIVES = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
-#: nccl-tests' bus-bandwidth factors (doc/PERFORMANCE.md there), by collective, for n ranks.
-BUS_FACTOR = {
-    "ALL_REDUCE": lambda n: 2 * (n - 1) / n,
-    "ALL_GATHER": lambda n: (n - 1) / n,
-    "REDUCE_SCATTER": lambda n: (n - 1) / n,
-    "ALL_TO_ALL": lambda n: (n - 1) / n,
-}
-SIZE_UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-
-
-def _bytes(text: str) -> int:
-    for unit, factor in SIZE_UNITS.items():
-        if text.endswith(unit):
-            return int(text[: -len(unit)]) * factor
-    return int(text)
+#: The chain's node durations (µs): nothing to hold, and nodes the loop runs ahead of.
+CHAIN_DURATIONS_US = (0, 10)
+KIB = 1024
 
 
 def _replay(workload: Path, *extra: str) -> dict:
@@ -61,15 +50,19 @@ def _chain(path: Path, nodes: int, dur_us: int) -> None:
 
 
 def overhead(folder: Path, nodes: int, iterations: int) -> None:
-    for dur_us in (0, 1):
+    for dur_us in CHAIN_DURATIONS_US:
         prefix = folder / f"chain{dur_us}"
         _chain(Path(f"{prefix}.0.et"), nodes, dur_us)
         result = _replay(prefix, "--iterations", str(iterations))["ranks"]["0"]
         step_us = result["step_us"]["median"]
-        per_node = (step_us - nodes * dur_us) / nodes
-        print(
-            f"chain of {nodes:,} nodes of {dur_us} µs: step {step_us / 1000:,.1f} ms, {per_node:.2f} µs overhead a node"
-        )
+        if dur_us == 0:
+            print(f"chain of {nodes:,} nodes of 0 µs: step {step_us / 1000:,.1f} ms, {step_us / nodes:.2f} µs a node")
+        else:
+            recorded_us = nodes * dur_us
+            print(
+                f"chain of {nodes:,} nodes of {dur_us} µs: step {step_us / 1000:,.1f} ms against "
+                f"{recorded_us / 1000:,.1f} ms recorded ({step_us / recorded_us - 1:+.2%})"
+            )
 
 
 def bandwidth(folder: Path, sizes: list[str], iterations: int) -> None:
@@ -81,11 +74,10 @@ def bandwidth(folder: Path, sizes: list[str], iterations: int) -> None:
             result = _replay(
                 folder / f"{collective}.{size}.{RANKS}r", "--compute", "none", "--iterations", str(iterations)
             )
-            time_us = max(r["step_us"]["median"] for r in result["ranks"].values())
-            whole = _bytes(size) * (RANKS if collective == "ALL_GATHER" else 1)
-            algbw = whole / (time_us * 1e-6) / 1e9
-            busbw = algbw * BUS_FACTOR[collective](RANKS)
-            print(f"{collective:16} {size:>8} {time_us:10,.1f} {algbw:11.3f} {busbw:11.3f}")
+            (row,) = result["collectives"]
+            print(
+                f"{collective:16} {size:>8} {row['time_us']:10,.1f} {row['algbw_GBps']:11.3f} {row['busbw_GBps']:11.3f}"
+            )
 
 
 def main() -> None:
@@ -97,6 +89,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         overhead(Path(folder), args.nodes, args.iterations)
         bandwidth(Path(folder) / "micro", args.sizes.split(","), args.iterations)
+    children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f"peak RSS of one replay process: {children_kib / KIB:,.0f} MiB")
 
 
 if __name__ == "__main__":

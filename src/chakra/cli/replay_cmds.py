@@ -12,7 +12,7 @@ from rich.table import Table
 from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr, stdout
 
 if TYPE_CHECKING:
-    from chakra.replay.launch import OverlapStudy, WorkloadReplay
+    from chakra.replay.launch import OverlapStudy, ReplaySettings, WorkloadReplay
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -21,6 +21,8 @@ app = typer.Typer()
 CHECK_TOLERANCE = 0.15
 #: The compute modes (chakra.replay.issue.ComputeMode), listed here so that --help needs no torch.
 COMPUTE_MODES = ("duration", "kernels", "aten", "none")
+#: The backends (chakra.replay.launch.BACKENDS), likewise.
+BACKENDS = ("auto", "gloo", "nccl")
 
 
 @app.command("replay")
@@ -46,51 +48,53 @@ def replay_cmd(
     ),
     report: Path | None = typer.Option(None, "--report", help="Write the results as JSON here."),
     timeline: Path | None = typer.Option(
-        None, "--timeline", help="Write the last iteration as a Chrome/Perfetto trace (a track per rank and kind)."
+        None, "--timeline", help="Write the last iteration as a Chrome/Perfetto trace (tracks: rank, stream, group)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of a table."),
+    backend: str = typer.Option("auto", "--backend", help="auto: NCCL with a CUDA device per rank, else gloo."),
+    system: Path | None = typer.Option(
+        None, "--system", help="With --network: compare ranks without recorded times with the simulator's prediction."
+    ),
+    network: Path | None = typer.Option(None, "--network", help="The network of the --system prediction."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
 ) -> None:
     """Replay a workload on this machine: one process per rank (gloo), every node issued in dependency order.
 
     Collectives and sends run asynchronously and are waited for where a node depends on them. A
     replay that stops moving for --timeout seconds is stopped and diagnosed (which rank waits for
-    what), exit 1.
+    what), exit 1. Each rank's step is compared with its recorded span, or with the simulator's
+    prediction on --system/--network when the ET has no times; time per node kind is put beside
+    the recorded durations, and every kind of collective gets nccl-tests' algbw and busbw.
 
-    Example: chakra replay out/job --compute duration --iterations 5 --check
+    Example: chakra replay out/job --compute duration --iterations 5 --check --timeline replay.json
     """
     from chakra.replay.external import replay_this_rank, under_launcher
     from chakra.replay.issue import ComputeMode
-    from chakra.replay.launch import ReplaySettings, write_timeline
+    from chakra.replay.launch import ReplaySettings
+    from chakra.replay.reference import simulated_reference
+    from chakra.replay.timeline import write_timeline
 
     if compute not in COMPUTE_MODES:
         raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
+    if backend not in BACKENDS:
+        raise typer.BadParameter(f"one of {', '.join(BACKENDS)}", param_hint="--backend")
+    if (system is None) != (network is None):
+        raise typer.BadParameter("give both --system and --network, or neither", param_hint="--system")
+    settings = ReplaySettings(ComputeMode(compute), compute_scale, comm, warmup, iterations,
+                              timeout_s=timeout_s, timeline=timeline is not None, backend=backend)  # fmt: skip
     if under_launcher():  # torchrun started this rank: run it here, rank 0 reports
-        settings = ReplaySettings(ComputeMode(compute), compute_scale, comm, warmup, iterations,
-                                  timeout_s=timeout_s, timeline=timeline is not None)  # fmt: skip
         joined = replay_this_rank(workload, settings)
         if joined is None:
             return
         result, study = joined, None
     else:
-        result, study = _replay_here(workload, compute, compute_scale, comm, warmup, iterations, timeout_s,
-                                     timeline is not None, overlap)  # fmt: skip
+        result, study = _replay_here(workload, settings, overlap)
+    if system is not None and network is not None and any(r.reference is None for r in result.ranks.values()):
+        with busy(f"simulating {workload} for the reference"):
+            simulated_reference(result, system, network, compute_scale=compute_scale)
     if timeline is not None:
         write_timeline(result, timeline)
     if not emit_results(study.to_dict() if study is not None else result.to_dict(), report, as_json):
-        table = Table(title=f"replay of {result.prefix} ({compute}{'' if comm else ', no communication'})")
-        for column in ("rank", "step µs (median)", "min", "max", "recorded µs", "error", "compute µs", "waiting µs"):
-            table.add_column(column, justify="right", overflow="fold")
-        for rank, ranked in result.ranks.items():
-            shown = ranked.to_dict()
-            steps = shown["step_us"]
-            recorded = ranked.recorded_span_us
-            table.add_row(
-                str(rank), f"{steps['median']:,.1f}", f"{steps['min']:,.1f}", f"{steps['max']:,.1f}",
-                "-" if recorded is None else f"{recorded:,.1f}",
-                "-" if ranked.error is None else f"{ranked.error:+.1%}",
-                f"{shown['compute_us']:,.1f}", f"{shown['wait_us']:,.1f}",
-            )  # fmt: skip
-        print_table(table)
+        _print_replay(result, compute, comm)
         if study is not None:
             for rank, hidden_us in study.overlap_us().items():
                 stdout.print(
@@ -98,6 +102,7 @@ def replay_cmd(
                     f"communication only {study.comm_only.ranks[rank].median_step_us:,.1f} µs - whole "
                     f"{result.ranks[rank].median_step_us:,.1f} µs = {hidden_us:,.1f} µs overlapped"
                 )
+            stdout.print(f"the job (slowest rank of each): {study.job_overlap_us():,.1f} µs overlapped")
     if check:
         off = sorted(r for r, one in result.ranks.items() if one.error is None or abs(one.error) > CHECK_TOLERANCE)
         if off:
@@ -105,30 +110,66 @@ def replay_cmd(
             raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
-def _replay_here(
-    workload: Path,
-    compute: str,
-    compute_scale: float,
-    comm: bool,
-    warmup: int,
-    iterations: int,
-    timeout_s: float,
-    timeline: bool,
-    overlap: bool,
-) -> tuple[WorkloadReplay, OverlapStudy | None]:
+def _replay_here(workload: Path, settings: ReplaySettings, overlap: bool) -> tuple[WorkloadReplay, OverlapStudy | None]:
     """Every rank started here; a hang is printed with its diagnosis and exits 1."""
-    from chakra.replay.issue import ComputeMode
     from chakra.replay.launch import ReplayHang, overlap_study, replay_workload
 
     run = functools.partial(
-        replay_workload, compute_scale=compute_scale, warmup=warmup, iterations=iterations,
-        timeout_s=timeout_s, timeline=timeline,
+        replay_workload, compute_scale=settings.compute_scale, warmup=settings.warmup,
+        iterations=settings.iterations, timeout_s=settings.timeout_s, timeline=settings.timeline,
+        backend=settings.backend,
     )  # fmt: skip
     try:
         with busy(f"replaying {workload}"):
-            study = overlap_study(workload, ComputeMode(compute), run) if overlap else None
-            result = study.full if study is not None else run(workload, compute=ComputeMode(compute), comm=comm)
+            study = overlap_study(workload, settings.compute, run) if overlap else None
+            result = study.full if study is not None else run(workload, compute=settings.compute, comm=settings.comm)
     except ReplayHang as hang:
         stderr.print(f"error: {hang}")
         raise typer.Exit(EXIT_CHECKS_FAILED) from None
     return result, study
+
+
+def _print_replay(result: WorkloadReplay, compute: str, comm: bool) -> None:
+    """Three tables: the ranks' steps against their references, time by node kind against the
+    recording (all ranks together), and the collectives' bandwidths."""
+    backends = sorted({f"{r.backend} on {r.device}" for r in result.ranks.values()})
+    table = Table(title=f"replay of {result.prefix} ({compute}{'' if comm else ', no communication'}; "
+                        f"{', '.join(backends)})")  # fmt: skip
+    for column in ("rank", "step µs (median)", "min", "max", "reference µs", "error", "compute µs", "waiting µs"):
+        table.add_column(column, justify="right", overflow="fold")
+    for rank, ranked in result.ranks.items():
+        shown = ranked.to_dict()
+        steps = shown["step_us"]
+        reference = "-" if ranked.reference_us is None else f"{ranked.reference_us:,.1f} ({ranked.reference})"
+        table.add_row(
+            str(rank), f"{steps['median']:,.1f}", f"{steps['min']:,.1f}", f"{steps['max']:,.1f}", reference,
+            "-" if ranked.error is None else f"{ranked.error:+.1%}",
+            f"{shown['compute_us']:,.1f}", f"{shown['wait_us']:,.1f}",
+        )  # fmt: skip
+    print_table(table)
+    kinds = Table(title="time by node kind, all ranks (communication: issue to completion)")
+    for column in ("kind", "nodes", "replayed µs", "recorded µs", "replayed / recorded"):
+        kinds.add_column(column, justify="right")
+    totals: dict[str, list[float]] = {}
+    for ranked in result.ranks.values():
+        for name, kind in ranked.kinds.items():
+            total = totals.setdefault(name, [0, 0.0, 0.0])
+            total[0] += kind.count
+            total[1] += kind.replayed_us
+            total[2] += kind.recorded_us
+    for name, (count, replayed_us, recorded_us) in totals.items():
+        ratio = f"{replayed_us / recorded_us:.2f}" if recorded_us > 0 else "-"
+        kinds.add_row(name, f"{count:,.0f}", f"{replayed_us:,.1f}", f"{recorded_us:,.1f}", ratio)
+    print_table(kinds)
+    rows = result.collectives()
+    if rows:
+        bandwidth = Table(title="communication by type and size (slowest rank; nccl-tests' algbw and busbw)")
+        for column in ("type", "ranks", "bytes", "per step", "µs each", "algbw GB/s", "busbw GB/s"):
+            bandwidth.add_column(column, justify="right")
+        for row in rows:
+            bandwidth.add_row(
+                row.key.comm_type, str(row.key.group_size), f"{row.key.size_bytes:,}", str(row.count),
+                f"{row.time_us:,.1f}", "-" if row.algbw_gbps is None else f"{row.algbw_gbps:.3f}",
+                "-" if row.busbw_gbps is None else f"{row.busbw_gbps:.3f}",
+            )  # fmt: skip
+        print_table(bandwidth)

@@ -42,8 +42,8 @@ MEMORY_FORMATS = {0: "contiguous_format", 1: "preserve_format", 2: "channels_las
 ATEN_PREFIX = "aten::"
 
 
-def prepare_aten(node: Node, max_tensor_bytes: int) -> tuple[Callable[[], Any] | None, str]:
-    """A call that re-runs ``node``'s operator, or ``None`` and why not."""
+def prepare_aten(node: Node, max_tensor_bytes: int, device: str = "cpu") -> tuple[Callable[[], Any] | None, str]:
+    """A call that re-runs ``node``'s operator on tensors on ``device``, or ``None`` and why not."""
     import torch
 
     schema = get_attr(node, "op_schema")
@@ -68,7 +68,7 @@ def prepare_aten(node: Node, max_tensor_bytes: int) -> tuple[Callable[[], Any] |
     kwargs: dict[str, Any] = {}
     for k, (value, shape, kind) in enumerate(zip(values, shapes, types, strict=True)):
         try:
-            made = _value(torch, value, shape, kind, max_tensor_bytes)
+            made = _value(torch, value, shape, kind, max_tensor_bytes, device)
         except _Unsupported as why:
             return None, str(why)
         if k < len(params) and params[k][1]:
@@ -123,15 +123,15 @@ def _literal(text: str) -> list[Any]:
     return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
 
 
-def _value(torch: Any, value: Any, shape: Any, kind: str, max_tensor_bytes: int) -> Any:
+def _value(torch: Any, value: Any, shape: Any, kind: str, max_tensor_bytes: int, device: str) -> Any:
     if value == NONE_TEXT or kind == "None":
         return None
     if kind.startswith("Tensor"):
-        return _tensor(torch, shape, kind, max_tensor_bytes)
+        return _tensor(torch, shape, kind, max_tensor_bytes, device)
     if kind.startswith("GenericList"):
         inner = kind[len("GenericList[") : -1].split(",") if kind.endswith("]") else []
         if inner and all(t.startswith("Tensor") for t in inner):
-            return [_tensor(torch, s, t, max_tensor_bytes) for s, t in zip(shape, inner, strict=False)]
+            return [_tensor(torch, s, t, max_tensor_bytes, device) for s, t in zip(shape, inner, strict=False)]
         return list(value) if isinstance(value, (list, tuple)) else value
     if kind == "ScalarType":
         return getattr(torch, SCALAR_TYPES.get(value, "float32"))
@@ -139,14 +139,14 @@ def _value(torch: Any, value: Any, shape: Any, kind: str, max_tensor_bytes: int)
         return getattr(torch, LAYOUTS.get(value, "strided"))
     if kind == "MemoryFormat":
         return getattr(torch, MEMORY_FORMATS.get(value, "contiguous_format"))
-    if kind == "Device":
-        return torch.device(value if isinstance(value, str) else "cpu")
+    if kind == "Device":  # where this replay runs, not where the recording did
+        return torch.device(device)
     if kind in ("Int", "Double", "Bool", "String"):
         return value
     raise _Unsupported(f"an input of type {kind}")
 
 
-def _tensor(torch: Any, shape: Any, kind: str, max_tensor_bytes: int) -> Any:
+def _tensor(torch: Any, shape: Any, kind: str, max_tensor_bytes: int, device: str) -> Any:
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise _Unsupported("a tensor of unknown shape")
     element = kind[len("Tensor(") : -1] if kind.startswith("Tensor(") else "float"
@@ -156,7 +156,7 @@ def _tensor(torch: Any, shape: Any, kind: str, max_tensor_bytes: int) -> Any:
         count *= d
     if count * torch.empty((), dtype=dtype).element_size() > max_tensor_bytes:
         raise _Unsupported("a tensor over the buffer bound")
-    return torch.zeros(shape, dtype=dtype)
+    return torch.zeros(shape, dtype=dtype, device=device)
 
 
 def outer_ops(nodes: list[Node]) -> set[int]:

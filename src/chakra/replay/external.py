@@ -3,8 +3,9 @@
 When the environment names this process's place in a job (``RANK``, ``WORLD_SIZE``,
 ``MASTER_ADDR``, ``MASTER_PORT``, as ``torchrun`` sets them), ``chakra replay`` runs that one rank
 in this process instead of starting its own: :func:`replay_this_rank` joins the job (gloo), runs
-the rank as :func:`chakra.replay.launch.run_rank` does for the local launcher, and gathers every
-rank's results on rank 0, which alone reports. The launcher's own timeout is the hang guard there
+the rank as :func:`chakra.replay.launch.run_rank` does for the local launcher (NCCL on the
+process's CUDA device, ``LOCAL_RANK``, when there is one, else gloo), and gathers every rank's
+results on rank 0, which alone reports. The launcher's own timeout is the hang guard there
 (no progress array spans machines); gloo's is ``timeout_s``.
 
 Example (two ranks on this machine):
@@ -18,7 +19,7 @@ import os
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.replay.launch import RankReplay, ReplaySettings, WorkloadReplay, run_rank
+from chakra.replay.launch import RankReplay, ReplaySettings, WorkloadReplay, choose_backend, run_rank
 from chakra.trace import TraceSet
 
 #: What a launcher sets for every rank it starts (torch.distributed's env:// initialization).
@@ -43,9 +44,18 @@ def replay_this_rank(workload: PathLike, settings: ReplaySettings) -> WorkloadRe
             hint="start one process per rank file (torchrun --nproc-per-node N)",
         )
     groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=settings.timeout_s))
+    # a launcher starts a node's ranks there: a CUDA device for each of this node's ranks is enough
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    backend, device = choose_backend(settings.backend, local_world)
+    if device == "cuda":
+        import torch
+
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=settings.timeout_s))
     try:
-        result = run_rank(rank, str(traces.ranks[rank]), groups, settings, lambda step, waiting: None)
+        result = run_rank(rank, str(traces.ranks[rank]), groups, settings, lambda step, waiting: None,
+                          backend=backend, device=device)  # fmt: skip
         gathered: list[RankReplay | None] = [None] * world
         dist.gather_object(result, gathered if rank == 0 else None, dst=0)
     finally:

@@ -5,12 +5,15 @@ localhost port), each of which creates every communicator group of the workload 
 (ascending group id, as ``new_group`` requires), loads its rank's program, runs ``warmup`` and then
 ``iterations`` iterations (a barrier before each), and sends back what it measured.
 
+The ranks use NCCL on CUDA devices when there is one for each of them (``backend="auto"``), else
+gloo on the CPU.
+
 While they run, every process tells a shared array which issue step it is at and whether it is
-waiting for communication there. When no rank moves for ``timeout_s`` (while some are still
-starting: :data:`STARTUP_TIMEOUT_S`, since importing torch on a busy machine takes long) the
-launcher stops them all and raises :class:`ReplayHang`, naming for each rank the node it waits on
-(a collective a peer never reaches, a receive with no send), the way the simulator diagnoses a
-workload that cannot finish.
+waiting for communication there. When every rank still running waits and none moves for
+``timeout_s`` (while some are still starting: :data:`STARTUP_TIMEOUT_S`, since importing torch on
+a busy machine takes long) the launcher stops them all and raises :class:`ReplayHang`, naming for
+each rank the node it waits on (a collective a peer never reaches, a receive with no send), the
+way the simulator diagnoses a workload that cannot finish.
 
 The ranks are spawned processes, which import the caller's main module: call it under
 ``if __name__ == "__main__":`` (the ``chakra`` command does).
@@ -35,6 +38,7 @@ from typing import Any
 
 from chakra.errors import ChakraError, ChakraInputError, PathLike
 from chakra.replay.issue import DEFAULT_MAX_BUFFER_BYTES, ComputeMode, Issuer
+from chakra.replay.measure import CollectiveBandwidth, CommKey, KindTime, collective_bandwidth, comm_timings, kind_times
 from chakra.replay.program import Kind, rank_program
 from chakra.trace import TraceSet
 
@@ -51,6 +55,8 @@ STARTING = -1
 STARTUP_TIMEOUT_S = 300.0
 #: How long a stopped rank gets to exit before it is killed (s).
 STOP_GRACE_S = 5.0
+#: The torch.distributed backends a replay runs on; ``auto``: NCCL with a CUDA device per rank, else gloo.
+BACKENDS = ("auto", "gloo", "nccl")
 
 
 class ReplayHang(ChakraError):
@@ -74,13 +80,17 @@ class ReplaySettings:
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
     timeline: bool = False
+    backend: str = "auto"
 
 
 @dataclass
 class RankReplay:
     """What one rank measured: every iteration's wall, compute and waiting time (ns), the nodes it
     issued by kind and the bytes put into each kind of communication (the last iteration's), the
-    collectives emulated with others, and compute nodes cut to the buffer bound."""
+    fallbacks taken, compute nodes cut to the buffer bound, replayed against recorded time per node
+    kind, communication timings (:func:`chakra.replay.measure.comm_timings`), and the step it is
+    compared with: the recorded span (``reference`` ``"recorded"``), else the simulator's
+    prediction when one was asked for (``"simulated"``, :func:`simulated_reference`)."""
 
     rank: int
     step_ns: list[int]
@@ -93,6 +103,16 @@ class RankReplay:
     recorded_span_us: float | None
     spans: list[tuple[int, int, int]] = field(default_factory=list)  # the last iteration's, if recorded
     path: str = ""  # the rank's file
+    kinds: dict[str, KindTime] = field(default_factory=dict)
+    comm_timings: dict[CommKey, tuple[int, float]] = field(default_factory=dict)
+    backend: str = "gloo"
+    device: str = "cpu"
+    reference_us: float | None = None
+    reference: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reference_us is None and self.recorded_span_us:
+            self.reference_us, self.reference = self.recorded_span_us, "recorded"
 
     @property
     def median_step_us(self) -> float:
@@ -100,10 +120,10 @@ class RankReplay:
 
     @property
     def error(self) -> float | None:
-        """Replayed median step against the recorded span, relative; ``None`` without times."""
-        if not self.recorded_span_us:
+        """Replayed median step against the reference, relative; ``None`` without one."""
+        if not self.reference_us:
             return None
-        return (self.median_step_us - self.recorded_span_us) / self.recorded_span_us
+        return (self.median_step_us - self.reference_us) / self.reference_us
 
     def to_dict(self) -> dict[str, Any]:
         us = [t / 1000 for t in self.step_ns]
@@ -117,7 +137,15 @@ class RankReplay:
             "fallbacks": self.fallbacks,
             "cut_nodes": self.cut_nodes,
             "recorded_span_us": self.recorded_span_us,
+            "reference_us": self.reference_us,
+            "reference": self.reference,
             "error": self.error,
+            "kinds": {
+                name: {"count": k.count, "replayed_us": k.replayed_us, "recorded_us": k.recorded_us}
+                for name, k in self.kinds.items()
+            },
+            "backend": self.backend,
+            "device": self.device,
         }
 
 
@@ -128,12 +156,17 @@ class WorkloadReplay:
     comm: bool
     ranks: dict[int, RankReplay] = field(default_factory=dict)
 
+    def collectives(self) -> list[CollectiveBandwidth]:
+        """Time and bandwidth of every kind of communication, slowest rank (nccl-tests' definitions)."""
+        return collective_bandwidth(r.comm_timings for r in self.ranks.values())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "workload": self.prefix,
             "compute": self.compute.value,
             "comm": self.comm,
             "ranks": {str(r): result.to_dict() for r, result in self.ranks.items()},
+            "collectives": [row.to_dict() for row in self.collectives()],
         }
 
 
@@ -148,9 +181,15 @@ def replay_workload(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
     timeline: bool = False,
+    backend: str = "auto",
 ) -> WorkloadReplay:
     """Replay every rank of ``workload`` in its own process (see the module's docstring); with
-    ``timeline`` each rank keeps its last iteration's node spans (:func:`write_timeline`)."""
+    ``timeline`` each rank keeps its last iteration's node spans
+    (:func:`chakra.replay.timeline.write_timeline`)."""
+    if backend not in BACKENDS:
+        raise ChakraInputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
+    if backend == "nccl":  # refused here, before any rank starts, rather than by every rank
+        choose_backend(backend, 1)
     traces = TraceSet.discover(Path(workload))
     ranks = sorted(traces.ranks)
     if ranks != list(range(len(ranks))):
@@ -166,7 +205,8 @@ def replay_workload(
         progress[rank * SLOTS + STEP] = STARTING
     results = context.Queue()
     port = _free_port()
-    settings = ReplaySettings(compute, compute_scale, comm, warmup, iterations, max_buffer_bytes, timeout_s, timeline)
+    settings = ReplaySettings(compute, compute_scale, comm, warmup, iterations, max_buffer_bytes, timeout_s, timeline,
+                              backend)  # fmt: skip
     processes = [
         context.Process(
             target=_rank_main,
@@ -211,7 +251,10 @@ def _watch(
         dead = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0) and r not in outcome]
         if dead:
             raise ChakraError(f"rank {dead[0]} exited with code {processes[dead[0]].exitcode}")
-        starting = any(now[r * SLOTS + STEP] == STARTING for r in range(world))
+        running = [r for r in range(world) if r not in outcome and not now[r * SLOTS + DONE]]
+        starting = any(now[r * SLOTS + STEP] == STARTING for r in running)
+        if not all(now[r * SLOTS + WAITING] or now[r * SLOTS + STEP] == STARTING for r in running):
+            moved_at = time.monotonic()  # a rank that computes (a long node) is not stuck
         limit = max(timeout_s, STARTUP_TIMEOUT_S) if starting else timeout_s
         if time.monotonic() - moved_at > limit:
             raise ReplayHang(_diagnose(now, world, paths, set(outcome)), limit)
@@ -253,15 +296,32 @@ def _stop(processes: list[Any]) -> None:
             process.join()
 
 
+def choose_backend(requested: str, world: int) -> tuple[str, str]:
+    """``(backend, device kind)`` for a job of ``world`` ranks on this machine: NCCL on CUDA when
+    asked or, for ``auto``, when there is a CUDA device for every rank; else gloo on the CPU."""
+    import torch
+
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() >= world
+    if requested == "nccl" and not torch.cuda.is_available():
+        raise ChakraError("the nccl backend needs CUDA devices and this machine has none: use --backend gloo")
+    if requested == "nccl" or (requested == "auto" and cuda):
+        return "nccl", "cuda"
+    return "gloo", "cpu"
+
+
 def run_rank(
     rank: int,
     path: str,
     groups: dict[int, tuple[int, ...]],
     settings: ReplaySettings,
     tell: Callable[[int, bool], None],
+    *,
+    backend: str = "gloo",
+    device: str = "cpu",
 ) -> RankReplay:
-    """One rank of a joined job (``torch.distributed`` initialized): create every group in order,
-    run the warm-up and measured iterations, and return what they measured."""
+    """One rank of a joined job (``torch.distributed`` initialized with ``backend``, buffers on
+    ``device``): create every group in order, run the warm-up and measured iterations, and return
+    what they measured."""
     import torch.distributed as dist
 
     made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
@@ -269,22 +329,27 @@ def run_rank(
     issuer = Issuer(
         program, rank, made, groups, settings.compute,
         compute_scale=settings.compute_scale, comm=settings.comm,
-        max_buffer_bytes=settings.max_buffer_bytes, progress=tell,
+        max_buffer_bytes=settings.max_buffer_bytes, progress=tell, device=device,
     )  # fmt: skip
     measured = []
     total = settings.warmup + settings.iterations
     for iteration in range(total):
-        tell(len(program), False)
+        tell(len(program), True)  # the barrier waits for the other ranks
         dist.barrier()
         times = issuer.run(record=settings.timeline and iteration == total - 1)
         if iteration >= settings.warmup:
             measured.append(times)
+    tell(len(program), True)
     dist.barrier()
     last = measured[-1]
+    comm = [t.comm for t in measured]
+    sizes = {gid: len(members) for gid, members in groups.items()}
     return RankReplay(
         rank, [t.wall_ns for t in measured], [t.compute_ns for t in measured], [t.wait_ns for t in measured],
         dict(last.issued), dict(last.sent_bytes), dict(issuer.fallbacks), issuer.cut_nodes,
-        program.recorded_span_us, last.spans, path,
+        program.recorded_span_us, sorted(last.spans + last.comm) if settings.timeline else [], path,
+        kind_times(program, [t.compute_ns for t in measured], comm),
+        comm_timings(program, sizes, dist.get_world_size(), comm), backend, device,
     )  # fmt: skip
 
 
@@ -305,15 +370,21 @@ def _rank_main(
         import torch.distributed as dist
 
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        # the launcher watches for hangs; gloo's own timeout only has to outlast it
+        # the launcher watches for hangs; the backend's own timeout only has to outlast it
         timeout = datetime.timedelta(seconds=settings.timeout_s * 4 + 60)
-        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+        backend, device = choose_backend(settings.backend, world)
+        if device == "cuda":
+            import torch
+
+            device = f"cuda:{rank % torch.cuda.device_count()}"
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
 
         def tell(step: int, waiting: bool) -> None:
             progress[rank * SLOTS + STEP] = step
             progress[rank * SLOTS + WAITING] = int(waiting)
 
-        result = run_rank(rank, path, groups, settings, tell)
+        result = run_rank(rank, path, groups, settings, tell, backend=backend, device=device)
         progress[rank * SLOTS + DONE] = 1
         results.put((rank, result))
         dist.destroy_process_group()
@@ -324,9 +395,11 @@ def _rank_main(
 @dataclass
 class OverlapStudy:
     """The same workload replayed three ways: whole, compute only (``--no-comm``) and communication
-    only (``--compute none``). Per rank, ``overlap_us`` = compute only + communication only - whole
-    (median steps, µs): the time the whole replay hid by overlapping the two (negative: they slowed
-    each other down, as two processes sharing cores do)."""
+    only (``--compute none``). ``overlap_us`` = compute only + communication only - whole (median
+    steps, µs): the time the whole replay hid by overlapping the two (negative: they slowed each
+    other down, as processes sharing cores do). Per rank (:meth:`overlap_us`) a fast rank's wait for a
+    slow one is in neither part, so it can come out negative on imbalanced ranks; for the job
+    (:meth:`job_overlap_us`) each replay's step is its slowest rank's."""
 
     full: WorkloadReplay
     compute_only: WorkloadReplay
@@ -340,12 +413,19 @@ class OverlapStudy:
             for rank, whole in self.full.ranks.items()
         }
 
+    def job_overlap_us(self) -> float:
+        def step_us(replay: WorkloadReplay) -> float:
+            return max(r.median_step_us for r in replay.ranks.values())
+
+        return step_us(self.compute_only) + step_us(self.comm_only) - step_us(self.full)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "full": self.full.to_dict(),
             "compute_only": self.compute_only.to_dict(),
             "comm_only": self.comm_only.to_dict(),
             "overlap_us": {str(r): v for r, v in self.overlap_us().items()},
+            "job_overlap_us": self.job_overlap_us(),
         }
 
 
@@ -360,27 +440,3 @@ def overlap_study(
         replay(workload, compute=compute, comm=False),
         replay(workload, compute=ComputeMode.NONE),
     )
-
-
-def write_timeline(replay: WorkloadReplay, path: PathLike) -> None:
-    """The last iteration of every rank as a Chrome/Perfetto trace: one process per rank, a track
-    for compute and one for communication (µs from the iteration's start)."""
-    import json
-
-    from chakra.io import AtomicFile
-
-    events: list[dict[str, Any]] = []
-    for rank, ranked in replay.ranks.items():
-        program = rank_program(ranked.path, rank)
-        events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
-        for step, start_ns, end_ns in ranked.spans:
-            kind = Kind(int(program.kind[step]))
-            events.append({
-                "ph": "X", "name": program.names[step], "pid": rank,
-                "tid": "compute" if kind is Kind.COMPUTE else "communication",
-                "ts": start_ns / 1000, "dur": (end_ns - start_ns) / 1000,
-                "args": {"id": int(program.ids[step]), "kind": kind.name.lower(),
-                         **({} if kind is Kind.COMPUTE else {"comm_size": int(program.comm_size[step])})},
-            })  # fmt: skip
-    with AtomicFile(path) as file:
-        file.write(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}).encode())

@@ -5,7 +5,9 @@ consumers issue it: a node is issued once every node it depends on (data and ctr
 ascending id among the ready ones (:func:`chakra.graph.topological_order` with ``TieBreak.ID``,
 ASTRA-sim's order). Each position carries what the replay needs: its kind (compute, collective,
 send, receive, or nothing to do), recorded duration (ns), FLOPs and bytes, and for communication its
-type, ``comm_size``, group id, peer and tag (:data:`chakra.table.MISSING` where absent).
+type, ``comm_size``, group id, peer and tag (:data:`chakra.table.MISSING` where absent), and its
+track (:attr:`chakra.table.NodeTable.track`: the recorded thread or stream, else its slot's
+fallback, ``CPU`` or ``GPU compute``), which a compute node occupies while it runs.
 
 Example:
     program = rank_program("out/job.0.et")
@@ -51,6 +53,8 @@ class RankProgram:
     group: np.ndarray
     peer: np.ndarray
     tag: np.ndarray
+    track: np.ndarray
+    track_names: list[str]
     parent_ptr: np.ndarray
     parent_step: np.ndarray
     recorded_span_us: float | None
@@ -113,6 +117,8 @@ def rank_program(path: PathLike, rank: int) -> RankProgram:
         group,
         peer,
         tag,
+        table.track[order].astype(np.int64),
+        list(table.track_names),
         parent_ptr,
         parent_step,
         span,
