@@ -149,7 +149,7 @@ def _print_replay(result: WorkloadReplay, compute: str, comm: bool) -> None:
     print_table(table)
     kinds = Table(title="time by node kind, all ranks (communication: issue to completion)")
     for column in ("kind", "nodes", "replayed µs", "recorded µs", "replayed / recorded"):
-        kinds.add_column(column, justify="right")
+        kinds.add_column(column, justify="right", no_wrap=column == "kind")
     totals: dict[str, list[float]] = {}
     for ranked in result.ranks.values():
         for name, kind in ranked.kinds.items():
@@ -165,7 +165,7 @@ def _print_replay(result: WorkloadReplay, compute: str, comm: bool) -> None:
     if rows:
         bandwidth = Table(title="communication by type and size (slowest rank; nccl-tests' algbw and busbw)")
         for column in ("type", "ranks", "bytes", "per step", "µs each", "algbw GB/s", "busbw GB/s"):
-            bandwidth.add_column(column, justify="right")
+            bandwidth.add_column(column, justify="right", no_wrap=column in ("type", "bytes"))
         for row in rows:
             bandwidth.add_row(
                 row.key.comm_type, str(row.key.group_size), f"{row.key.size_bytes:,}", str(row.count),

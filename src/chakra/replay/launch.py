@@ -55,6 +55,9 @@ STARTING = -1
 STARTUP_TIMEOUT_S = 300.0
 #: How long a stopped rank gets to exit before it is killed (s).
 STOP_GRACE_S = 5.0
+#: How often a rank's issuing thread offers the GIL to others (s): the backend's completion
+#: callbacks need it to note when a collective completed, and Python's default, 5 ms, would late them by up to that.
+GIL_SWITCH_S = 50e-6
 #: The torch.distributed backends a replay runs on; ``auto``: NCCL with a CUDA device per rank, else gloo.
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -322,8 +325,11 @@ def run_rank(
     """One rank of a joined job (``torch.distributed`` initialized with ``backend``, buffers on
     ``device``): create every group in order, run the warm-up and measured iterations, and return
     what they measured."""
+    import sys
+
     import torch.distributed as dist
 
+    sys.setswitchinterval(GIL_SWITCH_S)
     made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
     program = rank_program(path, rank)
     issuer = Issuer(
