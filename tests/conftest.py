@@ -62,6 +62,18 @@ def gloo_training_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gloo_job(gloo_training_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded 2-rank gloo DDP training job, converted: the prefix of its ``job.{rank}.et``."""
+    from helpers import run_cli
+
+    prefix = tmp_path_factory.mktemp("gloo_job") / "job"
+    host, device = gloo_training_traces / "host.{rank}.json", gloo_training_traces / "device.{rank}.json"
+    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(prefix))
+    assert done.returncode == 0, done.stderr
+    return prefix
+
+
+@pytest.fixture(scope="session")
 def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of host.{rank}.json + device.{rank}.json recorded from a real 2-rank gloo job
     (DDP training plus every collective and a send/recv ring), once per test session."""

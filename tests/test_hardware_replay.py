@@ -112,16 +112,6 @@ def test_a_generated_parallel_llm_step_replays_on_four_ranks_with_kernels_to_the
         assert ranked["issued"].get("collective", 0) + ranked["issued"].get("send", 0) > 0
 
 
-@pytest.fixture(scope="module")
-def gloo_job(gloo_training_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recorded 2-rank gloo DDP job, converted."""
-    prefix = tmp_path_factory.mktemp("gloo_job") / "job"
-    host, device = gloo_training_traces / "host.{rank}.json", gloo_training_traces / "device.{rank}.json"
-    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(prefix))
-    assert done.returncode == 0, done.stderr
-    return prefix
-
-
 def test_a_recorded_gloo_job_replays_within_its_bound_of_the_measured_step(gloo_job: Path):
     prefix = gloo_job
     done = run_cli("replay", str(prefix), "--json", "--iterations", "3", "--check")

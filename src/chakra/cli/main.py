@@ -15,7 +15,16 @@ from typing import Any
 import typer
 
 from chakra import __version__
-from chakra.cli import adapt_cmds, analyze_cmds, convert_cmds, generate_cmds, inspect_cmds, replay_cmds, sim_cmds
+from chakra.cli import (
+    adapt_cmds,
+    analyze_cmds,
+    convert_cmds,
+    generate_cmds,
+    inspect_cmds,
+    replay_cmds,
+    share_cmds,
+    sim_cmds,
+)
 from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Group, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
@@ -47,7 +56,16 @@ app = typer.Typer(
     # line breaks of every paragraph after the first)
     rich_markup_mode="markdown",
 )
-COMMAND_GROUPS = (inspect_cmds, adapt_cmds, convert_cmds, generate_cmds, sim_cmds, analyze_cmds, replay_cmds)
+COMMAND_GROUPS = (
+    inspect_cmds,
+    adapt_cmds,
+    convert_cmds,
+    generate_cmds,
+    sim_cmds,
+    analyze_cmds,
+    replay_cmds,
+    share_cmds,
+)
 for commands in (group.app for group in COMMAND_GROUPS):
     app.add_typer(commands)
 
