@@ -47,7 +47,7 @@ from hashlib import sha256
 from pathlib import Path
 
 from chakra import io
-from chakra.attrs import KIND_STR_LIST, WELL_KNOWN, member_value, read_value, set_attr
+from chakra.attrs import INT_MEMBERS, KIND_STR_LIST, WELL_KNOWN, member_value, read_value, set_attr
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups, GroupNameError, group_id, parse_process_groups, process_groups_values
 from chakra.schema.protobuf.et_def_pb2 import METADATA_NODE, AttributeProto, GlobalMetadata, IOInfo, Node
@@ -69,6 +69,10 @@ TEXT_ATTRS_REMOVED = frozenset({"op_schema"})
 DURATION_ATTRS = frozenset({"duration_ns"})
 #: The first start of an anonymized workload (µs; 0 means "not recorded").
 FIRST_START_US = 1
+#: Attribute members of one value, whose anonymized form is cached by value.
+SCALAR_MEMBERS = frozenset({*INT_MEMBERS, "bool_val", "string_val", "bytes_val", "double_val", "float_val"})
+#: Distinct attribute values (and shape texts) remembered; beyond, they are worked out each time (bounds memory).
+ATTR_CACHE_ENTRIES = 1 << 16
 
 
 class SizeBuckets(str, Enum):
@@ -165,6 +169,8 @@ class _Anonymizer:
         self.threads: dict[int, int] = {}
         self.shift_us = shift_us
         self.random = random.Random(options.seed)
+        self._attr_cache: dict[tuple[str, str, object], tuple[AttributeProto | None, tuple[tuple[str, str], ...]]] = {}
+        self._shapes_cache: dict[str, str | None] = {}
 
     # -- names -------------------------------------------------------------------------------------
     def name(self, name: str, node_type: int) -> str:
@@ -173,11 +179,15 @@ class _Anonymizer:
         self.generated.add(out)
         return out
 
-    def size(self, value: int, what: str) -> int:
+    def size(self, value: int, what: str, tally: list[tuple[str, str]] | None = None) -> int:
+        """``value`` bucketed as asked; a changed value is counted (in ``tally`` when given)."""
         if self.options.size_buckets is SizeBuckets.POW2:
             bucketed = pow2_bucket(value)
             if bucketed != value:
-                self.report.coarsened[what] += 1
+                if tally is None:
+                    self.report.coarsened[what] += 1
+                else:
+                    tally.append(("coarsened", what))
             return bucketed
         return value
 
@@ -218,7 +228,13 @@ class _Anonymizer:
         if given.types:
             self.report.removed["io types"] += 1
         if given.shapes:
-            shapes = self._shapes(given.shapes)
+            # bucketed shapes are worked out each time: each changed dimension is counted
+            cached = self.options.size_buckets is SizeBuckets.NONE
+            shapes = self._shapes_cache.get(given.shapes, "") if cached else ""
+            if shapes == "":
+                shapes = self._shapes(given.shapes)
+                if len(self._shapes_cache) < ATTR_CACHE_ENTRIES:
+                    self._shapes_cache[given.shapes] = shapes
             if shapes is None:
                 self.report.removed["io shapes (unreadable)"] += 1
             else:
@@ -244,49 +260,83 @@ class _Anonymizer:
             return None
 
     def _attr(self, attr: AttributeProto, out: Node, factor: float, written: set[str]) -> None:
+        """Anonymize one attribute onto ``out``. A one-value attribute comes out the same every time
+        it comes in (name, member and value; no doc string; no noised duration), so its result and
+        what it counted are cached: converted traces repeat most of their attribute values."""
         name = attr.name
+        if name in written:
+            self._collect(attr, attr.WhichOneof("value"))
+            self.report.removed["repeated attributes (the first of a name is read)"] += 1
+            return
         member = attr.WhichOneof("value")
+        cacheable = member in SCALAR_MEMBERS and not attr.doc_string and (factor == 1.0 or name not in DURATION_ATTRS)
+        if not cacheable:
+            tally: list[tuple[str, str]] = []
+            self._attr_rules(attr, member, out, factor, tally)
+            self._apply(tally)
+            if any(a.name == name for a in out.attr):
+                written.add(name)
+            return
+        key = (name, member, getattr(attr, member))
+        entry = self._attr_cache.get(key)
+        if entry is None:
+            scratch = Node()
+            tally = []
+            self._attr_rules(attr, member, scratch, factor, tally)
+            entry = (scratch.attr[0] if len(scratch.attr) else None, tuple(tally))
+            if len(self._attr_cache) < ATTR_CACHE_ENTRIES:
+                self._attr_cache[key] = entry
+        template, counted = entry
+        self._apply(counted)
+        if template is not None:
+            out.attr.append(template)
+            written.add(name)
+
+    def _apply(self, tally: Iterable[tuple[str, str]]) -> None:
+        for counter, what in tally:
+            getattr(self.report, counter)[what] += 1
+
+    def _attr_rules(
+        self, attr: AttributeProto, member: str | None, out: Node, factor: float, tally: list[tuple[str, str]]
+    ) -> None:
+        """The rules of the module's docstring for one attribute; what they count goes to ``tally``."""
+        name = attr.name
         self._collect(attr, member)
         if attr.doc_string:
             self.inputs.add(attr.doc_string)
-            self.report.removed["attribute doc strings"] += 1
-        if name in written:
-            self.report.removed["repeated attributes (the first of a name is read)"] += 1
-            return
+            tally.append(("removed", "attribute doc strings"))
         spec = WELL_KNOWN.get(name)
         if spec is None:
             if name not in self.options.keep_attrs:
                 self.inputs.add(name)
-                self.report.dropped_attrs[name] += 1
+                tally.append(("dropped_attrs", name))
                 return
-            written.add(name)
             self.generated.add(name)
             self._kept(attr, member, out)
             return
         if name in TEXT_ATTRS_REMOVED:
-            self.report.removed[name] += 1
+            tally.append(("removed", name))
             return
         value = read_value(spec.kind, member, member_value(attr)) if member is not None else None
         if value is None:
-            self.report.removed[f"{name} (unreadable)"] += 1
+            tally.append(("removed", f"{name} (unreadable)"))
             return
         if name == "pg_name":
-            value = self._group_text(value)
+            value = self._group_text(value, tally)
         elif name in THREAD_ATTRS:
             value = self.threads.setdefault(value, len(self.threads) + 1)
         elif name in SIZE_ATTRS:
-            value = self.size(value, name)
+            value = self.size(value, name, tally)
         elif name in DURATION_ATTRS:
             value = round(value * factor)
         elif spec.kind == KIND_STR_LIST:
-            value = [self._list_entry(str(v)) for v in value]
+            value = [self._list_entry(str(v), tally) for v in value]
             self.generated.update(value)
         try:
             set_attr(out, name, value)
         except AttrKindError:  # a value the canonical member cannot hold (a peer rank past int32)
-            self.report.removed[f"{name} (out of its kind's range)"] += 1
+            tally.append(("removed", f"{name} (out of its kind's range)"))
             return
-        written.add(name)
         self.generated.add(name)
         if isinstance(value, str):
             self.generated.add(value)
@@ -308,18 +358,18 @@ class _Anonymizer:
             copy.CopyFrom(attr)
             copy.ClearField("doc_string")
 
-    def _list_entry(self, value: str) -> str:
+    def _list_entry(self, value: str, tally: list[tuple[str, str]]) -> str:
         """An entry of ``inputs``/``outputs`` (ASTRA-sim's local-memory tracking, [name, size, ...]):
         a size as a number, a buffer name as a token."""
         if value.isdigit():
-            return str(self.size(int(value), "tensor_size"))
+            return str(self.size(int(value), "tensor_size", tally))
         return self.tokens.token(value)
 
-    def _group_text(self, text: str) -> str:
+    def _group_text(self, text: str, tally: list[tuple[str, str]]) -> str:
         try:
             gid = group_id(text)
         except GroupNameError:
-            self.report.removed["pg_name (no group id)"] += 1
+            tally.append(("removed", "pg_name (no group id)"))
             return ""
         return "" if gid is None else str(gid)
 
