@@ -150,16 +150,9 @@ def _print_replay(result: WorkloadReplay, compute: str, comm: bool) -> None:
     kinds = Table(title="time by node kind, all ranks (communication: issue to completion)")
     for column in ("kind", "nodes", "replayed µs", "recorded µs", "replayed / recorded"):
         kinds.add_column(column, justify="right", no_wrap=column == "kind")
-    totals: dict[str, list[float]] = {}
-    for ranked in result.ranks.values():
-        for name, kind in ranked.kinds.items():
-            total = totals.setdefault(name, [0, 0.0, 0.0])
-            total[0] += kind.count
-            total[1] += kind.replayed_us
-            total[2] += kind.recorded_us
-    for name, (count, replayed_us, recorded_us) in totals.items():
-        ratio = f"{replayed_us / recorded_us:.2f}" if recorded_us > 0 else "-"
-        kinds.add_row(name, f"{count:,.0f}", f"{replayed_us:,.1f}", f"{recorded_us:,.1f}", ratio)
+    for name, total in result.kind_totals().items():
+        ratio = f"{total.replayed_us / total.recorded_us:.2f}" if total.recorded_us > 0 else "-"
+        kinds.add_row(name, f"{total.count:,}", f"{total.replayed_us:,.1f}", f"{total.recorded_us:,.1f}", ratio)
     print_table(kinds)
     rows = result.collectives()
     if rows:

@@ -242,8 +242,7 @@ class Issuer:
             else:
                 end[step] = ready
         for step in list(pending):
-            if step in pending:
-                finish(step)
+            finish(step)
         for step in list(deferred):
             resolve(step)
         last = max(end, default=0)

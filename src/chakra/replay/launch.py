@@ -38,7 +38,15 @@ from typing import Any
 
 from chakra.errors import ChakraError, ChakraInputError, PathLike
 from chakra.replay.issue import DEFAULT_MAX_BUFFER_BYTES, ComputeMode, Issuer
-from chakra.replay.measure import CollectiveBandwidth, CommKey, KindTime, collective_bandwidth, comm_timings, kind_times
+from chakra.replay.measure import (
+    CollectiveBandwidth,
+    CommKey,
+    KindTime,
+    collective_bandwidth,
+    comm_timings,
+    kind_times,
+    total_kind_times,
+)
 from chakra.replay.program import Kind, rank_program
 from chakra.trace import TraceSet
 
@@ -158,6 +166,10 @@ class WorkloadReplay:
     compute: ComputeMode
     comm: bool
     ranks: dict[int, RankReplay] = field(default_factory=dict)
+
+    def kind_totals(self) -> dict[str, KindTime]:
+        """Replayed against recorded time per node kind, all ranks added up."""
+        return total_kind_times(r.kinds for r in self.ranks.values())
 
     def collectives(self) -> list[CollectiveBandwidth]:
         """Time and bandwidth of every kind of communication, slowest rank (nccl-tests' definitions)."""

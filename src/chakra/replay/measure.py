@@ -36,6 +36,7 @@ import numpy as np
 
 from chakra.replay.program import Kind, RankProgram
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
+from chakra.table import NS_PER_US
 
 #: The kinds of operation whose S is the whole of what the group exchanges, and comm_size one rank's part.
 PER_RANK_SIZE = frozenset({"ALL_GATHER", "GATHER", "SCATTER"})
@@ -44,7 +45,6 @@ ALL_REDUCE_LIKE = frozenset({"ALL_REDUCE"})
 RING_LIKE = frozenset({"ALL_GATHER", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "ALL_TO_ALL", "GATHER", "SCATTER"})
 #: Operations that move no data: no bandwidth.
 NO_DATA = frozenset({"BARRIER"})
-NS_PER_US = 1000
 
 
 def bus_factor(comm_type: str, n: int) -> float:
@@ -113,6 +113,21 @@ def kind_times(
         replayed = statistics.median(per_iteration[name]) / NS_PER_US if per_iteration[name] else 0.0
         result[name] = KindTime(count, replayed, recorded_ns[name] / NS_PER_US)
     return result
+
+
+def total_kind_times(per_rank: Iterable[Mapping[str, KindTime]]) -> dict[str, KindTime]:
+    """Every rank's :func:`kind_times` added up, kind by kind (in the order kinds first appear).
+
+    >>> total_kind_times([{"compute": KindTime(2, 5.0, 4.0)}, {"compute": KindTime(3, 1.0, 2.0)}])
+    {'compute': KindTime(count=5, replayed_us=6.0, recorded_us=6.0)}
+    """
+    totals: dict[str, KindTime] = {}
+    for kinds in per_rank:
+        for name, kind in kinds.items():
+            total = totals.get(name, KindTime(0, 0.0, 0.0))
+            totals[name] = KindTime(total.count + kind.count, total.replayed_us + kind.replayed_us,
+                                    total.recorded_us + kind.recorded_us)  # fmt: skip
+    return totals
 
 
 @dataclass(frozen=True, order=True)

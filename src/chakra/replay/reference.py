@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from chakra.errors import PathLike
 from chakra.replay.launch import WorkloadReplay
-
-NS_PER_US = 1000
+from chakra.table import NS_PER_US
 
 
 def simulated_reference(

@@ -23,9 +23,8 @@ from chakra.io import AtomicFile
 from chakra.replay.launch import WorkloadReplay
 from chakra.replay.measure import type_name
 from chakra.replay.program import Kind, RankProgram, rank_program
-from chakra.table import DEFAULT_GROUP_ID, MISSING
+from chakra.table import DEFAULT_GROUP_ID, MISSING, NS_PER_US
 
-NS_PER_US = 1000
 #: The track of communication in the whole job, and of sends and receives.
 COMMUNICATION = "communication"
 

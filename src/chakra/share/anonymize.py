@@ -272,10 +272,9 @@ class _Anonymizer:
         cacheable = member in SCALAR_MEMBERS and not attr.doc_string and (factor == 1.0 or name not in DURATION_ATTRS)
         if not cacheable:
             tally: list[tuple[str, str]] = []
-            self._attr_rules(attr, member, out, factor, tally)
-            self._apply(tally)
-            if any(a.name == name for a in out.attr):
+            if self._attr_rules(attr, member, out, factor, tally):
                 written.add(name)
+            self._apply(tally)
             return
         key = (name, member, getattr(attr, member))
         entry = self._attr_cache.get(key)
@@ -298,8 +297,9 @@ class _Anonymizer:
 
     def _attr_rules(
         self, attr: AttributeProto, member: str | None, out: Node, factor: float, tally: list[tuple[str, str]]
-    ) -> None:
-        """The rules of the module's docstring for one attribute; what they count goes to ``tally``."""
+    ) -> bool:
+        """The rules of the module's docstring for one attribute; what they count goes to ``tally``.
+        Returns whether it wrote the attribute to ``out``."""
         name = attr.name
         self._collect(attr, member)
         if attr.doc_string:
@@ -310,17 +310,17 @@ class _Anonymizer:
             if name not in self.options.keep_attrs:
                 self.inputs.add(name)
                 tally.append(("dropped_attrs", name))
-                return
+                return False
             self.generated.add(name)
             self._kept(attr, member, out)
-            return
+            return True
         if name in TEXT_ATTRS_REMOVED:
             tally.append(("removed", name))
-            return
+            return False
         value = read_value(spec.kind, member, member_value(attr)) if member is not None else None
         if value is None:
             tally.append(("removed", f"{name} (unreadable)"))
-            return
+            return False
         if name == "pg_name":
             value = self._group_text(value, tally)
         elif name in THREAD_ATTRS:
@@ -336,10 +336,11 @@ class _Anonymizer:
             set_attr(out, name, value)
         except AttrKindError:  # a value the canonical member cannot hold (a peer rank past int32)
             tally.append(("removed", f"{name} (out of its kind's range)"))
-            return
+            return False
         self.generated.add(name)
         if isinstance(value, str):
             self.generated.add(value)
+        return True
 
     def _kept(self, attr: AttributeProto, member: str | None, out: Node) -> None:
         """An attribute outside the registry that ``keep_attrs`` allows: numbers as they are, text
@@ -443,14 +444,16 @@ def _counted(nodes: Iterable[Node], report: AnonymizeReport) -> Iterator[Node]:
 
 def _shift_us(traces: TraceSet) -> int:
     """What every start is moved back by: the workload's first recorded start, less :data:`FIRST_START_US`."""
-    from chakra.table import load_table
+    from chakra.chunks import iter_chunks
 
     firsts = []
     for path in traces.ranks.values():
-        starts = load_table(path).start_us
-        timed = starts[starts > 0]
-        if len(timed):
-            firsts.append(int(timed.min()))
+        _, chunks, _ = iter_chunks(path)  # a buffer at a time: only the starts are wanted
+        for chunk in chunks:
+            starts = chunk.rows["start_us"]
+            timed = starts[starts > 0]
+            if len(timed):
+                firsts.append(int(timed.min()))
     return min(firsts) - FIRST_START_US if firsts else 0
 
 

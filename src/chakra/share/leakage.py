@@ -82,18 +82,20 @@ def find_leaks(inputs: Iterable[str], outputs: list[Path], generated: set[str]) 
 
     automaton = ahocorasick.Automaton()
     for text in inputs:
-        automaton.add_word(_latin1(text), text)
+        key = _latin1(text)
+        automaton.add_word(key, (text, len(key)))
     if len(automaton) == 0:
         return []
     automaton.make_automaton()
-    in_generated = {text for _, text in automaton.iter(_latin1("\0".join(sorted(generated))))}
+    in_generated = {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
     leaks: list[Leak] = []
     for path in outputs:
         hits: dict[str, int] = {}
         with open(path, "rb") as file:
             data = file.read().decode("latin-1")
-        for end, text in automaton.iter(data):
-            hits.setdefault(text, end - len(_latin1(text)) + 1)
+        for end, (text, length) in automaton.iter(data):
+            if text not in hits:
+                hits[text] = end - length + 1
         if not hits:
             continue
         found = _field_hits(path, set(hits), generated)
