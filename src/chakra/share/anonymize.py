@@ -459,28 +459,13 @@ def _shift_us(traces: TraceSet) -> int:
 
 def shuffled(nodes: list[Node], rng: random.Random) -> list[Node]:
     """``nodes`` in a random order in which every node comes after the nodes it depends on that are
-    in the list (Kahn's algorithm, a random ready node each time)."""
-    position = {node.id: i for i, node in enumerate(nodes)}
-    waiting = [0] * len(nodes)
-    children: list[list[int]] = [[] for _ in nodes]
-    for i, node in enumerate(nodes):
-        for parent in {*node.data_deps, *node.ctrl_deps}:
-            j = position.get(parent)
-            if j is not None and j != i:
-                waiting[i] += 1
-                children[j].append(i)
-    ready = [i for i, count in enumerate(waiting) if count == 0]
-    order: list[int] = []
-    while ready:
-        pick = rng.randrange(len(ready))
-        ready[pick], ready[-1] = ready[-1], ready[pick]
-        i = ready.pop()
-        order.append(i)
-        for child in children[i]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                ready.append(child)
-    if len(order) < len(nodes):  # a cycle: its nodes keep their order, after the rest
+    in the list: the core's topological order of a random permutation (smallest position first);
+    nodes on a cycle keep their order, after the rest."""
+    from chakra.graph import build_graph, topological_order
+
+    permuted = rng.sample(nodes, len(nodes))
+    order = topological_order(build_graph(permuted), strict=False).tolist()
+    if len(order) < len(permuted):
         placed = set(order)
-        order.extend(i for i in range(len(nodes)) if i not in placed)
-    return [nodes[i] for i in order]
+        order.extend(i for i in range(len(permuted)) if i not in placed)
+    return [permuted[i] for i in order]
