@@ -24,6 +24,7 @@ from chakra.cli import (
     replay_cmds,
     share_cmds,
     sim_cmds,
+    synth_cmds,
 )
 from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Group, report_error, stderr, stdout
 from chakra.errors import ChakraError
@@ -65,6 +66,7 @@ COMMAND_GROUPS = (
     analyze_cmds,
     replay_cmds,
     share_cmds,
+    synth_cmds,
 )
 for commands in (group.app for group in COMMAND_GROUPS):
     app.add_typer(commands)

@@ -75,9 +75,7 @@ def _latin1(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("latin-1")
 
 
-def find_leaks(inputs: Iterable[str], outputs: list[Path], generated: set[str]) -> list[Leak]:
-    """Every input string left in ``outputs`` (see the module's docstring), at most one leak per
-    string and file."""
+def _automaton(inputs: Iterable[str]):  # type: ignore[no-untyped-def]  # pyahocorasick has no stubs
     import ahocorasick
 
     automaton = ahocorasick.Automaton()
@@ -85,8 +83,35 @@ def find_leaks(inputs: Iterable[str], outputs: list[Path], generated: set[str]) 
         key = _latin1(text)
         automaton.add_word(key, (text, len(key)))
     if len(automaton) == 0:
-        return []
+        return None
     automaton.make_automaton()
+    return automaton
+
+
+def strings_in(inputs: Iterable[str], data: bytes, generated: set[str]) -> list[str]:
+    """The input strings found in ``data`` (a file that is not an ET: a model, a report) that are not
+    part of a ``generated`` string, in order of first occurrence.
+
+    >>> strings_in(["aten::secret", "matmul_big"], b'{"class": "matmul", "x": "aten::secret"}', {"matmul"})
+    ['aten::secret']
+    """
+    automaton = _automaton(inputs)
+    if automaton is None:
+        return []
+    explained = {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
+    found: dict[str, int] = {}
+    for end, (text, length) in automaton.iter(data.decode("latin-1")):
+        if text not in explained and text not in found:
+            found[text] = end - length + 1
+    return sorted(found, key=lambda text: found[text])
+
+
+def find_leaks(inputs: Iterable[str], outputs: list[Path], generated: set[str]) -> list[Leak]:
+    """Every input string left in ``outputs`` (see the module's docstring), at most one leak per
+    string and file."""
+    automaton = _automaton(inputs)
+    if automaton is None:
+        return []
     in_generated = {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
     leaks: list[Leak] = []
     for path in outputs:

@@ -8,8 +8,9 @@ Every figure is computed the same way on both workloads, by the core analyses:
   :data:`SHARE_BOUND` of the span;
 * **critical path** (:func:`chakra.analyze.critical_path.critical_path`): the longest rank's, ns;
   bound: :data:`CRITICAL_PATH_BOUND` relative;
-* **bytes per collective type** and **nodes per kind**, per rank (totals over the ranks): bound
-  :data:`BYTES_BOUND` relative (nodes are reported);
+* **busy time** (compute, communication), **bytes per collective type** and **nodes per kind**, per
+  rank (totals over the ranks over their number): bound :data:`BYTES_BOUND` relative (nodes are
+  reported);
 * **durations per operator class**: the two-sample Kolmogorov-Smirnov statistic of every class with
   at least :data:`KS_MIN_SAMPLES` nodes in both; bound: below :data:`KS_BOUND`;
 * **simulated step time** (:func:`chakra.sim.run.simulate_workload` on the system and network given):
@@ -122,7 +123,10 @@ class _Figures:
     finish_ns: int | None = None
 
 
-def _rank_figures(table: NodeTable) -> tuple[dict[str, int], dict[str, int], dict[str, int], int, dict[str, np.ndarray]]:
+_RankFigures = tuple[dict[str, int], dict[str, int], dict[str, int], int, dict[str, np.ndarray]]
+
+
+def _rank_figures(table: NodeTable) -> _RankFigures:
     from chakra.analyze.breakdown import breakdown
     from chakra.analyze.critical_path import critical_path
 
@@ -150,14 +154,14 @@ def _figures(prefix: PathLike, system: PathLike | None, network: PathLike | None
         for key, value in nodes_by.items():
             figures.nodes_by[key] += value
         figures.critical_ns = max(figures.critical_ns, critical_ns)
-        for key, value in durations.items():
-            figures.durations[key].append(value)
+        for name, values in durations.items():
+            figures.durations[name].append(values)
     if system is not None and network is not None:
         from chakra.sim.config.network import load_network
         from chakra.sim.config.system import load_system
         from chakra.sim.run import simulate_workload
 
-        figures.finish_ns = simulate_workload(prefix, load_system(system), load_network(network)).finish_ns
+        figures.finish_ns = simulate_workload(str(prefix), load_system(system), load_network(network)).finish_ns
     return figures
 
 
@@ -184,6 +188,9 @@ def compare_workloads(
         share_a = a.times_ns[key] / span_a if span_a else 0.0
         share_b = b.times_ns[key] / span_b if span_b else 0.0
         report.rows.append(Row("share of span", key, share_a, share_b, abs(share_b - share_a), SHARE_BOUND))
+    for key in ("compute", "communication"):
+        per_a, per_b = a.times_ns[key] / a.ranks, b.times_ns[key] / b.ranks
+        report.rows.append(Row("busy ns per rank", key, per_a, per_b, _relative(per_a, per_b), BYTES_BOUND))
     for key in sorted(set(a.bytes_by) | set(b.bytes_by)):
         per_a, per_b = a.bytes_by.get(key, 0) / a.ranks, b.bytes_by.get(key, 0) / b.ranks
         report.rows.append(Row("bytes per rank", key, per_a, per_b, _relative(per_a, per_b), BYTES_BOUND))

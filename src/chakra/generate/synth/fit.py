@@ -11,8 +11,9 @@ offset, and how many positions back its parents are. Then:
   repeats with at least :data:`MIN_LAYER_COMPUTE` compute nodes are *layers*;
 * **alike ranks**: ranks with the same symbols (so the same structure up to which groups and peers
   they talk to) share one program; each rank keeps which groups its slots stand for;
-* **distributions**: per class, the (duration, FLOPs, bytes) of its nodes, pooled over ranks and
-  over every source given; the structure comes from the first source;
+* **distributions**: per class and phase of the step (:data:`PHASES`), the (duration, FLOPs,
+  bytes) of its nodes, pooled over alike ranks and over every source given; the structure comes
+  from the first source;
 * **data-parallel axis**: the groups that partition the ranks into arithmetic progressions of alike
   ranks, the one of largest stride (data parallelism sits outside tensor parallelism); a workload
   whose collectives all run on the default group is data-parallel across all of its ranks.
@@ -27,12 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from chakra.analyze.critical_path import critical_path
 from chakra.chunks import COMPUTE, MISSING
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.synth.model import (
@@ -57,7 +60,7 @@ from chakra.generate.synth.model import (
     Symbol,
     SynthModel,
 )
-from chakra.generate.synth.motifs import Item, Literal, Repeat, tandem_grammar
+from chakra.generate.synth.motifs import Item, Literal, tandem_grammar
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
 from chakra.share.opclass import op_class
@@ -65,6 +68,10 @@ from chakra.table import DEFAULT_GROUP_ID, NodeTable
 
 #: A top-level repeat covering at least this share of a rank's nodes is its step.
 STEP_SHARE = 0.5
+#: Durations are drawn per class and per this many equal parts of a rank's issue order: where in the
+#: step work runs decides what waits at the next collective (a slow forward on one rank, a fast one on
+#: another), so the model keeps how each class's times change over the step.
+PHASES = 32
 #: A repeat is a layer when its block holds at least this many compute nodes (a layer is several ops).
 MIN_LAYER_COMPUTE = 3
 
@@ -143,13 +150,20 @@ def fit_rank(table: NodeTable) -> RankFit:
     class_names = [op_class(table.name_list[int(p) // 64], int(p) % 64) for p in pairs]
     class_index = {name: i for i, name in enumerate(sorted(set(class_names)))}
     cls = np.array([class_index[name] for name in class_names], dtype=np.int64)[pair_of] if n else pair_of
-    rows = np.stack([node_type, cls, table.is_cpu.astype(np.int64), table.comm_type.astype(np.int64), _size_log2(table)])
-    unique_rows, key_of = np.unique(rows.T, axis=0, return_inverse=True) if n else (np.zeros((0, 5)), np.zeros(0))
+    is_cpu, comm_type = table.is_cpu.astype(np.int64), table.comm_type.astype(np.int64)
+    track, tracks = _tracks(table)
+    on_path = np.zeros(n, dtype=np.int64)
+    if n and table.has_durations:
+        on_path[critical_path(table, top=0).positions] = 1
+    rows = np.stack([node_type, cls, is_cpu, comm_type, _size_log2(table), track, on_path])
+    unique_rows, key_of = np.unique(rows.T, axis=0, return_inverse=True) if n else (np.zeros((0, 7)), np.zeros(0))
     names_of_class = sorted(class_index)
-    keys = [Key(int(r[0]), names_of_class[int(r[1])], bool(r[2]), int(r[3]), int(r[4])) for r in unique_rows]
+    keys = [
+        Key(int(r[0]), names_of_class[int(r[1])], bool(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]))
+        for r in unique_rows
+    ]
     key_of = np.asarray(key_of, dtype=np.int64).reshape(-1)
 
-    track, tracks = _tracks(table)
     comm_size = np.where(table.comm_size > 0, table.comm_size, 0)
     group_slot = np.full(n, NONE, dtype=np.int64)
     peer = np.zeros(n, dtype=np.int64)
@@ -184,7 +198,8 @@ def fit_rank(table: NodeTable) -> RankFit:
     seq = np.empty(n, dtype=np.int64)
     rows_list = np.stack([key_of, track, comm_size, group_slot, peer]).T.tolist() if n else []
     for i, (key, trk, size, slot, delta) in enumerate(rows_list):
-        data, ctrl = [], []
+        data: list[int] = []
+        ctrl: list[int] = []
         for j in range(ptr[i], ptr[i + 1]):
             if back[j] != 0:
                 (ctrl if kinds[j] else data).append(back[j])
@@ -231,7 +246,7 @@ def fit_workload(
     report = FitReport([str(p) for p in prefixes])
     sources: list[Source] = []
     keys: dict[Key, int] = {}
-    # (structure rank, key) -> triples; a later source's rank r pools with the first's rank r mod its size
+    # (structure rank, cell) -> triples; a later source's rank r pools with the first's rank r mod its size
     values: dict[tuple[int, int], list[np.ndarray]] = {}
     structure: list[RankFit] = []
     comm_groups: CommGroups | None = None
@@ -249,12 +264,13 @@ def fit_workload(
             remap = np.array([keys.setdefault(k, len(keys)) for k in fit.keys], dtype=np.int64)
             global_key = remap[fit.key_of] if fit.nodes else fit.key_of
             triples = np.stack([fit.dur_ns, fit.num_ops, fit.tensor_size]).T
-            order = np.argsort(global_key, kind="stable")
-            bounds = np.searchsorted(global_key[order], np.arange(len(keys) + 1))
+            cells = global_key * PHASES + phases(fit.nodes)
+            order = np.argsort(cells, kind="stable")
+            found_cells, starts = np.unique(cells[order], return_index=True)
+            ends = np.append(starts[1:], len(order))
             home = position % len(structure)
-            for key in range(len(keys)):
-                if bounds[key + 1] > bounds[key]:
-                    values.setdefault((home, key), []).append(triples[order[bounds[key] : bounds[key + 1]]])
+            for cell, lo, hi in zip(found_cells.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                values.setdefault((home, cell), []).append(triples[order[lo:hi]])
             fit.symbols = [
                 Symbol(int(remap[s.key]), s.track, s.comm_size, s.group, s.peer, s.data, s.ctrl) for s in fit.symbols
             ]
@@ -298,17 +314,26 @@ def _assemble(
             pooled.append({})
             report.motifs.extend(_motifs(program, body, compute))
         bindings.append(RankBinding(program, list(fit.groups)))
-        for (home, key), parts in values.items():
+        for (home, cell), parts in values.items():
             if home == position:
-                pooled[program].setdefault(key, []).extend(parts)
-    for program, by_key in zip(programs, pooled, strict=True):
-        program.atom_keys = sorted(by_key)
-        program.atoms = [_atoms(np.concatenate(by_key[k])) for k in program.atom_keys]
+                pooled[program].setdefault(cell, []).extend(parts)
+    for made, by_cell in zip(programs, pooled, strict=True):
+        made.atom_cells = sorted(by_cell)
+        made.atoms = [_atoms(np.concatenate(by_cell[c])) for c in made.atom_cells]
     groups = [Group(gid, list(members)) for gid, members in sorted((comm_groups or {}).items())]
     return SynthModel(
         MODEL_FORMAT, MODEL_VERSION, sources, list(keys), list(symbols), programs, bindings, groups,
         data_parallel_axis(groups, [b.program for b in bindings]),
     )  # fmt: skip
+
+
+def phases(nodes: int) -> np.ndarray:
+    """The phase (0 to :data:`PHASES` - 1) of each of ``nodes`` positions in issue order.
+
+    >>> phases(4).tolist()
+    [0, 8, 16, 24]
+    """
+    return (np.arange(nodes, dtype=np.int64) * PHASES) // max(nodes, 1)
 
 
 def _atoms(triples: np.ndarray) -> Atoms:
@@ -390,7 +415,7 @@ def data_parallel_axis(groups: list[Group], program_of_rank: list[int]) -> DataP
         if len(members) < 2:
             continue
         stride = members[1] - members[0]
-        if any(b - a != stride for a, b in zip(members, members[1:])):
+        if any(b - a != stride for a, b in itertools.pairwise(members)):
             continue
         if len({program_of_rank[m] for m in members if m < world}) != 1:
             continue  # members of one data-parallel group run the same program
@@ -406,3 +431,26 @@ def data_parallel_axis(groups: list[Group], program_of_rank: list[int]) -> DataP
         # in detail, thread interleavings, so alikeness is not asked of them)
         return DataParallel(1, world)
     return None
+
+
+def model_leaks(data: bytes, strings: set[str]) -> list[str]:
+    """The sources' strings found in an encoded model (``[]``: the model carries none of them); the
+    model's own vocabulary (field names, classes, roles) does not count.
+
+    >>> model_leaks(b'{"op_class": "matmul", "role": "layer"}', {"aten::mm", "matmul"})
+    []
+    """
+    import msgspec
+
+    from chakra.generate.synth import model as model_types
+    from chakra.share.leakage import StringSet, strings_in
+    from chakra.share.opclass import CLASSES
+
+    vocabulary = {MODEL_FORMAT, STEP, LAYER, REPEAT, "run", "loop", *CLASSES}
+    for struct in vars(model_types).values():
+        if isinstance(struct, type) and issubclass(struct, msgspec.Struct):
+            vocabulary.update(f.encode_name for f in msgspec.structs.fields(struct))
+    searched = StringSet()
+    for text in strings:
+        searched.add(text)
+    return strings_in(searched, data, vocabulary)

@@ -8,8 +8,12 @@ sources, so a synthetic ET carries nothing of them (``chakra synth fit`` checks 
 leakage check of :mod:`chakra.share.leakage`). What it holds:
 
 * ``keys``: the node classes: node type, coarse operator class (:data:`chakra.share.opclass.CLASSES`),
-  CPU or device, collective type, and the power of two of its size (FLOPs, else bytes; -1: none).
-* ``atoms`` (per program): per class, up to :data:`MAX_ATOMS` ``(duration ns, FLOPs, bytes)`` triples: every node
+  CPU or device, collective type, the power of two of its size (FLOPs, else bytes; -1: none), and
+  its track (a rank's threads and streams numbered in order of appearance; work on the main thread
+  and on the autograd thread are timed apart), and whether it lies on the rank's critical path (the
+  longest nodes of a class are not moved off the path or onto it).
+* ``atoms`` (per program): per class and phase of the step (a 32nd of its nodes in issue order), up
+  to :data:`MAX_ATOMS` ``(duration ns, FLOPs, bytes)`` triples: every node
   of the class when it had at most that many, else the nodes at evenly spaced quantiles of duration
   (``-1``: not recorded). Sampling draws triples, so durations and sizes keep their joint law.
 * ``symbols``: the node templates: class, track, collective bytes, group slot, peer offset, and how
@@ -49,6 +53,8 @@ class Key(msgspec.Struct, array_like=True, frozen=True):
     is_cpu: bool
     comm_type: int
     size_log2: int
+    track: int
+    on_path: bool
 
 
 class Atoms(msgspec.Struct, array_like=True):
@@ -83,13 +89,14 @@ class Loop(msgspec.Struct, tag="loop", array_like=True):
 
 
 class Program(msgspec.Struct):
-    """The nodes of a class of alike ranks; ``atoms[i]`` is the distribution of class ``atom_keys[i]``
-    on these ranks (ranks that behave alike share it: a straggler keeps its own)."""
+    """The nodes of a class of alike ranks; ``atoms[i]`` is the distribution on these ranks (ranks that
+    behave alike share it: a straggler keeps its own) of cell ``atom_cells[i]``: class
+    ``cell // PHASES`` in phase ``cell % PHASES`` of the step (:data:`chakra.generate.synth.fit.PHASES`)."""
 
     body: list[Run | Loop]
     tracks: list[int]
     group_slots: int
-    atom_keys: list[int]
+    atom_cells: list[int]
     atoms: list[Atoms]
 
 

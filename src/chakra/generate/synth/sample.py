@@ -12,6 +12,8 @@ workload writer. Each rank expands its program's blocks (the motifs), optionally
   the axis modulo the source's size, groups spanning the axis span the new one, the others are
   copied per replica, and peers keep their place.
 
+Durations are drawn per class and phase of the step (:data:`chakra.generate.synth.fit.PHASES`): a
+node in the same fraction of its rank's issue order as source nodes draws from theirs.
 Dependencies point as far back (in issue order) as in the source; one that would reach before the
 first node (a rescaled block shorter than the source's) is dropped and counted. Node classes draw
 their ``(duration, FLOPs, bytes)`` from the class's atoms by stratified sampling: the ``k`` nodes of
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.generate.synth.fit import PHASES, phases
 from chakra.generate.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel
 from chakra.groups import CommGroups
 from chakra.io import FORMAT_VERSION
@@ -239,7 +242,8 @@ class _Sampler:
         offsets = [(*s.data, *s.ctrl) for s in symbols]
         self.dep_ptr = np.concatenate(([0], np.cumsum([len(o) for o in offsets]))).astype(np.int64)
         self.dep_back = np.array([b for o in offsets for b in o], dtype=np.int64)
-        self.dep_ctrl = np.array([k >= len(s.data) for s in symbols for k in range(len(s.data) + len(s.ctrl))], dtype=bool)
+        ctrl_flags = [k >= len(s.data) for s in symbols for k in range(len(s.data) + len(s.ctrl))]
+        self.dep_ctrl = np.array(ctrl_flags, dtype=bool)
         self.names = [f"{model.keys[s.key].op_class.replace(' ', '_')}.{i}" for i, s in enumerate(symbols)]
         self.encoder = AttrEncoder()
         self.expanded: dict[int, _Expanded] = {}
@@ -288,20 +292,29 @@ class _Sampler:
         return child[keep], parent[keep], self.dep_ctrl[index][keep]
 
     @staticmethod
-    def _draws(keys: np.ndarray, program: Program, rng: np.random.Generator) -> np.ndarray:
-        """Per node, the index of its atom in its class (stratified, see the module's docstring)."""
+    def _draws(keys: np.ndarray, program: Program, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Per node, its cell (class and phase; the nearest phase of its class the model has) and the
+        index of its atom there (stratified, see the module's docstring)."""
+        cells = keys * PHASES + phases(len(keys))
+        known = np.asarray(program.atom_cells, dtype=np.int64)
+        at = np.searchsorted(known, cells)
+        exact = (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == cells)
+        for i in np.flatnonzero(~exact).tolist():
+            key = int(keys[i])
+            lo, hi = np.searchsorted(known, [key * PHASES, (key + 1) * PHASES])
+            choices = known[lo:hi]
+            cells[i] = choices[np.argmin(np.abs(choices - cells[i]))]
         pick = np.zeros(len(keys), dtype=np.int64)
-        order = np.argsort(keys, kind="stable")
-        ordered = keys[order]
-        for key, atoms in zip(program.atom_keys, program.atoms, strict=True):
-            lo, hi = int(np.searchsorted(ordered, key)), int(np.searchsorted(ordered, key, side="right"))
-            if hi == lo:
-                continue
-            k, size = hi - lo, len(atoms.dur_ns)
+        order = np.argsort(cells, kind="stable")
+        found, starts = np.unique(cells[order], return_index=True)
+        ends = np.append(starts[1:], len(order))
+        index = np.searchsorted(known, found)
+        for slot, lo, hi in zip(index.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            k, size = hi - lo, len(program.atoms[slot].dur_ns)
             u = (np.arange(k) + rng.random(k)) / k
             rng.shuffle(u)
             pick[order[lo:hi]] = np.minimum((u * size).astype(np.int64), size - 1)
-        return pick
+        return np.searchsorted(known, cells), pick
 
     def rank_bytes(self, rank: int) -> bytes:
         """The framed file of new rank ``rank``."""
@@ -323,8 +336,8 @@ class _Sampler:
         rng = np.random.default_rng([self.seed, rank])
         keys = self.sym_key[seq]
         program = model.programs[binding.program]
-        pick = self._draws(keys, program, rng).tolist()
-        atoms_of = dict(zip(program.atom_keys, program.atoms, strict=True))
+        slots, picks = self._draws(keys, program, rng)
+        pick, slot_of = picks.tolist(), slots.tolist()
         group_ids = [world.group_of[rank].get(g, 0) if g != NONE else 0 for g in binding.groups]
         tracks = program.tracks
         tags: Counter[tuple[int, int]] = Counter()
@@ -334,7 +347,7 @@ class _Sampler:
             zip(seq.tolist(), keys.tolist(), self.sym_track[seq].tolist(), self.sym_size[seq].tolist(),
                 self.sym_group[seq].tolist(), self.sym_peer[seq].tolist(), strict=True)
         ):  # fmt: skip
-            spec, atom = key_list[key], atoms_of[key]
+            spec, atom = key_list[key], program.atoms[slot_of[i]]
             dur_ns = max(0, atom.dur_ns[pick[i]])
             attrs = [encode("is_cpu_op", spec.is_cpu)]
             if spec.node_type in _SIZED_TYPES:
