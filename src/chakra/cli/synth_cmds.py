@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from chakra.cli.console import EXIT_CHECKS_FAILED, Group, busy, emit_results, print_table, stderr, stdout
+
+if TYPE_CHECKING:
+    from chakra.generate.synth.fidelity import FidelityReport
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -19,8 +23,13 @@ synth_app = typer.Typer(
 )
 app.add_typer(synth_app, name="synth")
 
-SYSTEM_HELP = "ASTRA-sim system JSON: with --network, the simulated step time is compared."
-NETWORK_HELP = "ASTRA-sim network YAML for the source."
+SYSTEM_OPTION = typer.Option(
+    None, "--system", help="ASTRA-sim system JSON: with --network, the simulated step time is compared."
+)
+NETWORK_OPTION = typer.Option(None, "--network", help="ASTRA-sim network YAML for the source.")
+SAMPLE_NETWORK_OPTION = typer.Option(None, "--sample-network", help="Network YAML for a sample of another size.")
+REPORT_OPTION = typer.Option(None, "--report", help="Write the report as JSON here.")
+JSON_OPTION = typer.Option(False, "--json", help="Print the report as JSON instead of tables.")
 
 
 @synth_app.command("fit")
@@ -29,8 +38,8 @@ def fit_cmd(
         ..., help="Workloads (PREFIX of PREFIX.{rank}.et): structure from the first."
     ),
     out: Path = typer.Option(..., "-o", "--output", help="The model file to write (JSON)."),
-    report: Path | None = typer.Option(None, "--report", help="Write the fit report as JSON here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    report: Path | None = REPORT_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Fit a model: the repeated motifs of every rank (steps, layers), the duration and size
     distributions of every node class, the communication pattern and which ranks behave alike.
@@ -91,13 +100,11 @@ def sample_cmd(
     ),
     seed: int = typer.Option(0, "--seed", help="The seed of the draws."),
     compare: Path | None = typer.Option(None, "--compare", help="Compare the sample with this workload (its source)."),
-    system: Path | None = typer.Option(None, "--system", help=SYSTEM_HELP),
-    network: Path | None = typer.Option(None, "--network", help=NETWORK_HELP),
-    sample_network: Path | None = typer.Option(
-        None, "--sample-network", help="Network YAML for a sample of another size."
-    ),
-    report: Path | None = typer.Option(None, "--report", help="Write the report as JSON here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    system: Path | None = SYSTEM_OPTION,
+    network: Path | None = NETWORK_OPTION,
+    sample_network: Path | None = SAMPLE_NETWORK_OPTION,
+    report: Path | None = REPORT_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample a synthetic workload from a model, at the fitted scale or another one.
 
@@ -113,10 +120,7 @@ def sample_cmd(
     data: dict[str, object] = result.to_dict()
     fidelity = None
     if compare is not None:
-        from chakra.generate.synth.fidelity import compare_workloads
-
-        with busy(f"comparing with {compare}"):
-            fidelity = compare_workloads(compare, out, system=system, network=network, sample_network=sample_network)
+        fidelity = _compare(compare, out, system, network, sample_network)
         data["fidelity"] = fidelity.to_dict()
     if not emit_results(data, report, as_json):
         dropped = sum(result.dropped.values())
@@ -134,13 +138,11 @@ def sample_cmd(
 def compare_cmd(
     source: Path = typer.Argument(..., help="The source workload (PREFIX)."),
     sample: Path = typer.Argument(..., help="The synthetic workload (PREFIX)."),
-    system: Path | None = typer.Option(None, "--system", help=SYSTEM_HELP),
-    network: Path | None = typer.Option(None, "--network", help=NETWORK_HELP),
-    sample_network: Path | None = typer.Option(
-        None, "--sample-network", help="Network YAML for a sample of another size."
-    ),
-    report: Path | None = typer.Option(None, "--report", help="Write the report as JSON here."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    system: Path | None = SYSTEM_OPTION,
+    network: Path | None = NETWORK_OPTION,
+    sample_network: Path | None = SAMPLE_NETWORK_OPTION,
+    report: Path | None = REPORT_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """The fidelity report: breakdown shares, critical path, bytes per collective, nodes per kind,
     duration distributions (KS per operator class) and the simulated step time, each with its bound;
@@ -148,20 +150,23 @@ def compare_cmd(
 
     Example: chakra synth compare runs/job synthetic/job --system sys.json --network net.yml
     """
-    from chakra.generate.synth.fidelity import compare_workloads
-
-    with busy(f"comparing {sample} with {source}"):
-        fidelity = compare_workloads(source, sample, system=system, network=network, sample_network=sample_network)
+    fidelity = _compare(source, sample, system, network, sample_network)
     if not emit_results(fidelity.to_dict(), report, as_json):
         _print_fidelity(fidelity)
     if not fidelity.ok:
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
-def _print_fidelity(fidelity: object) -> None:
-    from chakra.generate.synth.fidelity import FidelityReport
+def _compare(
+    source: Path, sample: Path, system: Path | None, network: Path | None, sample_network: Path | None
+) -> FidelityReport:
+    from chakra.generate.synth.fidelity import compare_workloads
 
-    assert isinstance(fidelity, FidelityReport)
+    with busy(f"comparing {sample} with {source}"):
+        return compare_workloads(source, sample, system=system, network=network, sample_network=sample_network)
+
+
+def _print_fidelity(fidelity: FidelityReport) -> None:
     table = Table(
         title=f"{fidelity.sample} ({fidelity.sample_ranks} ranks) against {fidelity.source} ({fidelity.source_ranks})"
     )

@@ -88,6 +88,11 @@ def _automaton(inputs: Iterable[str]):  # type: ignore[no-untyped-def]  # pyahoc
     return automaton
 
 
+def _explained(automaton, generated: set[str]) -> set[str]:  # type: ignore[no-untyped-def]
+    """The input strings that occur inside a generated string (hits of them can be generated)."""
+    return {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
+
+
 def strings_in(inputs: Iterable[str], data: bytes, generated: set[str]) -> list[str]:
     """The input strings found in ``data`` (a file that is not an ET: a model, a report) that are not
     part of a ``generated`` string, in order of first occurrence.
@@ -98,7 +103,7 @@ def strings_in(inputs: Iterable[str], data: bytes, generated: set[str]) -> list[
     automaton = _automaton(inputs)
     if automaton is None:
         return []
-    explained = {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
+    explained = _explained(automaton, generated)
     found: dict[str, int] = {}
     for end, (text, length) in automaton.iter(data.decode("latin-1")):
         if text not in explained and text not in found:
@@ -112,7 +117,7 @@ def find_leaks(inputs: Iterable[str], outputs: list[Path], generated: set[str]) 
     automaton = _automaton(inputs)
     if automaton is None:
         return []
-    in_generated = {text for _, (text, _) in automaton.iter(_latin1("\0".join(sorted(generated))))}
+    in_generated = _explained(automaton, generated)
     leaks: list[Leak] = []
     for path in outputs:
         hits: dict[str, int] = {}

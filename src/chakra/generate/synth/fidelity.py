@@ -32,15 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra.errors import PathLike
-from chakra.share.opclass import CLASSES, op_class
+from chakra.generate.synth.fit import node_classes
 from chakra.table import NodeTable
 
 #: Bounds of the issue that asked for synthesis (issue 19): shares within 5 % of the span, bytes and
 #: simulated time within 5 %, the critical path within 10 %, KS below 0.1 for classes of 50 or more.
 SHARE_BOUND, BYTES_BOUND, SIM_BOUND, CRITICAL_PATH_BOUND = 0.05, 0.05, 0.05, 0.10
 KS_BOUND, KS_MIN_SAMPLES = 0.1, 50
-#: The synthetic names' class part (``memory_copy.17``) -> class.
-_SYNTHETIC_CLASS = {name.replace(" ", "_"): name for name in CLASSES}
 
 
 @dataclass
@@ -103,14 +101,6 @@ def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(cdf_a - cdf_b)))
 
 
-def node_class(name: str, node_type: int) -> str:
-    """A node's operator class: the class a synthetic name carries (``matmul.17``), else the rules'."""
-    head, dot, tail = name.rpartition(".")
-    if dot and tail.isdigit() and head in _SYNTHETIC_CLASS:
-        return _SYNTHETIC_CLASS[head]
-    return op_class(name, node_type)
-
-
 @dataclass
 class _Figures:
     ranks: int = 0
@@ -133,11 +123,8 @@ def _rank_figures(table: NodeTable) -> _RankFigures:
     b = breakdown(table, timing="replay")
     times = {"span": b.span_ns, "compute": b.compute_ns, "communication": b.communication_ns,
              "exposed communication": b.comm_exposed_ns, "idle": b.idle_ns}  # fmt: skip
-    pairs = table.name_id.astype(np.int64) * 64 + table.graph.node_type.astype(np.int64) % 64
-    unique, inverse = np.unique(pairs, return_inverse=True)
-    classes = np.array([node_class(table.name_list[int(p) // 64], int(p) % 64) for p in unique], dtype=object)
-    per_node = classes[inverse] if len(table) else np.zeros(0, dtype=object)
-    durations = {str(c): table.dur_ns[per_node == c] for c in set(per_node.tolist())}
+    classes, class_of = node_classes(table)
+    durations = {name: table.dur_ns[class_of == i] for i, name in enumerate(classes) if (class_of == i).any()}
     return times, b.bytes_by_collective, b.nodes_by_category, critical_path(table).length_ns, durations
 
 

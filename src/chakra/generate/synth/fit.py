@@ -33,11 +33,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from chakra.analyze.critical_path import critical_path
 from chakra.chunks import COMPUTE, MISSING
 from chakra.errors import ChakraInputError, PathLike
+from chakra.generate.synth import model as model_types
 from chakra.generate.synth.model import (
     LAYER,
     MAX_ATOMS,
@@ -59,11 +61,13 @@ from chakra.generate.synth.model import (
     Source,
     Symbol,
     SynthModel,
+    synthetic_class,
 )
 from chakra.generate.synth.motifs import Item, Literal, tandem_grammar
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
-from chakra.share.opclass import op_class
+from chakra.share.leakage import StringSet, strings_in
+from chakra.share.opclass import CLASSES, op_class
 from chakra.table import DEFAULT_GROUP_ID, NodeTable
 
 #: A top-level repeat covering at least this share of a rank's nodes is its step.
@@ -72,6 +76,8 @@ STEP_SHARE = 0.5
 #: step work runs decides what waits at the next collective (a slow forward on one rank, a fast one on
 #: another), so the model keeps how each class's times change over the step.
 PHASES = 32
+#: Node types packed beside a name id (the format's types are 0 to 7; more than enough room).
+NODE_TYPES = 64
 #: A repeat is a layer when its block holds at least this many compute nodes (a layer is several ops).
 MIN_LAYER_COMPUTE = 3
 
@@ -131,6 +137,24 @@ class FitReport:
         }  # fmt: skip
 
 
+def node_class(name: str, node_type: int) -> str:
+    """A node's operator class: the class a synthetic name carries (``matmul.17``, so a sample fits
+    and compares as its source did), else the rules' (:func:`chakra.share.opclass.op_class`)."""
+    return synthetic_class(name) or op_class(name, node_type)
+
+
+def node_classes(table: NodeTable) -> tuple[list[str], np.ndarray]:
+    """The classes of a table's nodes: ``(classes, index of each node's class)``; the rules run once
+    per distinct (name, node type)."""
+    pair = table.name_id.astype(np.int64) * NODE_TYPES + table.graph.node_type.astype(np.int64) % NODE_TYPES
+    pairs, pair_of = np.unique(pair, return_inverse=True)
+    names = [node_class(table.name_list[int(p) // NODE_TYPES], int(p) % NODE_TYPES) for p in pairs]
+    classes = sorted(set(names))
+    index = {name: i for i, name in enumerate(classes)}
+    of_pair = np.array([index[name] for name in names], dtype=np.int64)
+    return classes, of_pair[np.asarray(pair_of, dtype=np.int64).reshape(-1)] if len(table) else of_pair
+
+
 def _size_log2(table: NodeTable) -> np.ndarray:
     size = np.where(table.num_ops > 0, table.num_ops, np.where(table.tensor_size > 0, table.tensor_size, 0))
     size = np.where(size > 0, size, table.comm_size)
@@ -144,12 +168,7 @@ def fit_rank(table: NodeTable) -> RankFit:
     rank = table.rank or 0
     graph = table.graph
     node_type = graph.node_type.astype(np.int64)
-    # one class per distinct (name, type): names repeat, so the rules run once per pair
-    pair = table.name_id.astype(np.int64) * 64 + node_type % 64
-    pairs, pair_of = np.unique(pair, return_inverse=True)
-    class_names = [op_class(table.name_list[int(p) // 64], int(p) % 64) for p in pairs]
-    class_index = {name: i for i, name in enumerate(sorted(set(class_names)))}
-    cls = np.array([class_index[name] for name in class_names], dtype=np.int64)[pair_of] if n else pair_of
+    names_of_class, cls = node_classes(table)
     is_cpu, comm_type = table.is_cpu.astype(np.int64), table.comm_type.astype(np.int64)
     track, tracks = _tracks(table)
     on_path = np.zeros(n, dtype=np.int64)
@@ -157,7 +176,6 @@ def fit_rank(table: NodeTable) -> RankFit:
         on_path[critical_path(table, top=0).positions] = 1
     rows = np.stack([node_type, cls, is_cpu, comm_type, _size_log2(table), track, on_path])
     unique_rows, key_of = np.unique(rows.T, axis=0, return_inverse=True) if n else (np.zeros((0, 7)), np.zeros(0))
-    names_of_class = sorted(class_index)
     keys = [
         Key(int(r[0]), names_of_class[int(r[1])], bool(r[2]), int(r[3]), int(r[4]), int(r[5]), bool(r[6]))
         for r in unique_rows
@@ -235,9 +253,7 @@ def _tracks(table: NodeTable) -> tuple[np.ndarray, list[int]]:
     return track, [int(unique[i][0]) for i in order]
 
 
-def fit_workload(
-    prefixes: Sequence[PathLike], *, workers: int | None = None, progress: object = None
-) -> tuple[SynthModel, FitReport]:
+def fit_workload(prefixes: Sequence[PathLike], *, workers: int | None = None) -> tuple[SynthModel, FitReport]:
     """Fit a model on one or more workloads: structure from the first, distributions from all."""
     from chakra.analyze.workload import map_workload
 
@@ -246,8 +262,8 @@ def fit_workload(
     report = FitReport([str(p) for p in prefixes])
     sources: list[Source] = []
     keys: dict[Key, int] = {}
-    # (structure rank, cell) -> triples; a later source's rank r pools with the first's rank r mod its size
-    values: dict[tuple[int, int], list[np.ndarray]] = {}
+    # per structure rank, cell -> triples; a later source's rank r pools with the first's rank r mod its size
+    values: list[dict[int, list[np.ndarray]]] = []
     structure: list[RankFit] = []
     comm_groups: CommGroups | None = None
     for index, prefix in enumerate(prefixes):
@@ -259,6 +275,7 @@ def fit_workload(
             )
         if index == 0:
             structure, comm_groups = fits, found.comm_groups
+            values = [{} for _ in fits]
         sources.append(Source(len(fits), sum(f.nodes for f in fits)))
         for position, fit in enumerate(fits):
             remap = np.array([keys.setdefault(k, len(keys)) for k in fit.keys], dtype=np.int64)
@@ -270,7 +287,7 @@ def fit_workload(
             ends = np.append(starts[1:], len(order))
             home = position % len(structure)
             for cell, lo, hi in zip(found_cells.tolist(), starts.tolist(), ends.tolist(), strict=True):
-                values.setdefault((home, cell), []).append(triples[order[lo:hi]])
+                values[home].setdefault(cell, []).append(triples[order[lo:hi]])
             fit.symbols = [
                 Symbol(int(remap[s.key]), s.track, s.comm_size, s.group, s.peer, s.data, s.ctrl) for s in fit.symbols
             ]
@@ -287,7 +304,7 @@ def _assemble(
     fits: list[RankFit],
     comm_groups: CommGroups | None,
     keys: dict[Key, int],
-    values: dict[tuple[int, int], list[np.ndarray]],
+    values: list[dict[int, list[np.ndarray]]],
     sources: list[Source],
     report: FitReport,
 ) -> SynthModel:
@@ -314,9 +331,8 @@ def _assemble(
             pooled.append({})
             report.motifs.extend(_motifs(program, body, compute))
         bindings.append(RankBinding(program, list(fit.groups)))
-        for (home, cell), parts in values.items():
-            if home == position:
-                pooled[program].setdefault(cell, []).extend(parts)
+        for cell, parts in values[position].items():
+            pooled[program].setdefault(cell, []).extend(parts)
     for made, by_cell in zip(programs, pooled, strict=True):
         made.atom_cells = sorted(by_cell)
         made.atoms = [_atoms(np.concatenate(by_cell[c])) for c in made.atom_cells]
@@ -440,12 +456,6 @@ def model_leaks(data: bytes, strings: set[str]) -> list[str]:
     >>> model_leaks(b'{"op_class": "matmul", "role": "layer"}', {"aten::mm", "matmul"})
     []
     """
-    import msgspec
-
-    from chakra.generate.synth import model as model_types
-    from chakra.share.leakage import StringSet, strings_in
-    from chakra.share.opclass import CLASSES
-
     vocabulary = {MODEL_FORMAT, STEP, LAYER, REPEAT, "run", "loop", *CLASSES}
     for struct in vars(model_types).values():
         if isinstance(struct, type) and issubclass(struct, msgspec.Struct):

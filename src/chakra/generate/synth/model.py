@@ -33,6 +33,7 @@ import msgspec
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.io.writer import AtomicFile
+from chakra.share.opclass import CLASSES
 
 MODEL_FORMAT = "chakra-synth-model"
 MODEL_VERSION = 1
@@ -45,6 +46,25 @@ STEP, LAYER, REPEAT = "step", "layer", "repeat"
 THREAD, STREAM = 0, 1
 #: Track, group slot and size power of a node that has none.
 NONE = -1
+
+
+#: The class part of synthetic names (``memory_copy``) -> the class (``memory copy``).
+_NAME_CLASS = {name.replace(" ", "_"): name for name in CLASSES}
+
+
+def synthetic_name(op_class: str, template: int) -> str:
+    """The name a sampled node gets: its class and template number, nothing of the sources.
+
+    >>> synthetic_name("memory copy", 17), synthetic_class("memory_copy.17"), synthetic_class("aten::mm")
+    ('memory_copy.17', 'memory copy', None)
+    """
+    return f"{op_class.replace(' ', '_')}.{template}"
+
+
+def synthetic_class(name: str) -> str | None:
+    """The class a synthetic name carries, or ``None`` for any other name."""
+    head, dot, tail = name.rpartition(".")
+    return _NAME_CLASS.get(head) if dot and tail.isdigit() else None
 
 
 class Key(msgspec.Struct, array_like=True, frozen=True):

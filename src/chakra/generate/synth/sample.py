@@ -36,7 +36,7 @@ import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.synth.fit import PHASES, phases
-from chakra.generate.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel
+from chakra.generate.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
 from chakra.groups import CommGroups
 from chakra.io import FORMAT_VERSION
 from chakra.io.framing import frame
@@ -244,7 +244,7 @@ class _Sampler:
         self.dep_back = np.array([b for o in offsets for b in o], dtype=np.int64)
         ctrl_flags = [k >= len(s.data) for s in symbols for k in range(len(s.data) + len(s.ctrl))]
         self.dep_ctrl = np.array(ctrl_flags, dtype=bool)
-        self.names = [f"{model.keys[s.key].op_class.replace(' ', '_')}.{i}" for i, s in enumerate(symbols)]
+        self.names = [synthetic_name(model.keys[s.key].op_class, i) for i, s in enumerate(symbols)]
         self.encoder = AttrEncoder()
         self.expanded: dict[int, _Expanded] = {}
         self.report = SampleReport("")
@@ -299,11 +299,12 @@ class _Sampler:
         known = np.asarray(program.atom_cells, dtype=np.int64)
         at = np.searchsorted(known, cells)
         exact = (at < len(known)) & (known[np.minimum(at, len(known) - 1)] == cells)
-        for i in np.flatnonzero(~exact).tolist():
-            key = int(keys[i])
-            lo, hi = np.searchsorted(known, [key * PHASES, (key + 1) * PHASES])
-            choices = known[lo:hi]
-            cells[i] = choices[np.argmin(np.abs(choices - cells[i]))]
+        missing, inverse = np.unique(cells[~exact], return_inverse=True)
+        nearest = np.empty(len(missing), dtype=np.int64)
+        for m, cell in enumerate(missing.tolist()):
+            lo, hi = np.searchsorted(known, [cell // PHASES * PHASES, (cell // PHASES + 1) * PHASES])
+            nearest[m] = known[lo + int(np.argmin(np.abs(known[lo:hi] - cell)))]
+        cells[~exact] = nearest[np.asarray(inverse).reshape(-1)]
         pick = np.zeros(len(keys), dtype=np.int64)
         order = np.argsort(cells, kind="stable")
         found, starts = np.unique(cells[order], return_index=True)
