@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py scripts/system_deps.sh src/chakra/_columns.c
+$(STAMP): pyproject.toml setup.py scripts/system_deps.sh src/chakra/_columns.c src/chakra/_wire.h $(wildcard src/chakra/share/_*.c src/chakra/share/_*.h)
 	bash scripts/system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -41,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tf_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so
+	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so src/chakra/share/*.so

@@ -1,8 +1,23 @@
-"""The one compiled part: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py).
+"""The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py) and
+the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/plan.py),
+both reading the wire format through ``src/chakra/_wire.h``.
 
 Everything else about the package is in pyproject.toml.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("chakra._columns", sources=["src/chakra/_columns.c"], extra_compile_args=["-O2"])])
+WIRE = "src/chakra/_wire.h"
+NATIVE = ["src/chakra/share/_native.c", "src/chakra/share/_fingerprints.c", "src/chakra/share/_rewrite.c"]
+
+setup(
+    ext_modules=[
+        Extension("chakra._columns", sources=["src/chakra/_columns.c"], depends=[WIRE], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra.share._native",
+            sources=NATIVE,
+            depends=[WIRE, "src/chakra/share/_native.h"],
+            extra_compile_args=["-O2"],
+        ),
+    ]
+)

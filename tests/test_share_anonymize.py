@@ -119,7 +119,7 @@ def test_numbers_are_not_searched_for_sizes_and_shapes_stay(tmp_path: Path):
     strings = StringSet()
     for text in ("4096", "[[16, 32]]", "1.5e3", "abc", "real"):
         strings.add(text)
-    assert sorted(strings) == ["real"]
+    assert len(strings) == 1 and "real" in strings
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_wire.h"
+
 /* One decoded node. Unsigned protobuf fields are stored as their 64-bit pattern. */
 typedef struct {
     int64_t rec_off;   /* offset of the payload in buf */
@@ -64,308 +66,10 @@ typedef struct {
     int16_t repeat;  /* 1 when an earlier attribute of the node has the same name (consumers read the first) */
 } AttrRow;
 
-/* protobuf wire types */
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
-
-/* upb's default nesting limit for groups and messages */
-#define MAX_DEPTH 100
-/* a record length prefix is a varint32 of at most 5 bytes (chakra.io reports longer ones) */
-#define MAX_PREFIX_BYTES 5
-#define MAX_VARINT_BYTES 10
 /* attribute name cache: the i-th attribute of a node usually has the name of the i-th attribute of the
  * node before, so a short name is compared to that before the dict is asked */
 #define NAME_CACHE_SLOTS 32
 #define NAME_CACHE_BYTES 48
-
-/* AttributeProto oneof members (et_def.proto) */
-enum {
-    A_DOUBLE = 3, A_FLOAT = 5, A_INT32 = 7, A_INT64 = 9, A_UINT32 = 11, A_UINT64 = 13, A_SINT32 = 15,
-    A_SINT64 = 17, A_FIXED32 = 19, A_FIXED64 = 21, A_SFIXED32 = 23, A_SFIXED64 = 25, A_BOOL = 27,
-    A_STRING = 29, A_STRING_LIST = 30, A_BYTES = 31, A_BYTES_LIST = 32, A_FIRST_MEMBER = 3, A_LAST_MEMBER = 32
-};
-
-typedef struct {
-    const uint8_t *p;
-    const uint8_t *end;
-    const char *error; /* set on the first error */
-} Cursor;
-
-/* Growable byte buffer for rows and dependency ids. */
-typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
-} Buf;
-
-static int buf_reserve(Buf *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) cap *= 2;
-    char *data = PyMem_Realloc(b->data, cap);
-    if (!data) return -1;
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static void *buf_push(Buf *b, size_t size) {
-    if (buf_reserve(b, size) < 0) return NULL;
-    void *at = b->data + b->len;
-    b->len += size;
-    return at;
-}
-
-static PyObject *buf_to_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len); }
-
-static inline int read_varint(Cursor *c, uint64_t *out) {
-    if (c->p < c->end && *c->p < 0x80) { /* the common one-byte case */
-        *out = *c->p++;
-        return 0;
-    }
-    uint64_t value = 0;
-    for (int i = 0; i < MAX_VARINT_BYTES; i++) {
-        if (c->p >= c->end) {
-            c->error = "varint runs past the end of its message";
-            return -1;
-        }
-        uint8_t byte = *c->p++;
-        if (i < 9 || byte <= 1) value |= (uint64_t)(byte & 0x7F) << (7 * i);
-        else value |= (uint64_t)(byte & 0x01) << 63; /* bits beyond 64 are dropped, as upb does */
-        if (byte < 0x80) {
-            *out = value;
-            return 0;
-        }
-    }
-    c->error = "varint longer than 10 bytes";
-    return -1;
-}
-
-static inline int read_tag(Cursor *c, uint32_t *field, int *wire_type) {
-    if (c->p < c->end && *c->p < 0x80 && *c->p >= 8) { /* one byte: fields 1-15 */
-        *field = *c->p >> 3;
-        *wire_type = *c->p++ & 7;
-        return 0;
-    }
-    uint64_t tag = 0;
-    const uint8_t *start = c->p;
-    if (read_varint(c, &tag) < 0) return -1;
-    if (c->p - start > MAX_PREFIX_BYTES || tag > UINT32_MAX) {
-        c->error = "field tag does not fit 32 bits";
-        return -1;
-    }
-    *field = (uint32_t)(tag >> 3);
-    *wire_type = (int)(tag & 7);
-    if (*field == 0) {
-        c->error = "field number 0";
-        return -1;
-    }
-    return 0;
-}
-
-static int read_len(Cursor *c, const uint8_t **data, size_t *len) {
-    uint64_t n;
-    if (read_varint(c, &n) < 0) return -1;
-    if (n > (uint64_t)(c->end - c->p)) {
-        c->error = "length-delimited field runs past the end of its message";
-        return -1;
-    }
-    *data = c->p;
-    *len = (size_t)n;
-    c->p += n;
-    return 0;
-}
-
-static int read_fixed(Cursor *c, int width, uint64_t *out) {
-    if (c->end - c->p < width) {
-        c->error = "fixed-width field runs past the end of its message";
-        return -1;
-    }
-    uint64_t value = 0;
-    for (int i = 0; i < width; i++) value |= (uint64_t)c->p[i] << (8 * i); /* little endian on the wire */
-    c->p += width;
-    *out = value;
-    return 0;
-}
-
-/* Skip one field's value (its tag already read); groups up to their end tag. */
-static int skip_field(Cursor *c, uint32_t field, int wire_type, int depth) {
-    uint64_t ignored;
-    const uint8_t *data;
-    size_t len;
-    switch (wire_type) {
-    case WT_VARINT: return read_varint(c, &ignored);
-    case WT_I64: return read_fixed(c, 8, &ignored);
-    case WT_I32: return read_fixed(c, 4, &ignored);
-    case WT_LEN: return read_len(c, &data, &len);
-    case WT_SGROUP:
-        if (depth >= MAX_DEPTH) {
-            c->error = "groups nested too deeply";
-            return -1;
-        }
-        for (;;) {
-            uint32_t inner;
-            int inner_wt;
-            if (c->p >= c->end) {
-                c->error = "group without its end tag";
-                return -1;
-            }
-            if (read_tag(c, &inner, &inner_wt) < 0) return -1;
-            if (inner_wt == WT_EGROUP) {
-                if (inner != field) {
-                    c->error = "end-group tag does not match its group";
-                    return -1;
-                }
-                return 0;
-            }
-            if (skip_field(c, inner, inner_wt, depth + 1) < 0) return -1;
-        }
-    case WT_EGROUP: c->error = "end-group tag outside a group"; return -1;
-    default: c->error = "invalid wire type"; return -1;
-    }
-}
-
-/* UTF-8 as upb validates it: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int valid_utf8(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) { /* eight ASCII bytes at a time */
-            uint64_t word;
-            memcpy(&word, s + i, sizeof word);
-            if (!(word & 0x8080808080808080ULL)) {
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t b = s[i];
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        int extra;
-        uint32_t cp;
-        if (b >= 0xC2 && b <= 0xDF) { extra = 1; cp = b & 0x1F; }
-        else if (b >= 0xE0 && b <= 0xEF) { extra = 2; cp = b & 0x0F; }
-        else if (b >= 0xF0 && b <= 0xF4) { extra = 3; cp = b & 0x07; }
-        else return 0;
-        if (n - i <= (size_t)extra) return 0;
-        for (int k = 1; k <= extra; k++) {
-            uint8_t cont = s[i + k];
-            if ((cont & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (cont & 0x3F);
-        }
-        if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-        if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-        i += extra + 1;
-    }
-    return 1;
-}
-
-static int check_string(Cursor *c, const uint8_t *s, size_t n) {
-    if (!valid_utf8(s, n)) {
-        c->error = "string field is not valid UTF-8";
-        return -1;
-    }
-    return 0;
-}
-
-/* The wire type a known scalar member or list element uses. */
-static int member_wire_type(int member) {
-    switch (member) {
-    case A_DOUBLE: case A_FIXED64: case A_SFIXED64: return WT_I64;
-    case A_FLOAT: case A_FIXED32: case A_SFIXED32: return WT_I32;
-    case A_STRING: case A_BYTES: return WT_LEN;
-    default: return WT_VARINT;
-    }
-}
-
-/* Pass an error of a nested message's cursor to the cursor of the message around it. */
-static int within(Cursor *outer, const Cursor *inner, int rc) {
-    if (rc < 0) outer->error = inner->error;
-    return rc;
-}
-
-/* Check a list member's fields (`message XList { repeated X values = 1; }`): packed or not. */
-static int check_list_fields(Cursor *c, int list_member) {
-    int element = list_member - 1; /* DoubleList (4) holds doubles (3), ... */
-    int element_wt = member_wire_type(element);
-    while (c->p < c->end) {
-        uint32_t field;
-        int wt;
-        if (read_tag(c, &field, &wt) < 0) return -1;
-        if (field == 1 && wt == element_wt) {
-            uint64_t ignored;
-            const uint8_t *s;
-            size_t n;
-            if (wt == WT_LEN) {
-                if (read_len(c, &s, &n) < 0) return -1;
-                if (element == A_STRING && check_string(c, s, n) < 0) return -1;
-            } else if (wt == WT_VARINT) {
-                if (read_varint(c, &ignored) < 0) return -1;
-            } else if (read_fixed(c, wt == WT_I64 ? 8 : 4, &ignored) < 0) {
-                return -1;
-            }
-        } else if (field == 1 && wt == WT_LEN && element_wt != WT_LEN) { /* packed */
-            const uint8_t *s;
-            size_t n;
-            if (read_len(c, &s, &n) < 0) return -1;
-            if (element_wt == WT_VARINT) {
-                Cursor packed = {s, s + n, NULL};
-                uint64_t ignored;
-                while (packed.p < packed.end)
-                    if (within(c, &packed, read_varint(&packed, &ignored)) < 0) return -1;
-            } else if (n % (element_wt == WT_I64 ? 8 : 4)) {
-                c->error = "packed fixed-width list whose length is not a multiple of its width";
-                return -1;
-            }
-        } else if (skip_field(c, field, wt, 0) < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int check_list(Cursor *outer, const uint8_t *data, size_t len, int list_member) {
-    Cursor c = {data, data + len, NULL};
-    return within(outer, &c, check_list_fields(&c, list_member));
-}
-
-/* Check an IOInfo payload: three strings, unknown fields skipped. */
-static int check_io(Cursor *outer, const uint8_t *data, size_t len) {
-    Cursor c = {data, data + len, NULL};
-    while (c.p < c.end) {
-        uint32_t field;
-        int wt;
-        if (read_tag(&c, &field, &wt) < 0) return within(outer, &c, -1);
-        if (field >= 1 && field <= 3 && wt == WT_LEN) {
-            const uint8_t *s;
-            size_t n;
-            if (read_len(&c, &s, &n) < 0 || check_string(&c, s, n) < 0) return within(outer, &c, -1);
-        } else if (skip_field(&c, field, wt, 0) < 0) {
-            return within(outer, &c, -1);
-        }
-    }
-    return 0;
-}
-
-static int64_t zigzag32(uint64_t raw) {
-    uint32_t n = (uint32_t)raw;
-    return (int64_t)(int32_t)((n >> 1) ^ (~(n & 1) + 1));
-}
-
-static int64_t zigzag64(uint64_t n) { return (int64_t)((n >> 1) ^ (~(n & 1) + 1)); }
-
-/* The integer member `member` holds for the wire value `raw`, as an int64 (bit pattern for uint64). */
-static int64_t member_int(int member, uint64_t raw) {
-    switch (member) {
-    case A_INT32: return (int64_t)(int32_t)(uint32_t)raw;
-    case A_UINT32: case A_FIXED32: return (int64_t)(uint32_t)raw;
-    case A_SINT32: return zigzag32(raw);
-    case A_SINT64: return zigzag64(raw);
-    case A_SFIXED32: return (int64_t)(int32_t)(uint32_t)raw;
-    case A_BOOL: return raw != 0;
-    default: return (int64_t)raw; /* int64, uint64, fixed64, sfixed64 */
-    }
-}
 
 typedef struct {
     PyObject *node_names;
@@ -411,80 +115,38 @@ static int32_t attr_name_id(State *st, int slot, const uint8_t *name, size_t len
     return id;
 }
 
-/* Decode one AttributeProto payload into an AttrRow. Returns -1 on a wire error (c->error set) and -2
- * on a Python error. */
+/* Decode one AttributeProto payload into an AttrRow. Returns -1 on a wire error (outer->error set) and
+ * -2 on a Python error. */
 static int decode_attr(State *st, Cursor *outer, const uint8_t *data, size_t len, int32_t node, int slot) {
-    Cursor c = {data, data + len, NULL};
-    const uint8_t *name = (const uint8_t *)"";
-    size_t name_len = 0;
-    int member = 0;
-    int64_t value = 0;
-    while (c.p < c.end) {
-        uint32_t field;
-        int wt;
-        if (read_tag(&c, &field, &wt) < 0) goto fail;
-        if ((field == 1 || field == 2) && wt == WT_LEN) {
-            const uint8_t *s;
-            size_t n;
-            if (read_len(&c, &s, &n) < 0 || check_string(&c, s, n) < 0) goto fail;
-            if (field == 1) {
-                name = s;
-                name_len = n;
-            }
-        } else if (field >= A_FIRST_MEMBER && field <= A_LAST_MEMBER && field % 2 == 0 && wt == WT_LEN) {
-            const uint8_t *s;
-            size_t n;
-            if (read_len(&c, &s, &n) < 0 || check_list(&c, s, n, (int)field) < 0) goto fail;
-            member = (int)field;
-        } else if (field >= A_FIRST_MEMBER && field <= A_LAST_MEMBER && field % 2 == 1 &&
-                   wt == member_wire_type((int)field)) {
-            uint64_t raw;
-            if (wt == WT_LEN) {
-                const uint8_t *s;
-                size_t n;
-                if (read_len(&c, &s, &n) < 0) goto fail;
-                if (field == A_STRING && check_string(&c, s, n) < 0) goto fail;
-            } else if (wt == WT_VARINT) {
-                if (read_varint(&c, &raw) < 0) goto fail;
-                value = member_int((int)field, raw);
-            } else if (field == A_FLOAT) {
-                if (read_fixed(&c, 4, &raw) < 0) goto fail;
-                uint32_t bits = (uint32_t)raw;
-                float f;
-                memcpy(&f, &bits, sizeof f);
-                double d = (double)f;
-                memcpy(&value, &d, sizeof value);
-            } else {
-                if (read_fixed(&c, wt == WT_I64 ? 8 : 4, &raw) < 0) goto fail;
-                value = field == A_DOUBLE ? (int64_t)raw : member_int((int)field, raw);
-            }
-            member = (int)field;
-        } else if (skip_field(&c, field, wt, 0) < 0) {
-            goto fail;
-        }
-    }
+    WireAttr a;
+    if (read_attr(outer, data, len, &a) < 0) return -1;
     AttrRow *row = buf_push(&st->attrs, sizeof(AttrRow));
     if (!row) {
         PyErr_NoMemory();
         return -2;
     }
-    int32_t name_id = attr_name_id(st, slot, name, name_len);
+    int32_t name_id = attr_name_id(st, slot, a.name.p, a.name.n);
     if (name_id < 0) return -2;
     row->node = node;
     row->name_id = name_id;
-    row->member = (int16_t)member;
+    row->member = (int16_t)a.member;
     row->repeat = 0;
-    if (member % 2 == 0 || member == A_STRING || member == A_BYTES) { /* decoded on demand */
+    row->len = 0;
+    if (a.member % 2 == 0 || a.member == A_STRING || a.member == A_BYTES) { /* decoded on demand */
         row->value = (int64_t)(data - st->base);
         row->len = (int32_t)len;
+    } else if (a.member == A_FLOAT) {
+        uint32_t bits = (uint32_t)a.raw;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        double d = (double)f;
+        memcpy(&row->value, &d, sizeof row->value);
+    } else if (a.member == A_DOUBLE) {
+        row->value = (int64_t)a.raw;
     } else {
-        row->value = value;
-        row->len = 0;
+        row->value = member_int(a.member, a.raw);
     }
     return 0;
-fail:
-    outer->error = c.error;
-    return -1;
 }
 
 /* Append a repeated uint64 field's values (one varint, or a packed run) to `out`; counts into *count. */
@@ -547,7 +209,8 @@ static int decode_node(State *st, Cursor *c, int64_t rec_off, int32_t index) {
         } else if ((field == 8 || field == 9) && wt == WT_LEN) {
             const uint8_t *s;
             size_t n;
-            if (read_len(c, &s, &n) < 0 || check_io(c, s, n) < 0) return -1;
+            IoTexts io;
+            if (read_len(c, &s, &n) < 0 || read_io(c, s, n, &io) < 0) return -1;
         } else if (field == 10 && wt == WT_LEN) {
             const uint8_t *s;
             size_t n;
@@ -583,22 +246,18 @@ static int decode_node(State *st, Cursor *c, int64_t rec_off, int32_t index) {
     return 0;
 }
 
-/* The payload bounds of the record whose prefix starts at p, or 0 when it is not complete before end or
- * its prefix is not a plausible varint32 (the caller's framing code explains those). */
-static int frame(const uint8_t *p, const uint8_t *end, const uint8_t **payload, size_t *len) {
-    uint64_t n = 0;
-    for (int i = 0; i < MAX_PREFIX_BYTES; i++) {
-        if (p + i >= end) return 0;
-        uint8_t byte = p[i];
-        n |= (uint64_t)(byte & 0x7F) << (7 * i);
-        if (byte < 0x80) {
-            if (n > INT32_MAX || n > (uint64_t)(end - (p + i + 1))) return 0;
-            *payload = p + i + 1;
-            *len = (size_t)n;
-            return 1;
-        }
+/* One record of decode(): its rows, or none of them when it does not parse. */
+static int decode_record(void *ctx, Cursor *c, Py_ssize_t index) {
+    State *st = ctx;
+    size_t nodes_len = st->nodes.len, ctrl_len = st->ctrl.len, data_len = st->data.len, attrs_len = st->attrs.len;
+    int rc = decode_node(st, c, (int64_t)(c->p - st->base), (int32_t)index);
+    if (rc < 0) {
+        st->nodes.len = nodes_len;
+        st->ctrl.len = ctrl_len;
+        st->data.len = data_len;
+        st->attrs.len = attrs_len;
     }
-    return 0;
+    return rc;
 }
 
 static PyObject *decode(PyObject *self, PyObject *args) {
@@ -608,54 +267,24 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnO!O!", &view, &pos, &end, &PyDict_Type, &node_names, &PyDict_Type, &attr_names))
         return NULL;
     PyObject *result = NULL;
-    if (pos < 0 || end > view.len || pos > end) {
-        PyErr_SetString(PyExc_ValueError, "window outside the buffer");
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     State st;
     memset(&st, 0, sizeof st);
     st.node_names = node_names;
     st.attr_names = attr_names;
     st.base = view.buf;
     for (int i = 0; i < NAME_CACHE_SLOTS; i++) st.cached_id[i] = -1;
-    const uint8_t *p = (const uint8_t *)view.buf + pos;
-    const uint8_t *stop_at = (const uint8_t *)view.buf + end;
-    Py_ssize_t count = 0;
-    PyObject *error = Py_None;
-    Py_INCREF(error);
-    for (;;) {
-        const uint8_t *payload;
-        size_t len;
-        if (!frame(p, stop_at, &payload, &len)) break;
-        size_t nodes_len = st.nodes.len, ctrl_len = st.ctrl.len, data_len = st.data.len, attrs_len = st.attrs.len;
-        Cursor c = {payload, payload + len, NULL};
-        int rc = decode_node(&st, &c, (int64_t)(payload - st.base), (int32_t)count);
-        if (rc == -2) goto done;
-        if (rc < 0) {
-            st.nodes.len = nodes_len;
-            st.ctrl.len = ctrl_len;
-            st.data.len = data_len;
-            st.attrs.len = attrs_len;
-            Py_DECREF(error);
-            error = Py_BuildValue("(nns)", count, (Py_ssize_t)(p - (const uint8_t *)view.buf), c.error);
-            if (!error) goto done;
-            break;
-        }
-        count++;
-        p = payload + len;
+    Walk walk;
+    if (walk_records(&view, pos, end, decode_record, &st, &walk) == 0) {
+        PyObject *nodes = buf_to_bytes(&st.nodes), *ctrl = buf_to_bytes(&st.ctrl), *data = buf_to_bytes(&st.data),
+                 *attrs = buf_to_bytes(&st.attrs);
+        if (nodes && ctrl && data && attrs)
+            result = Py_BuildValue("(nnOOOOO)", walk.stop, walk.count, walk.error, nodes, ctrl, data, attrs);
+        Py_XDECREF(nodes);
+        Py_XDECREF(ctrl);
+        Py_XDECREF(data);
+        Py_XDECREF(attrs);
+        Py_DECREF(walk.error);
     }
-    PyObject *nodes = buf_to_bytes(&st.nodes), *ctrl = buf_to_bytes(&st.ctrl), *data = buf_to_bytes(&st.data),
-             *attrs = buf_to_bytes(&st.attrs);
-    if (nodes && ctrl && data && attrs)
-        result = Py_BuildValue("(nnOOOOO)", (Py_ssize_t)(p - (const uint8_t *)view.buf), count, error, nodes, ctrl,
-                               data, attrs);
-    Py_XDECREF(nodes);
-    Py_XDECREF(ctrl);
-    Py_XDECREF(data);
-    Py_XDECREF(attrs);
-done:
-    Py_XDECREF(error);
     PyMem_Free(st.nodes.data);
     PyMem_Free(st.ctrl.data);
     PyMem_Free(st.data.data);

@@ -238,6 +238,38 @@ def graph_from_arrays(
     return graph
 
 
+def reordered(graph: TraceGraph, order: np.ndarray) -> TraceGraph:
+    """The same nodes and dependencies with the nodes placed in ``order``: position ``j`` of the result
+    is position ``order[j]`` of ``graph`` (a permutation of its positions).
+
+    >>> g = graph_from_arrays(np.array([5, 6], np.uint64), np.zeros(2, np.int32), np.zeros(2, np.uint64),
+    ...     np.zeros(2, np.uint64), np.array([0, 1]), np.array([5], np.uint64), np.zeros(2), np.array([], np.uint64))
+    >>> flipped = reordered(g, np.array([1, 0]))
+    >>> flipped.ids.tolist(), flipped.parents(0).tolist()
+    ([6, 5], [1])
+    """
+    order = np.asarray(order, dtype=np.int64)
+    n = len(order)
+    new_position = np.empty(n, dtype=np.int64)
+    new_position[order] = np.arange(n, dtype=np.int64)
+    counts = np.diff(graph.dep_ptr)[order]
+    dep_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=dep_ptr[1:])
+    # each new node's parents are a slice of the old CSR: gather the slices in the new order
+    gather = np.repeat(graph.dep_ptr[:-1][order] - dep_ptr[:-1], counts) + np.arange(int(dep_ptr[-1]), dtype=np.int64)
+    return TraceGraph(
+        ids=graph.ids[order],
+        node_type=graph.node_type[order],
+        dur_us=graph.dur_us[order],
+        start_us=graph.start_us[order],
+        dep_ptr=dep_ptr,
+        dep_pos=new_position[graph.dep_pos[gather]],
+        dep_kind=graph.dep_kind[gather],
+        missing_deps=[(int(new_position[child]), missing, kind) for child, missing, kind in graph.missing_deps],
+        duplicate_ids=list(graph.duplicate_ids),
+    )
+
+
 def build_graph(nodes: Iterable[Node]) -> TraceGraph:
     """The graph of ``Node`` messages (one rank, file order)."""
     builder = GraphBuilder()

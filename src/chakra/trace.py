@@ -347,8 +347,22 @@ class WorkloadWriter:
 
     def write_nodes(self, rank: int, nodes: Iterable[Node], metadata: GlobalMetadata | None = None) -> None:
         """Write rank ``rank`` from node messages (``GlobalMetadata.version`` defaults to the format's)."""
-        try:
+        with self._writing(rank):
             io.write(self.staging_path(rank), metadata or GlobalMetadata(version=io.FORMAT_VERSION), nodes)
+
+    def write_framed(self, rank: int, metadata: GlobalMetadata, batches: Iterable[tuple[bytes, int]]) -> None:
+        """Write rank ``rank`` from batches of framed node records (``(records, count)``: a C
+        rewriter's output), streamed to the file as they come."""
+        with self._writing(rank), io.EtWriter(self.staging_path(rank), metadata) as out:
+            for records, count in batches:
+                out.write_framed(records, count)
+
+    @contextlib.contextmanager
+    def _writing(self, rank: int) -> Iterator[None]:
+        """Around writing rank ``rank`` in this thread: a disk error as one line naming the workload's
+        folder; the rank adopted when written."""
+        try:
+            yield
         except OSError as error:
             raise _write_error(self.prefix, error) from None
         except ChakraOutputError as error:

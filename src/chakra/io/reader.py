@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -81,6 +81,9 @@ def _make_batch_class() -> Any:
 
 
 _NodeBatch = _make_batch_class()
+
+#: A C decoder of framed records: ``(buf, pos, end) -> (stop, count, error, *results)``.
+RecordDecoder = Callable[[bytes, int, int], tuple[Any, ...]]
 
 
 class DecodedRecords(NamedTuple):
@@ -157,15 +160,31 @@ class EtReader:
         The same records, errors and positions as iterating the reader: a record that does not parse
         ends the stream with :class:`ChakraFormatError` after the good records before it.
         """
+
+        def decode(buf: bytes, pos: int, end: int) -> tuple[Any, ...]:
+            return _columns.decode(buf, pos, end, node_names, attr_names)
+
+        for buf, base, first, count, (nodes, ctrl, data, attrs) in self.record_batches(decode):
+            yield DecodedRecords(buf, base, first, count, nodes, ctrl, data, attrs)
+
+    def record_batches(self, decode: RecordDecoder) -> Iterator[tuple[bytes, int, int, int, tuple[Any, ...]]]:
+        """Yield the remaining nodes a buffer at a time through a C decoder of framed records (the node
+        table's ``_columns.decode``, the anonymizer's rewriter): ``decode(buf, pos, end)`` handles the
+        complete records of ``buf[pos:end]`` and returns ``(stop, count, error, *results)``, where
+        ``error`` is ``None`` or ``(record index, prefix offset, message)`` of the first record that
+        does not parse. Yields ``(buf, base offset of buf, index of the first node, count, results)``;
+        a record that does not parse ends the stream with :class:`ChakraFormatError` after the good
+        records before it, as iterating the reader does.
+        """
         if self._pending_error is not None:
             raise self._pending_error
         while True:
             buf, pos = self._buf, self._pos
-            stop, count, error, nodes, ctrl, data, attrs = _columns.decode(buf, pos, len(buf), node_names, attr_names)
+            stop, count, error, *results = decode(buf, pos, len(buf))
             if count:
                 self._count_empty(count, stop - pos, pos)
                 self._pos = stop
-                yield DecodedRecords(buf, self._base, self.node_count, count, nodes, ctrl, data, attrs)
+                yield buf, self._base, self.node_count, count, tuple(results)
                 self.node_count += count
             if error is not None:
                 _, offset, message = error

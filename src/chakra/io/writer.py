@@ -193,6 +193,15 @@ class EtWriter:
         if len(pending) >= _WRITE_FLUSH_RECORDS:
             self._flush()
 
+    def write_framed(self, records: bytes, count: int) -> None:
+        """Append ``count`` nodes given as framed records (length prefix and ``Node`` payload each:
+        what a C rewriter produced), none of them empty."""
+        if self._closed:
+            raise ChakraInputError("write after close or abort", path=self.path, hint="open a new EtWriter")
+        self._pending.append(records)
+        self.node_count += count
+        self._flush()
+
     def write_many(self, nodes: Iterable[Node]) -> None:
         """Append every node of ``nodes`` in order."""
         for node in nodes:
