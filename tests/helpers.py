@@ -173,6 +173,23 @@ def records(*payloads: bytes | Node | GlobalMetadata) -> bytes:
     return bytes(out)
 
 
+def record_payloads(data: bytes) -> list[bytes]:
+    """The payloads of a framed file's records, in order (the GlobalMetadata record first)."""
+    payloads, pos = [], 0
+    while pos < len(data):
+        length, shift = 0, 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        payloads.append(data[pos : pos + length])
+        pos += length
+    return payloads
+
+
 def allreduce_rank_nodes(rank: int, *, comm_size: int = 1 << 20, pg_name: str = "0", skew_us: int = 1) -> list[Node]:
     """One rank's nodes: compute (``10 + rank * skew_us`` µs) -> all-reduce (``comm_size`` bytes, group
     ``pg_name``) -> compute."""

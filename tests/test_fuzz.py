@@ -178,6 +178,7 @@ def _et_commands(prefix: Path, damaged: Path, folder: Path) -> list[list[str]]:
         ["jsonize", str(damaged), str(folder / "out" / "job.json")],
         ["report", str(damaged), "-o", str(folder / "out" / "report.html"), "--workers", "1"],
         ["adapt", str(prefix), "-o", str(folder / "out" / "job"), "--target", "astra-sim"],
+        ["anonymize", str(prefix), "-o", str(folder / "out" / "anonymized"), "--key", "k"],
         _simulate(prefix),
     ]
 
@@ -322,6 +323,7 @@ def _writers(prefix: Path, out: Path) -> list[list[str]]:
         ["viz", "plot", str(prefix), "-o", str(out / "breakdown.png")],
         [*_simulate(prefix), "--timeline", str(out / "sim.json")],
         ["adapt", str(prefix), "-o", str(out / "job"), "--target", "astra-sim"],
+        ["anonymize", str(prefix), "-o", str(out / "anonymized"), "--key", "k"],
         ["generate", "llm", "--preset", "llama3-8b", "--tp", "2", "-o", str(out / "llm")],
     ]
 
@@ -338,7 +340,7 @@ OUTPUT_KINDS = ("missing folder", "a file as folder", "full disk", "read-only di
 
 
 @pytest.mark.parametrize("where", OUTPUT_KINDS)
-@pytest.mark.parametrize("writer", range(8))
+@pytest.mark.parametrize("writer", range(9))
 def test_an_output_that_cannot_be_written_is_one_line_naming_it(where: str, writer: int, tmp_path: Path):
     (tmp_path / "in").mkdir()
     prefix = _workload(tmp_path / "in")

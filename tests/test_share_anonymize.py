@@ -4,15 +4,22 @@ and a leakage check that proves no input string is left in the output."""
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import make_node, run_cli, write_et
+from helpers import assert_one_line_error, make_node, record_payloads, records, run_cli, write_et
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import attributes, nodes
 
 from chakra import io
 from chakra.analyze.breakdown import breakdown
 from chakra.analyze.critical_path import critical_path
-from chakra.attrs import get_attr
+from chakra.attrs import KIND_BOOL, KIND_INT, WELL_KNOWN, check_value, get_attr, member_value, read_value
+from chakra.errors import AttrKindError
+from chakra.io import framing
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMP_NODE,
@@ -22,9 +29,11 @@ from chakra.schema.protobuf.et_def_pb2 import (
     IOInfo,
     Node,
 )
+from chakra.share import anonymize
 from chakra.share.anonymize import AnonymizeOptions, SizeBuckets, anonymize_workload
 from chakra.share.leakage import StringSet, find_leaks
 from chakra.share.opclass import CLASSES
+from chakra.share.rules import THREAD_ATTRS
 from chakra.table import load_table
 from chakra.trace import TraceSet
 
@@ -257,3 +266,96 @@ def test_the_upstream_trace_anonymizes_with_a_passing_check(shared_data: Path, t
         assert (getattr(after, column) == getattr(before, column)).all(), column
     assert (after.graph.dep_pos == before.graph.dep_pos).all()
     assert TraceSet.discover(tmp_path / "out" / "up").num_ranks == 1
+
+
+# ---- the rewriter on any node the format can hold ---------------------------------------------
+TOKEN = re.compile(r"t[a-z2-7]{12}")
+#: Registry integers compared value for value (threads are renumbered).
+KEPT_INTEGERS = sorted(
+    name for name, spec in WELL_KNOWN.items() if spec.kind in (KIND_INT, KIND_BOOL) and name not in THREAD_ATTRS
+)
+
+
+@st.composite
+def _registry_or_other_attributes(draw: st.DrawFn) -> AttributeProto:
+    attr = draw(attributes())
+    if draw(st.booleans()):
+        attr.name = draw(st.sampled_from(sorted(WELL_KNOWN)))
+    return attr
+
+
+@st.composite
+def _any_nodes(draw: st.DrawFn) -> Node:
+    node = draw(nodes())
+    del node.attr[:]
+    node.attr.extend(draw(st.lists(_registry_or_other_attributes(), max_size=6)))
+    assume(node.ByteSize() > 0)
+    return node
+
+
+def _first_kept_value(node: Node, name: str) -> object:
+    """What the rules keep of ``name``: the first attribute of the name that reads and fits its member."""
+    spec = WELL_KNOWN[name]
+    for attr in node.attr:
+        member = attr.WhichOneof("value")
+        if attr.name != name or member is None:
+            continue
+        value = read_value(spec.kind, member, member_value(attr))
+        try:
+            check_value(name, spec.member, value)
+        except AttrKindError:
+            continue
+        if value is not None:
+            return value
+    return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(given_nodes=st.lists(_any_nodes(), min_size=1, max_size=5))
+def test_any_node_comes_out_as_protobuf_writes_it_with_its_structure_and_numbers(given_nodes, tmp_path: Path):
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    write_et(folder / "job.0.et", given_nodes)
+    report = _anonymize(folder / "job", folder / "out" / "job")
+    payloads = record_payloads((folder / "out" / "job.0.et").read_bytes())[1:]
+    starts = [n.start_time_micros for n in given_nodes if n.start_time_micros]
+    shift = min(starts) - 1 if starts else 0
+    assert len(payloads) == len(given_nodes) == report.nodes  # type: ignore[attr-defined]
+    for before, payload in zip(given_nodes, payloads, strict=True):
+        after = Node.FromString(payload)
+        assert after.SerializeToString() == payload
+        assert (after.id, after.type, after.duration_micros) == (before.id, before.type, before.duration_micros)
+        assert (list(after.ctrl_deps), list(after.data_deps)) == (list(before.ctrl_deps), list(before.data_deps))
+        assert after.start_time_micros == (before.start_time_micros - shift if before.start_time_micros else 0)
+        assert TOKEN.fullmatch(after.name) and not after.inputs.types and not after.outputs.values
+        assert {a.name for a in after.attr} <= set(WELL_KNOWN)
+        for name in KEPT_INTEGERS:
+            assert get_attr(after, name) == _first_kept_value(before, name), name
+    assert all(leak.where.startswith("bytes at offset") for leak in report.leaks)  # type: ignore[attr-defined]
+
+
+def test_the_size_of_the_rules_cache_does_not_change_a_byte(
+    gloo_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    _anonymize(gloo_job, tmp_path / "cached" / "job", size_buckets=SizeBuckets.POW2)
+    monkeypatch.setattr(anonymize, "ATTR_CACHE_ENTRIES", 1)
+    _anonymize(gloo_job, tmp_path / "uncached" / "job", size_buckets=SizeBuckets.POW2)
+    assert _rank_bytes(tmp_path / "cached" / "job") == _rank_bytes(tmp_path / "uncached" / "job")
+
+
+def test_noise_draws_the_same_factors_however_the_file_is_read(
+    gloo_job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    _anonymize(gloo_job, tmp_path / "whole" / "job", time_noise=NOISE, seed=5)
+    _anonymize(gloo_job, tmp_path / "other" / "job", time_noise=NOISE, seed=6)
+    monkeypatch.setattr(framing, "READ_CHUNK_BYTES", 512)
+    _anonymize(gloo_job, tmp_path / "pieces" / "job", time_noise=NOISE, seed=5)
+    assert _rank_bytes(tmp_path / "whole" / "job") == _rank_bytes(tmp_path / "pieces" / "job")
+    assert _rank_bytes(tmp_path / "whole" / "job") != _rank_bytes(tmp_path / "other" / "job")
+
+
+def test_a_record_that_does_not_parse_is_refused_naming_the_file_and_node(tmp_path: Path):
+    good = make_node(0, "op", COMP_NODE)
+    (tmp_path / "job.0.et").write_bytes(records(GlobalMetadata(version="0.0.4"), good, b"\x12\x05ab"))
+    done = run_cli("anonymize", str(tmp_path / "job"), "-o", str(tmp_path / "out" / "job"))
+    assert_one_line_error(done, "job.0.et", "node #1", "does not parse")
+    assert not (tmp_path / "out").exists()
