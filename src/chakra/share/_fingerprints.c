@@ -44,19 +44,21 @@ static inline uint64_t fmix64(uint64_t k) {
     return k;
 }
 
+/* A multiply and a rotation per 8 bytes (each a bijection of the state, so strings that differ in one
+ * word never collide), murmur3's finalizer at the end. */
 uint64_t fp_hash(const uint8_t *s, size_t n) {
     uint64_t h = GOLDEN64 ^ ((uint64_t)n * MIX2);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, s + i, 8);
-        h = (h ^ fmix64(w)) * GOLDEN64;
-        h = (h << 29) | (h >> 35);
+        h = (h ^ w) * MIX1;
+        h = (h << 31) | (h >> 33);
     }
     if (i < n) {
         uint64_t w = 0;
         memcpy(&w, s + i, n - i);
-        h = (h ^ fmix64(w ^ MIX1)) * GOLDEN64;
+        h = (h ^ w) * MIX1;
     }
     return fmix64(h);
 }
@@ -87,16 +89,23 @@ static int numeric(const uint8_t *s, size_t n) {
 
 /* -- the tables ---------------------------------------------------------------------------------- */
 
+/* Where a string's and a key's probes start. */
+static inline size_t string_home(const Fingerprints *fp, uint64_t h, size_t n) {
+    return (size_t)(h + (uint64_t)n * GOLDEN64) & (fp->strings_cap - 1);
+}
+
+static inline size_t key_home(const Fingerprints *fp, uint64_t key, uint32_t klen) {
+    return (size_t)fmix64(key ^ ((uint64_t)klen * GOLDEN64)) & (fp->keys_cap - 1);
+}
+
 static size_t string_slot(const Fingerprints *fp, uint64_t h, uint32_t n) {
-    size_t mask = fp->strings_cap - 1;
-    size_t i = (size_t)(h + (uint64_t)n * GOLDEN64) & mask;
+    size_t mask = fp->strings_cap - 1, i = string_home(fp, h, n);
     while (fp->strings[i].len && !(fp->strings[i].hash == h && fp->strings[i].len == n)) i = (i + 1) & mask;
     return i;
 }
 
 static size_t key_slot(const Fingerprints *fp, uint64_t key, uint32_t klen) {
-    size_t mask = fp->keys_cap - 1;
-    size_t i = (size_t)fmix64(key ^ ((uint64_t)klen * GOLDEN64)) & mask;
+    size_t mask = fp->keys_cap - 1, i = key_home(fp, key, klen);
     while (fp->keys[i].klen && !(fp->keys[i].key == key && fp->keys[i].klen == klen)) i = (i + 1) & mask;
     return i;
 }
@@ -178,20 +187,48 @@ static int add_key(Fingerprints *fp, const uint8_t *s, size_t n) {
     return 0;
 }
 
-int fp_add(Fingerprints *fp, const uint8_t *s, size_t n) {
-    if (!fp->exact && (n < MIN_BYTES || numeric(s, n))) return 0;
+static int skipped(const Fingerprints *fp, const uint8_t *s, size_t n) {
+    return !fp->exact && (n < MIN_BYTES || numeric(s, n));
+}
+
+/* Put a string of hash h in the tables. */
+static int insert(Fingerprints *fp, const uint8_t *s, size_t n, uint64_t h) {
     if (n > UINT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "a string of 4 GiB or more");
         return -1;
     }
     if (grow_strings(fp) < 0) return -1;
-    uint64_t h = fp_hash(s, n);
     size_t at = string_slot(fp, h, (uint32_t)n);
     if (fp->strings[at].len) return 0;
     fp->strings[at] = (StringSlot){h, (uint32_t)n, 0};
     fp->count++;
     if (n > fp->max_len) fp->max_len = n;
     return fp->exact ? 0 : add_key(fp, s, n);
+}
+
+int fp_add(Fingerprints *fp, const uint8_t *s, size_t n) {
+    return skipped(fp, s, n) ? 0 : insert(fp, s, n, fp_hash(s, n));
+}
+
+int fp_add_soon(Fingerprints *fp, const uint8_t *s, size_t n) {
+    if (skipped(fp, s, n)) return 0;
+    if (fp->pending_count == PENDING_STRINGS && fp_flush(fp) < 0) return -1;
+    uint64_t h = fp_hash(s, n);
+    if (fp->strings) __builtin_prefetch(&fp->strings[string_home(fp, h, n)]);
+    if (fp->keys) {
+        uint32_t klen = n < KEY_BYTES ? (uint32_t)n : KEY_BYTES;
+        __builtin_prefetch(&fp->keys[key_home(fp, first_bytes(s, klen), klen)]);
+    }
+    fp->pending[fp->pending_count++] = (Pending){s, n, h};
+    return 0;
+}
+
+int fp_flush(Fingerprints *fp) {
+    int rc = 0;
+    for (int i = 0; i < fp->pending_count && rc == 0; i++)
+        rc = insert(fp, fp->pending[i].s, fp->pending[i].n, fp->pending[i].hash);
+    fp->pending_count = 0;
+    return rc;
 }
 
 int fp_contains(const Fingerprints *fp, const uint8_t *s, size_t n) {
@@ -354,6 +391,7 @@ static PyObject *Fingerprints_add(Fingerprints *self, PyObject *arg) {
 }
 
 static int Fingerprints_contains(Fingerprints *self, PyObject *arg) {
+    if (fp_flush(self) < 0) return -1;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return -1;
     int found = fp_contains(self, view.buf, (size_t)view.len);
@@ -361,12 +399,15 @@ static int Fingerprints_contains(Fingerprints *self, PyObject *arg) {
     return found;
 }
 
-static Py_ssize_t Fingerprints_len(Fingerprints *self) { return (Py_ssize_t)self->count; }
+static Py_ssize_t Fingerprints_len(Fingerprints *self) {
+    if (fp_flush(self) < 0) return -1;
+    return (Py_ssize_t)self->count;
+}
 
 static PyObject *Fingerprints_search(Fingerprints *self, PyObject *args) {
     Py_buffer view;
     unsigned int mark;
-    if (!PyArg_ParseTuple(args, "y*I", &view, &mark)) return NULL;
+    if (fp_flush(self) < 0 || !PyArg_ParseTuple(args, "y*I", &view, &mark)) return NULL;
     RawSearch s = {view.buf, mark, PyList_New(0)};
     if (s.hits) {
         const uint8_t *buf = view.buf;
@@ -382,7 +423,8 @@ static PyObject *Fingerprints_search_records(Fingerprints *self, PyObject *args)
     int eof;
     PyObject *generated;
     unsigned int mark;
-    if (!PyArg_ParseTuple(args, "y*nnpOI", &view, &pos, &first_record, &eof, &generated, &mark)) return NULL;
+    if (fp_flush(self) < 0 || !PyArg_ParseTuple(args, "y*nnpOI", &view, &pos, &first_record, &eof, &generated, &mark))
+        return NULL;
     if (generated != Py_None && !PyObject_TypeCheck(generated, &FingerprintsType)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_TypeError, "generated must be a Fingerprints or None");
@@ -427,6 +469,7 @@ done:
 }
 
 static PyObject *Fingerprints_max_len(Fingerprints *self, void *closure) {
+    if (fp_flush(self) < 0) return NULL;
     return PyLong_FromSize_t(self->max_len);
 }
 

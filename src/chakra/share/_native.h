@@ -32,6 +32,17 @@ typedef struct {
     int32_t next;
 } Link;
 
+/* A string added for later: its bytes (readable until the set is flushed) and hash. */
+typedef struct {
+    const uint8_t *s;
+    size_t n;
+    uint64_t hash;
+} Pending;
+
+/* Strings held back before they are put in the tables, so that the memory their slots are in is
+ * fetched meanwhile (the tables of a large input do not fit a cache: an insertion waits for memory). */
+#define PENDING_STRINGS 16
+
 typedef struct {
     PyObject_HEAD
     int exact;           /* every string added as it is (generated strings), no key index */
@@ -44,6 +55,8 @@ typedef struct {
     uint64_t *prefilter; /* a bit per hash of a string's first four bytes */
     uint32_t klens;      /* bit k: some key is k bytes long */
     size_t max_len;
+    Pending pending[PENDING_STRINGS];
+    int pending_count;
 } Fingerprints;
 
 extern PyTypeObject FingerprintsType;
@@ -54,6 +67,10 @@ uint64_t fp_hash(const uint8_t *s, size_t n);
 /* Add one string of the input: skipped when 3 bytes or shorter or only the characters of numbers
  * (unless the set is exact). 0, or -1 with MemoryError set. */
 int fp_add(Fingerprints *fp, const uint8_t *s, size_t n);
+/* fp_add, later: the bytes must stay readable until fp_flush, which every reader of the set calls. */
+int fp_add_soon(Fingerprints *fp, const uint8_t *s, size_t n);
+/* Put every string added for later in the tables. 0, or -1 with MemoryError set. */
+int fp_flush(Fingerprints *fp);
 /* Whether the set holds exactly these bytes. */
 int fp_contains(const Fingerprints *fp, const uint8_t *s, size_t n);
 /* The module function first_start (see _rewrite.c). */

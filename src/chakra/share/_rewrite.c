@@ -47,6 +47,10 @@ enum { F_NAME_TAG = 0x0a, IO_VALUES_TAG = 0x0a, IO_SHAPES_TAG = 0x12 };
  * the node before, so its key is compared to that before the rules dict is asked */
 #define RULE_SLOTS 32
 #define RULE_KEY_BYTES 48
+/* memo slots per cache (a power of two) and the longest bytes a slot holds: names, shapes texts and
+ * attributes of converted traces are mostly shorter */
+#define MEMO_SLOTS 4096
+#define MEMO_BYTES 64
 /* 2^-53: a 53-bit integer times this is a double in [0, 1) */
 #define UNIT_53 (1.0 / 9007199254740992.0)
 /* splitmix64's increment and mixers */
@@ -64,6 +68,16 @@ typedef struct {
     int transform;
     int32_t counter;
 } Rule;
+
+/* A memo in front of a cache dict: in each of MEMO_SLOTS slots (by hash) the last bytes seen there
+ * and their value, so that a repeated name, shapes text or attribute is answered without building
+ * a key object and asking the dict. */
+typedef struct {
+    uint64_t hash;
+    uint32_t len;
+    PyObject *value;
+    uint8_t bytes[MEMO_BYTES];
+} MemoSlot;
 
 /* One attribute as read, and its payload. */
 typedef struct {
@@ -94,12 +108,15 @@ typedef struct {
     uint8_t slot_key[RULE_SLOTS][RULE_KEY_BYTES];
     Rule slot_rule[RULE_SLOTS];
     int slot_set[RULE_SLOTS];
+    MemoSlot *memos[3]; /* before names, shapes, attrs */
     Buf payload, ctrl, data, attr_spans, key;
 } Rewriter;
 
+enum { MEMO_NAMES, MEMO_SHAPES, MEMO_ATTRS };
+
 /* -- small helpers -------------------------------------------------------------------------------- */
 
-static int varint_size(uint64_t v) {
+static inline int varint_size(uint64_t v) {
     int n = 1;
     while (v >= 0x80) {
         v >>= 7;
@@ -108,22 +125,22 @@ static int varint_size(uint64_t v) {
     return n;
 }
 
-static int put_raw(Buf *b, const void *s, size_t n) {
+static inline int put_raw(Buf *b, const void *s, size_t n) {
     if (buf_reserve(b, n) < 0) return -1;
     if (n) memcpy(b->data + b->len, s, n);
     b->len += n;
     return 0;
 }
 
-static int put_u64(Buf *b, uint64_t v) {
+static inline int put_u64(Buf *b, uint64_t v) {
     if (buf_reserve(b, MAX_VARINT_BYTES) < 0) return -1;
     b->len += put_varint((uint8_t *)b->data + b->len, v);
     return 0;
 }
 
-static int put_varint_field(Buf *b, uint64_t tag, uint64_t v) { return put_u64(b, tag) < 0 ? -1 : put_u64(b, v); }
+static inline int put_varint_field(Buf *b, uint64_t tag, uint64_t v) { return put_u64(b, tag) < 0 ? -1 : put_u64(b, v); }
 
-static int put_len_field(Buf *b, uint64_t tag, const void *s, size_t n) {
+static inline int put_len_field(Buf *b, uint64_t tag, const void *s, size_t n) {
     if (put_u64(b, tag) < 0 || put_u64(b, n) < 0) return -1;
     return put_raw(b, s, n);
 }
@@ -186,15 +203,47 @@ static PyObject *call_plan(Rewriter *rw, const char *method, const char *format,
     return result;
 }
 
+/* The value memo `which` holds for [s, s+n) (hash h), borrowed, or NULL. */
+static PyObject *memo_get(Rewriter *rw, int which, uint64_t h, const uint8_t *s, size_t n) {
+    const MemoSlot *slot = rw->memos[which] ? &rw->memos[which][h & (MEMO_SLOTS - 1)] : NULL;
+    if (!slot || !slot->value || slot->hash != h || slot->len != n || memcmp(slot->bytes, s, n) != 0) return NULL;
+    return slot->value;
+}
+
+static int memo_put(Rewriter *rw, int which, uint64_t h, const uint8_t *s, size_t n, PyObject *value) {
+    if (n > MEMO_BYTES) return 0;
+    if (!rw->memos[which]) {
+        rw->memos[which] = PyMem_Calloc(MEMO_SLOTS, sizeof(MemoSlot));
+        if (!rw->memos[which]) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    MemoSlot *slot = &rw->memos[which][h & (MEMO_SLOTS - 1)];
+    Py_INCREF(value);
+    Py_XSETREF(slot->value, value);
+    slot->hash = h;
+    slot->len = (uint32_t)n;
+    memcpy(slot->bytes, s, n);
+    return 0;
+}
+
 static int collect_attr(Rewriter *rw, const Attr *a);
 
-/* The entry `cache` holds for the bytes [s, s+n), or the plan's answer (cached while under the limit;
- * `collect`, when given, is the attribute whose texts go to the inputs first). New reference. */
-static PyObject *cached_entry(Rewriter *rw, PyObject *cache, const uint8_t *s, size_t n, const char *method,
+/* The value for the bytes [s, s+n): from memo `which`, from `cache`, or the plan's answer (kept in
+ * the cache while under the limit; `collect`, when given, is the attribute whose texts go to the
+ * inputs first). New reference. */
+static PyObject *cached_entry(Rewriter *rw, int which, PyObject *cache, const uint8_t *s, size_t n, const char *method,
                               const Attr *collect) {
+    uint64_t h = n <= MEMO_BYTES ? fp_hash(s, n) : 0;
+    PyObject *entry = n <= MEMO_BYTES ? memo_get(rw, which, h, s, n) : NULL;
+    if (entry) {
+        Py_INCREF(entry);
+        return entry;
+    }
     PyObject *key = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
     if (!key) return NULL;
-    PyObject *entry = PyDict_GetItemWithError(cache, key);
+    entry = PyDict_GetItemWithError(cache, key);
     if (entry) {
         Py_INCREF(entry);
     } else if (!PyErr_Occurred() && !(collect && collect_attr(rw, collect) < 0)) {
@@ -202,6 +251,7 @@ static PyObject *cached_entry(Rewriter *rw, PyObject *cache, const uint8_t *s, s
         if (entry && PyDict_GET_SIZE(cache) < rw->cache_limit && PyDict_SetItem(cache, key, entry) < 0) Py_CLEAR(entry);
     }
     Py_DECREF(key);
+    if (entry && memo_put(rw, which, h, s, n, entry) < 0) Py_CLEAR(entry);
     return entry;
 }
 
@@ -222,7 +272,7 @@ static int collect_attr(Rewriter *rw, const Attr *a) {
         }
         if (read_len(&c, &s, &n) < 0) return 0;
         if (field == 2 || field == A_STRING || field == A_BYTES) {
-            if (fp_add(rw->inputs, s, n) < 0) return -1;
+            if (fp_add_soon(rw->inputs, s, n) < 0) return -1;
         } else if (field == A_STRING_LIST || field == A_BYTES_LIST) {
             Cursor list = {s, s + n, NULL};
             while (list.p < list.end) {
@@ -234,7 +284,7 @@ static int collect_attr(Rewriter *rw, const Attr *a) {
                     continue;
                 }
                 if (read_len(&list, &item, &item_len) < 0) break;
-                if (field == 1 && fp_add(rw->inputs, item, item_len) < 0) return -1;
+                if (field == 1 && fp_add_soon(rw->inputs, item, item_len) < 0) return -1;
             }
         }
     }
@@ -394,7 +444,7 @@ static int rewrite_attr(Rewriter *rw, Cursor *c, const uint8_t *data, size_t len
         entry = call_plan(rw, "attr", "(y#d)", (const char *)data, (Py_ssize_t)len, factor);
         break;
     }
-    case RULE_CACHE: entry = cached_entry(rw, rw->attrs, data, len, "attr", &a); break;
+    case RULE_CACHE: entry = cached_entry(rw, MEMO_ATTRS, rw->attrs, data, len, "attr", &a); break;
     default:
         if (collect_attr(rw, &a) < 0) return -2;
         entry = call_plan(rw, "attr", "(y#d)", (const char *)data, (Py_ssize_t)len, factor);
@@ -419,7 +469,7 @@ static int write_io(Rewriter *rw, const IoTexts *io, int groups, uint64_t tag, B
     }
     if (io->types.n && count(rw, rw->fixed[C_IO_TYPES]) < 0) goto done;
     if (io->shapes.n) {
-        shapes_entry = cached_entry(rw, rw->shapes, io->shapes.p, io->shapes.n, "shapes", NULL);
+        shapes_entry = cached_entry(rw, MEMO_SHAPES, rw->shapes, io->shapes.p, io->shapes.n, "shapes", NULL);
         if (!shapes_entry || apply_entry(rw, shapes_entry, &shapes) < 0) goto done;
     }
     if (values || shapes) {
@@ -457,12 +507,20 @@ static PyObject *token_for(Rewriter *rw, const uint8_t *name, size_t name_len, i
         PyErr_NoMemory();
         return NULL;
     }
-    PyObject *key = PyBytes_FromStringAndSize(rw->key.data, (Py_ssize_t)rw->key.len);
-    if (!key) return NULL;
-    PyObject *token = PyDict_GetItemWithError(rw->names, key);
+    const uint8_t *k = (const uint8_t *)rw->key.data;
+    size_t k_len = rw->key.len;
+    uint64_t h = fp_hash(k, k_len);
+    PyObject *token = memo_get(rw, MEMO_NAMES, h, k, k_len);
     if (token) {
         Py_INCREF(token);
-    } else if (!PyErr_Occurred() && fp_add(rw->inputs, name, name_len) == 0) {
+        return token;
+    }
+    PyObject *key = PyBytes_FromStringAndSize((const char *)k, (Py_ssize_t)k_len);
+    if (!key) return NULL;
+    token = PyDict_GetItemWithError(rw->names, key);
+    if (token) {
+        Py_INCREF(token);
+    } else if (!PyErr_Occurred() && fp_add_soon(rw->inputs, name, name_len) == 0) {
         token = call_plan(rw, "name", "(y#i)", (const char *)name, (Py_ssize_t)name_len, type);
         if (token && !PyBytes_Check(token)) {
             PyErr_SetString(PyExc_TypeError, "the plan's tokens are bytes");
@@ -471,6 +529,7 @@ static PyObject *token_for(Rewriter *rw, const uint8_t *name, size_t name_len, i
         if (token && PyDict_SetItem(rw->names, key, token) < 0) Py_CLEAR(token);
     }
     Py_DECREF(key);
+    if (token && memo_put(rw, MEMO_NAMES, h, k, k_len, token) < 0) Py_CLEAR(token);
     return token;
 }
 
@@ -521,9 +580,9 @@ static int rewrite_node(Rewriter *rw, Cursor *c) {
             if (read_len(c, &s, &n) < 0) return -1;
             IoTexts *texts = &io[field - 8];
             if (read_io(c, s, n, texts) < 0) return -1;
-            if (fp_add(rw->inputs, texts->values.p, texts->values.n) < 0 ||
-                fp_add(rw->inputs, texts->shapes.p, texts->shapes.n) < 0 ||
-                fp_add(rw->inputs, texts->types.p, texts->types.n) < 0)
+            if (fp_add_soon(rw->inputs, texts->values.p, texts->values.n) < 0 ||
+                fp_add_soon(rw->inputs, texts->shapes.p, texts->shapes.n) < 0 ||
+                fp_add_soon(rw->inputs, texts->types.p, texts->types.n) < 0)
                 return -2;
         } else if (field == 10 && wt == WT_LEN) {
             Span span;
@@ -624,6 +683,10 @@ static void Rewriter_dealloc(Rewriter *self) {
     Py_XDECREF(self->shapes);
     Py_XDECREF(self->attrs);
     Py_XDECREF(self->rules);
+    for (int m = 0; m < 3; m++) {
+        for (size_t i = 0; self->memos[m] && i < MEMO_SLOTS; i++) Py_XDECREF(self->memos[m][i].value);
+        PyMem_Free(self->memos[m]);
+    }
     PyMem_Free(self->counts);
     PyMem_Free(self->written);
     PyMem_Free(self->payload.data);
@@ -665,7 +728,13 @@ static PyObject *Rewriter_rewrite(Rewriter *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnp", &view, &pos, &end, &w.keep_bounds)) return NULL;
     PyObject *result = NULL;
     Walk walk;
-    if (walk_records(&view, pos, end, rewrite_record, &w, &walk) == 0) {
+    int walked = walk_records(&view, pos, end, rewrite_record, &w, &walk);
+    /* the texts added for later lie in view: in the tables before it is released */
+    if (fp_flush(self->inputs) < 0 && walked == 0) {
+        Py_DECREF(walk.error);
+        walked = -1;
+    }
+    if (walked == 0) {
         PyObject *records = buf_to_bytes(&w.out);
         PyObject *ends = w.keep_bounds ? buf_to_bytes(&w.bounds) : (Py_INCREF(Py_None), Py_None);
         if (records && ends) result = Py_BuildValue("(nnOOO)", walk.stop, walk.count, walk.error, records, ends);
