@@ -1,5 +1,5 @@
 """The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py) and
-the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/plan.py),
+the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/rules.py),
 both reading the wire format through ``src/chakra/_wire.h``.
 
 Everything else about the package is in pyproject.toml.

@@ -6,7 +6,10 @@ that peak RSS is that case's alone:
 
 * ``stream``: :class:`chakra.io.EtReader` over every node (the reader the anonymizer streams with);
 * ``anonymize``: :func:`chakra.share.anonymize.anonymize_workload`, writing and leak-checking;
-* ``anonymize-kinds``: the same with ``keep_op_kinds`` (a class rule match a distinct name).
+* ``anonymize-kinds``: the same with ``keep_op_kinds`` (a class rule match a distinct name);
+* ``anonymize-coarse``: the same with ``pow2`` size buckets and 2 % time noise.
+
+Each case runs with one BLAS thread, as the ``chakra`` command does.
 
 Usage: python benchmarks/share_bench.py [--nodes 1000000]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -26,12 +30,16 @@ from io_bench import generate
 
 DEFAULT_NODES = 1_000_000
 KIB_PER_MIB = 1024
-CASES = ("stream", "anonymize", "anonymize-kinds")
+CASES = ("stream", "anonymize", "anonymize-kinds", "anonymize-coarse")
+#: What the chakra command sets before numpy loads (chakra.cli.main): idle BLAS threads spin otherwise.
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
+#: --time-noise of the coarse case.
+NOISE = 0.02
 
 
 def run_case(case: str, path: Path) -> dict[str, float]:
     from chakra import io
-    from chakra.share.anonymize import AnonymizeOptions, anonymize_workload
+    from chakra.share.anonymize import AnonymizeOptions, SizeBuckets, anonymize_workload
 
     t0 = time.perf_counter()
     if case == "stream":
@@ -41,7 +49,11 @@ def run_case(case: str, path: Path) -> dict[str, float]:
                 count += 1
         leaks = 0
     else:
-        options = AnonymizeOptions(key=b"bench", keep_op_kinds=case == "anonymize-kinds")
+        coarse = case == "anonymize-coarse"
+        options = AnonymizeOptions(
+            key=b"bench", keep_op_kinds=case == "anonymize-kinds", time_noise=NOISE if coarse else 0.0,
+            size_buckets=SizeBuckets.POW2 if coarse else SizeBuckets.NONE,
+        )  # fmt: skip
         report = anonymize_workload(path, path.parent / "out" / "job", options)
         count, leaks = report.nodes, len(report.leaks)
     seconds = time.perf_counter() - t0
@@ -64,7 +76,8 @@ def main() -> int:
         print(f"{args.nodes:,} nodes, {path.stat().st_size / 2**20:,.0f} MiB")
         for case in CASES:
             done = subprocess.run([sys.executable, __file__, "--case", case, "--path", str(path)],
-                                  check=True, capture_output=True, text=True)  # fmt: skip
+                                  check=True, capture_output=True, text=True,
+                                  env={**os.environ, **ONE_BLAS_THREAD})  # fmt: skip
             result = json.loads(done.stdout)
             rate = result["nodes"] / result["seconds"]
             peak_mib, leaks = result["peak_rss_mib"], result["leaks"]

@@ -127,11 +127,12 @@ def test_only_the_table_decodes_attribute_values():
 
 #: Modules that read whole messages for their own format, not consumer values: the JSON mapping
 #: writes every member as it is; the TensorFlow front end reads TensorFlow's own oneofs (a graph
-#: node's AttrValue, a profiler XStat), not Chakra attributes; the anonymizer rewrites every member
-#: of every attribute (the registry's values read by chakra.attrs.read_value, the rest as text to
-#: tokenize or drop), and the leakage check looks at every text member of the output.
+#: node's AttrValue, a profiler XStat), not Chakra attributes; the anonymizer's rules rewrite every
+#: member of an attribute the C rewriter hands them (the registry's values read by
+#: chakra.attrs.read_value, the rest as text to tokenize or drop), and the leakage check names the
+#: text member of the output that holds a hit.
 ALLOWED_MESSAGE_READERS = (
-    "jsonize.encode", "share.anonymize", "share.leakage", "tensorflow.convert", "tensorflow.profile",
+    "jsonize.encode", "share.leakage", "share.rules", "tensorflow.convert", "tensorflow.profile",
 )  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 /*
  * Rewriter: Node records rewritten field by field, in one pass of C, by the rules of a Python plan
- * (chakra.share.plan); what the rules are is decided there, this file applies them.
+ * (chakra.share.rules); what the rules are is decided there, this file applies them.
  *
  * Per node: id, type and dependencies are kept (dependencies packed, as protobuf writes them); the
  * name becomes the plan's token (asked once per distinct name, or name and type with keep_kinds);
