@@ -6,10 +6,19 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_line_error, make_node, record_payloads, records, run_cli, write_et
+from helpers import (
+    assert_one_line_error,
+    make_node,
+    record_payloads,
+    records,
+    require_shared,
+    run_cli,
+    write_et,
+)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import attributes, nodes
@@ -20,6 +29,7 @@ from chakra.analyze.critical_path import critical_path
 from chakra.attrs import KIND_BOOL, KIND_INT, WELL_KNOWN, check_value, get_attr, member_value, read_value
 from chakra.errors import AttrKindError
 from chakra.io import framing
+from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMP_NODE,
@@ -36,6 +46,7 @@ from chakra.share.opclass import CLASSES
 from chakra.share.rules import THREAD_ATTRS
 from chakra.table import load_table
 from chakra.trace import TraceSet
+from chakra.validate import validate_set
 
 SECRET = "ProjectNightingale"
 #: A generated workload small enough to check node by node (chakra generate llm).
@@ -254,18 +265,56 @@ def test_a_time_noise_of_a_whole_duration_or_more_is_refused_in_one_line(llm: Pa
     assert done.returncode == 2 and "fraction below 1" in done.stderr
 
 
-@pytest.mark.parametrize("name", ["chakra.0.et.gz"])
-def test_the_upstream_trace_anonymizes_with_a_passing_check(shared_data: Path, tmp_path: Path, name: str):
+#: Node-table columns an anonymized workload keeps as they were.
+KEPT_COLUMNS = ("ids", "node_type", "dur_ns", "comm_type", "comm_size", "num_ops", "tensor_size", "category")
+
+
+def _finding_codes(prefix: Path, target: str | None) -> Counter[tuple[str, str]]:
+    findings = validate_set(TraceSet.discover(prefix), target=target, limit_per_code=None)
+    return Counter((f.severity, f.code) for f in findings)
+
+
+def _assert_kept(before_prefix: Path, after_prefix: Path, *, input_compressed: bool = False) -> None:
+    """Every rank's kept columns and dependencies equal, and the same findings for every target (but
+    ASTRA-sim's refusal of a compressed input: the output is written plain)."""
+    before, after = TraceSet.discover(before_prefix), TraceSet.discover(after_prefix)
+    assert sorted(before.ranks) == sorted(after.ranks)
+    for rank, path in before.ranks.items():
+        old, new = load_table(path), load_table(after.ranks[rank])
+        for column in KEPT_COLUMNS:
+            assert (getattr(new, column) == getattr(old, column)).all(), column
+        assert (new.graph.dep_pos == old.graph.dep_pos).all()
+    for target in (None, "astra-sim"):
+        expected = _finding_codes(before_prefix, target)
+        if input_compressed:
+            expected.pop(("error", "astra-compressed"), None)
+        assert _finding_codes(after_prefix, target) == expected, target
+
+
+def test_the_upstream_trace_anonymizes_with_a_passing_check(upstream_et_gz: Path, tmp_path: Path):
     source = tmp_path / "up.0.et.gz"
-    source.write_bytes((shared_data / "upstream-chakra" / name).read_bytes())
+    source.write_bytes(upstream_et_gz.read_bytes())
     report = _anonymize(tmp_path / "up", tmp_path / "out" / "up")
     assert report.leaks == [] and report.nodes == len(load_table(source))  # type: ignore[attr-defined]
     # its 3317 <-> 3318 cycle stops the analyses: the columns they read are compared instead
-    before, after = load_table(source), load_table(tmp_path / "out" / "up.0.et")
-    for column in ("ids", "node_type", "dur_ns", "comm_type", "comm_size", "num_ops", "tensor_size", "category"):
-        assert (getattr(after, column) == getattr(before, column)).all(), column
-    assert (after.graph.dep_pos == before.graph.dep_pos).all()
-    assert TraceSet.discover(tmp_path / "out" / "up").num_ranks == 1
+    _assert_kept(tmp_path / "up", tmp_path / "out" / "up", input_compressed=True)
+
+
+@pytest.mark.parametrize(
+    ("host", "device"),
+    [
+        ("upstream-chakra/1.0.2-chakra.0.0.4.json", None),
+        ("param/resnet_2gpu_et.json.gz", None),
+        ("hta/benchmark_simple_add_et.json.gz", "hta/benchmark_simple_add_trace.json.gz"),
+    ],
+)
+def test_every_shared_host_trace_converted_anonymizes_with_a_passing_check_and_its_columns(
+    host: str, device: str | None, tmp_path: Path
+):
+    convert_workload(str(require_shared(host)), str(require_shared(device)) if device else None, tmp_path / "job")
+    report = _anonymize(tmp_path / "job", tmp_path / "out" / "job", keep_op_kinds=True)
+    assert report.leaks == [] and report.strings_checked > 0  # type: ignore[attr-defined]
+    _assert_kept(tmp_path / "job", tmp_path / "out" / "job")
 
 
 # ---- the rewriter on any node the format can hold ---------------------------------------------
