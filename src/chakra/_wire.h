@@ -60,7 +60,9 @@ static inline void *buf_push(Buf *b, size_t size) {
     return at;
 }
 
-static inline PyObject *buf_to_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len); }
+static inline PyObject *buf_to_bytes(Buf *b) {
+    return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+}
 
 static inline int read_varint(Cursor *c, uint64_t *out) {
     if (c->p < c->end && *c->p < 0x80) { /* the common one-byte case */

@@ -9,14 +9,12 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import late_help, note, print_json, print_table, progress_bar, stdout, write_json
+from chakra.cli.console import late_help, note, print_json, print_table, stage_progress, stdout, write_json
 from chakra.validate.findings import Target
 
 # The adapting passes (protobuf, numpy) are imported in the command: start-up imports only the
 # choice of target.
 if TYPE_CHECKING:
-    from rich.progress import TaskID
-
     from chakra.adapt import AdaptResult
 
 app = typer.Typer()
@@ -63,14 +61,7 @@ def adapt(
     """
     from chakra.adapt import adapt_workload
 
-    with progress_bar() as progress:
-        tasks: dict[str, TaskID] = {}
-
-        def tell(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done)
-
+    with stage_progress() as tell:
         result = adapt_workload(source, output, target, workers=workers, progress=tell)
     summary = result.to_dict()
     if report is not None:

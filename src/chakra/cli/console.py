@@ -22,7 +22,7 @@ from chakra.errors import ChakraError, PathLike
 # Start-up (``chakra --help`` under 0.5 s) imports only what every command needs: progress bars and
 # the library's writers are imported when a command uses them.
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
     from rich.table import Table
 
 #: Exit codes shared by every command (DESIGN.md): checks failed, bad input, interrupted (128 + SIGINT).
@@ -47,6 +47,21 @@ def progress_bar() -> Progress:
         transient=True,
         disable=not stderr.is_terminal,
     )
+
+
+@contextmanager
+def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A :func:`progress_bar` with a bar per stage, and the ``(stage, done, total)`` callback that
+    drives it (what the library's long passes tell)."""
+    with progress_bar() as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def tell(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done)
+
+        yield tell
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from chakra.cli.console import (
     late_help,
     note,
     print_table,
-    progress_bar,
+    stage_progress,
     stderr,
     stdout,
 )
@@ -33,8 +33,6 @@ app = typer.Typer()
 # The converters and jsonize (protobuf, numpy, msgspec) are imported in the commands: start-up
 # imports only the choices they offer.
 if TYPE_CHECKING:
-    from rich.progress import TaskID
-
     from chakra.analyze.replay import ReplayResult
     from chakra.pytorch.workload import WorkloadResult
     from chakra.trace import WrittenWorkload
@@ -143,14 +141,7 @@ def convert_pytorch(
     """
     from chakra.pytorch.workload import convert_workload
 
-    with progress_bar() as progress:
-        tasks: dict[str, TaskID] = {}
-
-        def tell(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done)
-
+    with stage_progress() as tell:
         result = convert_workload(
             host,
             device,

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, emit_results, print_table, stage_progress, stderr, stdout
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -70,8 +70,8 @@ def anonymize_cmd(
     )  # fmt: skip
     if key is not None:
         options = dataclasses.replace(options, key=key.encode())
-    with busy(f"anonymizing {workload}"):
-        result = anonymize_workload(workload, out, options, mapping=mapping)
+    with stage_progress() as tell:
+        result = anonymize_workload(workload, out, options, mapping=mapping, progress=tell)
     if not emit_results(result.to_dict(), report, as_json):
         table = Table(title=f"anonymized {workload} -> {out}")
         table.add_column("what")

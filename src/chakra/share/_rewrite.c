@@ -138,7 +138,9 @@ static inline int put_u64(Buf *b, uint64_t v) {
     return 0;
 }
 
-static inline int put_varint_field(Buf *b, uint64_t tag, uint64_t v) { return put_u64(b, tag) < 0 ? -1 : put_u64(b, v); }
+static inline int put_varint_field(Buf *b, uint64_t tag, uint64_t v) {
+    return put_u64(b, tag) < 0 ? -1 : put_u64(b, v);
+}
 
 static inline int put_len_field(Buf *b, uint64_t tag, const void *s, size_t n) {
     if (put_u64(b, tag) < 0 || put_u64(b, n) < 0) return -1;
@@ -396,8 +398,9 @@ static int int_attr(Rewriter *rw, const Attr *a, const Rule *r, double factor, B
     default: return 0;
     }
     uint64_t tag = (uint64_t)r->out_member << 3;
-    size_t len = 1 + varint_size(a->wire.name.n) + a->wire.name.n + varint_size(tag) + varint_size((uint64_t)v);
-    if (put_u64(out, T_ATTR) < 0 || put_u64(out, len) < 0 || put_len_field(out, F_NAME_TAG, a->wire.name.p, a->wire.name.n) < 0 ||
+    const Span *name = &a->wire.name;
+    size_t len = 1 + varint_size(name->n) + name->n + varint_size(tag) + varint_size((uint64_t)v);
+    if (put_u64(out, T_ATTR) < 0 || put_u64(out, len) < 0 || put_len_field(out, F_NAME_TAG, name->p, name->n) < 0 ||
         put_varint_field(out, tag, (uint64_t)v) < 0) {
         PyErr_NoMemory();
         return -1;

@@ -114,6 +114,10 @@ class AnonymizeReport:
 
 #: A batch of rewritten records: the framed records, how many, and each one's end (with shuffle).
 Batch = tuple[bytes, int, bytes | None]
+#: Told ``(stage, done, total)`` as work goes: the stages are :data:`STAGES`.
+Progress = Callable[[str, int, int], None]
+#: The stages of :func:`anonymize_workload`: ranks read for the first start, ranks written, files searched.
+STAGES = ("finding the first start", "anonymizing ranks", "searching the output for input strings")
 
 
 def anonymize_workload(
@@ -122,11 +126,11 @@ def anonymize_workload(
     options: AnonymizeOptions,
     *,
     mapping: PathLike | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> AnonymizeReport:
     """Write the anonymized copy of ``workload`` to ``out`` (``OUT.{rank}.et``, and the groups
     file), then check it for leaks (:attr:`AnonymizeReport.leaks`); with ``mapping`` write the
-    tokens' names there (JSON, for the owner). ``progress`` is told each rank written."""
+    tokens' names there (JSON, for the owner). ``progress`` is told ``(stage, done, total)``."""
     traces = TraceSet.discover(Path(workload))
     if mapping is not None and not Path(mapping).resolve().parent.is_dir():  # refused before any work
         raise ChakraInputError("the mapping's folder does not exist", path=mapping, hint="create it first")
@@ -136,9 +140,10 @@ def anonymize_workload(
         options.key, inputs=inputs, keep_op_kinds=options.keep_op_kinds, keep_attrs=options.keep_attrs,
         pow2=options.size_buckets is SizeBuckets.POW2, noise=options.time_noise > 0,
     )  # fmt: skip
+    tell = progress or (lambda stage, done, total: None)
     rewriter = Rewriter(
-        rules, inputs.fingerprints, _shift_us(traces), options.time_noise, options.seed, options.keep_op_kinds,
-        rules.fixed_counters, ATTR_CACHE_ENTRIES,
+        rules, inputs.fingerprints, _shift_us(traces, tell), options.time_noise, options.seed,
+        options.keep_op_kinds, rules.fixed_counters, ATTR_CACHE_ENTRIES,
     )  # fmt: skip
     shuffler = random.Random(options.seed)
     with WorkloadWriter(out) as writer:
@@ -153,8 +158,7 @@ def anonymize_workload(
                 if options.shuffle:
                     batches = _shuffled(list(batches), load_table(path).graph, shuffler)
                 writer.write_framed(rank, metadata, ((records, count) for records, count, _ in batches))
-            if progress is not None:
-                progress(done)
+            tell(STAGES[1], done, len(traces.ranks))
     for name, counts in rules.totals(rewriter.counts()).items():
         getattr(report, name).update(counts)
     report.tokens = len(rules.tokens.mapping)
@@ -165,7 +169,10 @@ def anonymize_workload(
             file.write(orjson.dumps(rules.tokens.mapping, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     written = writer.result.paths if writer.result is not None else {}
     report.strings_checked = len(inputs)
-    report.leaks = find_leaks(inputs, list(written.values()), rules.generated)
+    files = list(written.values())
+    report.leaks = find_leaks(
+        inputs, files, rules.generated, progress=lambda done: tell(STAGES[2], done, len(files))
+    )
     return report
 
 
@@ -178,12 +185,13 @@ def _rewritten(reader: io.EtReader, rewriter: Rewriter, report: AnonymizeReport,
         yield records, count, ends
 
 
-def _shift_us(traces: TraceSet) -> int:
+def _shift_us(traces: TraceSet, tell: Progress) -> int:
     """What every start is moved back by: the workload's first recorded start, less :data:`FIRST_START_US`."""
     firsts: list[int] = []
-    for path in traces.ranks.values():
+    for done, path in enumerate(traces.ranks.values(), start=1):
         with io.EtReader(path) as reader:
             firsts.extend(start for *_, (start,) in reader.record_batches(first_start) if start)
+        tell(STAGES[0], done, len(traces.ranks))
     return min(firsts) - FIRST_START_US if firsts else 0
 
 

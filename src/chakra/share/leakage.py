@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,16 +118,22 @@ def strings_in(inputs: StringSet | Iterable[str], data: bytes, generated: set[st
     return found
 
 
-def find_leaks(inputs: StringSet | Iterable[str], outputs: list[Path], generated: set[str]) -> list[Leak]:
+def find_leaks(
+    inputs: StringSet | Iterable[str],
+    outputs: list[Path],
+    generated: set[str],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> list[Leak]:
     """Every input string left in the ET files ``outputs`` (see the module's docstring), at most one
-    leak per string and file."""
+    leak per string and file; ``progress`` is told the files searched so far."""
     strings = _string_set(inputs)
     own = _generated_bytes(generated)
     exact = Fingerprints(exact=True)
     for text in own:
         exact.add(text)
     leaks: list[Leak] = []
-    for path in outputs:
+    for done, path in enumerate(outputs, start=1):
         for offset, text, record, payload, in_text in _hits(strings, Path(path), exact):
             if in_text:
                 where = _field_of(text, record, payload, own) or f"bytes at offset {offset}"
@@ -136,6 +142,8 @@ def find_leaks(inputs: StringSet | Iterable[str], outputs: list[Path], generated
             else:
                 where = f"bytes at offset {offset}"
             leaks.append(Leak(text.decode("utf-8", "replace"), str(path), where))
+        if progress is not None:
+            progress(done)
     return leaks
 
 
