@@ -2,7 +2,8 @@
 from ``et_def.proto`` (the Chakra format) and ``schema/xla/hlo_subset_pb2.py`` from
 ``hlo_subset.proto`` (the part of XLA's HloModuleProto the XLA front end reads) and
 ``schema/tensorflow/tf_subset_pb2.py`` from ``tf_subset.proto`` (the TensorFlow front end's part
-of RunMetadata, GraphDef and the profiler's XSpace).
+of RunMetadata, GraphDef and the profiler's XSpace) and ``schema/flexflow/strategy_pb2.py`` from
+``strategy.proto`` (FlexFlow's protobuf strategy file).
 
 Run with ``make proto`` (needs the ``dev`` extra, which brings grpcio-tools).
 
@@ -26,6 +27,7 @@ PROTOS = (
     (SCHEMA / "protobuf", "et_def.proto"),
     (SCHEMA / "xla", "hlo_subset.proto"),
     (SCHEMA / "tensorflow", "tf_subset.proto"),
+    (SCHEMA / "flexflow", "strategy.proto"),
 )
 
 _VERSION_CHECK = re.compile(

@@ -142,7 +142,7 @@ def replayed_starts_ns(table: NodeTable) -> np.ndarray:
     found = _SCHEDULES.get(table)
     if found is None:
         found = schedule_starts(
-            table.graph, _int_array(table.resource()), table.num_resources, _int_array(table.dur_ns), table.path
+            table.graph, int_array(table.resource()), table.num_resources, int_array(table.dur_ns), table.path
         )
         found.setflags(write=False)
         _SCHEDULES[table] = found
@@ -170,10 +170,10 @@ def _priorities(graph: TraceGraph) -> array:
     if len(timed):
         order = np.lexsort((graph.ids[timed], graph.start_us[timed]))  # stable: position breaks ties
         prio[timed[order]] = np.arange(len(timed), dtype=np.int64)
-    return _int_array(prio)
+    return int_array(prio)
 
 
-def _int_array(values: np.ndarray) -> array:
+def int_array(values: np.ndarray) -> array:
     """A compact ``array('q')`` copy (indexing it yields Python ints, unlike numpy scalars)."""
     out = array("q")
     out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
@@ -193,9 +193,9 @@ def schedule_starts(
         return np.zeros(0, dtype=np.int64)
     scale = n
     child_ptr_np, child_pos_np = graph.children
-    child_ptr = _int_array(child_ptr_np)
-    child_pos = _int_array(child_pos_np)
-    remaining = _int_array(np.diff(graph.dep_ptr))
+    child_ptr = int_array(child_ptr_np)
+    child_pos = int_array(child_pos_np)
+    remaining = int_array(np.diff(graph.dep_ptr))
     prio = _priorities(graph)
     start = array("q", bytes(8 * n))
     started = 0

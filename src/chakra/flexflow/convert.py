@@ -1,0 +1,248 @@
+"""A FlexFlow task graph -> ``PREFIX.{device}.et`` for every device, with a report.
+
+Per device (:func:`convert_flexflow`):
+
+* a compute task (Forward, Backward, Update, Barrier) is a ``COMP_NODE`` named ``KIND NAME``
+  (``Forward Dense_102``; ``Update`` alone), with its duration (``duration_micros`` and the exact
+  ``duration_ns``), its start on FlexFlow's clock (``start_time_micros``, from 1 µs: 0 means not
+  recorded), ``is_cpu_op`` false and ``stream`` 0 (one task at a time per device, as FlexFlow runs
+  them); parallel operators (Repartition, Combine, Replicate, Reduction) keep their tasks;
+* a transfer (:mod:`chakra.flexflow.placement`) is a ``COMM_SEND_NODE`` on its source device and a
+  ``COMM_RECV_NODE`` on its destination, with one id, ``comm_src``, ``comm_dst``, a ``comm_tag``
+  counting the transfers of the pair, ``comm_size`` (bytes), and its duration and start on both;
+  the send's ``stream`` is ``1 + destination``: transfers to one peer go one at a time, as on
+  FlexFlow's link between two devices;
+* an edge becomes a data dependency; an edge between two devices that no transfer carries (the
+  labelled form allows it) becomes an empty transfer (0 bytes, 0 µs), so the dependency is kept;
+* node ids follow time (the task graph's starts; the labelled form's dependency order).
+
+The files go through the core workload writer (all devices or none). With ``check`` (FlexFlow's
+own task graph, which holds its simulated schedule) the workload is replayed with its own durations
+across devices (:func:`chakra.analyze.workload_replay.replay_workload`) and the replayed makespan
+compared with the task graph's.
+
+Example:
+    result = convert_flexflow("mlp.taskgraph.dot", "out/mlp", strategy="mlp.strategy")
+    result.paths, result.inferred, result.fidelity.error
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra import io
+from chakra.analyze.workload_replay import WorkloadReplayResult, replay_workload
+from chakra.attrs import set_attr
+from chakra.errors import PathLike
+from chakra.flexflow.compgraph import read_compgraph
+from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
+from chakra.flexflow.strategy import read_strategy
+from chakra.flexflow.taskgraph import Form, Kind, TaskGraph, read_task_graph
+from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node
+from chakra.table import load_table
+from chakra.trace import WorkloadWriter
+
+#: The first start written (µs; 0 means "not recorded" in the format).
+FIRST_START_US = 1
+NS_PER_US = 1000
+#: Bytes per ns in one GB/s (decimal).
+BYTES_PER_NS_PER_GBPS = 1.0
+#: The replayed makespan must be within this fraction of the task graph's (issue 20).
+FIDELITY_TOLERANCE = 0.01
+#: The compute stream of a device; a send to device d goes on stream 1 + d.
+COMPUTE_STREAM = 0
+EMPTY_TRANSFER = "empty transfer"
+
+
+@dataclass
+class FlexFlowConversion:
+    """What :func:`convert_flexflow` wrote: files by device, tasks by kind, how devices and bytes were
+    found (``inferred``), what was left out and why (``dropped``), and the fidelity replay."""
+
+    prefix: Path
+    form: str
+    paths: dict[int, Path]
+    tasks: Counter[str]
+    nodes: int
+    transfers: int
+    empty_transfers: int
+    inferred: Counter[str]
+    dropped: Counter[str] = field(default_factory=Counter)
+    makespan_us: float | None = None
+    fidelity: WorkloadReplayResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def fidelity_ok(self, tolerance: float = FIDELITY_TOLERANCE) -> bool | None:
+        """Whether the replayed makespan is within ``tolerance`` of the task graph's (``None``: not checked)."""
+        if self.fidelity is None or self.makespan_us is None:
+            return None
+        return abs(self.fidelity.predicted_span_us - self.makespan_us) <= tolerance * self.makespan_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prefix": str(self.prefix), "form": self.form, "devices": len(self.paths),
+            "paths": {d: str(p) for d, p in self.paths.items()}, "tasks": dict(self.tasks), "nodes": self.nodes,
+            "transfers": self.transfers, "empty_transfers": self.empty_transfers, "inferred": dict(self.inferred),
+            "dropped": dict(self.dropped), "makespan_us": self.makespan_us,
+            "fidelity": None if self.fidelity is None else self.fidelity.to_dict(), "notes": self.notes,
+        }  # fmt: skip
+
+
+def convert_flexflow(
+    taskgraph: PathLike,
+    output: PathLike,
+    *,
+    strategy: PathLike | None = None,
+    compgraph: PathLike | None = None,
+    bandwidth_gbps: float | None = None,
+    latency_us: float = 0.0,
+    time_unit: str | None = None,
+    num_devices: int | None = None,
+    check: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> FlexFlowConversion:
+    """Convert one task graph of either form (see the module docstring and :mod:`chakra.flexflow`)."""
+    tell = progress or (lambda stage, done, total: None)
+    graph = read_task_graph(taskgraph, time_unit=time_unit)
+    tell("reading", 1, 3)
+    link = LinkModel(bandwidth_gbps * BYTES_PER_NS_PER_GBPS, latency_us * NS_PER_US) if bandwidth_gbps else None
+    placed = place(
+        graph,
+        read_strategy(strategy) if strategy is not None else None,
+        read_compgraph(compgraph) if compgraph is not None else None,
+        link=link,
+        num_devices=num_devices,
+    )
+    tell("reading", 2, 3)
+    nodes, report = _build(graph, placed)
+    tell("reading", 3, 3)
+    written = WorkloadWriter(output)
+    with written:
+        for done, device in enumerate(range(placed.num_devices), start=1):
+            written.write_nodes(device, nodes.get(device, []), GlobalMetadata(version=io.FORMAT_VERSION))
+            tell("writing devices", done, placed.num_devices)
+    assert written.result is not None
+    result = FlexFlowConversion(
+        written.prefix, graph.form.value, dict(written.result.paths), Counter(t.kind.value for t in graph.tasks),
+        sum(len(v) for v in nodes.values()), len(placed.transfers), report["empty"], placed.inferred, report["dropped"],
+    )  # fmt: skip
+    makespan = graph.makespan_ns
+    result.makespan_us = makespan / NS_PER_US if makespan is not None else None
+    if graph.form is Form.LABELLED:
+        result.notes.append(
+            "the labelled form holds durations but no schedule: node ids follow the dependencies, no start times"
+        )
+    if check and graph.form is Form.FLEXFLOW:
+        result.fidelity = replay_workload({d: load_table(p) for d, p in written.result.paths.items()})
+    return result
+
+
+@dataclass
+class _Item:
+    """One ET node to write: where, what, when, and what it depends on (keys of other items)."""
+
+    device: int
+    type: int
+    name: str
+    start_ns: int | None
+    dur_ns: int
+    order: tuple[float, int, int]
+    transfer: Transfer | None = None
+    deps: list[int] = field(default_factory=list)
+
+
+def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[Node]], dict[str, Any]]:
+    tasks = graph.tasks
+    rank_in_order = {task: k for k, task in enumerate(graph.order())}
+    items: list[_Item] = []
+    node_of: dict[int, int] = {}  # compute task -> item
+    send_of: dict[int, int] = {}  # transfer -> its send item (its receive is the next)
+
+    def when(task: int) -> tuple[float, int]:
+        start = tasks[task].start_ns
+        return (float(start) if start is not None else float(rank_in_order[task]), task)
+
+    for task in tasks:
+        if not task.is_comm:
+            device = placed.device[task.index]
+            assert device is not None
+            name = f"{task.kind.value} {task.name}" if task.name else task.kind.value
+            node_of[task.index] = len(items)
+            items.append(_Item(device, COMP_NODE, name, task.start_ns, task.dur_ns, (*when(task.index), 0)))
+    for number, transfer in enumerate(placed.transfers):
+        order = (*when(transfer.tasks[0]), 1)
+        name = transfer.name or Kind.COMM.value
+        send_of[number] = len(items)
+        items.append(_Item(transfer.src, COMM_SEND_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
+        items.append(_Item(transfer.dst, COMM_RECV_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
+        items[-1].deps.append(-1)  # placeholder: a receive's only dependency is across devices
+
+    dropped: Counter[str] = Counter()
+    empty = 0
+    for a, b in graph.edges:
+        ta, tb = placed.transfer_of[a], placed.transfer_of[b]
+        if ta is not None and ta == tb:
+            continue  # hops of one transfer
+        if tb is not None and placed.transfers[tb].tasks[0] != b:
+            dropped["dependencies on a later hop of a transfer (kept by the hops' order)"] += 1
+            continue
+        source = send_of[ta] + 1 if ta is not None else node_of[a]
+        target = send_of[tb] if tb is not None else node_of[b]
+        if items[source].device == items[target].device:
+            items[target].deps.append(source)
+            continue
+        # a dependency across devices that no transfer carries: an empty transfer keeps it
+        ordered = (items[source].order[0] + 0.5, items[source].order[1], 2)
+        end = None if items[source].start_ns is None else items[source].start_ns + items[source].dur_ns  # type: ignore[operator]
+        edge = Transfer([], None, None, items[source].device, items[target].device, 0, EMPTY_TRANSFER, 0, end, "")
+        items.append(_Item(edge.src, COMM_SEND_NODE, EMPTY_TRANSFER, end, 0, ordered, edge, [source]))
+        items.append(_Item(edge.dst, COMM_RECV_NODE, EMPTY_TRANSFER, end, 0, ordered, edge))
+        items[target].deps.append(len(items) - 1)
+        empty += 1
+    for item in items:
+        item.deps = [d for d in item.deps if d >= 0]
+    return _nodes(items), {"dropped": dropped, "empty": empty}
+
+
+def _nodes(items: list[_Item]) -> dict[int, list[Node]]:
+    """The items as nodes per device, ids in time order, tags counted per pair of devices."""
+    order = sorted(range(len(items)), key=lambda i: (items[i].order, i))
+    node_id: dict[int, int] = {}
+    next_id = 0
+    for i in order:
+        item = items[i]
+        if item.type == COMM_RECV_NODE and i - 1 in node_id and items[i - 1].transfer is item.transfer:
+            node_id[i] = node_id[i - 1]  # a transfer's send and receive share an id
+            continue
+        node_id[i] = next_id
+        next_id += 1
+    tags: Counter[tuple[int, int]] = Counter()
+    tag_of: dict[int, int] = {}
+    by_device: dict[int, list[Node]] = {}
+    for i in order:
+        item = items[i]
+        node = Node(id=node_id[i], name=item.name, duration_micros=round(item.dur_ns / NS_PER_US))
+        node.type = item.type  # type: ignore[assignment]  # a NodeType number
+        node.data_deps.extend(sorted({node_id[d] for d in item.deps}))
+        if item.start_ns is not None:
+            node.start_time_micros = round(item.start_ns / NS_PER_US) + FIRST_START_US
+        set_attr(node, "is_cpu_op", False)
+        transfer = item.transfer
+        if transfer is None:
+            set_attr(node, "stream", COMPUTE_STREAM)
+        else:
+            if item.type == COMM_SEND_NODE:
+                tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
+                tags[(transfer.src, transfer.dst)] += 1
+                set_attr(node, "stream", COMPUTE_STREAM + 1 + transfer.dst)
+            set_attr(node, "comm_src", transfer.src)
+            set_attr(node, "comm_dst", transfer.dst)
+            set_attr(node, "comm_tag", tag_of[id(transfer)])
+            set_attr(node, "comm_size", transfer.size_bytes)
+        set_attr(node, "duration_ns", item.dur_ns)
+        by_device.setdefault(item.device, []).append(node)
+    return by_device

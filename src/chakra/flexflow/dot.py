@@ -1,0 +1,327 @@
+"""The part of Graphviz's DOT language FlexFlow writes, read with positions for every error.
+
+FlexFlow's task graphs and computation graphs (and upstream Chakra's labelled task graphs) are
+``digraph NAME { ... }`` files of node statements ``nodeN [key=value,...];`` and edge statements
+``nodeA -> nodeB;``, with record labels ``"{ a | b | { c | d } }"``. :func:`read_dot` reads the
+DOT grammar's statements (node, edge chains, ``subgraph`` blocks, graph/node/edge defaults and
+``key = value`` statements, whose contents are not needed and are skipped), quoted and bare IDs,
+and ``//``, ``/* */`` and ``#`` comments. :func:`parse_record` splits a record label into its
+nested fields. Every mistake is a :class:`~chakra.errors.ChakraInputError` naming the file, line and
+column.
+
+Example:
+    >>> graph = parse_dot('digraph g { n0 [label="{ a | { 1 | 2 } }"]; n0 -> n1; }', "g.dot")
+    >>> [(n.name, n.attrs.get("label", "")) for n in graph.nodes], [(e.source, e.target) for e in graph.edges]
+    ([('n0', '{ a | { 1 | 2 } }'), ('n1', '')], [('n0', 'n1')])
+    >>> parse_record("{ a | { 1 | 2 } }")
+    ['a', ['1', '2']]
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chakra.errors import ChakraInputError, PathLike
+
+#: Tokens: comments and white space (skipped), quoted strings, the edge operators, punctuation, bare IDs.
+_TOKEN = re.compile(
+    r"""(?P<skip>\s+|//[^\n]*|/\*.*?\*/|\#[^\n]*)
+      | (?P<string>"(?:[^"\\]|\\.)*")
+      | (?P<arrow>->|--)
+      | (?P<punct>[{}\[\]=;,:])
+      | (?P<id>[A-Za-z0-9_.\-\u0080-\U0010ffff]+)
+      | (?P<html><)""",
+    re.VERBOSE | re.DOTALL,
+)
+_UNCLOSED = re.compile(r'"|/\*')
+FIX_HINT = "fix the graph file"
+
+
+def position_error(path: PathLike, line: int, column: int, message: str, hint: str = FIX_HINT) -> ChakraInputError:
+    """``PATH: line L, column C: message (hint: ...)``."""
+    return ChakraInputError(f"line {line}, column {column}: {message}", path=path, hint=hint)
+
+
+@dataclass
+class DotNode:
+    """A node statement (or a node first named by an edge): its attributes, and where it was first seen."""
+
+    name: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True)
+class DotEdge:
+    source: str
+    target: str
+    line: int
+    column: int
+
+
+@dataclass
+class DotGraph:
+    """The nodes in the order they were first named, and the edges in file order."""
+
+    path: str
+    nodes: list[DotNode]
+    edges: list[DotEdge]
+
+    def node(self, name: str) -> DotNode:
+        return self.nodes[self._index[name]]
+
+    def __post_init__(self) -> None:
+        self._index = {node.name: i for i, node in enumerate(self.nodes)}
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+    line: int
+    column: int
+
+
+def read_dot(path: PathLike) -> DotGraph:
+    """Read a DOT file (UTF-8)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ChakraInputError(
+            f"not a text file (byte {error.start} is not UTF-8)", path=path, hint="give the .dot file FlexFlow wrote"
+        ) from None
+    except OSError as error:
+        raise ChakraInputError(f"cannot read it: {error.strerror}", path=path) from None
+    return parse_dot(text, str(path))
+
+
+def parse_dot(text: str, path: str) -> DotGraph:
+    """Parse DOT text (``path`` names it in errors)."""
+    return _Parser(_tokens(text, path), path).graph()
+
+
+def _tokens(text: str, path: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    line, line_start, pos = 1, 0, 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.lastgroup == "html":
+            unclosed = _UNCLOSED.match(text, pos)
+            what = (
+                "a quoted string or comment that is never closed"
+                if unclosed
+                else f"{text[pos]!r} is not part of DOT"
+                if match is None
+                else "HTML labels (<...>) are not read"
+            )
+            raise position_error(path, line, pos - line_start + 1, what)
+        kind = match.lastgroup
+        if kind != "skip":
+            tokens.append(_Token(kind or "", match.group(), line, pos - line_start + 1))
+        newlines = match.group().count("\n")
+        if newlines:
+            line += newlines
+            line_start = pos + match.group().rindex("\n") + 1
+        pos = match.end()
+    tokens.append(_Token("end", "", line, pos - line_start + 1))
+    return tokens
+
+
+def _unquote(token: _Token) -> str:
+    if token.kind != "string":
+        return token.text
+    return re.sub(r'\\(["\\])', r"\1", token.text[1:-1]).replace("\\\n", "")
+
+
+class _Parser:
+    def __init__(self, tokens: list[_Token], path: str):
+        self.tokens = tokens
+        self.at = 0
+        self.path = path
+        self.nodes: dict[str, DotNode] = {}
+        self.edges: list[DotEdge] = []
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def peek(self) -> _Token:
+        return self.tokens[self.at]
+
+    def take(self) -> _Token:
+        token = self.tokens[self.at]
+        self.at += 1
+        return token
+
+    def error(self, token: _Token, message: str, hint: str = FIX_HINT) -> ChakraInputError:
+        return position_error(self.path, token.line, token.column, message, hint)
+
+    def expect(self, text: str, what: str) -> _Token:
+        token = self.take()
+        if token.text != text or token.kind == "string":
+            found = "the end of the file" if token.kind == "end" else repr(token.text)
+            raise self.error(token, f"expected {text!r} {what}, found {found}")
+        return token
+
+    def identifier(self, what: str) -> _Token:
+        token = self.take()
+        if token.kind not in ("id", "string"):
+            found = "the end of the file" if token.kind == "end" else repr(token.text)
+            raise self.error(token, f"expected {what}, found {found}")
+        return token
+
+    # -- grammar -----------------------------------------------------------------------------------
+    def graph(self) -> DotGraph:
+        first = self.peek()
+        if first.text.lower() == "strict":
+            self.take()
+        kind = self.identifier("'digraph' at the start of the file")
+        if kind.text.lower() not in ("digraph", "graph"):
+            raise self.error(kind, f"expected 'digraph' at the start of the file, found {kind.text!r}")
+        if self.peek().text != "{":
+            self.identifier("the graph's name")
+        opening = self.expect("{", "to open the graph")
+        self.statements(opening)
+        end = self.peek()
+        if end.kind != "end":
+            raise self.error(end, f"{end.text!r} after the graph's closing brace")
+        return DotGraph(self.path, list(self.nodes.values()), self.edges)
+
+    def statements(self, opening: _Token) -> None:
+        while True:
+            token = self.peek()
+            if token.kind == "end":
+                raise self.error(
+                    opening,
+                    "this '{' is never closed (unbalanced braces)",
+                    hint="add the missing '}' or remove this one",
+                )
+            if token.text == "}" and token.kind == "punct":
+                self.take()
+                return
+            if token.text == ";" and token.kind == "punct":
+                self.take()
+                continue
+            self.statement()
+
+    def statement(self) -> None:
+        token = self.peek()
+        if token.kind == "punct" and token.text == "{":
+            self.statements(self.take())  # an anonymous subgraph
+            return
+        first = self.identifier("a node, an edge or '}'")
+        word = first.text.lower() if first.kind == "id" else ""
+        if word == "subgraph":
+            if self.peek().text != "{":
+                self.identifier("the subgraph's name")
+            self.statements(self.expect("{", "to open the subgraph"))
+            return
+        if word in ("graph", "node", "edge") and self.peek().text == "[":
+            self.attributes()
+            return
+        if self.peek().text == "=" and self.peek().kind == "punct":
+            self.take()
+            self.identifier("a value after '='")
+            return
+        self.port()
+        if self.peek().kind == "arrow":
+            self.edge_chain(first)
+        else:
+            node = self.add_node(first)
+            node.line, node.column = first.line, first.column  # errors about a node point at its statement
+            node.attrs.update(self.attributes())
+
+    def port(self) -> None:
+        while self.peek().text == ":" and self.peek().kind == "punct":
+            self.take()
+            self.identifier("a port after ':'")
+
+    def edge_chain(self, first: _Token) -> None:
+        ends = [first]
+        while self.peek().kind == "arrow":
+            self.take()
+            ends.append(self.identifier("a node after '->'"))
+            self.port()
+        self.attributes()
+        for source, target in itertools.pairwise(ends):
+            self.add_node(source)
+            self.add_node(target)
+            self.edges.append(DotEdge(_unquote(source), _unquote(target), source.line, source.column))
+
+    def add_node(self, token: _Token) -> DotNode:
+        name = _unquote(token)
+        node = self.nodes.get(name)
+        if node is None:
+            node = self.nodes[name] = DotNode(name, {}, token.line, token.column)
+        return node
+
+    def attributes(self) -> dict[str, str]:
+        attrs: dict[str, str] = {}
+        while self.peek().text == "[" and self.peek().kind == "punct":
+            opening = self.take()
+            while True:
+                token = self.peek()
+                if token.kind == "end":
+                    raise self.error(opening, "this '[' is never closed", hint="add the missing ']'")
+                if token.text == "]" and token.kind == "punct":
+                    self.take()
+                    break
+                if token.text in (",", ";") and token.kind == "punct":
+                    self.take()
+                    continue
+                key = self.identifier("an attribute name")
+                self.expect("=", f"after the attribute {_unquote(key)!r}")
+                attrs[_unquote(key)] = _unquote(self.identifier(f"the value of {_unquote(key)!r}"))
+        return attrs
+
+
+def parse_record(label: str) -> list:  # type: ignore[type-arg]  # nested lists of str
+    r"""The fields of a record label, nested as its braces nest (:class:`ValueError` when they do not balance).
+
+    Field text is stripped; ``\|``, ``\{``, ``\}`` and ``\\`` stand for the characters; a port
+    (``<p>``) is dropped.
+
+    >>> parse_record(r"{ seg 0 from a\|b to c | Comm | { 1.5 | 2 } }")
+    ['seg 0 from a|b to c', 'Comm', ['1.5', '2']]
+    """
+    stack: list[list] = [[]]  # type: ignore[type-arg]
+    field_text: list[str] = []
+    closed: list | None = None  # type: ignore[type-arg]  # a nested record that just ended
+
+    def end_field() -> None:
+        nonlocal closed
+        if closed is not None:
+            stack[-1].append(closed)
+            closed = None
+        else:
+            stack[-1].append(re.sub(r"^\s*<[^>]*>", "", "".join(field_text)).strip())
+        field_text.clear()
+
+    i = 0
+    while i < len(label):
+        char = label[i]
+        if char == "\\" and i + 1 < len(label):
+            field_text.append(label[i + 1])
+            i += 2
+            continue
+        if char == "{":
+            stack.append([])
+            field_text.clear()
+        elif char == "}":
+            if len(stack) == 1:
+                raise ValueError("unbalanced braces")
+            end_field()
+            closed = stack.pop()
+        elif char == "|":
+            end_field()
+        else:
+            field_text.append(char)
+        i += 1
+    if len(stack) != 1:
+        raise ValueError("unbalanced braces")
+    end_field()
+    fields = stack[0]
+    if len(fields) == 1 and isinstance(fields[0], list):
+        return fields[0]
+    return fields

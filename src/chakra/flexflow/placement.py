@@ -1,0 +1,312 @@
+"""Where each task of a task graph ran, and what each transfer carried.
+
+The labelled form says it (``device_id``, ``src_device_id``, ``dst_device_id``, ``comm_size``).
+FlexFlow's own task graph does not: :func:`place` infers it from the strategy (or the computation
+graph's machine views) and from how FlexFlow builds the graph (``Simulator::simulate_runtime``):
+
+* a **direct edge** joins two tasks on one device (FlexFlow adds communication tasks whenever two
+  tasks' memories differ), so the tasks joined by direct edges form classes, one device each;
+* a class takes a device its named tasks' operators run on (every device of the strategy for a
+  class of unnamed Update and Barrier tasks), the first, in the operator's partition order, that
+  no other class of the same operator took and where its tasks do not overlap what the device
+  already runs (FlexFlow runs one task at a time per device); the report counts the tasks placed
+  by one device, by order among several, and without a name to go by;
+* the **Comm** tasks of one segment of one transfer (one per hop: NVLink, or PCIe, NIC, PCIe)
+  share a name and follow each other: they become one transfer from the device of the task before
+  the first hop to the device of the task after the last, lasting from the first hop's start to
+  the last hop's end;
+* a transfer's **bytes**: from the computation graph when given (the producing operator's output
+  bytes per partition, or the consuming operator's input bytes, the smaller; split over the
+  segments of the message), else from its duration at ``bandwidth`` (``latency`` first), else
+  unknown (0, counted).
+
+Example:
+    placed = place(read_task_graph("mlp.taskgraph.dot"), read_strategy("mlp.strategy"))
+    placed.device[3], placed.transfers[0].src, placed.transfers[0].dst, placed.inferred
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from chakra.errors import ChakraInputError
+from chakra.flexflow.compgraph import CompOp
+from chakra.flexflow.strategy import Placement
+from chakra.flexflow.taskgraph import Form, Kind, Task, TaskGraph
+
+#: Relative precision of FlexFlow's printed times (6 significant digits): two tasks of one device may
+#: seem to overlap by this much of the later time.
+TIME_PRECISION = 1e-5
+
+#: How a transfer's bytes were found.
+SIZE_RECORDED, SIZE_COMPGRAPH, SIZE_BANDWIDTH, SIZE_UNKNOWN = "recorded", "computation graph", "bandwidth", "unknown"
+#: How a compute task's device was found.
+BY_LABEL, BY_ONE_DEVICE = "label", "its operator's one device"
+BY_ORDER, BY_TIMELINE = "order among its operator's devices", "no name: the first free device"
+
+
+@dataclass
+class Transfer:
+    """One transfer: the comm tasks it is made of, the tasks it connects, where, how much, when."""
+
+    tasks: list[int]
+    src_task: int | None
+    dst_task: int | None
+    src: int
+    dst: int
+    size_bytes: int
+    size_from: str
+    dur_ns: int
+    start_ns: int | None
+    name: str
+
+
+@dataclass
+class Placed:
+    """Per task its device (``None`` for comm tasks) and transfer (``None`` for compute tasks)."""
+
+    num_devices: int
+    device: list[int | None]
+    transfer_of: list[int | None]
+    transfers: list[Transfer]
+    inferred: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """What sizes a transfer from its duration: bytes per ns, and a latency (ns) taken first."""
+
+    bytes_per_ns: float
+    latency_ns: float = 0.0
+
+
+def place(
+    graph: TaskGraph,
+    strategy: Mapping[str, Placement] | None = None,
+    compgraph: Mapping[str, CompOp] | None = None,
+    *,
+    link: LinkModel | None = None,
+    num_devices: int | None = None,
+) -> Placed:
+    """The devices and transfers of ``graph`` (see the module docstring)."""
+    if graph.form is Form.LABELLED:
+        return _place_labelled(graph, num_devices)
+    devices_of = _devices_of(strategy, compgraph)
+    count = num_devices or (max((d for ds in devices_of.values() for d in ds), default=0) + 1)
+    has_comm = any(t.is_comm for t in graph.tasks)
+    if has_comm and not devices_of:
+        raise ChakraInputError(
+            "the task graph names no devices and no strategy says where its operators ran",
+            path=graph.path,
+            hint="give --strategy (FlexFlow's --export-strategy file) or --compgraph",
+        )
+    predecessors, successors = graph.predecessors(), graph.successors()
+    chains = _chains(graph, predecessors, successors)
+    device, inferred = _devices(graph, devices_of, count, chains, predecessors, successors)
+    transfer_of: list[int | None] = [None] * len(graph.tasks)
+    transfers: list[Transfer] = []
+    for chain in chains:
+        head, tail = graph.tasks[chain[0]], graph.tasks[chain[-1]]
+        src_task = next((p for p in predecessors[chain[0]] if not graph.tasks[p].is_comm), None)
+        dst_task = next((s for s in successors[chain[-1]] if not graph.tasks[s].is_comm), None)
+        src = device[src_task] if src_task is not None else None
+        dst = device[dst_task] if dst_task is not None else None
+        if src is None or dst is None:
+            raise ChakraInputError(
+                f"{head.node} ({head.name or 'Comm'}) has no compute task at its "
+                f"{'start' if src is None else 'end'}: its devices are unknown",
+                path=graph.path,
+                hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
+            )
+        for task in chain:
+            transfer_of[task] = len(transfers)
+        start = head.start_ns if head.start_ns is not None else 0
+        end = (tail.start_ns or 0) + tail.dur_ns
+        transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, head.name))
+    _size(graph, transfers, compgraph or {}, link)
+    inferred.update(f"transfer bytes: {t.size_from}" for t in transfers)
+    return Placed(count, device, transfer_of, transfers, inferred)
+
+
+def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
+    compute = [t.device for t in graph.tasks if not t.is_comm]
+    count = num_devices or (max((d for d in compute if d is not None), default=0) + 1)
+    transfers: list[Transfer] = []
+    transfer_of: list[int | None] = [None] * len(graph.tasks)
+    for task in graph.tasks:
+        for what, value in (("device", task.device), ("source device", task.src), ("destination device", task.dst)):
+            if value is not None and value >= count:
+                raise _position(
+                    graph, task,
+                    f"the {what} of {task.node} is {value}, out of range: the graph computes on devices 0-{count - 1}",
+                    "give --num-npus when devices compute nothing, or fix the label",
+                )  # fmt: skip
+        if task.is_comm:
+            if task.src == task.dst:
+                raise _position(graph, task, f"{task.node} sends from device {task.src} to itself")
+            transfer_of[task.index] = len(transfers)
+            src, dst, size = task.src or 0, task.dst or 0, task.size_bytes or 0
+            transfers.append(
+                Transfer([task.index], None, None, src, dst, size, SIZE_RECORDED, task.dur_ns, None, task.name)
+            )
+    device = [None if t.is_comm else t.device for t in graph.tasks]
+    return Placed(count, device, transfer_of, transfers, Counter({f"devices: {BY_LABEL}": len(compute)}))
+
+
+def _position(graph: TaskGraph, task: Task, message: str, hint: str = "fix the label") -> ChakraInputError:
+    return ChakraInputError(f"line {task.line}, column {task.column}: {message}", path=graph.path, hint=hint)
+
+
+def _devices_of(
+    strategy: Mapping[str, Placement] | None, compgraph: Mapping[str, CompOp] | None
+) -> dict[str, tuple[int, ...]]:
+    devices = {name: op.device_ids for name, op in (compgraph or {}).items() if op.device_ids}
+    devices.update({name: p.device_ids for name, p in (strategy or {}).items() if p.device_ids})
+    return devices
+
+
+def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[list[int]]) -> list[list[int]]:
+    """The hops of each transfer: comm tasks of one name following each other, in order."""
+    tasks = graph.tasks
+    chains = []
+    for task in tasks:
+        if not task.is_comm:
+            continue
+        if any(tasks[p].is_comm and tasks[p].name == task.name for p in predecessors[task.index]):
+            continue  # a later hop
+        chain = [task.index]
+        while True:
+            nxt = next((s for s in successors[chain[-1]] if tasks[s].is_comm and tasks[s].name == task.name), None)
+            if nxt is None:
+                break
+            chain.append(nxt)
+        chains.append(chain)
+    return sorted(chains, key=lambda c: (tasks[c[0]].start_ns or 0, c[0]))
+
+
+class _Timeline:
+    """The busy intervals of one device (ns), to find whether more tasks fit."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def fits(self, intervals: list[tuple[int, int]]) -> bool:
+        for start, end in intervals:
+            slack = TIME_PRECISION * max(end, 1) + 1
+            at = bisect.bisect_left(self.starts, start)
+            for k in (at - 1, at):
+                if 0 <= k < len(self.starts) and self.starts[k] < end - slack and start < self.ends[k] - slack:
+                    return False
+        return True
+
+    def add(self, intervals: list[tuple[int, int]]) -> None:
+        for start, end in intervals:
+            at = bisect.bisect_left(self.starts, start)
+            self.starts.insert(at, start)
+            self.ends.insert(at, end)
+
+
+def _devices(
+    graph: TaskGraph,
+    devices_of: Mapping[str, tuple[int, ...]],
+    count: int,
+    chains: list[list[int]],
+    predecessors: list[list[int]],
+    successors: list[list[int]],
+) -> tuple[list[int | None], Counter[str]]:
+    """A device per compute task: classes of tasks joined by direct edges, placed in time order."""
+    tasks = graph.tasks
+    parent = list(range(len(tasks)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in graph.edges:
+        if not tasks[a].is_comm and not tasks[b].is_comm:
+            parent[root(a)] = root(b)
+    classes: dict[int, list[int]] = {}
+    for task in tasks:
+        if not task.is_comm:
+            classes.setdefault(root(task.index), []).append(task.index)
+    # classes a transfer joins run on different devices
+    peers: dict[int, set[int]] = {}
+    for chain in chains:
+        ends = [p for p in predecessors[chain[0]] if not tasks[p].is_comm]
+        ends += [s for s in successors[chain[-1]] if not tasks[s].is_comm]
+        for a in ends:
+            for b in ends:
+                if root(a) != root(b):
+                    peers.setdefault(root(a), set()).add(root(b))
+    timelines = [_Timeline() for _ in range(count)]
+    taken: dict[tuple[str, Kind], set[int]] = {}
+    device_of_class: dict[int, int] = {}
+    device: list[int | None] = [None] * len(tasks)
+    inferred: Counter[str] = Counter()
+    every = tuple(range(count))
+    for key_root, members in sorted(classes.items(), key=lambda kv: min((tasks[i].start_ns or 0, i) for i in kv[1])):
+        named = [tasks[i] for i in members if tasks[i].name]
+        placed_names = {t.name for t in named if t.name in devices_of}
+        if named and not placed_names and count > 1:
+            raise _position(
+                graph, named[0], f"no strategy places operator {named[0].name!r}",
+                "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
+            )  # fmt: skip
+        candidates = every
+        for name in sorted(placed_names):
+            candidates = tuple(
+                d for d in (devices_of[name] if candidates is every else candidates) if d in devices_of[name]
+            )
+        if not named:  # Update and Barrier tasks: not where a transfer to or from them comes from
+            busy = {device_of_class[p] for p in peers.get(key_root, ()) if p in device_of_class}
+            candidates = tuple(d for d in candidates if d not in busy) or candidates
+        intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
+        keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
+        free = [d for d in candidates if not any(d in taken.get(k, ()) for k in keys) and timelines[d].fits(intervals)]
+        if free:
+            how = BY_TIMELINE if not named else BY_ONE_DEVICE if len(candidates) == 1 else BY_ORDER
+        else:
+            how = "over a busy device (the strategy leaves no free one)"
+        chosen = free[0] if free else (candidates[0] if candidates else 0)
+        inferred[f"devices: {how}"] += len(members)
+        timelines[chosen].add(intervals)
+        device_of_class[key_root] = chosen
+        for key in keys:
+            taken.setdefault(key, set()).add(chosen)
+        for i in members:
+            device[i] = chosen
+    return device, inferred
+
+
+def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, CompOp], link: LinkModel | None) -> None:
+    tasks = graph.tasks
+    segments = Counter((t.src_task, t.dst_task) for t in transfers)
+    for transfer in transfers:
+        size = None
+        if compgraph and transfer.src_task is not None and transfer.dst_task is not None:
+            src, dst = tasks[transfer.src_task], tasks[transfer.dst_task]
+            producer, consumer = (src, dst) if src.kind is not Kind.BACKWARD else (dst, src)
+            known = [
+                b for b in (_bytes(compgraph, producer.name, "out"), _bytes(compgraph, consumer.name, "in"))
+                if b is not None
+            ]  # fmt: skip
+            if known:
+                size = min(known) // segments[(transfer.src_task, transfer.dst_task)]
+                transfer.size_from = SIZE_COMPGRAPH
+        if size is None and link is not None:
+            size = round(max(0.0, transfer.dur_ns - link.latency_ns) * link.bytes_per_ns)
+            transfer.size_from = SIZE_BANDWIDTH
+        transfer.size_bytes = size or 0
+
+
+def _bytes(compgraph: Mapping[str, CompOp], name: str, side: str) -> int | None:
+    op = compgraph.get(name)
+    if op is None:
+        return None
+    return op.out_bytes if side == "out" else op.in_bytes
