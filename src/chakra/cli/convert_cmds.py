@@ -34,6 +34,7 @@ app = typer.Typer()
 # imports only the choices they offer.
 if TYPE_CHECKING:
     from chakra.analyze.replay import ReplayResult
+    from chakra.flexflow import FlexFlowConversion
     from chakra.pytorch.workload import WorkloadResult
     from chakra.trace import WrittenWorkload
     from chakra.xla.convert import XlaConversion
@@ -317,6 +318,85 @@ def _print_fidelity(fidelity: dict[int, ReplayResult], unit: str) -> None:
         shown = "-" if result.error is None else f"{result.error:+.1%}"
         measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"
         stdout.print(f"{unit} {index}: replayed {result.predicted_span_us:,.1f} µs, measured {measured} µs ({shown})")
+
+
+#: The time units of the labelled FlexFlow form (chakra.flexflow.taskgraph.NS_PER), for --help without imports.
+FLEXFLOW_TIME_UNITS = ("ms", "s", "us")
+
+
+@convert_app.command("flexflow")
+def convert_flexflow_cmd(
+    taskgraph: Path = typer.Argument(
+        ..., help="A task graph: FlexFlow's (--taskgraph, with START/END per task) or upstream's labelled one."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{device}.et."),
+    strategy: Path | None = typer.Option(
+        None, "--strategy", help="FlexFlow's --export-strategy file (text or protobuf): where each operator runs."
+    ),
+    compgraph: Path | None = typer.Option(
+        None, "--compgraph", help="FlexFlow's --compgraph file (with costs): devices and bytes per operator."
+    ),
+    bandwidth: float | None = typer.Option(
+        None, "--bandwidth", help="Link GB/s: sizes the transfers the computation graph does not size."
+    ),
+    latency_us: float = typer.Option(0.0, "--latency", help="Link latency (µs), with --bandwidth."),
+    time_unit: str | None = typer.Option(
+        None, "--time-unit", help="Unit of the labelled form's times: ms (FlexFlow's; default), s (upstream's), us."
+    ),
+    num_npus: int | None = typer.Option(None, "--num-npus", min=1, help="Devices (default: the highest named + 1)."),
+    check: bool = typer.Option(
+        False, "--check", help="Replay the devices together with their own durations; exit 1 if off by over 1 %."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write the report as JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+) -> None:
+    """Convert a FlexFlow task graph to one Chakra ET per device.
+
+    Compute tasks become compute nodes and transfers matched SEND/RECV pairs, with their
+    durations, peers, tags and bytes. FlexFlow's own task graph names no devices and no bytes: give
+    its strategy (or its computation graph), and the report says what was inferred.
+
+    Example: chakra convert flexflow mlp.taskgraph.dot --strategy mlp.strategy -o out/mlp --check
+    """
+    from chakra.flexflow import FIDELITY_TOLERANCE, convert_flexflow
+
+    if time_unit is not None and time_unit not in FLEXFLOW_TIME_UNITS:
+        raise typer.BadParameter(f"one of {', '.join(FLEXFLOW_TIME_UNITS)}", param_hint="--time-unit")
+    with stage_progress() as tell:
+        result = convert_flexflow(
+            taskgraph, output, strategy=strategy, compgraph=compgraph, bandwidth_gbps=bandwidth,
+            latency_us=latency_us, time_unit=time_unit, num_devices=num_npus, check=check, progress=tell,
+        )  # fmt: skip
+    if not emit_results(result.to_dict(), report, as_json):
+        print_flexflow(result)
+    if check and result.fidelity_ok(FIDELITY_TOLERANCE) is False:
+        stderr.print(Text(f"fidelity check failed: off by more than {FIDELITY_TOLERANCE:.0%}", style="bold red"))
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
+def print_flexflow(result: FlexFlowConversion) -> None:
+    """The tables of a FlexFlow conversion (also printed by ``chakra_converter FlexFlow``)."""
+    table = Table(title=f"{result.prefix}.{{device}}.et ({result.form} task graph)", title_justify="left")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for kind, count in sorted(result.tasks.items()):
+        table.add_row(f"{kind} tasks", f"{count:,}")
+    table.add_row("transfers (SEND/RECV pairs)", f"{result.transfers:,}")
+    table.add_row("dependencies across devices kept as empty transfers", f"{result.empty_transfers:,}")
+    for what, count in sorted(result.inferred.items()):
+        table.add_row(what, f"{count:,}")
+    for what, count in sorted(result.dropped.items()):
+        table.add_row(f"dropped: {what}", f"{count:,}")
+    print_table(table)
+    stdout.print(f"wrote {len(result.paths)} files of {result.nodes:,} nodes in all")
+    fidelity = result.fidelity
+    if fidelity is not None and result.makespan_us is not None:
+        shown = "-" if fidelity.error is None else f"{(fidelity.predicted_span_us / result.makespan_us - 1):+.2%}"
+        stdout.print(
+            f"replayed makespan {fidelity.predicted_span_us:,.1f} µs, task graph {result.makespan_us:,.1f} µs ({shown})"
+        )
+    for text in result.notes:
+        note(text)
 
 
 @convert_app.command("text")

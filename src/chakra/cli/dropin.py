@@ -7,7 +7,11 @@
 * ``chakra_converter [--log-filename F] PyTorch --input LINKED --output OUT.et [--simulate]``
   converts it (or a host trace alone) with :func:`chakra.pytorch.convert.convert`;
   ``chakra_converter [--log-filename F] Text --input WORKLOAD.txt --output PREFIX --num-npus N
-  --num-passes N`` converts an ASTRA-sim text workload with :func:`chakra.text.convert_text`.
+  --num-passes N`` converts an ASTRA-sim text workload with :func:`chakra.text.convert_text`;
+  ``chakra_converter FlexFlow --input_filename GRAPH --output_filename PREFIX [--npu_frequency MHZ
+  --num_dims N]`` (upstream's ``et_converter --input_type FlexFlow`` flags) converts a FlexFlow task
+  graph with :func:`chakra.flexflow.convert_flexflow`, reading the labelled form's times as seconds as
+  upstream did and writing µs, not cycles.
 * ``chakra_timeline_visualizer --input_filename LOG --output_filename OUT.json --num_npus N
   --npu_frequency MHZ`` draws a simulator's issue/callback log with :mod:`chakra.viz.astra_log`
   (times in µs where upstream writes ms; ``1.5GHz`` accepted; any node name).
@@ -125,6 +129,41 @@ def _text_converter(args: argparse.Namespace) -> None:
         print(f"chakra_converter: note: {note}", file=sys.stderr)
 
 
+#: How upstream read the labelled FlexFlow form's times (as seconds, then x MHz x 1e6 into cycles).
+UPSTREAM_FLEXFLOW_TIME_UNIT = "s"
+
+
+def _flexflow_converter(args: argparse.Namespace) -> None:
+    """``chakra_converter FlexFlow``: :func:`chakra.flexflow.convert_flexflow` with upstream's flags."""
+    import json
+
+    from chakra.flexflow import convert_flexflow
+
+    try:
+        conversion = convert_flexflow(
+            args.input, args.output, strategy=args.strategy, compgraph=args.compgraph, time_unit=args.time_unit,
+            num_devices=args.num_npus,
+        )  # fmt: skip
+        if args.log_filename:
+            with open(args.log_filename, "w") as log:
+                json.dump(conversion.to_dict(), log, indent=1)
+    except (ChakraError, OSError) as error:
+        _refuse("chakra_converter", str(error))
+    print(
+        f"chakra_converter: wrote {len(conversion.paths)} files {args.output}.{{npu}}.et "
+        f"({conversion.nodes:,} nodes, {conversion.transfers:,} transfers)",
+        file=sys.stderr,
+    )
+    if args.npu_frequency is not None:
+        print(
+            "chakra_converter: note: durations are written in µs (duration_micros; upstream wrote seconds x "
+            "--npu_frequency MHz x 1e6 cycles there): --npu_frequency is not needed",
+            file=sys.stderr,
+        )
+    for note in conversion.notes:
+        print(f"chakra_converter: note: {note}", file=sys.stderr)
+
+
 def converter_main(argv: list[str] | None = None) -> None:
     """Entry point of ``chakra_converter``: ``PyTorch --input LINKED.json --output OUT.et``."""
     parser = argparse.ArgumentParser(
@@ -144,9 +183,34 @@ def converter_main(argv: list[str] | None = None) -> None:
     text.add_argument("--num-npus", type=int, required=True, help="number of NPUs (one file each)")
     text.add_argument("--num-passes", type=int, default=1, help="training steps, one after the other")
     text.add_argument("--model-parallel-size", type=int, default=None, help="NPUs in the first network dimension")
+    flexflow = sub.add_parser(
+        "FlexFlow", help="a FlexFlow task graph (FlexFlow's, or upstream's labelled one) -> OUTPUT.{npu}.et"
+    )
+    flexflow.add_argument("--input", "--input_filename", dest="input", required=True, help="the task graph (.dot)")
+    flexflow.add_argument("--output", "--output_filename", dest="output", required=True, help="output prefix")
+    flexflow.add_argument("--strategy", default=None, help="FlexFlow's --export-strategy file (FlexFlow's form)")
+    flexflow.add_argument("--compgraph", default=None, help="FlexFlow's --compgraph file (devices and bytes)")
+    flexflow.add_argument(
+        "--time-unit", default=UPSTREAM_FLEXFLOW_TIME_UNIT, choices=("ms", "s", "us"),
+        help="unit of the labelled form's times (default s, as upstream read them; FlexFlow's simulator writes ms)",
+    )  # fmt: skip
+    flexflow.add_argument("--num-npus", "--num_npus", dest="num_npus", type=int, default=None, help="devices")
+    flexflow.add_argument(
+        "--npu-frequency", "--npu_frequency", dest="npu_frequency", type=int, default=None,
+        help="accepted for upstream's command lines; not needed (durations are written in µs)",
+    )  # fmt: skip
+    flexflow.add_argument(
+        "--num-dims", "--num_dims", dest="num_dims", type=int, default=None,
+        help="accepted for upstream's command lines; unused (upstream ignored it too)",
+    )  # fmt: skip
+    # upstream's spelling; SUPPRESS: no default of its own, so --log-filename before FlexFlow still counts
+    flexflow.add_argument("--log_filename", dest="log_filename", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.format == "Text":
         _text_converter(args)
+        return
+    if args.format == "FlexFlow":
+        _flexflow_converter(args)
         return
     import json
 

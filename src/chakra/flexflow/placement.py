@@ -41,11 +41,13 @@ from chakra.flexflow.taskgraph import Form, Kind, Task, TaskGraph
 #: seem to overlap by this much of the later time.
 TIME_PRECISION = 1e-5
 
-#: How a transfer's bytes were found.
-SIZE_RECORDED, SIZE_COMPGRAPH, SIZE_BANDWIDTH, SIZE_UNKNOWN = "recorded", "computation graph", "bandwidth", "unknown"
-#: How a compute task's device was found.
-BY_LABEL, BY_ONE_DEVICE = "label", "its operator's one device"
-BY_ORDER, BY_TIMELINE = "order among its operator's devices", "no name: the first free device"
+#: How a transfer's bytes were found (the report's counters).
+SIZE_RECORDED, SIZE_COMPGRAPH = "bytes from the labels", "bytes from the computation graph"
+SIZE_BANDWIDTH, SIZE_UNKNOWN = "bytes from the duration and --bandwidth", "bytes unknown (written as 0)"
+#: How a compute task's device was found (the report's counters).
+BY_LABEL, BY_ONE_DEVICE = "devices from the labels", "devices: their operator's one device"
+BY_ORDER, BY_TIMELINE = "devices: in order among their operator's devices", "devices: no name, the first free device"
+BY_BUSY = "devices: over a busy one (the strategy leaves no free one)"
 
 
 @dataclass
@@ -127,7 +129,7 @@ def place(
         end = (tail.start_ns or 0) + tail.dur_ns
         transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, head.name))
     _size(graph, transfers, compgraph or {}, link)
-    inferred.update(f"transfer bytes: {t.size_from}" for t in transfers)
+    inferred.update(t.size_from for t in transfers)
     return Placed(count, device, transfer_of, transfers, inferred)
 
 
@@ -153,7 +155,9 @@ def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
                 Transfer([task.index], None, None, src, dst, size, SIZE_RECORDED, task.dur_ns, None, task.name)
             )
     device = [None if t.is_comm else t.device for t in graph.tasks]
-    return Placed(count, device, transfer_of, transfers, Counter({f"devices: {BY_LABEL}": len(compute)}))
+    inferred = Counter({BY_LABEL: len(compute)})
+    inferred.update(t.size_from for t in transfers)
+    return Placed(count, device, transfer_of, transfers, inferred)
 
 
 def _position(graph: TaskGraph, task: Task, message: str, hint: str = "fix the label") -> ChakraInputError:
@@ -272,9 +276,9 @@ def _devices(
         if free:
             how = BY_TIMELINE if not named else BY_ONE_DEVICE if len(candidates) == 1 else BY_ORDER
         else:
-            how = "over a busy device (the strategy leaves no free one)"
+            how = BY_BUSY
         chosen = free[0] if free else (candidates[0] if candidates else 0)
-        inferred[f"devices: {how}"] += len(members)
+        inferred[how] += len(members)
         timelines[chosen].add(intervals)
         device_of_class[key_root] = chosen
         for key in keys:
