@@ -6,11 +6,14 @@ graph's machine views) and from how FlexFlow builds the graph (``Simulator::simu
 
 * a **direct edge** joins two tasks on one device (FlexFlow adds communication tasks whenever two
   tasks' memories differ), so the tasks joined by direct edges form classes, one device each;
-* a class takes a device its named tasks' operators run on (every device of the strategy for a
-  class of unnamed Update and Barrier tasks), the first, in the operator's partition order, that
-  no other class of the same operator took and where its tasks do not overlap what the device
-  already runs (FlexFlow runs one task at a time per device); the report counts the tasks placed
-  by one device, by order among several, and without a name to go by;
+* classes are placed in the order they start; a class takes a device its named tasks' operators
+  run on (any device for a class of unnamed Update and Barrier tasks), the first, in the
+  operator's partition order, that no other class of the same operator and kind took, that no
+  class it exchanges a transfer with took (a transfer joins two devices), and where its tasks do
+  not overlap what the device already runs (FlexFlow runs one task at a time per device); the
+  report counts the tasks placed by one device, by order among several, and without a name to go
+  by. Partitions of one operator whose order the file cannot tell may trade devices: the
+  fidelity replay (``--check``) shows what that costs;
 * the **Comm** tasks of one segment of one transfer (one per hop: NVLink, or PCIe, NIC, PCIe)
   share a name and follow each other: they become one transfer from the device of the task before
   the first hop to the device of the task after the last, lasting from the first hop's start to
@@ -192,7 +195,7 @@ def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[li
 
 
 class _Timeline:
-    """The busy intervals of one device (ns), to find whether more tasks fit."""
+    """The busy intervals of one device or link (ns): whether more fit, and taking them back."""
 
     def __init__(self) -> None:
         self.starts: list[int] = []
@@ -213,6 +216,30 @@ class _Timeline:
             self.starts.insert(at, start)
             self.ends.insert(at, end)
 
+    def remove(self, intervals: list[tuple[int, int]]) -> None:
+        for start, end in intervals:
+            at = bisect.bisect_left(self.starts, start)
+            while self.ends[at] != end:
+                at += 1
+            del self.starts[at], self.ends[at]
+
+
+#: Choices the search for a consistent placement may undo before it settles for the first free devices.
+MAX_BACKTRACKS = 20_000
+
+
+@dataclass
+class _Class:
+    """Tasks joined by direct edges (one device), what may hold them, and the transfers they exchange."""
+
+    members: list[int]
+    candidates: tuple[int, ...]
+    keys: set[tuple[str, Kind]]
+    intervals: list[tuple[int, int]]
+    named: bool
+    # (peer class, interval, whether this class sends)
+    transfers: list[tuple[int, tuple[int, int], bool]] = field(default_factory=list)
+
 
 def _devices(
     graph: TaskGraph,
@@ -222,7 +249,31 @@ def _devices(
     predecessors: list[list[int]],
     successors: list[list[int]],
 ) -> tuple[list[int | None], Counter[str]]:
-    """A device per compute task: classes of tasks joined by direct edges, placed in time order."""
+    """A device per compute task (the module docstring's rules), by a depth-first search over the
+    classes in time order that backs out of a choice that leaves a later class no device."""
+    classes, class_of = _classes(graph, devices_of, count, chains, predecessors, successors)
+    chosen = _search(classes, count)
+    device: list[int | None] = [None] * len(graph.tasks)
+    inferred: Counter[str] = Counter()
+    for number, (cls, (dev, fits)) in enumerate(zip(classes, chosen, strict=True)):
+        how = BY_BUSY
+        if fits:
+            how = BY_TIMELINE if not cls.named else BY_ONE_DEVICE if len(cls.candidates) == 1 else BY_ORDER
+        inferred[how] += len(cls.members)
+        for i in cls.members:
+            device[i] = dev
+        del number
+    return device, inferred
+
+
+def _classes(
+    graph: TaskGraph,
+    devices_of: Mapping[str, tuple[int, ...]],
+    count: int,
+    chains: list[list[int]],
+    predecessors: list[list[int]],
+    successors: list[list[int]],
+) -> tuple[list[_Class], list[int]]:
     tasks = graph.tasks
     parent = list(range(len(tasks)))
 
@@ -235,57 +286,116 @@ def _devices(
     for a, b in graph.edges:
         if not tasks[a].is_comm and not tasks[b].is_comm:
             parent[root(a)] = root(b)
-    classes: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}
     for task in tasks:
         if not task.is_comm:
-            classes.setdefault(root(task.index), []).append(task.index)
-    # classes a transfer joins run on different devices
-    peers: dict[int, set[int]] = {}
-    for chain in chains:
-        ends = [p for p in predecessors[chain[0]] if not tasks[p].is_comm]
-        ends += [s for s in successors[chain[-1]] if not tasks[s].is_comm]
-        for a in ends:
-            for b in ends:
-                if root(a) != root(b):
-                    peers.setdefault(root(a), set()).add(root(b))
-    timelines = [_Timeline() for _ in range(count)]
-    taken: dict[tuple[str, Kind], set[int]] = {}
-    device_of_class: dict[int, int] = {}
-    device: list[int | None] = [None] * len(tasks)
-    inferred: Counter[str] = Counter()
+            groups.setdefault(root(task.index), []).append(task.index)
+    ordered = sorted(groups.values(), key=lambda m: min((tasks[i].start_ns or 0, i) for i in m))
+    class_of = [-1] * len(tasks)
+    classes = []
     every = tuple(range(count))
-    for key_root, members in sorted(classes.items(), key=lambda kv: min((tasks[i].start_ns or 0, i) for i in kv[1])):
+    for number, members in enumerate(ordered):
         named = [tasks[i] for i in members if tasks[i].name]
-        placed_names = {t.name for t in named if t.name in devices_of}
+        placed_names = sorted({t.name for t in named if t.name in devices_of})
         if named and not placed_names and count > 1:
             raise _position(
                 graph, named[0], f"no strategy places operator {named[0].name!r}",
                 "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
             )  # fmt: skip
         candidates = every
-        for name in sorted(placed_names):
-            candidates = tuple(
-                d for d in (devices_of[name] if candidates is every else candidates) if d in devices_of[name]
-            )
-        if not named:  # Update and Barrier tasks: not where a transfer to or from them comes from
-            busy = {device_of_class[p] for p in peers.get(key_root, ()) if p in device_of_class}
-            candidates = tuple(d for d in candidates if d not in busy) or candidates
+        for name in placed_names:
+            candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in devices_of[name])
         intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
         keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
-        free = [d for d in candidates if not any(d in taken.get(k, ()) for k in keys) and timelines[d].fits(intervals)]
-        if free:
-            how = BY_TIMELINE if not named else BY_ONE_DEVICE if len(candidates) == 1 else BY_ORDER
-        else:
-            how = BY_BUSY
-        chosen = free[0] if free else (candidates[0] if candidates else 0)
-        inferred[how] += len(members)
-        timelines[chosen].add(intervals)
-        device_of_class[key_root] = chosen
-        for key in keys:
-            taken.setdefault(key, set()).add(chosen)
+        classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
         for i in members:
-            device[i] = chosen
-    return device, inferred
+            class_of[i] = number
+    for chain in chains:
+        senders = {class_of[p] for p in predecessors[chain[0]] if not tasks[p].is_comm}
+        receivers = {class_of[s] for s in successors[chain[-1]] if not tasks[s].is_comm}
+        head, tail = tasks[chain[0]], tasks[chain[-1]]
+        span = (head.start_ns or 0, (tail.start_ns or 0) + tail.dur_ns)
+        for a in senders:
+            for b in receivers:
+                if a != b:
+                    classes[a].transfers.append((b, span, True))
+                    classes[b].transfers.append((a, span, False))
+    return classes, class_of
+
+
+def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
+    """Each class's device, and whether it fits every rule (``False``: placed over a conflict)."""
+    devices = [_Timeline() for _ in range(count)]
+    links: dict[tuple[int, int], _Timeline] = {}
+    taken: dict[tuple[str, Kind], set[int]] = {}
+    placed: list[int | None] = [None] * len(classes)
+    tried = [0] * len(classes)
+
+    def link_spans(k: int, dev: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        spans = []
+        for peer, span, sends in classes[k].transfers:
+            other = placed[peer]
+            if other is not None:
+                spans.append(((dev, other) if sends else (other, dev), span))
+        return spans
+
+    def fits(k: int, dev: int) -> bool:
+        cls = classes[k]
+        if any(dev in taken.get(key, ()) for key in cls.keys):
+            return False
+        if any(placed[peer] == dev for peer, _, _ in cls.transfers):
+            return False
+        if not devices[dev].fits(cls.intervals):
+            return False
+        return all(links.setdefault(pair, _Timeline()).fits([span]) for pair, span in link_spans(k, dev))
+
+    def assign(k: int, dev: int) -> None:
+        cls = classes[k]
+        devices[dev].add(cls.intervals)
+        for pair, span in link_spans(k, dev):
+            links.setdefault(pair, _Timeline()).add([span])
+        for key in cls.keys:
+            taken.setdefault(key, set()).add(dev)
+        placed[k] = dev
+
+    def unassign(k: int) -> None:
+        dev = placed[k]
+        assert dev is not None
+        placed[k] = None
+        cls = classes[k]
+        devices[dev].remove(cls.intervals)
+        for pair, span in link_spans(k, dev):
+            links[pair].remove([span])
+        for key in cls.keys:
+            taken[key].discard(dev)
+
+    k, backtracks = 0, 0
+    while 0 <= k < len(classes) and backtracks <= MAX_BACKTRACKS:
+        if placed[k] is not None:
+            unassign(k)
+        cands = classes[k].candidates
+        while tried[k] < len(cands) and not fits(k, cands[tried[k]]):
+            tried[k] += 1
+        if tried[k] < len(cands):
+            assign(k, cands[tried[k]])
+            tried[k] += 1
+            k += 1
+        else:
+            tried[k] = 0
+            k -= 1
+            backtracks += 1
+    result: list[tuple[int, bool]] = []
+    for number, cls in enumerate(classes):
+        dev = placed[number]
+        if dev is None or k < 0:  # no consistent placement within the search's budget: the first free devices
+            free = [d for d in cls.candidates if fits(number, d)] if dev is None else [dev]
+            dev = free[0] if free else cls.candidates[0]
+            if placed[number] is None:
+                assign(number, dev)
+            result.append((dev, bool(free)))
+        else:
+            result.append((dev, True))
+    return result
 
 
 def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, CompOp], link: LinkModel | None) -> None:
