@@ -36,15 +36,15 @@ from typing import Any
 
 from chakra import io
 from chakra.analyze.workload_replay import WorkloadReplayResult, replay_workload
-from chakra.attrs import set_attr
 from chakra.errors import PathLike
 from chakra.flexflow.compgraph import read_compgraph
 from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
 from chakra.flexflow.strategy import read_strategy
 from chakra.flexflow.taskgraph import Form, Kind, TaskGraph, read_task_graph
-from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node
+from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
 from chakra.table import load_table
 from chakra.trace import WorkloadWriter
+from chakra.wire import AttrEncoder, encode_node
 
 #: The first start written (µs; 0 means "not recorded" in the format).
 FIRST_START_US = 1
@@ -123,7 +123,9 @@ def convert_flexflow(
     written = WorkloadWriter(output)
     with written:
         for done, device in enumerate(range(placed.num_devices), start=1):
-            written.write_nodes(device, nodes.get(device, []), GlobalMetadata(version=io.FORMAT_VERSION))
+            records = nodes.get(device, [])
+            framed = b"".join(io.frame(payload) for payload in records)
+            written.write_framed(device, GlobalMetadata(version=io.FORMAT_VERSION), [(framed, len(records))])
             tell("writing devices", done, placed.num_devices)
     assert written.result is not None
     result = FlexFlowConversion(
@@ -155,7 +157,7 @@ class _Item:
     deps: list[int] = field(default_factory=list)
 
 
-def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[Node]], dict[str, Any]]:
+def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], dict[str, Any]]:
     tasks = graph.tasks
     rank_in_order = {task: k for k, task in enumerate(graph.order())}
     items: list[_Item] = []
@@ -205,11 +207,12 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[Node]], dic
         empty += 1
     for item in items:
         item.deps = [d for d in item.deps if d >= 0]
-    return _nodes(items), {"dropped": dropped, "empty": empty}
+    return _records(items), {"dropped": dropped, "empty": empty}
 
 
-def _nodes(items: list[_Item]) -> dict[int, list[Node]]:
-    """The items as nodes per device, ids in time order, tags counted per pair of devices."""
+def _records(items: list[_Item]) -> dict[int, list[bytes]]:
+    """The items as node records per device (:mod:`chakra.wire`), ids in time order, tags counted per
+    pair of devices."""
     order = sorted(range(len(items)), key=lambda i: (items[i].order, i))
     node_id: dict[int, int] = {}
     next_id = 0
@@ -222,27 +225,26 @@ def _nodes(items: list[_Item]) -> dict[int, list[Node]]:
         next_id += 1
     tags: Counter[tuple[int, int]] = Counter()
     tag_of: dict[int, int] = {}
-    by_device: dict[int, list[Node]] = {}
+    encode = AttrEncoder()
+    on_device = encode("is_cpu_op", False)
+    by_device: dict[int, list[bytes]] = {}
     for i in order:
         item = items[i]
-        node = Node(id=node_id[i], name=item.name, duration_micros=round(item.dur_ns / NS_PER_US))
-        node.type = item.type  # type: ignore[assignment]  # a NodeType number
-        node.data_deps.extend(sorted({node_id[d] for d in item.deps}))
-        if item.start_ns is not None:
-            node.start_time_micros = round(item.start_ns / NS_PER_US) + FIRST_START_US
-        set_attr(node, "is_cpu_op", False)
+        attrs = [on_device]
         transfer = item.transfer
         if transfer is None:
-            set_attr(node, "stream", COMPUTE_STREAM)
+            attrs.append(encode("stream", COMPUTE_STREAM))
         else:
             if item.type == COMM_SEND_NODE:
                 tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
                 tags[(transfer.src, transfer.dst)] += 1
-                set_attr(node, "stream", COMPUTE_STREAM + 1 + transfer.dst)
-            set_attr(node, "comm_src", transfer.src)
-            set_attr(node, "comm_dst", transfer.dst)
-            set_attr(node, "comm_tag", tag_of[id(transfer)])
-            set_attr(node, "comm_size", transfer.size_bytes)
-        set_attr(node, "duration_ns", item.dur_ns)
-        by_device.setdefault(item.device, []).append(node)
+                attrs.append(encode("stream", COMPUTE_STREAM + 1 + transfer.dst))
+            attrs += [encode("comm_src", transfer.src), encode("comm_dst", transfer.dst),
+                      encode("comm_tag", tag_of[id(transfer)]), encode("comm_size", transfer.size_bytes)]  # fmt: skip
+        attrs.append(encode.int64("duration_ns", item.dur_ns))
+        start_us = round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0
+        deps = sorted({node_id[d] for d in item.deps})
+        payload = encode_node(node_id[i], item.name, item.type, [], deps, start_us, round(item.dur_ns / NS_PER_US),
+                              None, None, attrs)  # fmt: skip
+        by_device.setdefault(item.device, []).append(payload)
     return by_device

@@ -19,10 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from chakra.errors import ChakraInputError, PathLike
 
@@ -78,12 +80,21 @@ class DotGraph:
         self._index = {node.name: i for i, node in enumerate(self.nodes)}
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str
     text: str
-    line: int
-    column: int
+    offset: int
+
+
+class _Lines:
+    """Line and column (from 1) of an offset in a text."""
+
+    def __init__(self, text: str):
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def __call__(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
 
 
 def read_dot(path: PathLike) -> DotGraph:
@@ -101,33 +112,80 @@ def read_dot(path: PathLike) -> DotGraph:
 
 def parse_dot(text: str, path: str) -> DotGraph:
     """Parse DOT text (``path`` names it in errors)."""
-    return _Parser(_tokens(text, path), path).graph()
+    lines = _Lines(text)
+    return _regular(text, path, lines) or _Parser(_tokens(text, path, lines), path, lines).graph()
 
 
-def _tokens(text: str, path: str) -> list[_Token]:
-    tokens: list[_Token] = []
-    line, line_start, pos = 1, 0, 0
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None or match.lastgroup == "html":
-            unclosed = _UNCLOSED.match(text, pos)
-            what = (
-                "a quoted string or comment that is never closed"
-                if unclosed
-                else f"{text[pos]!r} is not part of DOT"
-                if match is None
-                else "HTML labels (<...>) are not read"
-            )
-            raise position_error(path, line, pos - line_start + 1, what)
-        kind = match.lastgroup
-        if kind != "skip":
-            tokens.append(_Token(kind or "", match.group(), line, pos - line_start + 1))
-        newlines = match.group().count("\n")
-        if newlines:
-            line += newlines
-            line_start = pos + match.group().rindex("\n") + 1
+#: The statements FlexFlow writes, a whole file of which is read by regular expressions at once;
+#: anything else (comments, subgraphs, a mistake) takes the token parser and its errors.
+_HEADER = re.compile(r"\s*digraph\s+[\w.]*\s*\{")
+_STATEMENT = re.compile(
+    r"""\s*(?:(?P<source>[\w.]+)\s*->\s*(?P<target>[\w.]+)\s*;
+      | (?P<node>[\w.]+)\s*\[(?P<attrs>(?:[^\]"]|"(?:[^"\\]|\\.)*")*)\]\s*;)""",
+    re.VERBOSE,
+)
+_ATTRIBUTE = re.compile(r'\s*(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,"\s]+)\s*(?:,|$)')
+_FOOTER = re.compile(r"\s*\}\s*")
+
+
+def _regular(text: str, path: str, lines: _Lines) -> DotGraph | None:
+    """The graph of a file made only of FlexFlow's own statements, or ``None``."""
+    header = _HEADER.match(text)
+    if header is None:
+        return None
+    nodes: dict[str, DotNode] = {}
+    edges: list[DotEdge] = []
+    pos = header.end()
+    for match in _STATEMENT.finditer(text, pos):
+        if match.start() != pos:
+            return None
         pos = match.end()
-    tokens.append(_Token("end", "", line, pos - line_start + 1))
+        if match["source"] is not None:
+            where = lines(match.start("source"))
+            for name in (match["source"], match["target"]):
+                if name not in nodes:
+                    nodes[name] = DotNode(name, {}, *where)
+            edges.append(DotEdge(match["source"], match["target"], *where))
+            continue
+        attrs = {}
+        at, body = 0, match["attrs"]
+        for attribute in _ATTRIBUTE.finditer(body):
+            if attribute.start() != at:
+                return None
+            value = attribute[2]
+            attrs[attribute[1]] = re.sub(r'\\(["\\])', r"\1", value[1:-1]) if value.startswith('"') else value
+            at = attribute.end()
+        if at != len(body) and body[at:].strip():
+            return None
+        name = match["node"]
+        node = nodes.setdefault(name, DotNode(name))
+        node.line, node.column = lines(match.start("node"))
+        node.attrs.update(attrs)
+    return DotGraph(path, list(nodes.values()), edges) if _FOOTER.fullmatch(text, pos) else None
+
+
+def _tokens(text: str, path: str, lines: _Lines) -> list[_Token]:
+    tokens: list[_Token] = []
+    append = tokens.append
+    pos = 0
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup
+        if match.start() != pos or kind == "html":
+            break
+        if kind != "skip":
+            append(_Token(kind or "", match.group(), pos))
+        pos = match.end()
+    if pos != len(text):
+        unclosed = _UNCLOSED.match(text, pos)
+        what = (
+            "a quoted string or comment that is never closed"
+            if unclosed
+            else "HTML labels (<...>) are not read"
+            if text[pos] == "<"
+            else f"{text[pos]!r} is not part of DOT"
+        )
+        raise position_error(path, *lines(pos), what)
+    append(_Token("end", "", pos))
     return tokens
 
 
@@ -138,10 +196,11 @@ def _unquote(token: _Token) -> str:
 
 
 class _Parser:
-    def __init__(self, tokens: list[_Token], path: str):
+    def __init__(self, tokens: list[_Token], path: str, lines: _Lines):
         self.tokens = tokens
         self.at = 0
         self.path = path
+        self.lines = lines
         self.nodes: dict[str, DotNode] = {}
         self.edges: list[DotEdge] = []
 
@@ -155,7 +214,7 @@ class _Parser:
         return token
 
     def error(self, token: _Token, message: str, hint: str = FIX_HINT) -> ChakraInputError:
-        return position_error(self.path, token.line, token.column, message, hint)
+        return position_error(self.path, *self.lines(token.offset), message, hint)
 
     def expect(self, text: str, what: str) -> _Token:
         token = self.take()
@@ -229,7 +288,7 @@ class _Parser:
             self.edge_chain(first)
         else:
             node = self.add_node(first)
-            node.line, node.column = first.line, first.column  # errors about a node point at its statement
+            node.line, node.column = self.lines(first.offset)  # errors about a node point at its statement
             node.attrs.update(self.attributes())
 
     def port(self) -> None:
@@ -247,13 +306,13 @@ class _Parser:
         for source, target in itertools.pairwise(ends):
             self.add_node(source)
             self.add_node(target)
-            self.edges.append(DotEdge(_unquote(source), _unquote(target), source.line, source.column))
+            self.edges.append(DotEdge(_unquote(source), _unquote(target), *self.lines(source.offset)))
 
     def add_node(self, token: _Token) -> DotNode:
         name = _unquote(token)
         node = self.nodes.get(name)
         if node is None:
-            node = self.nodes[name] = DotNode(name, {}, token.line, token.column)
+            node = self.nodes[name] = DotNode(name, {}, *self.lines(token.offset))
         return node
 
     def attributes(self) -> dict[str, str]:

@@ -251,18 +251,17 @@ def _devices(
 ) -> tuple[list[int | None], Counter[str]]:
     """A device per compute task (the module docstring's rules), by a depth-first search over the
     classes in time order that backs out of a choice that leaves a later class no device."""
-    classes, class_of = _classes(graph, devices_of, count, chains, predecessors, successors)
+    classes = _classes(graph, devices_of, count, chains, predecessors, successors)
     chosen = _search(classes, count)
     device: list[int | None] = [None] * len(graph.tasks)
     inferred: Counter[str] = Counter()
-    for number, (cls, (dev, fits)) in enumerate(zip(classes, chosen, strict=True)):
+    for cls, (dev, fits) in zip(classes, chosen, strict=True):
         how = BY_BUSY
         if fits:
             how = BY_TIMELINE if not cls.named else BY_ONE_DEVICE if len(cls.candidates) == 1 else BY_ORDER
         inferred[how] += len(cls.members)
         for i in cls.members:
             device[i] = dev
-        del number
     return device, inferred
 
 
@@ -273,7 +272,7 @@ def _classes(
     chains: list[list[int]],
     predecessors: list[list[int]],
     successors: list[list[int]],
-) -> tuple[list[_Class], list[int]]:
+) -> list[_Class]:
     tasks = graph.tasks
     parent = list(range(len(tasks)))
 
@@ -303,8 +302,9 @@ def _classes(
                 "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
             )  # fmt: skip
         candidates = every
-        for name in placed_names:
-            candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in devices_of[name])
+        for name in placed_names:  # the devices every operator of the class runs on, in the first's order
+            allowed = set(devices_of[name])
+            candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in allowed)
         intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
         keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
         classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
@@ -320,7 +320,7 @@ def _classes(
                 if a != b:
                     classes[a].transfers.append((b, span, True))
                     classes[b].transfers.append((a, span, False))
-    return classes, class_of
+    return classes
 
 
 def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -183,8 +184,18 @@ def _time_ns(text: object, unit_ns: int, node: DotNode, path: str, what: str) ->
     return value * unit_ns
 
 
+#: FlexFlow's label as it writes it, ``{ NAME | KIND | { START | END } }`` (NAME optional), read at once;
+#: anything else goes through the record parser (escapes, other spacing) and its errors.
+_FLEXFLOW_LABEL = re.compile(r"\{ (?:([^|{}\\<>]*?) \| )?(\w+) \| \{ ([^|{}]*) \| ([^|{}]*) \} \}")
+
+
 def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
-    fields = _fields(node, path)
+    match = _FLEXFLOW_LABEL.fullmatch(node.attrs["label"])
+    fields = (
+        [*([match[1].strip()] if match[1] is not None else []), match[2], [match[3], match[4]]]
+        if match
+        else _fields(node, path)
+    )
     if len(fields) not in (2, 3) or not isinstance(fields[-1], list) or len(fields[-1]) != 2:
         raise position_error(
             path, node.line, node.column,
