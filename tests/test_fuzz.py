@@ -66,6 +66,7 @@ ODD_VALUES: list[Any] = [
 ODD_TOKENS = ["-1", "0", "99999999999999999999", "nan", "1e999", "two", "", "[", "{", ":", "\t", "#", "\x00"]
 #: A real XLA module (dumped by TensorFlow 2.21, tests/data/xla/README.md).
 XLA_MODULE = REPO / "tests" / "data" / "xla" / "tf_dense_relu.after_optimizations.hlo.pb"
+FLEXFLOW = REPO / "tests" / "data" / "flexflow"
 TEXT_WORKLOAD = "DATA\n2\na -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 1000 0\nb -1 11 NONE 0 21 NONE 0 31 ALLREDUCE 2000 0\n"
 SMALL_SPEC = "model: {preset: llama3-8b, layers: 2, seq_len: 256}\nparallel: {tp: 2}\nglobal_batch: 2\n"
 
@@ -264,6 +265,18 @@ def xla_case(rng: random.Random, folder: Path) -> Case:
     return Case(["convert", "xla", str(module), "-o", f"{folder}/out/m"], module)
 
 
+def flexflow_case(rng: random.Random, folder: Path, damaged_file: str) -> Case:
+    """A damaged FlexFlow task graph (either form) or strategy, with its undamaged companions."""
+    files = {name: folder / name for name in ("mlp2.taskgraph.dot", "mlp2.strategy", "mlp2.labelled.dot")}
+    for name, path in files.items():
+        path.write_text((FLEXFLOW / name).read_text())
+    target = files[damaged_file]
+    target.write_text(damage_text(rng, target.read_text()))
+    graph = files["mlp2.labelled.dot"] if damaged_file == "mlp2.labelled.dot" else files["mlp2.taskgraph.dot"]
+    command = ["convert", "flexflow", str(graph), "--strategy", str(files["mlp2.strategy"]), "-o", f"{folder}/out/f"]
+    return Case([*command, "--check"], target)
+
+
 KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et": lambda rng, folder: et_case(rng, folder, ".et"),
     "et.gz": lambda rng, folder: et_case(rng, folder, ".et.gz"),
@@ -279,6 +292,9 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "tf run metadata": lambda rng, folder: tf_case(rng, folder, "run_metadata.pb"),
     "tf profile": lambda rng, folder: tf_case(rng, folder, "profile/host.xplane.pb"),
     "xla module": xla_case,
+    "flexflow task graph": lambda rng, folder: flexflow_case(rng, folder, "mlp2.taskgraph.dot"),
+    "flexflow strategy": lambda rng, folder: flexflow_case(rng, folder, "mlp2.strategy"),
+    "flexflow labelled graph": lambda rng, folder: flexflow_case(rng, folder, "mlp2.labelled.dot"),
 }
 
 

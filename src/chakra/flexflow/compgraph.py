@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, parse_record, position_error, read_dot
+from chakra.flexflow.strategy import MAX_DEVICES
 
 #: FlexFlow's parallel operators: they move data between partitionings.
 PARALLEL_OPS = frozenset({"Repartition", "Combine", "Replicate", "Reduction"})
@@ -83,6 +84,8 @@ def compgraph_of(dot: DotGraph) -> dict[str, CompOp]:
             raise position_error(
                 dot.path, node.line, node.column, f"{node.name}: its guid, partitioning and devices are not integers"
             ) from None
+        if any(not 0 <= d <= MAX_DEVICES for d in devices):
+            raise position_error(dot.path, node.line, node.column, f"{node.name} names a device beyond {MAX_DEVICES:,}")
         costs = _cost_rows(fields[4:])
         try:
             runtime = [float(x) for x in costs.get(RUNTIME_ROW, [])]

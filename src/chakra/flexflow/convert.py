@@ -36,10 +36,10 @@ from typing import Any
 
 from chakra import io
 from chakra.analyze.workload_replay import WorkloadReplayResult, replay_workload
-from chakra.errors import PathLike
+from chakra.errors import ChakraInputError, PathLike
 from chakra.flexflow.compgraph import read_compgraph
 from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
-from chakra.flexflow.strategy import read_strategy
+from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
 from chakra.flexflow.taskgraph import Form, Kind, TaskGraph, read_task_graph
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
 from chakra.table import load_table
@@ -107,6 +107,8 @@ def convert_flexflow(
 ) -> FlexFlowConversion:
     """Convert one task graph of either form (see the module docstring and :mod:`chakra.flexflow`)."""
     tell = progress or (lambda stage, done, total: None)
+    if num_devices is not None and not 0 < num_devices <= MAX_DEVICES + 1:
+        raise ChakraInputError(f"{num_devices:,} devices: FlexFlow's files name at most {MAX_DEVICES + 1:,}")
     graph = read_task_graph(taskgraph, time_unit=time_unit)
     tell("reading", 1, 3)
     link = LinkModel(bandwidth_gbps * BYTES_PER_NS_PER_GBPS, latency_us * NS_PER_US) if bandwidth_gbps else None
@@ -116,6 +118,7 @@ def convert_flexflow(
         read_compgraph(compgraph) if compgraph is not None else None,
         link=link,
         num_devices=num_devices,
+        sources=tuple(str(p) for p in (strategy, compgraph) if p is not None),
     )
     tell("reading", 2, 3)
     nodes, report = _build(graph, placed)

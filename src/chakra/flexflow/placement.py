@@ -95,8 +95,10 @@ def place(
     *,
     link: LinkModel | None = None,
     num_devices: int | None = None,
+    sources: tuple[str, ...] = (),
 ) -> Placed:
-    """The devices and transfers of ``graph`` (see the module docstring)."""
+    """The devices and transfers of ``graph`` (see the module docstring); ``sources`` names the files the
+    strategy and computation graph came from, in errors."""
     if graph.form is Form.LABELLED:
         return _place_labelled(graph, num_devices)
     devices_of = _devices_of(strategy, compgraph)
@@ -110,7 +112,15 @@ def place(
         )
     predecessors, successors = graph.predecessors(), graph.successors()
     chains = _chains(graph, predecessors, successors)
-    device, inferred = _devices(graph, devices_of, count, chains, predecessors, successors)
+    try:
+        device, inferred = _devices(graph, devices_of, count, chains, predecessors, successors)
+    except _Unplaced as unplaced:
+        task = unplaced.task
+        where = " or ".join(sources) if sources else "the strategy"
+        raise _position(
+            graph, task, f"operator {task.name!r} is not in {where}",
+            "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
+        ) from None  # fmt: skip
     transfer_of: list[int | None] = [None] * len(graph.tasks)
     transfers: list[Transfer] = []
     for chain in chains:
@@ -126,8 +136,8 @@ def place(
                 path=graph.path,
                 hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
             )
-        for task in chain:
-            transfer_of[task] = len(transfers)
+        for hop in chain:
+            transfer_of[hop] = len(transfers)
         start = head.start_ns if head.start_ns is not None else 0
         end = (tail.start_ns or 0) + tail.dur_ns
         transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, head.name))
@@ -224,6 +234,14 @@ class _Timeline:
             del self.starts[at], self.ends[at]
 
 
+class _Unplaced(Exception):
+    """A task whose operator no strategy places (``place`` names the files)."""
+
+    def __init__(self, task: Task):
+        super().__init__(task.name)
+        self.task = task
+
+
 #: Choices the search for a consistent placement may undo before it settles for the first free devices.
 MAX_BACKTRACKS = 20_000
 
@@ -297,10 +315,7 @@ def _classes(
         named = [tasks[i] for i in members if tasks[i].name]
         placed_names = sorted({t.name for t in named if t.name in devices_of})
         if named and not placed_names and count > 1:
-            raise _position(
-                graph, named[0], f"no strategy places operator {named[0].name!r}",
-                "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
-            )  # fmt: skip
+            raise _Unplaced(named[0])
         candidates = every
         for name in placed_names:  # the devices every operator of the class runs on, in the first's order
             allowed = set(devices_of[name])

@@ -33,6 +33,8 @@ from chakra.flexflow.dot import position_error
 #: FlexFlow's device types.
 DEVICE_TYPES = {0: "GPU", 1: "CPU"}
 STRATEGY_HINT = "give the file FlexFlow wrote with --export-strategy"
+#: The highest device id a FlexFlow file may name (its machine models stop far below).
+MAX_DEVICES = (1 << 16) - 1
 _TOKEN = re.compile(r"\S+")
 
 
@@ -57,13 +59,17 @@ def read_strategy(path: PathLike) -> dict[str, Placement]:
     except OSError as error:
         raise ChakraInputError(f"cannot read it: {error.strerror}", path=path) from None
     try:
-        text = data.decode("utf-8")
+        text: str | None = data.decode("utf-8")
     except UnicodeDecodeError:
-        return parse_strategy_protobuf(data, str(path))
-    first = text.split(maxsplit=1)[:1]
-    if first and first[0].isdigit():
-        return parse_strategy_text(text, str(path))
-    return parse_strategy_protobuf(data, str(path))
+        text = None
+    first = text.split(maxsplit=1)[:1] if text is not None else []
+    if text is not None and first and first[0].isdigit():
+        placements = parse_strategy_text(text, str(path))
+    else:
+        placements = parse_strategy_protobuf(data, str(path))
+    if not placements:
+        raise ChakraInputError("the strategy places no operator", path=path, hint=STRATEGY_HINT)
+    return placements
 
 
 def parse_strategy_text(text: str, path: str) -> dict[str, Placement]:
@@ -85,13 +91,19 @@ def parse_strategy_text(text: str, path: str) -> dict[str, Placement]:
         at += 1
         return token[0]
 
-    def integer(what: str, minimum: int = 0) -> int:
+    def integer(what: str, minimum: int = 0, maximum: int | None = None) -> int:
         token = take(what)
         offset = tokens[at - 1][1]
         if not re.fullmatch(r"[+-]?\d+", token) or int(token) < minimum:
             line, column = where(offset)
             raise position_error(path, line, column, f"{what} is {token!r}, not an integer >= {minimum}", STRATEGY_HINT)
+        if maximum is not None and int(token) > maximum:
+            line, column = where(offset)
+            raise position_error(path, line, column, f"{what} is {token}, beyond {maximum:,}", STRATEGY_HINT)
         return int(token)
+
+    def device(what: str) -> int:
+        return integer(what, maximum=MAX_DEVICES)
 
     placements: dict[str, Placement] = {}
     for _ in range(integer("the number of operators")):
@@ -99,7 +111,9 @@ def parse_strategy_text(text: str, path: str) -> dict[str, Placement]:
         device_type = integer(f"the device type of {name}")
         dims = tuple(integer(f"a partition degree of {name}", 1) for _ in range(integer(f"the dimensions of {name}")))
         count_offset = tokens[at][1] if at < len(tokens) else len(text)
-        devices = tuple(integer(f"a device of {name}") for _ in range(integer(f"the partitions of {name}")))
+        devices = tuple(
+            device(f"a device of {name}") for _ in range(integer(f"the partitions of {name}", maximum=MAX_DEVICES + 1))
+        )
         placement = Placement(name, DEVICE_TYPES.get(device_type, str(device_type)), dims, devices)
         if devices and len(devices) != placement.parts:
             line, column = where(count_offset)
@@ -130,6 +144,12 @@ def parse_strategy_protobuf(data: bytes, path: str) -> dict[str, Placement]:
             raise ChakraInputError(f"operator #{number} of the strategy has no name", path=path, hint=STRATEGY_HINT)
         placement = Placement(op.name, DEVICE_TYPES.get(op.device_type, str(op.device_type)), tuple(op.dims),
                               tuple(op.device_ids))  # fmt: skip
+        if any(not 0 <= d <= MAX_DEVICES for d in placement.device_ids):
+            raise ChakraInputError(
+                f"{op.name} names a device outside 0-{MAX_DEVICES:,}: {list(placement.device_ids)}",
+                path=path,
+                hint=STRATEGY_HINT,
+            )
         if placement.device_ids and len(placement.device_ids) != placement.parts:
             raise ChakraInputError(
                 f"{op.name} has {len(placement.device_ids)} devices for {placement.parts} partitions "

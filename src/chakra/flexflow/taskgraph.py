@@ -38,7 +38,11 @@ import numpy as np
 
 from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, DotNode, parse_record, position_error, read_dot
+from chakra.flexflow.strategy import MAX_DEVICES
 from chakra.graph import CycleError, graph_from_arrays, topological_order
+
+#: The largest transfer a label may give (comm_size is an int64).
+MAX_BYTES = (1 << 63) - 1
 
 #: Nanoseconds in one unit of each time unit a task graph may use.
 NS_PER = {"ms": 1_000_000, "s": 1_000_000_000, "us": 1_000}
@@ -240,7 +244,7 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
     name = others[0] if others else ""
     phase = next((w for w in others[1:] if w in Kind._value2member_map_), None)
 
-    def number(keys: tuple[str, ...], what: str) -> int:
+    def number(keys: tuple[str, ...], what: str, maximum: int = MAX_DEVICES) -> int:
         text = next((values[k] for k in keys if k in values), None)
         if text is None:
             raise position_error(path, node.line, node.column, f"{node.name} has no {what} ({' or '.join(keys)}=)")
@@ -252,6 +256,8 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
             ) from None
         if value < 0:
             raise position_error(path, node.line, node.column, f"{what} of {node.name} is negative: {value}")
+        if value > maximum:
+            raise position_error(path, node.line, node.column, f"{what} of {node.name} is {value}, beyond {maximum:,}")
         return value
 
     if node_types[0] == COMM_NODE:
@@ -259,7 +265,7 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
         return Task(
             index, node.name, name, Kind.COMM, round(_time_ns(seconds, unit_ns, node, path, "run_time")), node.line,
             node.column, src=number(SRC_KEYS, "source device"), dst=number(DST_KEYS, "destination device"),
-            size_bytes=number(SIZE_KEYS, "byte count"),
+            size_bytes=number(SIZE_KEYS, "byte count", MAX_BYTES),
         )  # fmt: skip
     time_text = next((values[k] for k in TIME_KEYS if k in values), None)
     if time_text is None:
