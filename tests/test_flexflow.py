@@ -254,3 +254,14 @@ def test_upstreams_converter_command_line_converts_the_labelled_form(tmp_path: P
     ])  # fmt: skip
     assert "--npu_frequency is not needed" in capsys.readouterr().err
     assert _nodes(tmp_path / "mlp", 0)[0].duration_micros == 500_000  # seconds, as upstream read them
+
+
+def test_a_task_graph_with_comments_and_defaults_reads_as_the_plain_one(tmp_path: Path):
+    # FlexFlow's own statements are read at once; anything else DOT allows takes the token parser
+    dressed = tmp_path / "dressed.dot"
+    text = TASKGRAPH.read_text()
+    dressed.write_text(text.replace("digraph taskgraph {", "digraph taskgraph { // FlexFlow 2021\n node [shape=record];"))
+    convert_flexflow(dressed, tmp_path / "dressed" / "mlp", strategy=STRATEGY)
+    convert_flexflow(TASKGRAPH, tmp_path / "plain" / "mlp", strategy=STRATEGY)
+    for device in (0, 1):
+        assert _nodes(tmp_path / "dressed" / "mlp", device) == _nodes(tmp_path / "plain" / "mlp", device)
