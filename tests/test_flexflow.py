@@ -260,7 +260,7 @@ def test_a_task_graph_with_comments_and_defaults_reads_as_the_plain_one(tmp_path
     # FlexFlow's own statements are read at once; anything else DOT allows takes the token parser
     dressed = tmp_path / "dressed.dot"
     text = TASKGRAPH.read_text()
-    dressed.write_text(text.replace("digraph taskgraph {", "digraph taskgraph { // FlexFlow 2021\n node [shape=record];"))
+    dressed.write_text(text.replace("digraph taskgraph {", "digraph taskgraph { // 2021\n node [shape=record];"))
     convert_flexflow(dressed, tmp_path / "dressed" / "mlp", strategy=STRATEGY)
     convert_flexflow(TASKGRAPH, tmp_path / "plain" / "mlp", strategy=STRATEGY)
     for device in (0, 1):

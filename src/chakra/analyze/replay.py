@@ -83,10 +83,8 @@ class ReplayResult:
 
     @property
     def error(self) -> float | None:
-        """Relative error ``(predicted - measured) / measured``; ``None`` without a (non-zero) measurement."""
-        if not self.measured_span_us:
-            return None
-        return (self.predicted_span_us - self.measured_span_us) / self.measured_span_us
+        """:func:`span_error` of the replay."""
+        return span_error(self.predicted_span_us, self.measured_span_us)
 
     def to_dict(self) -> dict[str, object]:
         """The scalars, JSON-ready (the per-node arrays are left out: they can be a million long)."""
@@ -98,6 +96,17 @@ class ReplayResult:
             "resources": self.resources,
             "missing_deps": self.missing_deps,
         }
+
+
+def span_error(predicted_us: float, measured_us: float | None) -> float | None:
+    """Relative error ``(predicted - measured) / measured``; ``None`` without a (non-zero) measurement.
+
+    >>> span_error(105.0, 100.0), span_error(1.0, None)
+    (0.05, None)
+    """
+    if not measured_us:
+        return None
+    return (predicted_us - measured_us) / measured_us
 
 
 def replay(nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None) -> ReplayResult:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chakra.analyze.replay import NS_PER_US, int_array, schedule_starts
+from chakra.analyze.replay import NS_PER_US, int_array, schedule_starts, span_error
 from chakra.chunks import MISSING
 from chakra.graph import TraceGraph
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
@@ -51,10 +51,8 @@ class WorkloadReplayResult:
 
     @property
     def error(self) -> float | None:
-        """``(predicted - measured) / measured``; ``None`` without a (non-zero) measurement."""
-        if not self.measured_span_us:
-            return None
-        return (self.predicted_span_us - self.measured_span_us) / self.measured_span_us
+        """:func:`chakra.analyze.replay.span_error` of the replay."""
+        return span_error(self.predicted_span_us, self.measured_span_us)
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -28,6 +28,7 @@ Bad input gives one line and exit code 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import NoReturn
 
@@ -101,10 +102,15 @@ def trace_link_main(argv: list[str] | None = None) -> None:
         print(f"chakra_trace_link: {n:,} not joined: {reason}", file=sys.stderr)
 
 
+def _write_log(path: str | None, report: dict[str, object]) -> None:
+    """``--log-filename``: the conversion report as JSON."""
+    if path:
+        with open(path, "w") as log:
+            json.dump(report, log, indent=1)
+
+
 def _text_converter(args: argparse.Namespace) -> None:
     """``chakra_converter Text``: :func:`chakra.text.convert_text`, the report to ``--log-filename``."""
-    import json
-
     from chakra.text import convert_text
 
     try:
@@ -115,9 +121,7 @@ def _text_converter(args: argparse.Namespace) -> None:
             num_passes=args.num_passes,
             model_parallel_size=args.model_parallel_size,
         )
-        if args.log_filename:
-            with open(args.log_filename, "w") as log:
-                json.dump(conversion.to_dict(), log, indent=1)
+        _write_log(args.log_filename, conversion.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
     print(
@@ -135,8 +139,6 @@ UPSTREAM_FLEXFLOW_TIME_UNIT = "s"
 
 def _flexflow_converter(args: argparse.Namespace) -> None:
     """``chakra_converter FlexFlow``: :func:`chakra.flexflow.convert_flexflow` with upstream's flags."""
-    import json
-
     from chakra.flexflow import convert_flexflow
 
     try:
@@ -144,9 +146,7 @@ def _flexflow_converter(args: argparse.Namespace) -> None:
             args.input, args.output, strategy=args.strategy, compgraph=args.compgraph, time_unit=args.time_unit,
             num_devices=args.num_npus,
         )  # fmt: skip
-        if args.log_filename:
-            with open(args.log_filename, "w") as log:
-                json.dump(conversion.to_dict(), log, indent=1)
+        _write_log(args.log_filename, conversion.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
     print(
@@ -212,8 +212,6 @@ def converter_main(argv: list[str] | None = None) -> None:
     if args.format == "FlexFlow":
         _flexflow_converter(args)
         return
-    import json
-
     from chakra.analyze.replay import replay
     from chakra.pytorch.convert import convert
     from chakra.pytorch.linked_json import UntimedTrace, load_linked_json
@@ -225,9 +223,7 @@ def converter_main(argv: list[str] | None = None) -> None:
         except UntimedTrace as untimed:  # a plain host trace: convert it host-only
             conversion = convert(untimed.host)
         conversion.write(args.output)
-        if args.log_filename:
-            with open(args.log_filename, "w") as log:
-                json.dump(conversion.report.to_dict(), log, indent=1)
+        _write_log(args.log_filename, conversion.report.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
     report = conversion.report

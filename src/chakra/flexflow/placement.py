@@ -34,6 +34,7 @@ import bisect
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
@@ -113,7 +114,7 @@ def place(
     predecessors, successors = graph.predecessors(), graph.successors()
     chains = _chains(graph, predecessors, successors)
     try:
-        device, inferred = _devices(graph, devices_of, count, chains, predecessors, successors)
+        device, inferred = _devices(graph, devices_of, count, _Edges(chains, predecessors, successors))
     except _Unplaced as unplaced:
         task = unplaced.task
         where = " or ".join(sources) if sources else "the strategy"
@@ -259,17 +260,20 @@ class _Class:
     transfers: list[tuple[int, tuple[int, int], bool]] = field(default_factory=list)
 
 
+class _Edges(NamedTuple):
+    """A task graph's transfers (comm task chains) and each task's predecessors and successors."""
+
+    chains: list[list[int]]
+    predecessors: list[list[int]]
+    successors: list[list[int]]
+
+
 def _devices(
-    graph: TaskGraph,
-    devices_of: Mapping[str, tuple[int, ...]],
-    count: int,
-    chains: list[list[int]],
-    predecessors: list[list[int]],
-    successors: list[list[int]],
+    graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, edges: _Edges
 ) -> tuple[list[int | None], Counter[str]]:
     """A device per compute task (the module docstring's rules), by a depth-first search over the
     classes in time order that backs out of a choice that leaves a later class no device."""
-    classes = _classes(graph, devices_of, count, chains, predecessors, successors)
+    classes = _classes(graph, devices_of, count, edges)
     chosen = _search(classes, count)
     device: list[int | None] = [None] * len(graph.tasks)
     inferred: Counter[str] = Counter()
@@ -283,15 +287,11 @@ def _devices(
     return device, inferred
 
 
-def _classes(
-    graph: TaskGraph,
-    devices_of: Mapping[str, tuple[int, ...]],
-    count: int,
-    chains: list[list[int]],
-    predecessors: list[list[int]],
-    successors: list[list[int]],
-) -> list[_Class]:
+def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, edges: _Edges) -> list[_Class]:
+    """The classes of tasks joined by direct edges, in the order they start, with their candidate
+    devices and the transfers between them."""
     tasks = graph.tasks
+    chains, predecessors, successors = edges
     parent = list(range(len(tasks)))
 
     def root(i: int) -> int:
