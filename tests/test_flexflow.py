@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from flexflow_graphs import large_model, simulate, write_compgraph, write_strategy, write_task_graph
-from helpers import assert_one_line_error, run_cli, validate_and_simulate
+from helpers import assert_one_line_error, run_astra_sim, run_cli, validate_and_simulate
 
 from chakra import io
 from chakra.attrs import get_attr
@@ -265,3 +265,13 @@ def test_a_task_graph_with_comments_and_defaults_reads_as_the_plain_one(tmp_path
     convert_flexflow(TASKGRAPH, tmp_path / "plain" / "mlp", strategy=STRATEGY)
     for device in (0, 1):
         assert _nodes(tmp_path / "dressed" / "mlp", device) == _nodes(tmp_path / "plain" / "mlp", device)
+
+
+def test_astra_sims_own_build_runs_the_converted_mlp_to_the_cycles_our_simulator_gives(mlp2):
+    prefix, _ = mlp2
+    examples = Path(__file__).resolve().parents[1] / "examples" / "astra"
+    system, network = examples / "system.json", examples / "ring2.yml"
+    code, finished = run_astra_sim(prefix, network, system)
+    done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network), "--json")
+    ours = {r["rank"]: r["finish_ns"] for r in json.loads(done.stdout)["ranks"]}
+    assert code == 0 and finished == ours and sorted(ours) == [0, 1]
