@@ -39,6 +39,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/adapt_bench.py
 	$(BIN)/python benchmarks/xla_bench.py
 	$(BIN)/python benchmarks/tf_bench.py
+	$(BIN)/python benchmarks/share_bench.py
+	$(BIN)/python benchmarks/synth_bench.py
+	$(BIN)/python benchmarks/flexflow_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so src/chakra/share/*.so
