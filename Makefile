@@ -1,4 +1,4 @@
-# Quick start: `make demo` runs the main job on a bundled default, `make test` runs the suite.
+# Quick start: `make demo` records a real job and takes it through the pipeline, `make test` runs the suite.
 # Every target creates .venv and installs what it needs by itself; reruns install nothing new.
 
 PYTHON ?= python3

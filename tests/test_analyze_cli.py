@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from handmade import build_workload
 from helpers import assert_one_line_error, assert_usage_error, make_node, write_et
 from helpers import run_cli as run
 
-from chakra.demo import build_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

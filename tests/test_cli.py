@@ -8,10 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from handmade import build_workload
 from helpers import BIN, assert_one_line_error, assert_usage_error, run_subprocess
 from helpers import run_cli as run
-
-from chakra.demo import build_workload
 
 
 @pytest.fixture

@@ -375,7 +375,7 @@ def test_upstream_trace_read_from_gzip_validates_the_same(shared_data: Path, ups
 
 @pytest.mark.parametrize("target", [None, "astra-sim"])
 def test_demo_workload_is_clean(tmp_path: Path, target):
-    from chakra.demo import build_workload
+    from handmade import build_workload
 
     prefix = build_workload(tmp_path)
     findings = validate_set(TraceSet.discover(prefix), target=target)

@@ -351,7 +351,7 @@ class Issuer:
             return dist.all_gather_single(empty(count * n), zeros(count), group=group, async_op=True)
         if kind_of in (REDUCE_SCATTER, REDUCE_SCATTER_BLOCK):
             per = -(-count // n)
-            return dist.reduce_scatter_tensor(empty(per), zeros(per * n), group=group, async_op=True)
+            return dist.reduce_scatter_single(empty(per), zeros(per * n), group=group, async_op=True)
         if kind_of == ALL_TO_ALL:
             whole = -(-count // n) * n
             return dist.all_to_all_single(empty(whole), zeros(whole), group=group, async_op=True)
