@@ -72,15 +72,13 @@ class DemoResult:
     llm_ms: float = 0.0
 
 
-def run_demo(out: Path = DEMO_DIR, *, frameworks: bool = True, say: Callable[[str], None] = print) -> DemoResult:
+def run_demo(out: Path = DEMO_DIR, *, say: Callable[[str], None] = print) -> DemoResult:
     """The tour of the module's docstring; raises on the first step that fails."""
     if not (EXAMPLES / "collect_gloo.py").exists():
         raise ChakraInputError("the demo runs from a clone of the repository (it uses examples/)", path=EXAMPLES)
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult(out)
-    steps: list[Callable[[DemoResult, Callable[[str], None]], None]] = [
-        _record, _convert, _analyze, _simulate, _replay, *([_frameworks] if frameworks else []), _llm,
-    ]  # fmt: skip
+    steps = (_record, _convert, _analyze, _simulate, _replay, _frameworks, _llm)
     for number, step in enumerate(steps, start=1):
         started = time.perf_counter()
         say(f"\n{number}. {(step.__doc__ or '').strip()}")
@@ -107,7 +105,8 @@ def _run(command: list[str], say: Callable[[str], None]) -> None:
     say("   $ python " + " ".join(_shown(a) for a in command[1:]))
     done = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
     if done.returncode != 0:
-        raise ChakraInputError(f"{Path(command[1]).name} failed: {done.stderr.strip().splitlines()[-1:]}")
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+        raise ChakraInputError(f"{Path(command[1]).name} failed: {last}")
 
 
 def _record(result: DemoResult, say: Callable[[str], None]) -> None:
