@@ -8,7 +8,12 @@ Everything else about the package is in pyproject.toml.
 from setuptools import Extension, setup
 
 WIRE = "src/chakra/_wire.h"
-NATIVE = ["src/chakra/share/_native.c", "src/chakra/share/_fingerprints.c", "src/chakra/share/_rewrite.c"]
+NATIVE = [
+    "src/chakra/share/_native.c",
+    "src/chakra/share/_fingerprints.c",
+    "src/chakra/share/_rewrite.c",
+    "src/chakra/share/_rewrite_attrs.c",
+]
 
 setup(
     ext_modules=[
@@ -16,7 +21,7 @@ setup(
         Extension(
             "chakra.share._native",
             sources=NATIVE,
-            depends=[WIRE, "src/chakra/share/_native.h"],
+            depends=[WIRE, "src/chakra/share/_native.h", "src/chakra/share/_rewrite.h"],
             extra_compile_args=["-O2"],
         ),
     ]

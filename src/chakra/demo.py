@@ -28,11 +28,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chakra.errors import ChakraInputError
+
+if TYPE_CHECKING:  # the library is imported step by step, as each one runs
+    from chakra.analyze.replay import ReplayResult
 
 DEMO_DIR = Path("demo-output")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -244,6 +248,12 @@ def _frameworks(result: DemoResult, say: Callable[[str], None]) -> None:
         result.frameworks[name] = "converted"
 
 
+def _worst(replays: Mapping[int, ReplayResult]) -> str:
+    """The replay error farthest from 0, shown (``-`` when nothing was measured)."""
+    errors = [r.error for r in replays.values() if r.error is not None]
+    return f"{max(errors, key=abs):+.1%}" if errors else "-"
+
+
 def _jax(result: DemoResult, say: Callable[[str], None]) -> None:
     from chakra.xla.convert import convert_module, replay_devices, write_xla_workload
     from chakra.xla.hlo import load_module
@@ -253,8 +263,7 @@ def _jax(result: DemoResult, say: Callable[[str], None]) -> None:
     _run([sys.executable, str(EXAMPLES / "jax_sharded_mlp.py"), str(recorded), "--profile"], say)
     conversion = convert_module(load_module(recorded / "step.hlo.pb"), None, load_profile(recorded / "profile"))
     written = write_xla_workload(conversion, result.out / "jax-et" / "step")
-    errors = [f.error for f in replay_devices(written).values() if f.error is not None]
-    worst = f"{max(errors, key=abs):+.1%}" if errors else "-"
+    worst = _worst(replay_devices(written))
     say(f"   $ chakra convert xla {recorded}/step.hlo.pb --profile {recorded}/profile -o {written.prefix} --check: "
         f"{conversion.devices} devices, {len(conversion.groups.groups)} groups, replay worst {worst}")  # fmt: skip
 
@@ -267,8 +276,7 @@ def _tensorflow(result: DemoResult, say: Callable[[str], None]) -> None:
     _run([sys.executable, str(EXAMPLES / "tf_mirrored_mlp.py"), str(recorded)], say)
     conversion = convert_workers(load_workers([recorded]))
     written = write_tf_workload(conversion, result.out / "tf-et" / "step")
-    errors = [f.error for f in replay_ranks(written).values() if f.error is not None]
-    worst = f"{max(errors, key=abs):+.1%}" if errors else "-"
+    worst = _worst(replay_ranks(written))
     say(f"   $ chakra convert tensorflow {recorded} -o {written.prefix} --check: {len(conversion.devices)} devices, "
         f"replay worst {worst}")  # fmt: skip
 

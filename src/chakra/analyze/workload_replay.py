@@ -65,13 +65,15 @@ class WorkloadReplayResult:
 def replay_workload(tables: Mapping[int, NodeTable]) -> WorkloadReplayResult:
     """Replay ``tables`` (rank -> its node table) together (see the module docstring)."""
     ranks = sorted(tables)
+    if not ranks:
+        return WorkloadReplayResult(0.0, None, {}, {}, 0, 0)
     offsets = np.cumsum([0] + [tables[r].graph.num_nodes for r in ranks])
     sends, receives = _messages(tables, ranks, offsets)
     pairs = [(s, r) for key in sends.keys() & receives.keys() for s, r in zip(sends[key], receives[key], strict=False)]
     matched = len(pairs)
     unmatched = sum(len(v) for v in sends.values()) + sum(len(v) for v in receives.values()) - 2 * matched
     graph = _union_graph(tables, ranks, offsets, pairs)
-    recorded_ns = np.concatenate([tables[r].dur_ns for r in ranks]).astype(np.int64) if ranks else np.zeros(0, np.int64)
+    recorded_ns = np.concatenate([tables[r].dur_ns for r in ranks]).astype(np.int64)
     dur_ns = recorded_ns.copy()
     dur_ns[np.array([r for _, r in pairs], dtype=np.int64)] = 0  # a matched receive ends when its message arrived
     resource, num_resources = _resources(tables, ranks)
@@ -124,10 +126,10 @@ def _union_graph(
     dep_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(child, minlength=n), out=dep_ptr[1:])
     return TraceGraph(
-        ids=np.concatenate([g.ids for g in graphs]) if graphs else np.zeros(0, np.uint64),
-        node_type=np.concatenate([g.node_type for g in graphs]) if graphs else np.zeros(0, np.int32),
-        dur_us=np.concatenate([g.dur_us for g in graphs]) if graphs else np.zeros(0, np.uint64),
-        start_us=np.concatenate([g.start_us for g in graphs]) if graphs else np.zeros(0, np.uint64),
+        ids=np.concatenate([g.ids for g in graphs]),
+        node_type=np.concatenate([g.node_type for g in graphs]),
+        dur_us=np.concatenate([g.dur_us for g in graphs]),
+        start_us=np.concatenate([g.start_us for g in graphs]),
         dep_ptr=dep_ptr,
         dep_pos=parent[order],
         dep_kind=kind[order],
@@ -136,13 +138,14 @@ def _union_graph(
 
 def _resources(tables: Mapping[int, NodeTable], ranks: list[int]) -> tuple[np.ndarray, int]:
     """Each node's resource, numbered across ranks (-1: none)."""
-    parts, total = [], 0
+    parts: list[np.ndarray] = []
+    total = 0
     for rank in ranks:
         table = tables[rank]
         resource = table.resource()
         parts.append(np.where(resource >= 0, resource + total, -1))
         total += table.num_resources
-    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), total
+    return np.concatenate(parts), total
 
 
 def _measured_us(start_us: np.ndarray, dur_ns: np.ndarray) -> float | None:

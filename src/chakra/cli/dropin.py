@@ -124,12 +124,16 @@ def _text_converter(args: argparse.Namespace) -> None:
         _write_log(args.log_filename, conversion.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
-    print(
-        f"chakra_converter: wrote {conversion.num_npus} files {args.output}.{{npu}}.et "
-        f"({conversion.nodes_per_rank:,} nodes each)",
-        file=sys.stderr,
+    _tell_converted(
+        f"wrote {conversion.num_npus} files {args.output}.{{npu}}.et ({conversion.nodes_per_rank:,} nodes each)",
+        conversion.notes,
     )
-    for note in conversion.notes:
+
+
+def _tell_converted(wrote: str, notes: list[str]) -> None:
+    """What ``chakra_converter`` wrote and the notes of the conversion, on stderr."""
+    print(f"chakra_converter: {wrote}", file=sys.stderr)
+    for note in notes:
         print(f"chakra_converter: note: {note}", file=sys.stderr)
 
 
@@ -149,19 +153,17 @@ def _flexflow_converter(args: argparse.Namespace) -> None:
         _write_log(args.log_filename, conversion.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
-    print(
-        f"chakra_converter: wrote {len(conversion.paths)} files {args.output}.{{npu}}.et "
-        f"({conversion.nodes:,} nodes, {conversion.transfers:,} transfers)",
-        file=sys.stderr,
+    frequency = (
+        ["durations are written in µs (duration_micros; upstream wrote seconds x --npu_frequency MHz x 1e6 "
+         "cycles there): --npu_frequency is not needed"]
+        if args.npu_frequency is not None
+        else []
+    )  # fmt: skip
+    _tell_converted(
+        f"wrote {len(conversion.paths)} files {args.output}.{{npu}}.et ({conversion.nodes:,} nodes, "
+        f"{conversion.transfers:,} transfers)",
+        frequency + conversion.notes,
     )
-    if args.npu_frequency is not None:
-        print(
-            "chakra_converter: note: durations are written in µs (duration_micros; upstream wrote seconds x "
-            "--npu_frequency MHz x 1e6 cycles there): --npu_frequency is not needed",
-            file=sys.stderr,
-        )
-    for note in conversion.notes:
-        print(f"chakra_converter: note: {note}", file=sys.stderr)
 
 
 def converter_main(argv: list[str] | None = None) -> None:

@@ -42,13 +42,12 @@ from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
 from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
 from chakra.flexflow.taskgraph import Form, Kind, TaskGraph, read_task_graph
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
-from chakra.table import load_table
+from chakra.table import NS_PER_US, load_table
 from chakra.trace import WorkloadWriter
 from chakra.wire import AttrEncoder, encode_node
 
 #: The first start written (µs; 0 means "not recorded" in the format).
 FIRST_START_US = 1
-NS_PER_US = 1000
 #: Bytes per ns in one GB/s (decimal).
 BYTES_PER_NS_PER_GBPS = 1.0
 #: The replayed makespan must be within this fraction of the task graph's (issue 20).

@@ -402,11 +402,10 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
     result: list[tuple[int, bool]] = []
     for number, cls in enumerate(classes):
         dev = placed[number]
-        if dev is None or k < 0:  # no consistent placement within the search's budget: the first free devices
-            free = [d for d in cls.candidates if fits(number, d)] if dev is None else [dev]
+        if dev is None:  # no consistent placement within the search's budget: the first free device
+            free = [d for d in cls.candidates if fits(number, d)]
             dev = free[0] if free else cls.candidates[0]
-            if placed[number] is None:
-                assign(number, dev)
+            assign(number, dev)
             result.append((dev, bool(free)))
         else:
             result.append((dev, True))

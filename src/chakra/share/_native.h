@@ -4,7 +4,8 @@
  *   _fingerprints.c  Fingerprints: a set of strings kept as 64-bit hashes (not the strings), and the
  *                    search for every one of them in a buffer at once (the leakage check);
  *   _rewrite.c       Rewriter: Node records rewritten field by field by the rules of a Python plan
- *                    (chakra.share.rules), the strings of the input added to a Fingerprints as they go.
+ *                    (chakra.share.rules), the strings of the input added to a Fingerprints as they go;
+ *                    its attributes in _rewrite_attrs.c, their shared parts in _rewrite.h.
  */
 #ifndef CHAKRA_SHARE_NATIVE_H
 #define CHAKRA_SHARE_NATIVE_H

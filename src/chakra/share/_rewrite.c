@@ -31,134 +31,11 @@
  */
 #include <math.h>
 
-#include "_native.h"
+#include "_rewrite.h"
 
-enum { RULE_DROP = 0, RULE_INT = 1, RULE_CACHE = 2, RULE_CALL = 3 };
-enum { T_NONE = 0, T_POW2 = 1, T_SCALE = 2, T_BOOL = 3 };
-/* The events the rewriter counts itself; the plan gives their counter ids in this order. */
-enum { C_IO_VALUES, C_IO_TYPES, C_DURATION, C_REPEATED, C_DOC, N_FIXED };
+/* -- counting and asking the plan ----------------------------------------------------------------- */
 
-/* Node field tags: (field number << 3) | wire type. */
-enum { T_ID = 0x08, T_NAME = 0x12, T_TYPE = 0x18, T_CTRL = 0x22, T_DATA = 0x2a, T_START = 0x30, T_DUR = 0x38,
-       T_INPUTS = 0x42, T_OUTPUTS = 0x4a, T_ATTR = 0x52 };
-enum { F_NAME_TAG = 0x0a, IO_VALUES_TAG = 0x0a, IO_SHAPES_TAG = 0x12 };
-#define METADATA_NODE 1
-/* rule cache: the i-th attribute of a node usually has the name and member of the i-th attribute of
- * the node before, so its key is compared to that before the rules dict is asked */
-#define RULE_SLOTS 32
-#define RULE_KEY_BYTES 48
-/* memo slots per cache (a power of two) and the longest bytes a slot holds: names, shapes texts and
- * attributes of converted traces are mostly shorter */
-#define MEMO_SLOTS 4096
-#define MEMO_BYTES 64
-/* 2^-53: a 53-bit integer times this is a double in [0, 1) */
-#define UNIT_53 (1.0 / 9007199254740992.0)
-/* splitmix64's increment and mixers */
-#define SPLITMIX_STEP 0x9E3779B97F4A7C15ULL
-#define SPLITMIX_MIX1 0xBF58476D1CE4E5B9ULL
-#define SPLITMIX_MIX2 0x94D049BB133111EBULL
-/* doubles at or beyond these do not convert to int64 / uint64 */
-#define INT64_LIMIT 9223372036854775808.0
-#define UINT64_LIMIT 18446744073709551616.0
-
-typedef struct {
-    int kind;
-    int32_t name_id;
-    int out_member;
-    int transform;
-    int32_t counter;
-} Rule;
-
-/* A memo in front of a cache dict: in each of MEMO_SLOTS slots (by hash) the last bytes seen there
- * and their value, so that a repeated name, shapes text or attribute is answered without building
- * a key object and asking the dict. */
-typedef struct {
-    uint64_t hash;
-    uint32_t len;
-    PyObject *value;
-    uint8_t bytes[MEMO_BYTES];
-} MemoSlot;
-
-/* One attribute as read, and its payload. */
-typedef struct {
-    WireAttr wire;
-    Span payload;
-} Attr;
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *plan;
-    Fingerprints *inputs;
-    PyObject *names;  /* name key -> token: every distinct name */
-    PyObject *shapes; /* shapes text -> entry */
-    PyObject *attrs;  /* attribute payload -> entry, CACHE rules */
-    PyObject *rules;  /* name + member byte -> rule tuple */
-    Py_ssize_t cache_limit;
-    uint64_t shift_us;
-    double noise;
-    uint64_t rng;
-    int keep_kinds;
-    int32_t fixed[N_FIXED];
-    int64_t *counts;
-    size_t counts_len;
-    uint32_t *written; /* per attribute name id: the node (generation) that wrote one */
-    size_t written_len;
-    uint32_t generation;
-    size_t slot_len[RULE_SLOTS];
-    uint8_t slot_key[RULE_SLOTS][RULE_KEY_BYTES];
-    Rule slot_rule[RULE_SLOTS];
-    int slot_set[RULE_SLOTS];
-    MemoSlot *memos[3]; /* before names, shapes, attrs */
-    Buf payload, ctrl, data, attr_spans, key;
-} Rewriter;
-
-enum { MEMO_NAMES, MEMO_SHAPES, MEMO_ATTRS };
-
-/* -- small helpers -------------------------------------------------------------------------------- */
-
-static inline int varint_size(uint64_t v) {
-    int n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline int put_raw(Buf *b, const void *s, size_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    if (n) memcpy(b->data + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-
-static inline int put_u64(Buf *b, uint64_t v) {
-    if (buf_reserve(b, MAX_VARINT_BYTES) < 0) return -1;
-    b->len += put_varint((uint8_t *)b->data + b->len, v);
-    return 0;
-}
-
-static inline int put_varint_field(Buf *b, uint64_t tag, uint64_t v) {
-    return put_u64(b, tag) < 0 ? -1 : put_u64(b, v);
-}
-
-static inline int put_len_field(Buf *b, uint64_t tag, const void *s, size_t n) {
-    if (put_u64(b, tag) < 0 || put_u64(b, n) < 0) return -1;
-    return put_raw(b, s, n);
-}
-
-static int put_packed(Buf *b, uint64_t tag, const Buf *values) {
-    const uint64_t *v = (const uint64_t *)values->data;
-    size_t count = values->len / sizeof(uint64_t), bytes = 0;
-    if (!count) return 0;
-    for (size_t i = 0; i < count; i++) bytes += varint_size(v[i]);
-    if (put_u64(b, tag) < 0 || put_u64(b, bytes) < 0) return -1;
-    for (size_t i = 0; i < count; i++)
-        if (put_u64(b, v[i]) < 0) return -1;
-    return 0;
-}
-
-static int count(Rewriter *rw, int64_t id) {
+int count(Rewriter *rw, int64_t id) {
     if (id < 0) return 0;
     if ((size_t)id >= rw->counts_len) {
         size_t len = (size_t)id + 64;
@@ -176,7 +53,7 @@ static int count(Rewriter *rw, int64_t id) {
 }
 
 /* An entry of the plan: (bytes or None, tuple of counter ids). Counts the ids; *out is borrowed. */
-static int apply_entry(Rewriter *rw, PyObject *entry, PyObject **out) {
+int apply_entry(Rewriter *rw, PyObject *entry, PyObject **out) {
     if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1)) ||
         (PyTuple_GET_ITEM(entry, 0) != Py_None && !PyBytes_Check(PyTuple_GET_ITEM(entry, 0)))) {
         PyErr_SetString(PyExc_TypeError, "the plan's entries are (bytes or None, tuple of counter ids)");
@@ -192,7 +69,7 @@ static int apply_entry(Rewriter *rw, PyObject *entry, PyObject **out) {
     return 0;
 }
 
-static PyObject *call_plan(Rewriter *rw, const char *method, const char *format, ...) {
+PyObject *call_plan(Rewriter *rw, const char *method, const char *format, ...) {
     va_list args;
     va_start(args, format);
     PyObject *arguments = Py_VaBuildValue(format, args);
@@ -230,13 +107,11 @@ static int memo_put(Rewriter *rw, int which, uint64_t h, const uint8_t *s, size_
     return 0;
 }
 
-static int collect_attr(Rewriter *rw, const Attr *a);
-
 /* The value for the bytes [s, s+n): from memo `which`, from `cache`, or the plan's answer (kept in
  * the cache while under the limit; `collect`, when given, is the attribute whose texts go to the
  * inputs first). New reference. */
-static PyObject *cached_entry(Rewriter *rw, int which, PyObject *cache, const uint8_t *s, size_t n, const char *method,
-                              const Attr *collect) {
+PyObject *cached_entry(Rewriter *rw, int which, PyObject *cache, const uint8_t *s, size_t n, const char *method,
+                       const Attr *collect) {
     uint64_t h = n <= MEMO_BYTES ? fp_hash(s, n) : 0;
     PyObject *entry = n <= MEMO_BYTES ? memo_get(rw, which, h, s, n) : NULL;
     if (entry) {
@@ -255,207 +130,6 @@ static PyObject *cached_entry(Rewriter *rw, int which, PyObject *cache, const ui
     Py_DECREF(key);
     if (entry && memo_put(rw, which, h, s, n, entry) < 0) Py_CLEAR(entry);
     return entry;
-}
-
-/* -- reading -------------------------------------------------------------------------------------- */
-
-/* Add the texts of an attribute (doc string, string and bytes members, their lists) to the inputs. */
-static int collect_attr(Rewriter *rw, const Attr *a) {
-    Cursor c = {a->payload.p, a->payload.p + a->payload.n, NULL};
-    while (c.p < c.end) {
-        uint32_t field;
-        int wt;
-        const uint8_t *s;
-        size_t n;
-        if (read_tag(&c, &field, &wt) < 0) return 0; /* read_attr checked the bytes: not reached */
-        if (wt != WT_LEN) {
-            skip_field(&c, field, wt, 0);
-            continue;
-        }
-        if (read_len(&c, &s, &n) < 0) return 0;
-        if (field == 2 || field == A_STRING || field == A_BYTES) {
-            if (fp_add_soon(rw->inputs, s, n) < 0) return -1;
-        } else if (field == A_STRING_LIST || field == A_BYTES_LIST) {
-            Cursor list = {s, s + n, NULL};
-            while (list.p < list.end) {
-                const uint8_t *item;
-                size_t item_len;
-                if (read_tag(&list, &field, &wt) < 0) break;
-                if (wt != WT_LEN) {
-                    skip_field(&list, field, wt, 0);
-                    continue;
-                }
-                if (read_len(&list, &item, &item_len) < 0) break;
-                if (field == 1 && fp_add_soon(rw->inputs, item, item_len) < 0) return -1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* -- attributes ----------------------------------------------------------------------------------- */
-
-static int parse_rule(PyObject *tuple, Rule *r) {
-    long long v[5];
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 5) {
-        PyErr_SetString(PyExc_TypeError, "a rule is (kind, name id, member, transform, counter)");
-        return -1;
-    }
-    for (int i = 0; i < 5; i++) {
-        v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
-        if (v[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    if (v[0] < RULE_DROP || v[0] > RULE_CALL || v[1] < 0 || v[1] > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "a rule's kind or name id is out of range");
-        return -1;
-    }
-    *r = (Rule){(int)v[0], (int32_t)v[1], (int)v[2], (int)v[3], (int32_t)v[4]};
-    return 0;
-}
-
-static int rule_for(Rewriter *rw, int slot, const Attr *a, Rule *r) {
-    const Span *name = &a->wire.name;
-    uint8_t member = (uint8_t)a->wire.member;
-    size_t key_len = name->n + 1;
-    int cacheable = slot < RULE_SLOTS && key_len <= RULE_KEY_BYTES;
-    if (cacheable && rw->slot_set[slot] && rw->slot_len[slot] == key_len && rw->slot_key[slot][name->n] == member &&
-        memcmp(rw->slot_key[slot], name->p, name->n) == 0) {
-        *r = rw->slot_rule[slot];
-        return 0;
-    }
-    rw->key.len = 0;
-    if (put_raw(&rw->key, name->p, name->n) < 0 || put_raw(&rw->key, &member, 1) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    PyObject *key = PyBytes_FromStringAndSize(rw->key.data, (Py_ssize_t)key_len);
-    if (!key) return -1;
-    PyObject *tuple = PyDict_GetItemWithError(rw->rules, key);
-    if (tuple) {
-        Py_INCREF(tuple);
-    } else if (!PyErr_Occurred()) {
-        tuple = call_plan(rw, "rule", "(y#i)", (const char *)name->p, (Py_ssize_t)name->n, a->wire.member);
-        if (tuple && PyDict_SetItem(rw->rules, key, tuple) < 0) Py_CLEAR(tuple);
-    }
-    Py_DECREF(key);
-    if (!tuple) return -1;
-    int rc = parse_rule(tuple, r);
-    Py_DECREF(tuple);
-    if (rc < 0) return -1;
-    if ((size_t)r->name_id >= rw->written_len) {
-        size_t len = (size_t)r->name_id + 64;
-        uint32_t *written = PyMem_Realloc(rw->written, len * sizeof(uint32_t));
-        if (!written) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        memset(written + rw->written_len, 0, (len - rw->written_len) * sizeof(uint32_t));
-        rw->written = written;
-        rw->written_len = len;
-    }
-    if (cacheable) {
-        memcpy(rw->slot_key[slot], rw->key.data, key_len);
-        rw->slot_len[slot] = key_len;
-        rw->slot_rule[slot] = *r;
-        rw->slot_set[slot] = 1;
-    }
-    return 0;
-}
-
-/* The smallest power of two at or above v (v in [1, 2^62]). */
-static int64_t pow2_ceil(int64_t v) { return v <= 1 ? 1 : (int64_t)1 << (64 - __builtin_clzll((uint64_t)(v - 1))); }
-
-/* An INT rule: 1 when written to `out`, 0 when the value is for the plan (out of what this writes). */
-static int int_attr(Rewriter *rw, const Attr *a, const Rule *r, double factor, Buf *out) {
-    int member = a->wire.member;
-    if (!(member >= A_INT32 && member <= A_BOOL && member % 2 == 1)) return 0; /* not an integer or a flag */
-    int64_t v = member_int(member, a->wire.raw);
-    if ((member == A_UINT64 || member == A_FIXED64) && v < 0) return 0; /* beyond int64: unreadable */
-    int coarsened = 0;
-    switch (r->transform) {
-    case T_BOOL: v = v != 0; break;
-    case T_POW2:
-        if (v > ((int64_t)1 << 62)) return 0;
-        if (v > 0 && pow2_ceil(v) != v) {
-            v = pow2_ceil(v);
-            coarsened = 1;
-        }
-        break;
-    case T_SCALE: {
-        double d = nearbyint((double)v * factor);
-        if (!(d > -INT64_LIMIT && d < INT64_LIMIT)) return 0;
-        v = (int64_t)d;
-        break;
-    }
-    default: break;
-    }
-    switch (r->out_member) {
-    case A_INT64: break;
-    case A_INT32: if (v < INT32_MIN || v > INT32_MAX) return 0; break;
-    case A_UINT64: if (v < 0) return 0; break;
-    case A_UINT32: if (v < 0 || v > (int64_t)UINT32_MAX) return 0; break;
-    case A_BOOL: v = v != 0; break;
-    default: return 0;
-    }
-    uint64_t tag = (uint64_t)r->out_member << 3;
-    const Span *name = &a->wire.name;
-    size_t len = 1 + varint_size(name->n) + name->n + varint_size(tag) + varint_size((uint64_t)v);
-    if (put_u64(out, T_ATTR) < 0 || put_u64(out, len) < 0 || put_len_field(out, F_NAME_TAG, name->p, name->n) < 0 ||
-        put_varint_field(out, tag, (uint64_t)v) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (coarsened && count(rw, r->counter) < 0) return -1;
-    return 1;
-}
-
-static int write_entry_attr(Rewriter *rw, PyObject *entry, const Rule *r, Buf *out) {
-    PyObject *payload;
-    if (apply_entry(rw, entry, &payload) < 0) return -1;
-    if (!payload) return 0;
-    if (put_len_field(out, T_ATTR, PyBytes_AS_STRING(payload), (size_t)PyBytes_GET_SIZE(payload)) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    rw->written[r->name_id] = rw->generation;
-    return 0;
-}
-
-static int rewrite_attr(Rewriter *rw, Cursor *c, const uint8_t *data, size_t len, int slot, double factor, Buf *out) {
-    Attr a = {.payload = {data, len}};
-    Rule r;
-    if (read_attr(c, data, len, &a.wire) < 0) return -1;
-    if (rule_for(rw, slot, &a, &r) < 0) return -2;
-    if (rw->written[r.name_id] == rw->generation) {
-        if (collect_attr(rw, &a) < 0 || count(rw, rw->fixed[C_REPEATED]) < 0) return -2;
-        return 0;
-    }
-    if (a.wire.doc_len && count(rw, rw->fixed[C_DOC]) < 0) return -2;
-    PyObject *entry = NULL;
-    switch (r.kind) {
-    case RULE_DROP:
-        if (collect_attr(rw, &a) < 0 || count(rw, r.counter) < 0) return -2;
-        return 0;
-    case RULE_INT: {
-        if (a.wire.doc_len && collect_attr(rw, &a) < 0) return -2;
-        int done = int_attr(rw, &a, &r, factor, out);
-        if (done < 0) return -2;
-        if (done) {
-            rw->written[r.name_id] = rw->generation;
-            return 0;
-        }
-        entry = call_plan(rw, "attr", "(y#d)", (const char *)data, (Py_ssize_t)len, factor);
-        break;
-    }
-    case RULE_CACHE: entry = cached_entry(rw, MEMO_ATTRS, rw->attrs, data, len, "attr", &a); break;
-    default:
-        if (collect_attr(rw, &a) < 0) return -2;
-        entry = call_plan(rw, "attr", "(y#d)", (const char *)data, (Py_ssize_t)len, factor);
-    }
-    if (!entry) return -2;
-    int rc = write_entry_attr(rw, entry, &r, out);
-    Py_DECREF(entry);
-    return rc < 0 ? -2 : 0;
 }
 
 /* -- one node ------------------------------------------------------------------------------------- */

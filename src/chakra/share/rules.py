@@ -264,18 +264,13 @@ class Rules:
         return scratch.attr[0].SerializeToString(), tuple(tally)
 
     def _attr_rules(self, attr: AttributeProto, member: str | None, out: Node, factor: float, tally: list[int]) -> bool:
-        """The rules of :mod:`chakra.share.anonymize` for one attribute; returns whether it wrote it."""
+        """The rules of :mod:`chakra.share.anonymize` for one attribute :meth:`rule` sends here (an attribute
+        kept by ``keep_attrs``, or a registry one whose value decides); returns whether it wrote it."""
         name = attr.name
         spec = WELL_KNOWN.get(name)
-        if spec is None:
-            if name not in self.keep_attrs:
-                tally.append(self.counter("dropped_attrs", name))
-                return False
+        if spec is None:  # rule() drops the others
             self._kept(attr, member, out)
             return True
-        if name in TEXT_ATTRS_REMOVED:
-            tally.append(self.counter("removed", name))
-            return False
         value = read_value(spec.kind, member, member_value(attr)) if member is not None else None
         if value is None:
             tally.append(self.counter("removed", f"{name} (unreadable)"))
