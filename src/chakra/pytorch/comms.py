@@ -113,6 +113,51 @@ _PEER_TAG_ARGS = {"send": (2, 3), "recv_": (2, 3), "recv_any_source_": (None, 2)
 _BOOL_TYPE = "Bool"
 
 
+#: Bytes per element of the type names operators' inputs are recorded with: the C++ names of the
+#: profiler's ``Input type`` (``float``, ``c10::BFloat16``, ``long int``) and the host trace's
+#: ``Tensor(<name>)``.
+ELEMENT_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
+    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "unsigned short": 2,
+    "unsigned int": 4, "unsigned long": 8, "c10::complex<c10::Half>": 4, "c10::complex<float>": 8,
+    "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1, "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4,
+}  # fmt: skip
+
+
+def shape_bytes(shape: Any, type_name: Any) -> int:
+    """Bytes of one argument from its recorded shape and element type (0 when the type names no
+    element type, such as ``TensorList`` or ``Scalar``).
+
+    >>> shape_bytes([8, 1024], "float"), shape_bytes([16], "Tensor(c10::BFloat16)"), shape_bytes([], "Scalar")
+    (32768, 32, 0)
+    """
+    if not isinstance(type_name, str) or not isinstance(shape, list):
+        return 0
+    if type_name.startswith("Tensor(") and type_name.endswith(")"):
+        type_name = type_name[len("Tensor(") : -1]
+    itemsize = ELEMENT_BYTES.get(type_name)
+    if itemsize is None or not all(isinstance(d, int) for d in shape):
+        return 0
+    numel = 1
+    for d in shape:
+        numel *= d
+    return numel * itemsize
+
+
+def _arg_bytes(node: HostNode, values: Sequence[Any], index: int | None) -> int:
+    """Bytes of argument ``index`` (``None``: every argument): its tensors' where the trace records
+    them (host traces), else its shape and element type (profiler traces)."""
+    found = tensor_bytes(values if index is None else _arg(values, index))
+    if found:
+        return found
+    shapes, types = node.inputs.shapes(), node.inputs.types()
+    pairs = list(zip(shapes, types, strict=False))
+    if index is not None:
+        pairs = pairs[index : index + 1] if 0 <= index < len(pairs) else []
+    return sum(shape_bytes(shape, type_name) for shape, type_name in pairs)
+
+
 def tensor_bytes(value: Any) -> int:
     """Bytes of every tensor in a host-trace value (a tensor is
     ``[tensor_id, storage_id, offset, numel, itemsize, device]``; lists are walked)."""
@@ -181,8 +226,11 @@ def _from_dispatch(call: CommCall, node: HostNode) -> None:
     values = node.inputs.values()
     size_arg = _SIZE_ARG.get(op)
     if size_arg is not None and call.size_source != "record_param_comms":
-        call.size_bytes = tensor_bytes(_arg(values, size_arg))
-        call.size_source = "arguments"
+        size = _arg_bytes(node, values, size_arg)
+        # a profiler trace records a tensor list without its element type: the work op tells then
+        if size or _has_tensor(_arg(values, size_arg)):
+            call.size_bytes = size
+            call.size_source = "arguments"
     call.root = _int_or_none(_arg(values, _ROOT_ARG.get(op)))
     if op in _PEER_TAG_ARGS:
         peer_arg, tag_arg = _PEER_TAG_ARGS[op]
@@ -232,8 +280,17 @@ def _from_record_param_comms(call: CommCall, node: HostNode, backend_ids: dict[i
 
 def _from_work(call: CommCall, node: HostNode) -> None:
     if call.size_source == "work op" or (call.size_bytes == 0 and call.size_source == ""):
-        call.size_bytes = tensor_bytes(node.inputs.values())
+        call.size_bytes = _arg_bytes(node, node.inputs.values(), None)
         call.size_source = "work op"
+
+
+def _has_tensor(value: Any) -> bool:
+    """Whether a host-trace value holds a tensor (``[tensor_id, storage_id, offset, numel, itemsize, device]``)."""
+    if not isinstance(value, list):
+        return False
+    if len(value) == 6 and isinstance(value[5], str) and isinstance(value[3], int):
+        return True
+    return any(_has_tensor(item) for item in value)
 
 
 def _compatible(call: CommCall, work_kind: tuple[int, int | None]) -> bool:

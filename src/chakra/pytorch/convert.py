@@ -59,11 +59,9 @@ from chakra.collector import gc_paused
 from chakra.errors import PathLike
 from chakra.pytorch.dependencies import (
     INTER_THREAD_IDLE_US,
-    STREAM_WAIT_EVENT,
     chain,
     host_only_structure,
     inter_thread,
-    stream_waits,
     tensor_deps,
 )
 from chakra.pytorch.encode import encode_nodes
@@ -84,6 +82,7 @@ from chakra.pytorch.report import (
     Conversion,
     ConversionReport,
 )
+from chakra.pytorch.syncs import stream_waits, sync_waits
 from chakra.pytorch.transfers import attach_comm
 from chakra.pytorch.waits import (
     PART_MIN_US,
@@ -109,7 +108,6 @@ __all__ = [
     "KIND_RECV",
     "KIND_SEND",
     "PART_MIN_US",
-    "STREAM_WAIT_EVENT",
     "SYNTHETIC_ROOTS",
     "WAIT_RESUME_SHARE",
     "WAIT_RESUME_TOLERANCE_US",
@@ -153,6 +151,7 @@ def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data
     if linked is not None:
         segments = nest(by_thread)
         split_at_issue(builder, segments)
+        sync_waits(builder, by_thread, segments)
         find_waits(builder, by_thread, segments)
         split_parts(builder, by_thread, segments)
         tie_waits(builder, by_thread)

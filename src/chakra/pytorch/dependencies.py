@@ -1,6 +1,5 @@
 """Dependencies that are not waits: each thread's and stream's order (:func:`chain`), a thread
-woken by another (:func:`inter_thread`), ``Stream Wait Event`` syncs (:func:`stream_waits`), the
-structure of a host-only conversion (:func:`host_only_structure`) and, on request, tensor producer
+woken by another (:func:`inter_thread`), the structure of a host-only conversion (:func:`host_only_structure`) and, on request, tensor producer
 -> consumer edges across threads (:func:`tensor_deps`). The rules are in the module docstring of
 :mod:`chakra.pytorch.convert`.
 """
@@ -19,8 +18,6 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, CO
 #: A thread idle for longer than this before an op was woken by another thread (µs). Shorter gaps
 #: are its own bookkeeping between back-to-back ops.
 INTER_THREAD_IDLE_US = 20.0
-#: Kineto ``cuda_sync`` kind that orders one stream after another (reference §2.7).
-STREAM_WAIT_EVENT = "Stream Wait Event"
 
 _decode_json = msgspec.json.Decoder().decode
 
@@ -66,25 +63,6 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
             if best is not None and best.node_id not in item.data:
                 item.data.append(best.node_id)
                 builder.report.inter_thread_deps += 1
-
-
-def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
-    """``Stream Wait Event`` sync activities: the next activity of the waiting stream after
-    the last activity of the awaited stream that finished before the wait."""
-    if builder.linked is None:
-        return
-    for sync in builder.linked.activities:
-        if sync.cat != "cuda_sync" or (sync.args.get("cuda_sync_kind") or sync.name) != STREAM_WAIT_EVENT:
-            continue
-        waiting = by_thread.get(("stream", sync.device, sync.args.get("stream", sync.stream)))
-        awaited = by_thread.get(("stream", sync.device, sync.args.get("wait_on_stream")))
-        if not waiting or not awaited:
-            continue
-        sync_end = sync.ts_us + sync.dur_us
-        before = [a for a in awaited if a.end_us <= sync_end]
-        after = [w for w in waiting if (w.ts_us or 0.0) >= sync.ts_us]
-        if before and after and before[-1].node_id not in after[0].data:
-            after[0].data.append(before[-1].node_id)
 
 
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:

@@ -183,7 +183,7 @@ class _Encoder:
             ("rank", self.rank),
             ("converter", f"chakra-et {__version__} (pytorch, {self.report.mode})"),
         ):
-            if value is None:
+            if value is None or value == "":
                 continue
             attr = AttributeProto(name=name)
             if isinstance(value, str):

@@ -68,7 +68,7 @@ class Builder:
         self.linked = linked
         self.rank = rank
         self.with_data_deps = data_deps
-        self.report = ConversionReport(rank=rank, mode="linked" if linked else "host-only")
+        self.report = ConversionReport(rank=rank, mode=linked.source if linked else "host-only")
         self.report.link = linked.report if linked else None
         self.items: dict[int, Item] = {}
         self.by_host_id = host.by_id()

@@ -47,6 +47,9 @@ SYNC_CALL_NAMES = frozenset({
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
     "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize", "hipStreamWaitEvent",
 })  # fmt: skip
+#: Runtime calls that record an event on a stream: what ``cudaStreamWaitEvent`` and
+#: ``cudaEventSynchronize`` wait for (``wait_on_cuda_event_record_corr_id`` names one by correlation).
+EVENT_RECORD_NAMES = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord"})
 
 #: Host operators that only mark profiler steps; linkers skip them as parents of device work.
 PROFILER_STEP_PREFIX = "ProfilerStep"
@@ -71,8 +74,22 @@ _ARG_KEYS = {
     "dtype": "dtype",
     "pg_name": "Process Group Name",
     "group_size": "Group size",
+    # what a profiler trace alone offers in place of the host trace (chakra.kineto)
+    "seq_id": "Sequence number",
+    "fw_tid": "Fwd thread id",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "concrete_inputs": "Concrete Inputs",
+    "pg_desc": "Process Group Description",
+    "pg_ranks": "Process Group Ranks",
+    "global_rank_start": "Global rank start",
+    "global_rank_stride": "Global rank stride",
+    "in_split_size": "In split size",
+    "out_split_size": "Out split size",
 }
 _ATTR_OF_KEY = {key: attr for attr, key in _ARG_KEYS.items()}
+#: A list argument the event does not carry (JSON ``null``).
+NO_VALUE = msgspec.Raw(b"null")
 
 
 class KinetoArgs(msgspec.Struct, gc=False, rename=_ARG_KEYS):
@@ -93,6 +110,18 @@ class KinetoArgs(msgspec.Struct, gc=False, rename=_ARG_KEYS):
     dtype: Any = None
     pg_name: Any = None
     group_size: Any = None
+    seq_id: Any = None
+    fw_tid: Any = None
+    # lists, kept as their JSON text: decoded only for the few ops that need them
+    input_dims: msgspec.Raw = NO_VALUE
+    input_type: msgspec.Raw = NO_VALUE
+    concrete_inputs: msgspec.Raw = NO_VALUE
+    pg_desc: Any = None
+    pg_ranks: Any = None
+    global_rank_start: Any = None
+    global_rank_stride: Any = None
+    in_split_size: Any = None
+    out_split_size: Any = None
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of Kineto arg ``key`` (``"External id"``, ``"stream"``, ...), else ``default``."""
@@ -173,6 +202,8 @@ class KinetoEvents:
     host_ops: list[KinetoEvent] = field(default_factory=list)  # cpu_op + user_annotation
     launches: dict[int, KinetoEvent] = field(default_factory=dict)  # correlation -> runtime launch
     sync_calls: list[KinetoEvent] = field(default_factory=list)  # host-side waits (cudaStreamSynchronize, ...)
+    event_records: list[KinetoEvent] = field(default_factory=list)  # cudaEventRecord calls
+    other_runtime: list[KinetoEvent] = field(default_factory=list)  # other runtime calls (cudaMalloc, ...)
     device_ops: list[KinetoEvent] = field(default_factory=list)  # kernels, memcpy, memset
     syncs: list[KinetoEvent] = field(default_factory=list)  # cuda_sync activities on the device timeline
     duplicate_correlations: list[int] = field(default_factory=list)  # ids seen on more than one launch
@@ -217,8 +248,10 @@ def classify(trace: KinetoTrace) -> KinetoEvents:
                     out.launches[corr] = event
             elif event.name in SYNC_CALL_NAMES:
                 out.sync_calls.append(event)
+            elif event.name in EVENT_RECORD_NAMES:
+                out.event_records.append(event)
             else:
-                out.other += 1
+                out.other_runtime.append(event)
         elif cat in DEVICE_OP_CATEGORIES:
             out.device_ops.append(event)
         elif cat == SYNC_CATEGORY:
@@ -229,7 +262,7 @@ def classify(trace: KinetoTrace) -> KinetoEvents:
     def by_time(e: KinetoEvent) -> tuple[float, float]:
         return (e.ts, -e.dur)
 
-    for events in (out.host_ops, out.sync_calls, out.device_ops, out.syncs):
+    for events in (out.host_ops, out.sync_calls, out.event_records, out.device_ops, out.syncs):
         events.sort(key=by_time)
     return out
 

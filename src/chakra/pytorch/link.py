@@ -27,7 +27,7 @@ from typing import Any
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoTrace, classify
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace, classify
 
 #: Below this share of joined ops whose names agree, the two traces are from different runs
 #: (the mismatched PARAM pair: 23 %; traces of one session: 100 %).
@@ -64,6 +64,9 @@ class DeviceActivity:
     host_id: int | None  # the launching host op, None when it could not be found
     launch: str  # the runtime call that issued it
     args: Any  # KinetoArgs (read with .get), or a dict
+    launch_ts_us: float | None = None  # when the runtime call that issued it started
+    launch_end_us: float | None = None  # ... and returned
+    launch_thread: Any = None  # the Kineto tid of that call
 
 
 @dataclass
@@ -110,6 +113,11 @@ class LinkedTrace:
     timing: dict[int, HostTiming]
     activities: list[DeviceActivity]
     report: LinkReport
+    source: str = "linked"  # "linked": host + Kineto; "kineto-only": a profiler trace alone (chakra.kineto)
+    # the runtime calls that make a thread or a stream wait, and the event records they wait for
+    # (chakra.pytorch.syncs turns them into dependencies)
+    sync_calls: list[KinetoEvent] = field(default_factory=list)
+    event_records: list[KinetoEvent] = field(default_factory=list)
 
 
 def _join_key(host_ops: list[KinetoEvent]) -> str:
@@ -118,19 +126,23 @@ def _join_key(host_ops: list[KinetoEvent]) -> str:
     return "Record function id" if with_rf >= len(host_ops) / 2 and with_rf else "External id"
 
 
-def _nest(events: list[KinetoEvent]) -> dict[int, float]:
-    """Exclusive µs of each event (by ``id()``) of one thread sorted by (ts, -dur): its duration
-    minus its direct children's, children being events that start inside it."""
+def nest_events(events: list[KinetoEvent]) -> tuple[dict[int, float], dict[int, KinetoEvent]]:
+    """Exclusive µs and call-stack parent of each event (by ``id()``) of one thread sorted by
+    (ts, -dur): an event's children are the events that start inside it; its exclusive time is its
+    duration minus theirs (clipped to it). Top-level events have no parent entry."""
     exclusive: dict[int, float] = {}
+    parent_of: dict[int, KinetoEvent] = {}
     stack: list[KinetoEvent] = []
     for event in events:
         while stack and event.ts >= stack[-1].ts + stack[-1].dur:
             stack.pop()
         exclusive[id(event)] = event.dur
         if stack:
-            exclusive[id(stack[-1])] -= min(event.dur, stack[-1].ts + stack[-1].dur - event.ts)
+            parent = stack[-1]
+            parent_of[id(event)] = parent
+            exclusive[id(parent)] -= min(event.dur, parent.ts + parent.dur - event.ts)
         stack.append(event)
-    return {key: max(value, 0.0) for key, value in exclusive.items()}
+    return {key: max(value, 0.0) for key, value in exclusive.items()}, parent_of
 
 
 def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> dict[int, KinetoEvent]:
@@ -181,7 +193,7 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
         by_thread[event.tid].append(event)
     exclusive: dict[int, float] = {}
     for thread_events in by_thread.values():
-        exclusive.update(_nest(thread_events))  # host_ops are already in (ts, -dur) order
+        exclusive.update(nest_events(thread_events)[0])  # host_ops are already in (ts, -dur) order
 
     timing: dict[int, HostTiming] = {}
     host_of_kineto: dict[int, int] = {}
@@ -219,6 +231,17 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
             hint="record both in one profiler session (chakra.pytorch.collect does)",
         )
 
+    activities = attach_activities(events, host_of_kineto, report)
+    return LinkedTrace(
+        host, device, timing, activities, report, sync_calls=events.sync_calls, event_records=events.event_records
+    )
+
+
+def attach_activities(events: KinetoEvents, host_of_kineto: dict[int, int], report: LinkReport) -> list[DeviceActivity]:
+    """Every device activity and sync event of ``events``, in time order, each attached to the host
+    op that launched it: its runtime call by ``correlation`` (every kernel of a CUDA graph shares its
+    ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call, then
+    ``host_of_kineto`` (``id()`` of a Kineto op -> host id). Counts go to ``report``."""
     calls = dict(events.launches)  # correlation -> the runtime call that caused device work
     for call in events.sync_calls:
         if call.correlation is not None:
@@ -255,7 +278,11 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
                 host_id=host_id,
                 launch=launch.name if launch is not None else "",
                 args=event.args,
+                launch_ts_us=launch.ts if launch is not None else None,
+                launch_end_us=launch.ts + launch.dur if launch is not None else None,
+                launch_thread=launch.tid if launch is not None else None,
             )
         )
     activities.sort(key=lambda a: a.ts_us)
-    return LinkedTrace(host, device, timing, activities, report)
+    return activities
+

@@ -31,7 +31,7 @@ class ConversionReport:
     """
 
     rank: int | None
-    mode: str  # "linked" or "host-only"
+    mode: str  # "linked", "kineto-only" or "host-only"
     host_ops: int = 0
     device_activities: int = 0
     nodes: Counter[str] = field(default_factory=Counter)
@@ -42,6 +42,7 @@ class ConversionReport:
     comm_groups: Counter[str] = field(default_factory=Counter)  # how each node's group was found
     waits: int = 0
     wait_us: float = 0.0
+    sync_deps: Counter[str] = field(default_factory=Counter)  # GPU synchronisation, by how it was found
     inter_thread_deps: int = 0
     parts: int = 0  # extra nodes for exclusive time an op spent after a child (PART_MIN_US)
     data_deps: int = 0
@@ -75,6 +76,7 @@ class ConversionReport:
             "comm_groups": dict(self.comm_groups),
             "waits": self.waits,
             "wait_us": round(self.wait_us, 3),
+            "sync_deps": dict(self.sync_deps),
             "inter_thread_deps": self.inter_thread_deps,
             "parts": self.parts,
             "data_deps": self.data_deps,

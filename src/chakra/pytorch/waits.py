@@ -122,6 +122,8 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     for item in builder.items.values():
         if item.ts_us is None or item.node_type == METADATA_NODE:
             continue
+        if isinstance(item.thread, tuple):
+            continue  # device work: a host waits for it only through a sync (chakra.pytorch.syncs)
         for dep in item.data:
             parent = builder.items.get(dep)
             if parent is not None and parent.thread != item.thread and not isinstance(parent.thread, tuple):
@@ -136,6 +138,8 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         inside = sorted(issued_here + others, key=lambda i: i.end_us)
         lists = {True: (inside, [c.end_us for c in inside]), False: (issued_here, [c.end_us for c in issued_here])}
         for segment in segments.get(thread, []):
+            if segment.waited:
+                continue  # a sync's wait (chakra.pytorch.syncs)
             seg_start, seg_end, owner = segment.start_us, segment.end_us, segment.owner
             candidates, ends = lists[owner is not None]
             k = bisect.bisect_right(ends, seg_end) - 1

@@ -1,0 +1,246 @@
+"""A profiler (Kineto) trace alone, seen as the host trace and link the PyTorch converter takes.
+
+The PyTorch front end converts a host execution trace linked with its Kineto trace
+(:func:`chakra.pytorch.convert.convert`). A Kineto trace holds most of what the host trace would
+add: the operators with their call nesting (by time, per thread), their input shapes and types,
+scalar arguments (``Concrete Inputs``), autograd sequence numbers, and the collective arguments of
+``record_param_comms``. :func:`profiler_view` builds from it a :class:`HostTrace` whose nodes are
+the window's host operators and a :class:`LinkedTrace` whose timing is the events' own, so one
+converter, with one set of GPU semantics (streams, syncs, NCCL, copies), serves both inputs:
+
+* every ``cpu_op`` and ``user_annotation`` of a host thread is an operator; its parent is the
+  innermost operator of its thread it starts inside, its id its place in start order (entry order,
+  as the observer numbers ops);
+* a runtime call (launch, copy, sync, event record, ``cudaMalloc``) is part of the operator it
+  runs inside; one outside every operator becomes an operator of its own, so that its time and the
+  work it launched keep their place;
+* ``Input Dims`` and ``Input type`` become the operator's input shapes and types, ``Concrete
+  Inputs`` its values (numbers as numbers: peers, tags and roots of collectives), the arguments of
+  ``record_param_comms`` its collective attributes (``collective_name``, ``in_msg_nelems``,
+  ``dtype``, ``pg_name``, ... as the host trace names them);
+* device work, ``cuda_sync`` events and the sync and record calls are attached as linking does.
+
+What a profiler trace lacks against a host trace: tensor identities (so no ``--data-deps``), operator
+schemas, and the process-group record (groups come from ``distributedInfo.pg_config``).
+
+Example:
+    trace = load_kineto_trace("rank0.json")
+    linked = profiler_view(trace, WHOLE_TRACE)
+    conversion = convert(linked.host, linked=linked)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from typing import Any
+
+import msgspec
+
+from chakra.collector import gc_paused
+from chakra.kineto.window import Window
+from chakra.pytorch.host import HostNode, HostTrace, IOLists
+from chakra.pytorch.kineto import NO_VALUE, PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace, classify
+from chakra.pytorch.link import HostTiming, LinkedTrace, LinkReport, attach_activities, nest_events
+
+#: How the report names the join of a profiler trace alone.
+JOIN_KEY = "none: the profiler trace alone"
+#: ``scope`` of ``record_function`` ranges (RecordScope USER_SCOPE), of every other operator 0.
+USER_SCOPE, FUNCTION_SCOPE = 7, 0
+#: Categories of host events that are ranges of user code rather than operators.
+_ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
+#: Operators whose scalar arguments matter to the converter (peers, tags, roots, async flags).
+_CALL_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+#: ``record_param_comms`` arguments and the host trace's names for them (reference §2.6).
+_COMM_ATTRS = (
+    ("collective_name", "collective_name"),
+    ("in_msg_nelems", "in_msg_nelems"),
+    ("out_msg_nelems", "out_msg_nelems"),
+    ("dtype", "dtype"),
+    ("pg_name", "pg_name"),
+    ("pg_desc", "pg_desc"),
+    ("group_size", "pg_size"),
+    ("global_rank_start", "global_rank_start"),
+    ("global_rank_stride", "global_rank_stride"),
+    ("in_split_size", "in_split_size"),
+    ("out_split_size", "out_split_size"),
+)
+_EMPTY = msgspec.Raw(b"[]")
+_NO_IO = IOLists()
+_NO_ATTRS: dict[str, Any] = {}
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+def select(events: KinetoEvents, window: Window) -> KinetoEvents:
+    """The events of ``window``: host events starting in it, the device work and sync events of
+    the calls among them (by correlation), and device work without a call that starts in it."""
+    if window.start_us is None and window.end_us is None:
+        return events
+    holds = window.holds
+    out = KinetoEvents()
+    out.host_ops = [e for e in events.host_ops if holds(e.ts)]
+    out.launches = {corr: e for corr, e in events.launches.items() if holds(e.ts)}
+    out.sync_calls = [e for e in events.sync_calls if holds(e.ts)]
+    out.event_records = [e for e in events.event_records if holds(e.ts)]
+    out.other_runtime = [e for e in events.other_runtime if holds(e.ts)]
+    kept = set(out.launches)
+    kept.update(e.correlation for e in out.sync_calls if e.correlation is not None)
+    known = set(events.launches)
+    known.update(e.correlation for e in events.sync_calls if e.correlation is not None)
+
+    def in_window(event: KinetoEvent) -> bool:
+        corr = event.correlation
+        return corr in kept if corr is not None and corr in known else holds(event.ts)
+
+    out.device_ops = [e for e in events.device_ops if in_window(e)]
+    out.syncs = [e for e in events.syncs if in_window(e)]
+    out.duplicate_correlations = events.duplicate_correlations
+    return out
+
+
+def _runtime_calls(events: KinetoEvents) -> list[KinetoEvent]:
+    return [*events.launches.values(), *events.sync_calls, *events.event_records, *events.other_runtime]
+
+
+def _outside_operators(events: KinetoEvents) -> list[KinetoEvent]:
+    """Runtime calls that no operator of their thread encloses (``ProfilerStep#N`` marks a step,
+    it launches nothing: linking never takes it for a call's operator)."""
+    spans: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+    for op in events.host_ops:
+        if not op.name.startswith(PROFILER_STEP_PREFIX):
+            spans[op.tid].append((op.ts, op.ts + op.dur))
+    tops: dict[Any, tuple[list[float], list[float]]] = {}
+    for tid, ranges in spans.items():
+        ranges.sort()
+        starts: list[float] = []
+        ends: list[float] = []
+        for start, end in ranges:  # the outermost ranges: a call inside any op is inside one of them
+            if ends and start < ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        tops[tid] = (starts, ends)
+    outside = []
+    for call in _runtime_calls(events):
+        starts, ends = tops.get(call.tid, ([], []))
+        at = bisect.bisect_right(starts, call.ts) - 1
+        if at < 0 or call.ts >= ends[at]:
+            outside.append(call)
+    return outside
+
+
+def _values(event: KinetoEvent) -> msgspec.Raw:
+    """``Concrete Inputs`` as host-trace values: numbers and flags parsed for the operators whose
+    scalar arguments the converter reads, the recorded texts for the rest."""
+    raw = event.args.concrete_inputs
+    if raw is NO_VALUE or raw == b"null":
+        return _EMPTY
+    if not event.name.startswith(_CALL_PREFIXES):
+        return raw
+    values: list[Any] = []
+    for text in _decode(raw):
+        if isinstance(text, str):
+            stripped = text.strip()
+            if stripped in ("True", "False"):
+                values.append(stripped == "True")
+                continue
+            try:
+                values.append(int(stripped))
+                continue
+            except ValueError:
+                pass
+        values.append(text)
+    return msgspec.Raw(_encode(values))
+
+
+def _inputs(event: KinetoEvent) -> IOLists:
+    args = event.args
+    if args.input_dims is NO_VALUE and args.input_type is NO_VALUE and args.concrete_inputs is NO_VALUE:
+        return _NO_IO
+    dims = _EMPTY if args.input_dims is NO_VALUE else args.input_dims
+    types = _EMPTY if args.input_type is NO_VALUE else args.input_type
+    return IOLists(_values(event), dims, types)
+
+
+def _comm_attrs(event: KinetoEvent) -> dict[str, Any]:
+    args = event.args
+    if args.collective_name is None:
+        return _NO_ATTRS
+    found = {name: getattr(args, key) for key, name in _COMM_ATTRS if getattr(args, key) is not None}
+    if isinstance(found.get("pg_name"), int):
+        found["pg_name"] = str(found["pg_name"])
+    return found
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def profiler_view(trace: KinetoTrace, window: Window, events: KinetoEvents | None = None) -> LinkedTrace:
+    """``trace``'s events of ``window`` as a host trace linked with them (``source`` "kineto-only")."""
+    with gc_paused():
+        return _view(trace, window, events if events is not None else classify(trace))
+
+
+def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrace:
+    events = select(every, window)
+    orphans = _outside_operators(events)
+    operators = sorted(events.host_ops + orphans, key=lambda e: (e.ts, -e.dur))
+    events.host_ops = operators
+    node_id = {id(e): k + 1 for k, e in enumerate(operators)}
+    thread_number: dict[Any, int] = {}
+    by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)
+    for event in operators:
+        thread_number.setdefault(event.tid, len(thread_number) + 1)
+        by_thread[event.tid].append(event)
+    exclusive: dict[int, float] = {}
+    parent_of: dict[int, KinetoEvent] = {}
+    for thread_events in by_thread.values():
+        excl, parents = nest_events(thread_events)
+        exclusive.update(excl)
+        parent_of.update(parents)
+
+    nodes: list[HostNode] = []
+    timing: dict[int, HostTiming] = {}
+    for event in operators:
+        own = node_id[id(event)]
+        parent = parent_of.get(id(event))
+        args = event.args
+        nodes.append(
+            HostNode(
+                id=own,
+                name=event.name,
+                parent=node_id[id(parent)] if parent is not None else 0,
+                rf_id=_int(args.rf_id, 0),
+                tid=thread_number[event.tid],
+                fw_parent=0,
+                seq_id=_int(args.seq_id, -1),
+                scope=USER_SCOPE if event.cat in _ANNOTATION_CATEGORIES else FUNCTION_SCOPE,
+                fw_tid=_int(args.fw_tid, 0),
+                op_schema="",
+                inputs=_inputs(event),
+                outputs=_NO_IO,
+                attrs=_comm_attrs(event),
+            )
+        )
+        timing[own] = HostTiming(event.ts, event.dur, exclusive.get(id(event), event.dur), event.tid)
+
+    host = HostTrace(path=trace.path, schema="", layout="kineto", nodes=nodes, notes=list(window.notes))
+    if orphans:
+        host.notes.append(f"{len(orphans)} runtime calls outside every operator made operators of their own")
+    report = LinkReport(join_key=JOIN_KEY, host_ops=len(nodes), host_matched=len(nodes))
+    report.kineto_ops = report.kineto_matched = len(operators)
+    report.duplicate_correlations = len(events.duplicate_correlations)
+    activities = attach_activities(events, node_id, report)
+    return LinkedTrace(
+        host,
+        trace,
+        timing,
+        activities,
+        report,
+        source="kineto-only",
+        sync_calls=events.sync_calls,
+        event_records=events.event_records,
+    )

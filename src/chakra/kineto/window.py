@@ -1,0 +1,138 @@
+"""Which part of a profiler trace becomes the ET: one ``ProfilerStep#N`` window, or the whole trace.
+
+``torch.profiler`` marks each step the program reported with ``prof.step()`` by a
+``ProfilerStep#N`` annotation on the thread that called it. A step *holds* the host events of every
+thread that start inside its annotation, the runtime calls among them, and the device work those
+calls launched, wherever it ran (a GPU runs behind its host); device work without a launching call
+in the trace (CUPTI profiler ranges, an AMD copy without correlation) belongs to the step it starts
+in. That is the rule HolisticTraceAnalysis assigns iterations by, so both read the same step.
+
+A step is *complete* when every kernel, copy or memset one of its calls launched is in the trace: a
+profiler stopped mid-step leaves its last step's device work out. :func:`choose_window` takes the
+complete step of median span, the rule the XLA and TensorFlow front ends share
+(:func:`chakra.steps.step_to_convert`), ``step=N`` takes ``ProfilerStep#N``, and a trace without
+steps (or ``step=ALL_STEPS``) is converted whole.
+
+Example:
+    trace = load_kineto_trace("rank0.json")
+    window = choose_window(trace, classify(trace))
+    window.label, window.start_us, window.end_us
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from chakra.errors import ChakraInputError
+from chakra.pytorch.kineto import LAUNCH_NAMES, PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace
+from chakra.steps import StepRun, step_note, step_to_convert
+
+#: ``step=`` value that converts the whole trace, steps or not.
+ALL_STEPS = "all"
+_STEP_NAME = re.compile(rf"{PROFILER_STEP_PREFIX}\s*#\s*(\d+)\Z")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The host time window converted (µs on the trace's clock; ``None``: unbounded) and what it is."""
+
+    label: str  # "ProfilerStep#12", or "the whole trace"
+    start_us: float | None = None
+    end_us: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def holds(self, ts_us: float) -> bool:
+        """Whether a host event starting at ``ts_us`` belongs to the window."""
+        return (self.start_us is None or ts_us >= self.start_us) and (self.end_us is None or ts_us < self.end_us)
+
+
+WHOLE_TRACE = Window("the whole trace")
+
+
+def profiler_steps(events: KinetoEvents) -> dict[int, KinetoEvent]:
+    """The ``ProfilerStep#N`` annotations by step number (the first of a number, if repeated)."""
+    steps: dict[int, KinetoEvent] = {}
+    for event in events.host_ops:
+        if event.name.startswith(PROFILER_STEP_PREFIX):
+            match = _STEP_NAME.match(event.name)
+            if match is not None:
+                steps.setdefault(int(match.group(1)), event)
+    return dict(sorted(steps.items()))
+
+
+def _step_runs(events: KinetoEvents, steps: dict[int, KinetoEvent]) -> list[StepRun]:
+    """One :class:`StepRun` per step: its span over host and device work, and whether complete
+    (``executions`` 1) or missing launched device work (0)."""
+    starts = sorted((event.ts, number) for number, event in steps.items())
+    launched: dict[int, int] = {}  # correlation -> step
+    ends = {number: event.ts + event.dur for number, event in steps.items()}
+
+    start_times = [start for start, _ in starts]
+
+    def step_of(ts_us: float) -> int | None:
+        at = bisect.bisect_right(start_times, ts_us) - 1
+        if at < 0:
+            return None
+        number = starts[at][1]
+        return number if ts_us < steps[number].ts + steps[number].dur else None
+
+    for correlation, call in events.launches.items():
+        number = step_of(call.ts)
+        if number is not None:
+            launched[correlation] = number
+    done: dict[int, set[int]] = {}
+    for activity in events.device_ops:
+        number = launched.get(activity.correlation) if activity.correlation is not None else None
+        if number is not None:
+            ends[number] = max(ends[number], activity.ts + activity.dur)
+            done.setdefault(number, set()).add(activity.correlation)  # type: ignore[arg-type]
+    has_device = bool(events.device_ops)
+    missing: dict[int, int] = {}
+    for correlation, number in launched.items():
+        call = events.launches[correlation]
+        if has_device and call.name in LAUNCH_NAMES and correlation not in done.get(number, set()):
+            missing[number] = missing.get(number, 0) + 1
+    return [
+        StepRun(str(number), event.ts, ends[number] - event.ts, 0 if missing.get(number) else 1)
+        for number, event in steps.items()
+    ]
+
+
+def choose_window(trace: KinetoTrace, events: KinetoEvents, step: int | str | None = None) -> Window:
+    """The window to convert: ``step`` (a ``ProfilerStep`` number), :data:`ALL_STEPS`, or ``None``
+    for the complete step of median span (the whole trace when it has no steps). Raises
+    :class:`ChakraInputError` for a step the trace does not have."""
+    if step == ALL_STEPS:
+        return WHOLE_TRACE
+    steps = profiler_steps(events)
+    if not steps:
+        if step is not None:
+            raise ChakraInputError(
+                f"the trace has no ProfilerStep#{step}: it has no ProfilerStep annotations at all",
+                path=trace.path,
+                hint=f"leave out --step, or give --step {ALL_STEPS}: the whole trace is converted",
+            )
+        return Window("the whole trace", notes=("no ProfilerStep annotations: the whole trace converted",))
+    if step is not None:
+        number = int(step)
+        if number not in steps:
+            shown = ", ".join(str(n) for n in list(steps)[:12])
+            raise ChakraInputError(
+                f"the trace has no ProfilerStep#{number}",
+                path=trace.path,
+                hint=f"its steps are {shown}{', ...' if len(steps) > 12 else ''} (or --step {ALL_STEPS})",
+            )
+        chosen = steps[number]
+        return Window(chosen.name, chosen.ts, chosen.ts + chosen.dur)
+    runs = _step_runs(events, steps)
+    run = step_to_convert(runs)
+    chosen = steps[int(run.run)]
+    notes = []
+    note = step_note(runs, run)
+    if note is not None:
+        notes.append(note.replace(f"run {run.run} ", f"ProfilerStep#{run.run} ").replace("runs", "steps"))
+    if run.executions == 0:
+        notes.append(f"{chosen.name} lacks device work it launched: the profiler stopped before it ran")
+    return Window(chosen.name, chosen.ts, chosen.ts + chosen.dur, tuple(notes))

@@ -1,0 +1,286 @@
+"""GPU synchronisation as dependencies: where a host thread waited for a stream, and a stream for
+another (linked and profiler-only conversions alike).
+
+A stream runs its work in launch order, so "the work a sync waits for" is the last activity of a
+stream launched before a moment. The moments and streams come from the trace's ``cuda_sync``
+events when it has them (``enable_cuda_sync_events``, reference §2.7), joined to the runtime call by
+``correlation``; otherwise they are inferred from the calls alone, and the report says so.
+
+* ``cudaStreamSynchronize`` (``Stream Sync``): the host waits for the stream's last activity
+  launched before the call. Without the sync event the stream is unknown: the stream whose last
+  activity launched before the call ends during it is taken (inferred).
+* ``cudaDeviceSynchronize`` (``Context Sync``): the host waits for every stream of the device.
+* ``cudaEventSynchronize`` (``Event Sync``): the host waits for the last activity of
+  ``wait_on_stream`` launched before the ``cudaEventRecord`` whose correlation is
+  ``wait_on_cuda_event_record_corr_id``; inferred like a stream sync without the event.
+  ``cudaEventQuery`` also leaves an ``Event Sync``, but a query does not block: no dependency.
+* a copy or memset whose runtime call returned only after it finished (``cudaMemcpy``, a copy to
+  pageable memory) held the host: a blocking copy.
+* ``cudaStreamWaitEvent`` (``Stream Wait Event``): the first activity of the waiting stream
+  launched after the call depends on the last activity of ``wait_on_stream`` launched before the
+  event's record. Without the event, the record is the thread's last ``cudaEventRecord`` before
+  the call, the awaited stream the one the thread launched on last before the record, the waiting
+  stream the one it launches on next (inferred from the recorded order).
+
+A host wait is a wait of :mod:`chakra.pytorch.waits`: the operator's exclusive time loses the
+waiting, what it did after the wait becomes a part that depends on the awaited work.
+
+Example:
+    sync_waits(builder, by_thread, segments)   # in chakra.pytorch.convert, linked mode
+    stream_waits(builder, by_thread)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from chakra.pytorch.items import Builder, Item, Segment
+from chakra.pytorch.kineto import KinetoEvent
+from chakra.pytorch.link import DeviceActivity
+
+STREAM_SYNC = frozenset({"cudaStreamSynchronize", "hipStreamSynchronize"})
+DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize"})
+EVENT_SYNC = frozenset({"cudaEventSynchronize", "hipEventSynchronize"})
+STREAM_WAIT = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
+#: A copy's runtime call that returns this soon (µs) after the copy ended waited for it.
+BLOCKING_COPY_TOLERANCE_US = 1.0
+#: Report keys of the dependencies added, by how they were found.
+HOST_STREAM, HOST_STREAM_INFERRED = "host waits for a stream (Stream Sync)", "host waits for a stream (inferred)"
+HOST_DEVICE = "host waits for the device (Context Sync)"
+HOST_EVENT, HOST_EVENT_INFERRED = "host waits for an event (Event Sync)", "host waits for an event (inferred)"
+HOST_COPY = "host waits for a blocking copy"
+STREAM_EVENT = "stream waits for a stream (Stream Wait Event)"
+STREAM_EVENT_INFERRED = "stream waits for a stream (inferred from cudaEventRecord/cudaStreamWaitEvent order)"
+
+
+class _Streams:
+    """The device activities of a conversion by stream, in execution order, with their launch times."""
+
+    def __init__(self, builder: Builder, by_thread: dict[Any, list[Item]]):
+        self.by_stream = {key: items for key, items in by_thread.items() if isinstance(key, tuple)}
+        self.launched = {key: [_launch_us(i) for i in items] for key, items in self.by_stream.items()}
+        self.of_activity = {id(i.activity): i for items in self.by_stream.values() for i in items}
+        linked = builder.linked
+        assert linked is not None
+        self.sync_events: dict[int, DeviceActivity] = {
+            a.correlation: a for a in linked.activities if a.cat == "cuda_sync" and a.correlation is not None
+        }
+        self.records = {e.correlation: e for e in linked.event_records if e.correlation is not None}
+        self.records_by_thread: dict[Any, list[KinetoEvent]] = {}
+        for record in linked.event_records:
+            self.records_by_thread.setdefault(record.tid, []).append(record)
+        self.launches_by_thread: dict[Any, list[tuple[float, Item]]] = {}
+        for items in self.by_stream.values():
+            for item in items:
+                activity = item.activity
+                if activity is not None and activity.launch_ts_us is not None:
+                    self.launches_by_thread.setdefault(activity.launch_thread, []).append((activity.launch_ts_us, item))
+        for launches in self.launches_by_thread.values():
+            launches.sort(key=lambda pair: pair[0])
+
+    def last_before(self, key: Any, t_us: float) -> Item | None:
+        """The last activity of stream ``key`` launched before ``t_us``."""
+        launched = self.launched.get(key)
+        if not launched:
+            return None
+        at = bisect.bisect_left(launched, t_us) - 1
+        return self.by_stream[key][at] if at >= 0 else None
+
+    def first_after(self, key: Any, t_us: float) -> Item | None:
+        """The first activity of stream ``key`` launched after ``t_us``."""
+        launched = self.launched.get(key)
+        if not launched:
+            return None
+        at = bisect.bisect_right(launched, t_us)
+        return self.by_stream[key][at] if at < len(launched) else None
+
+    def streams_of(self, device: Any) -> list[Any]:
+        return [key for key in self.by_stream if device is None or key[1] == device]
+
+    def ending_during(self, call: KinetoEvent) -> Item | None:
+        """Inferred: among every stream's last activity launched before ``call``, the one that
+        ends latest while the call runs (``None`` when none does: nothing was waited for)."""
+        best: Item | None = None
+        for key in self.by_stream:
+            item = self.last_before(key, call.ts)
+            if item is not None and call.ts < item.end_us <= call.ts + call.dur + BLOCKING_COPY_TOLERANCE_US:
+                if best is None or item.end_us > best.end_us:
+                    best = item
+        return best
+
+
+def _launch_us(item: Item) -> float:
+    activity = item.activity
+    if activity is not None and activity.launch_ts_us is not None:
+        return activity.launch_ts_us
+    return item.ts_us or 0.0
+
+
+def _int_arg(activity: DeviceActivity, key: str) -> int | None:
+    value = activity.args.get(key)
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _awaited(streams: _Streams, call: KinetoEvent) -> tuple[list[Item], str] | None:
+    """What host sync ``call`` waited for, and how that was found (``None``: not a host wait)."""
+    event = streams.sync_events.get(call.correlation) if call.correlation is not None else None
+    device = event.device if event is not None else None
+    if call.name in DEVICE_SYNC:
+        found = [streams.last_before(key, call.ts) for key in streams.streams_of(device)]
+        return [i for i in found if i is not None], HOST_DEVICE
+    if call.name in STREAM_SYNC:
+        stream = _int_arg(event, "stream") if event is not None else None
+        if stream is not None:
+            item = streams.last_before(("stream", device, stream), call.ts)
+            return ([item] if item is not None else []), HOST_STREAM
+        inferred = streams.ending_during(call)
+        return ([inferred] if inferred is not None else []), HOST_STREAM_INFERRED
+    if call.name in EVENT_SYNC:
+        stream = _int_arg(event, "wait_on_stream") if event is not None else None
+        if stream is not None and event is not None:
+            record = streams.records.get(_int_arg(event, "wait_on_cuda_event_record_corr_id"))  # type: ignore[arg-type]
+            item = streams.last_before(("stream", device, stream), record.ts if record is not None else call.ts)
+            return ([item] if item is not None else []), HOST_EVENT
+        inferred = streams.ending_during(call)
+        return ([inferred] if inferred is not None else []), HOST_EVENT_INFERRED
+    return None
+
+
+def _segment_at(segs: Sequence[Segment], starts: Sequence[float], t_us: float) -> Segment | None:
+    at = bisect.bisect_right(starts, t_us) - 1
+    if at >= 0 and segs[at].start_us <= t_us < segs[at].end_us:
+        return segs[at]
+    return None
+
+
+def _wait(
+    builder: Builder,
+    thread_items: list[Item],
+    segs: list[Segment],
+    starts: list[float],
+    waited: Item,
+    from_us: float,
+    until_us: float,
+    after_us: float,
+) -> bool:
+    """Register that the thread waited from ``from_us`` until ``until_us`` for ``waited`` inside
+    the segment there: the segment is split at ``from_us``, its tail marked waited (a part after
+    the wait depends on ``waited``). Without a wait (done before), the thread's next item after
+    ``after_us`` depends on ``waited``. Returns whether a dependency was added."""
+    item_starts = [i.ts_us or 0.0 for i in thread_items]
+    if until_us > from_us:
+        segment = _segment_at(segs, starts, from_us)
+        if segment is not None and not segment.waited and segment.owner is not None:
+            tail = segment
+            if from_us > segment.start_us:
+                tail = Segment(from_us, segment.end_us, segment.owner, False)
+                segment.end_us = from_us
+                at = bisect.bisect_right(starts, from_us)
+                segs.insert(at, tail)
+                starts.insert(at, from_us)
+            until_us = min(until_us, tail.end_us)
+            j = bisect.bisect_left(item_starts, tail.end_us)
+            resumed = thread_items[j] if j < len(thread_items) else None
+            tail.waited, tail.wait_end_us = True, until_us
+            builder.wait_edges.append((waited, resumed if resumed is not None else waited))
+            tail.edge = len(builder.wait_edges) - 1
+            wait_us = until_us - from_us
+            tail.owner.excl_us = max(0.0, tail.owner.excl_us - wait_us)  # type: ignore[union-attr]
+            builder.report.waits += 1
+            builder.report.wait_us += wait_us
+            return True
+    j = bisect.bisect_left(item_starts, after_us)
+    if j < len(thread_items) and waited.node_id not in thread_items[j].data:
+        thread_items[j].data.append(waited.node_id)
+        return True
+    return False
+
+
+def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
+    """Host waits for device work (module docstring), as waits in ``segments``; count them."""
+    linked = builder.linked
+    if linked is None:
+        return
+    streams = _Streams(builder, by_thread)
+    counts = builder.report.sync_deps
+    ordered: dict[Any, tuple[list[Segment], list[float]]] = {}
+    for thread, segs in segments.items():
+        segs.sort(key=lambda s: s.start_us)
+        ordered[thread] = (segs, [s.start_us for s in segs])
+    for call in linked.sync_calls:
+        found = _awaited(streams, call)
+        thread_items = by_thread.get(call.tid)
+        if found is None or not found[0] or thread_items is None or call.tid not in ordered:
+            continue
+        items, how = found
+        last = max(items, key=lambda i: i.end_us)
+        segs, starts = ordered[call.tid]
+        end_us = call.ts + call.dur
+        # the host resumes after the last of them to finish
+        if _wait(builder, thread_items, segs, starts, last, call.ts, min(last.end_us, end_us), end_us):
+            counts[how] += 1
+    for items in streams.by_stream.values():
+        for item in items:
+            activity = item.activity
+            if activity is None or activity.cat not in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"):
+                continue
+            launch, call_end = activity.launch_ts_us, activity.launch_end_us
+            if launch is None or call_end is None or activity.launch_thread not in ordered:
+                continue
+            if launch <= item.ts_us <= item.end_us <= call_end + BLOCKING_COPY_TOLERANCE_US:  # type: ignore[operator]
+                segs, starts = ordered[activity.launch_thread]
+                thread_items = by_thread.get(activity.launch_thread, [])
+                if _wait(builder, thread_items, segs, starts, item, item.ts_us, item.end_us, call_end):  # type: ignore[arg-type]
+                    counts[HOST_COPY] += 1
+    for thread, (segs, _) in ordered.items():
+        segments[thread] = segs
+
+
+def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """Stream-to-stream dependencies of ``cudaStreamWaitEvent`` (module docstring); count them."""
+    linked = builder.linked
+    if linked is None:
+        return
+    streams = _Streams(builder, by_thread)
+    counts = builder.report.sync_deps
+    for call in linked.sync_calls:
+        if call.name not in STREAM_WAIT:
+            continue
+        event = streams.sync_events.get(call.correlation) if call.correlation is not None else None
+        waiting_key: Any = None
+        awaited_key: Any = None
+        record_us = call.ts
+        if event is not None and _int_arg(event, "stream") is not None and _int_arg(event, "wait_on_stream") is not None:
+            waiting_key = ("stream", event.device, _int_arg(event, "stream"))
+            awaited_key = ("stream", event.device, _int_arg(event, "wait_on_stream"))
+            record = streams.records.get(_int_arg(event, "wait_on_cuda_event_record_corr_id"))  # type: ignore[arg-type]
+            if record is not None:
+                record_us = record.ts
+            how = STREAM_EVENT
+        else:
+            records = streams.records_by_thread.get(call.tid, [])
+            at = bisect.bisect_left([r.ts for r in records], call.ts) - 1
+            launches = streams.launches_by_thread.get(call.tid, [])
+            times = [t for t, _ in launches]
+            if at < 0 or not launches:
+                continue
+            record_us = records[at].ts
+            before = bisect.bisect_left(times, record_us) - 1
+            after = bisect.bisect_right(times, call.ts)
+            if before < 0 or after >= len(launches):
+                continue
+            awaited_key, waiting_key = launches[before][1].thread, launches[after][1].thread
+            how = STREAM_EVENT_INFERRED
+        if awaited_key == waiting_key:
+            continue
+        source = streams.last_before(awaited_key, record_us)
+        target = streams.first_after(waiting_key, call.ts)
+        if source is None or target is None or source.node_id in target.data:
+            continue
+        if source.end_us > (target.ts_us or 0.0) + BLOCKING_COPY_TOLERANCE_US:
+            counts["stream wait not added: the waiting work started before the awaited work ended"] += 1
+            continue
+        target.data.append(source.node_id)
+        counts[how] += 1
