@@ -163,6 +163,82 @@ def convert_pytorch(
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
+def _kineto_check_help() -> str:
+    from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE
+
+    return f"Replay each rank's step with its durations; exit 1 if off by more than {KINETO_FIDELITY_TOLERANCE:.0%}."
+
+
+@convert_app.command("kineto", cls=late_help(check=_kineto_check_help))
+def convert_kineto(
+    traces: list[str] = typer.Argument(
+        ..., help="PyTorch profiler traces, one per rank: files (.json, .json.gz), folders or globs."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{rank}.et."),
+    step: str | None = typer.Option(
+        None,
+        "--step",
+        help="The ProfilerStep#N to convert, or 'all' for the whole trace "
+        "(default: the complete step of median span; the whole trace when it has no steps).",
+    ),
+    rank: int | None = typer.Option(
+        None, "--rank", min=0, help="The rank of a single trace (default: its distributedInfo, else its file name)."
+    ),
+    target: Target | None = typer.Option(
+        None,
+        "--target",
+        case_sensitive=False,
+        help="Then adapt the workload for this consumer, as `chakra adapt` does (reported).",
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="Replay each rank's step with its durations; exit 1 if off by more than the tolerance."
+    ),
+    workers: int | None = typer.Option(None, "--workers", help="Ranks converted at once (default: CPU count)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address (tcp://host:8786), or 'local' for a local Dask cluster."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write the full conversion report as JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+) -> None:
+    """Convert PyTorch profiler (Kineto) traces alone, without host execution traces, to Chakra ETs.
+
+    Operators nest by time on each thread, launches join their kernels, copies and memsets by
+    correlation, streams keep their recorded order, cuda_sync events (or the recorded
+    cudaEventRecord/cudaStreamWaitEvent order) order streams and make the host wait, and NCCL/gloo
+    collectives become communication nodes with their type, bytes and group.
+
+    Example: chakra convert kineto traces/ -o out/job --check
+    """
+    from chakra.kineto.window import ALL_STEPS
+    from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE, convert_kineto_workload
+
+    chosen: int | str | None = step
+    if step is not None and step != ALL_STEPS:
+        if not step.isdecimal():
+            raise ChakraInputError(
+                f"--step {step!r} is no step number", hint=f"give N of ProfilerStep#N, or {ALL_STEPS}"
+            )
+        chosen = int(step)
+    with stage_progress() as tell:
+        result = convert_kineto_workload(
+            traces,
+            output,
+            rank=rank,
+            step=chosen,
+            target=target,
+            check=check,
+            workers=workers,
+            scheduler=scheduler,
+            progress=tell,
+        )
+    if not emit_results(result.to_dict(), report, as_json):
+        _print_conversion(result)
+    off = result.fidelity_failures(KINETO_FIDELITY_TOLERANCE)
+    if check and off:
+        stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
+        raise typer.Exit(EXIT_CHECKS_FAILED)
+
+
 @convert_app.command("xla")
 def convert_xla_cmd(
     module: Path = typer.Argument(..., help="A serialized HLO module (.pb), plain or compressed."),
@@ -491,10 +567,15 @@ def _print_conversion(result: WorkloadResult) -> None:
             "process groups: " + "; ".join(f"{count} {method}" for method, count in result.group_methods.most_common())
         )
     dropped: Counter[str] = Counter()
+    synced: Counter[str] = Counter()
     for rep in result.reports.values():
         dropped.update(rep.dropped)
+        synced.update(rep.sync_deps)
     for reason, count in dropped.most_common():
         stdout.print(Text(f"dropped {count:,}: {reason}", style="dim"))
+    if synced:
+        stdout.print("GPU synchronisation: " + "; ".join(f"{count:,} {how}" for how, count in synced.most_common()))
+    _print_events(result)
     said: dict[str, list[int]] = {}
     for rank, rep in result.reports.items():
         for text in rep.notes:
@@ -509,3 +590,29 @@ def _print_conversion(result: WorkloadResult) -> None:
         note(f"removed {len(result.removed)} files of an earlier workload with this prefix")
     if result.adapted is not None:
         print_adapt_result(result.adapted)
+
+
+def _print_events(result: WorkloadResult) -> None:
+    """A profiler trace's events by category and fate, added up over the ranks."""
+    fates: dict[str, Counter[str]] = {}
+    windows: set[str] = set()
+    for rep in result.reports.values():
+        if rep.window is not None:
+            windows.add(rep.window)
+        for cat, counts in (rep.events or {}).items():
+            fates.setdefault(cat, Counter()).update(counts)
+    if not fates:
+        return
+    table = Table(title="events: " + ", ".join(sorted(windows)) + " converted", title_justify="left")
+    for column in ("category", "converted", "folded", "dropped", "why"):
+        table.add_column(column, justify="left" if column in ("category", "why") else "right", overflow="fold")
+    for cat, counts in fates.items():
+        kinds = {"converted": 0, "folded": 0, "dropped": 0}
+        reasons = []
+        for fate, count in counts.items():
+            kind = fate.split(":", 1)[0]
+            kinds[kind] = kinds.get(kind, 0) + count
+            if kind != "converted":
+                reasons.append(fate.split(": ", 1)[-1])
+        table.add_row(cat, *(f"{kinds[k]:,}" for k in ("converted", "folded", "dropped")), "; ".join(reasons))
+    print_table(table)

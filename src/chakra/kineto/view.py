@@ -243,4 +243,5 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
         source="kineto-only",
         sync_calls=events.sync_calls,
         event_records=events.event_records,
+        events=events,
     )

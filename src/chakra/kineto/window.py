@@ -7,7 +7,7 @@ calls launched, wherever it ran (a GPU runs behind its host); device work withou
 in the trace (CUPTI profiler ranges, an AMD copy without correlation) belongs to the step it starts
 in. That is the rule HolisticTraceAnalysis assigns iterations by, so both read the same step.
 
-A step is *complete* when every kernel, copy or memset one of its calls launched is in the trace: a
+A step is *complete* when every kernel one of its calls launched is in the trace: a
 profiler stopped mid-step leaves its last step's device work out. :func:`choose_window` takes the
 complete step of median span, the rule the XLA and TensorFlow front ends share
 (:func:`chakra.steps.step_to_convert`), ``step=N`` takes ``ProfilerStep#N``, and a trace without
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from chakra.errors import ChakraInputError
-from chakra.pytorch.kineto import LAUNCH_NAMES, PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace
 from chakra.steps import StepRun, step_note, step_to_convert
 
 #: ``step=`` value that converts the whole trace, steps or not.
@@ -92,7 +92,8 @@ def _step_runs(events: KinetoEvents, steps: dict[int, KinetoEvent]) -> list[Step
     missing: dict[int, int] = {}
     for correlation, number in launched.items():
         call = events.launches[correlation]
-        if has_device and call.name in LAUNCH_NAMES and correlation not in done.get(number, set()):
+        # a copy or memset may be done by the host alone (pinned memory): only kernels must show
+        if has_device and "Launch" in call.name and correlation not in done.get(number, set()):
             missing[number] = missing.get(number, 0) + 1
     return [
         StepRun(str(number), event.ts, ends[number] - event.ts, 0 if missing.get(number) else 1)

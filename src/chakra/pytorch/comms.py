@@ -306,7 +306,8 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
 
     ``process_groups`` (the group record's entries) resolve the backend ids older traces use for
     groups. Works hung outside their call are paired with the oldest open call of the same thread
-    and a compatible kind issued before them.
+    and a compatible kind issued before them (else of any thread: a profiler trace records the
+    worker's thread).
     """
     by_id = {node.id: node for node in nodes}
     backend_ids = {
@@ -362,6 +363,14 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
         if call is None:
             pending = open_calls.get(work.tid, [])
             call = next((c for c in pending if c.root_id < work.id and _compatible(c, kind)), None)
+        if call is None:
+            # a profiler trace names the worker thread a work ran on, not the thread that issued it
+            anywhere = (c for calls_of in open_calls.values() for c in calls_of)
+            call = min(
+                (c for c in anywhere if c.root_id < work.id and _compatible(c, kind)),
+                key=lambda c: c.root_id,
+                default=None,
+            )
         if call is None or call.work_id is not None:
             call = CommCall(work.id, work.name, kind[0], kind[1], 0, "", work.tid)
             calls[work.id] = call

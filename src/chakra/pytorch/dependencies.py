@@ -1,6 +1,7 @@
 """Dependencies that are not waits: each thread's and stream's order (:func:`chain`), a thread
-woken by another (:func:`inter_thread`), the structure of a host-only conversion (:func:`host_only_structure`) and, on request, tensor producer
--> consumer edges across threads (:func:`tensor_deps`). The rules are in the module docstring of
+woken by another (:func:`inter_thread`), the structure of a host-only conversion
+(:func:`host_only_structure`) and, on request, tensor producer -> consumer edges across threads
+(:func:`tensor_deps`). GPU synchronisation is :mod:`chakra.pytorch.syncs`'. The rules are in the module docstring of
 :mod:`chakra.pytorch.convert`.
 """
 

@@ -31,8 +31,10 @@ PathLike = str | Path
 HOST_OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator"})  # "Operator": old Kineto
 #: Runtime/driver API call categories.
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+#: Kernels timed by CUPTI's range profiler (counter collection replays each one) instead of kernels.
+PROFILER_RANGE = "cuda_profiler_range"
 #: Work that runs on a device stream.
-DEVICE_OP_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
+DEVICE_OP_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", PROFILER_RANGE})
 SYNC_CATEGORY = "cuda_sync"
 
 #: Runtime calls that put work on a stream (Chakra's linker list plus memset and graph launches,

@@ -118,6 +118,7 @@ class LinkedTrace:
     # (chakra.pytorch.syncs turns them into dependencies)
     sync_calls: list[KinetoEvent] = field(default_factory=list)
     event_records: list[KinetoEvent] = field(default_factory=list)
+    events: KinetoEvents | None = None  # the Kineto events joined, by role (a profiler trace alone: its window's)
 
 
 def _join_key(host_ops: list[KinetoEvent]) -> str:
@@ -285,4 +286,3 @@ def attach_activities(events: KinetoEvents, host_of_kineto: dict[int, int], repo
         )
     activities.sort(key=lambda a: a.ts_us)
     return activities
-

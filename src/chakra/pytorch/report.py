@@ -51,6 +51,9 @@ class ConversionReport:
     lacks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     link: LinkReport | None = None
+    # a profiler trace alone (chakra.kineto): the window converted, and what became of every event
+    window: str | None = None
+    events: dict[str, dict[str, int]] | None = None
 
     def drop(self, key: int | str, name: str, reason: str) -> None:
         self.dropped[reason] += 1
@@ -85,6 +88,8 @@ class ConversionReport:
             "lacks": self.lacks,
             "notes": self.notes,
             "link": self.link.to_dict() if self.link else None,
+            "window": self.window,
+            "events": self.events,
         }
 
 

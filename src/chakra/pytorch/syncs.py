@@ -105,9 +105,9 @@ class _Streams:
         best: Item | None = None
         for key in self.by_stream:
             item = self.last_before(key, call.ts)
-            if item is not None and call.ts < item.end_us <= call.ts + call.dur + BLOCKING_COPY_TOLERANCE_US:
-                if best is None or item.end_us > best.end_us:
-                    best = item
+            during = item is not None and call.ts < item.end_us <= call.ts + call.dur + BLOCKING_COPY_TOLERANCE_US
+            if during and (best is None or item.end_us > best.end_us):  # type: ignore[union-attr]
+                best = item
         return best
 
 
@@ -252,7 +252,11 @@ def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         waiting_key: Any = None
         awaited_key: Any = None
         record_us = call.ts
-        if event is not None and _int_arg(event, "stream") is not None and _int_arg(event, "wait_on_stream") is not None:
+        if (
+            event is not None
+            and _int_arg(event, "stream") is not None
+            and _int_arg(event, "wait_on_stream") is not None
+        ):
             waiting_key = ("stream", event.device, _int_arg(event, "stream"))
             awaited_key = ("stream", event.device, _int_arg(event, "wait_on_stream"))
             record = streams.records.get(_int_arg(event, "wait_on_cuda_event_record_corr_id"))  # type: ignore[arg-type]

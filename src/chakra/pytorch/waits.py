@@ -172,20 +172,26 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
     inside it is the collective's (gloo's all-gather moves its bytes between packing its buffers
     with ``aten::view``/``aten::empty`` and unpacking them with ``aten::copy_``; split, that time
     became CPU compute nodes and the collective the 50 µs before its first inner op). The inner
-    ops stay what they are, after it in the graph."""
+    ops stay what they are, after it in the graph.
+
+    A stretch in which the op launched device work becomes a part whatever its length, and the
+    work depends on that part: the work cannot start before its launch, which a dependency on the
+    op's first node (placed at its start) would allow."""
+    launched = _launches_by_owner(builder)
     for thread, segs in segments.items():
         added = False
         for segment in segs:
             owner = segment.owner
             if owner is None or (owner.node_type in TRANSFER_TYPES and not segment.waited):
                 continue
+            in_segment = _launched_in(launched.get(owner.node_id), segment.start_us, segment.end_us)
             if segment.waited:
                 # what the op did after the wait ended (at least returning from it) comes after it
                 start_us = segment.wait_end_us
                 length = segment.end_us - start_us
                 if length <= 0:
                     continue
-            elif segment.first or segment.end_us - segment.start_us < PART_MIN_US:
+            elif segment.first or (segment.end_us - segment.start_us < PART_MIN_US and not in_segment):
                 continue
             else:
                 start_us, length = segment.start_us, segment.end_us - segment.start_us
@@ -204,8 +210,33 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
             by_thread[thread].append(part)
             builder.report.parts += 1
             added = True
+            for work in in_segment:
+                if not segment.first:
+                    work.data = [node_id if d == owner.node_id else d for d in work.data]
         if added:
             by_thread[thread].sort(key=lambda i: i.key)
+
+
+def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
+    """Device work by the op that launched it: the launch times (sorted) and the work items."""
+    found: dict[int, list[tuple[float, Item]]] = defaultdict(list)
+    for item in builder.items.values():
+        activity = item.activity
+        if activity is not None and activity.host_id is not None and activity.launch_ts_us is not None:
+            found[activity.host_id].append((activity.launch_ts_us, item))
+    out = {}
+    for owner, pairs in found.items():
+        pairs.sort(key=lambda pair: pair[0])
+        out[owner] = ([t for t, _ in pairs], [i for _, i in pairs])
+    return out
+
+
+def _launched_in(launches: tuple[list[float], list[Item]] | None, start_us: float, end_us: float) -> list[Item]:
+    """The work among ``launches`` launched in ``[start_us, end_us)``."""
+    if launches is None:
+        return []
+    times, items = launches
+    return items[bisect.bisect_left(times, start_us) : bisect.bisect_left(times, end_us)]
 
 
 def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:

@@ -215,22 +215,56 @@ def convert_workload(
         raise ChakraInputError(
             f"device traces of ranks {orphans} have no host trace", hint=f"check the --host pattern {host_pattern!r}"
         )
-    with WorkloadWriter(out_prefix) as writer:
-        prefix = writer.prefix
-        staging = writer.staging_pattern()
-        jobs = [
+
+    def make_jobs(staging: str) -> list[tuple[int, str, str | None, str, bool, int | None]]:
+        return [
             (key, str(path), str(devices[key]) if key in devices else None, staging, data_deps, rank)
             for key, path in hosts.items()
         ]
-        for key in hosts:  # staged before the workers write them, so a failure removes every one
-            if key != SINGLE:
-                writer.adopt(key)
+
+    result = convert_rank_jobs(
+        make_jobs,
+        _convert_one,
+        out_prefix,
+        [key for key in hosts if key != SINGLE],
+        target=target,
+        check=check,
+        workers=workers,
+        scheduler=scheduler,
+        progress=progress,
+    )
+    result.missing_device = sorted(set(hosts) - set(devices)) if device_pattern else []
+    return result
+
+
+def convert_rank_jobs(
+    make_jobs: Callable[[str], list[Any]],
+    convert_one: Callable[[Any], RankResult],
+    out_prefix: str | Path,
+    known_ranks: list[int],
+    *,
+    target: Target | None = None,
+    check: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> WorkloadResult:
+    """Convert every rank of a job with ``convert_one`` (in worker processes: one job each, from
+    ``make_jobs(staging)``, where ``staging`` is the writer's path pattern with ``{rank}``), then
+    settle the groups across ranks, rewrite the ranks whose group attributes change, write the
+    groups file, check fidelity and adapt (module docstring). ``known_ranks`` are staged before the
+    workers run (a worker that learns its rank from what it reads is adopted after)."""
+    with WorkloadWriter(out_prefix) as writer:
+        prefix = writer.prefix
+        jobs = make_jobs(writer.staging_pattern())
+        for key in known_ranks:  # staged before the workers write them, so a failure removes every one
+            writer.adopt(key)
 
         def tell(stage: str) -> Callable[[int, int], None] | None:
             return (lambda done, total: progress(stage, done, total)) if progress else None
 
         results: list[RankResult] = map_ranks(
-            _convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
+            convert_one, jobs, workers=workers, scheduler=scheduler, progress=tell("converting")
         )
         by_rank = {r.rank: r for r in results}
         for key in by_rank:
@@ -290,6 +324,5 @@ def convert_workload(
         group_methods=group_methods,
         rewritten=rewritten,
         fidelity=fidelity,
-        missing_device=sorted(set(hosts) - set(devices)) if device_pattern else [],
         adapted=adapted,
     )

@@ -1,0 +1,222 @@
+"""`chakra convert kineto`: PyTorch profiler traces alone, converted, counted against the traces' own
+events, checked by replay, validated, and taken by ASTRA-sim."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ASTRA_SIM_STOCK, GLOO_RANKS, require_shared, run_astra_sim, run_cli
+
+from chakra.kineto.inputs import job_traces
+from chakra.kineto.view import profiler_view
+from chakra.kineto.window import ALL_STEPS, WHOLE_TRACE, choose_window
+from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE, convert_kineto_workload
+from chakra.pytorch.convert import convert
+from chakra.pytorch.kineto import classify, load_kineto_trace
+from chakra.pytorch.syncs import HOST_DEVICE, HOST_STREAM, STREAM_EVENT
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, ALL_TO_ALL, BROADCAST, COMM_COLL_NODE
+from chakra.table import load_table
+
+ASTRA_EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
+ASTRA_SYSTEM, ASTRA_NETWORK = ASTRA_EXAMPLES / "system.json", ASTRA_EXAMPLES / "ring2.yml"
+
+#: Every Kineto trace of the shared data, with whether it ran on a GPU.
+SHARED_TRACES = {
+    "hta/alexnet_kineto.json.gz": True,
+    "hta/amd_mi250_rocm62_kineto.json.gz": True,
+    "hta/cpu_only_no_distinfo_kineto.json.gz": False,
+    "hta/cuda_event_sync_kineto.json.gz": True,
+    "hta/cuda_event_sync_multi_stream_kineto.json.gz": True,
+    "hta/cupti_counters_kineto.json.gz": True,
+    "hta/nccl_2rank_rank0_kineto.json.gz": True,
+    "hta/sampled_128rank_rank0_kineto.json.gz": True,
+    "hta/sampled_128rank_rank1_kineto.json.gz": True,
+    "hta/triton_kineto.json.gz": True,
+    "hta/benchmark_simple_add_trace.json.gz": True,
+    "param/linear_kineto.json.gz": True,
+}
+
+
+def _raw_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:
+        return [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
+
+
+def _whole(relpath: str):
+    trace = load_kineto_trace(require_shared(relpath))
+    linked = profiler_view(trace, WHOLE_TRACE)
+    return trace, linked, convert(linked.host, linked=linked)
+
+
+@pytest.mark.parametrize("relpath", sorted(SHARED_TRACES))
+def test_every_shared_trace_converts_whole_with_each_device_event_a_node(relpath: str, tmp_path: Path):
+    events = _raw_events(require_shared(relpath))
+    device = sum(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range") for e in events)
+    result = convert_kineto_workload([require_shared(relpath)], tmp_path / "w", step=ALL_STEPS, workers=1)
+    ((rank, report),) = result.reports.items()
+    device_nodes = sum(report.nodes[k] for k in ("kernel", "memcpy", "memset", "collective", "send", "recv"))
+    host_comm = sum(report.comm.values()) if not SHARED_TRACES[relpath] else 0
+    assert device_nodes - host_comm == device
+    assert report.mode == "kineto-only"
+    done = run_cli("validate", str(result.paths[rank]))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_nccl_collectives_are_typed_sized_and_grouped_from_record_param_comms(tmp_path: Path):
+    path = require_shared("hta/nccl_2rank_rank0_kineto.json.gz")
+    kernels = [e for e in _raw_events(path) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")]
+    result = convert_kineto_workload([path], tmp_path / "w", step=ALL_STEPS, workers=1)
+    table = load_table(result.paths[0])
+    comm = table.comm
+    assert len(comm) == len(kernels)
+    kinds = {ALL_REDUCE: "allreduce", BROADCAST: "broadcast"}
+    recorded = sorted(
+        (e["args"]["Collective name"], e["args"]["In msg nelems"] * (4 if e["args"]["dtype"] == "Float" else 8))
+        for e in kernels
+    )
+    converted = sorted((kinds[int(k)], int(size)) for k, size in zip(comm.kind, comm.size, strict=True))
+    assert converted == recorded
+    assert set(comm.pg_name) == {"0"}
+    assert result.group_methods == {"recorded in the trace": len(kernels)}
+
+
+def test_all_to_all_run_as_sendrecv_kernels_is_one_all_to_all_sized_from_its_annotation():
+    trace, _linked, conversion = _whole("hta/sampled_128rank_rank0_kineto.json.gz")
+    annotations = [e for e in trace.events if e.name == "nccl:all_to_all"]
+    nodes = [n for n in conversion.nodes if n.type == COMM_COLL_NODE]
+    all_to_all = [n for n in nodes if any(a.name == "comm_type" and a.int64_val == ALL_TO_ALL for a in n.attr)]
+    assert len(all_to_all) == len(annotations) and all(n.name.startswith("ncclKernel_SendRecv") for n in all_to_all)
+    sizes = sorted(next(a.int64_val for a in n.attr if a.name == "comm_size") for n in all_to_all)
+    bytes_of = {"long": 8, "unsigned char": 1, "int": 4}
+    expected = []
+    for annotation in annotations:
+        dims = json.loads(bytes(annotation.args.input_dims))[0]
+        count = 1
+        for d in dims:
+            count *= d
+        expected.append(count * bytes_of[json.loads(bytes(annotation.args.input_type))[0]])
+    assert sizes == sorted(expected)
+
+
+def test_stream_waits_come_from_cuda_sync_events_with_the_records_correlation():
+    _trace, _linked, conversion = _whole("hta/cuda_event_sync_multi_stream_kineto.json.gz")
+    assert conversion.report.sync_deps[STREAM_EVENT] == 1
+    assert conversion.report.sync_deps[HOST_DEVICE] == 1
+    nodes = conversion.nodes
+    by_id = {n.id: n for n in nodes}
+    waiting = [
+        n
+        for n in nodes
+        if n.name == "Memset (Device)" and any(a.name == "stream" and a.int64_val == 24 for a in n.attr)
+    ]
+    assert len(waiting) == 1
+    awaited = [
+        by_id[d] for d in waiting[0].data_deps if any(a.name == "stream" and a.int64_val == 20 for a in by_id[d].attr)
+    ]
+    assert awaited and awaited[0].name == "ampere_sgemm_128x64_nn"
+
+
+def test_host_waits_for_a_stream_sync_resume_after_the_awaited_copy():
+    _trace, _linked, conversion = _whole("hta/cuda_event_sync_kineto.json.gz")
+    assert conversion.report.sync_deps[HOST_STREAM] == 1
+    assert conversion.report.waits >= 2
+
+
+def test_the_default_step_is_the_complete_one_of_median_span():
+    trace = load_kineto_trace(require_shared("hta/nccl_2rank_rank0_kineto.json.gz"))
+    window = choose_window(trace, classify(trace))
+    assert window.label == "ProfilerStep#4"
+    assert any("3 profiled steps" in note for note in window.notes)
+
+
+def test_a_step_the_trace_lacks_is_one_line_naming_its_steps(tmp_path: Path):
+    done = run_cli(
+        "convert", "kineto", str(require_shared("hta/nccl_2rank_rank0_kineto.json.gz")), "-o", str(tmp_path / "w"),
+        "--step", "99",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "ProfilerStep#99" in done.stderr and "4, 5, 6" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_recorded_gloo_job_converts_from_its_profiler_traces_alone_within_the_fidelity_bound(
+    gloo_traces: Path, tmp_path: Path
+):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for rank in (0, 1):
+        shutil.copy(gloo_traces / f"device.{rank}.json", traces / f"device.{rank}.json")
+    result = convert_kineto_workload([traces], tmp_path / "job", check=True, workers=1)
+    assert sorted(result.paths) == [0, 1]
+    for rank, fidelity in result.fidelity.items():
+        assert fidelity.error is not None and abs(fidelity.error) <= KINETO_FIDELITY_TOLERANCE, (rank, fidelity)
+    report = result.reports[0]
+    assert report.comm["send"] == 1 and report.comm["recv"] == 1 and report.comm["ALL_REDUCE"] >= 1
+    table = load_table(result.paths[0])
+    sends = [i for i, n in enumerate(table.names) if n == "gloo:send"]
+    assert sends and table.comm.dst[table.comm.index(sends[0])] == 1
+
+
+def test_the_kineto_conversion_of_a_gloo_job_runs_to_the_end_in_astra_sim(gloo_traces: Path, tmp_path: Path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for rank in range(GLOO_RANKS):
+        shutil.copy(gloo_traces / f"device.{rank}.json", traces / f"device.{rank}.json")
+    prefix = tmp_path / "job"
+    done = run_cli("convert", "kineto", str(traces), "-o", str(prefix), "--target", "astra-sim")
+    assert done.returncode == 0, done.stderr
+    code, finished = run_astra_sim(prefix, ASTRA_NETWORK, ASTRA_SYSTEM, ASTRA_SIM_STOCK)
+    assert code == 0 and sorted(finished) == list(range(GLOO_RANKS))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 1}]}', "has no ts"),
+        ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, ', "not a Kineto trace"),
+        ('{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "name": "x"}]}', "host execution trace"),
+    ],
+)
+def test_bad_traces_are_one_line_naming_the_file(content: str, expected: str, tmp_path: Path):
+    bad = tmp_path / "rank0.json"
+    bad.write_text(content)
+    done = run_cli("convert", "kineto", str(bad), "-o", str(tmp_path / "w"))
+    assert done.returncode == 2
+    assert expected in done.stderr and "rank0.json" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_chakra_et_given_as_a_profiler_trace_is_refused(tmp_path: Path, upstream_et: Path):
+    done = run_cli("convert", "kineto", str(upstream_et), "-o", str(tmp_path / "w"))
+    assert done.returncode == 2 and "not a Kineto trace" in done.stderr and "Traceback" not in done.stderr
+
+
+def _trace_of(rank: int, world: int) -> str:
+    info = {"backend": "nccl", "rank": rank, "world_size": world}
+    return json.dumps(
+        {"distributedInfo": info, "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}
+    )
+
+
+def test_ranks_that_disagree_on_the_world_size_are_two_jobs(tmp_path: Path):
+    (tmp_path / "a.json").write_text(_trace_of(0, 2))
+    (tmp_path / "b.json").write_text(_trace_of(1, 4))
+    done = run_cli("convert", "kineto", str(tmp_path), "-o", str(tmp_path / "out" / "w"))
+    assert done.returncode == 2 and "disagree on the world size" in done.stderr
+
+
+def test_two_traces_of_one_rank_in_a_folder_are_refused(tmp_path: Path):
+    (tmp_path / "a.json").write_text(_trace_of(0, 2))
+    (tmp_path / "b.json").write_text(_trace_of(0, 2))
+    done = run_cli("convert", "kineto", str(tmp_path), "-o", str(tmp_path / "out" / "w"))
+    assert done.returncode == 2 and "two traces of rank 0" in done.stderr
+
+
+def test_the_rank_comes_from_distributed_info_then_the_file_name(tmp_path: Path):
+    (tmp_path / "x_rank3.json").write_text(_trace_of(1, 2))
+    (tmp_path / "worker_rank0.json").write_text('{"traceEvents": []}')
+    traces = job_traces([tmp_path])
+    assert {r: t.rank_from for r, t in traces.items()} == {0: "the file name", 1: "distributedInfo"}
