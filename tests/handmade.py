@@ -29,6 +29,7 @@ BWD_KERNEL_US = 1700
 LAUNCH_US = 12
 ACTIVATION_TAG = 7  # any tag works as long as sender and receiver agree
 
+
 def _group_of(rank: int, groups: dict[int, list[int]]) -> int:
     return next(g for g, members in groups.items() if rank in members)
 

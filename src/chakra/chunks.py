@@ -278,6 +278,21 @@ def categories(node_type: np.ndarray) -> np.ndarray:
     return category
 
 
+#: How profilers name a device's copies and memsets (CUPTI and roctracer: ``Memcpy HtoD (Pageable ->
+#: Device)``, ``Memset (Device)``; DMA engines ``dma...``): the kernel classes HolisticTraceAnalysis
+#: counts as memory. A device compute node so named moves memory.
+DEVICE_COPY_PREFIXES = ("Memcpy", "Memset", "hipMemcpy", "hipMemset", "dma")
+
+
+def device_copy_names(name_list: list[str]) -> np.ndarray:
+    """Per distinct name, whether it names a device copy or memset (:data:`DEVICE_COPY_PREFIXES`).
+
+    >>> device_copy_names(["Memcpy DtoH (Device -> Pageable)", "volta_sgemm", "Memset (Device)"]).tolist()
+    [True, False, True]
+    """
+    return np.array([name.startswith(DEVICE_COPY_PREFIXES) for name in name_list], dtype=np.bool_)
+
+
 def iter_chunks(path: PathLike) -> tuple[GlobalMetadata, Iterator[NodeChunk], ChunkDecoder]:
     """Stream ``path``: its metadata, its :class:`NodeChunk`\\ s (one per read buffer, in file order) and
     the decoder (for the interned names once the chunks are consumed)."""

@@ -1,4 +1,4 @@
-"""The node table: one rank's nodes as columns, the one decoder from ``.et`` nodes to the values
+r"""The node table: one rank's nodes as columns, the one decoder from ``.et`` nodes to the values
 every consumer uses (validation, info, the analyses, the simulator, the replay, the pictures).
 
 :func:`load_table` streams a file once through the C record decoder (``chakra._columns``, via
@@ -9,7 +9,9 @@ same columns a buffer at a time for consumers that only add things up (``chakra 
 * **Attributes** by the reading rules of :mod:`chakra.attrs` (first of a name, any integer member,
   flags from text too; an unreadable attribute counts as absent and is listed in :attr:`NodeTable.problems`).
 * **Category** from the node type: compute (``COMP_NODE``), communication (collectives, sends,
-  receives), memory (``MEM_LOAD_NODE``/``MEM_STORE_NODE``), other (metadata, invalid, unknown types).
+  receives), memory (``MEM_LOAD_NODE``/``MEM_STORE_NODE``, and device ``COMP_NODE``\ s named as
+  profilers name copies and memsets: :data:`chakra.chunks.DEVICE_COPY_PREFIXES`), other
+  (metadata, invalid, unknown types).
 * **Slot**: the ASTRA-sim hardware slot the node occupies (``reference/astra-sim.md`` §2.3): CPU
   (compute with ``is_cpu_op``), GPU compute (other compute), GPU comm (collectives, sends, memory,
   metadata, invalid), none (receives).
@@ -56,6 +58,7 @@ from chakra.chunks import (
     attr_counts,
     categories,
     chunk_of_nodes,
+    device_copy_names,
     iter_chunks,
     member_slots,
 )
@@ -357,6 +360,11 @@ def _assemble(
     ints = {name: _dense(chunks, name, len(rows)) for name in INT_KEYS}
     is_cpu = joined(lambda c: c.is_cpu, np.bool_)
     category = categories(types)
+    name_id = np.ascontiguousarray(rows["name_id"], dtype=np.int32)
+    name_list = decoder.node_name_list()
+    if len(name_list):
+        copies = (types == COMP_NODE) & ~is_cpu & device_copy_names(name_list)[name_id]
+        category[copies] = MEMORY
     track, track_names, num_resources = _tracks(is_cpu, ints["tid"], ints["stream"], category)
     collective = types == COMM_COLL_NODE
     comm_type = np.where(collective & (ints["comm_type"] != MISSING), ints["comm_type"], NO_COMM_TYPE)
@@ -371,8 +379,8 @@ def _assemble(
         path=label,
         rank=rank,
         graph=graph,
-        name_id=np.ascontiguousarray(rows["name_id"], dtype=np.int32),
-        name_list=decoder.node_name_list(),
+        name_id=name_id,
+        name_list=name_list,
         category=category,
         slot=_slots(types, is_cpu),
         is_cpu=is_cpu,

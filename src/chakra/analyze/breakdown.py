@@ -62,7 +62,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from chakra.analyze.choices import RankBy, Timing
+from chakra.analyze.choices import RankBy, Scope, Timing
 from chakra.analyze.frames import to_frame
 from chakra.analyze.replay import replayed_starts_ns
 from chakra.errors import ChakraInputError
@@ -168,8 +168,11 @@ class OperatorStat(OperatorTotal):
     exclusive_ns: int
 
 
-def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
+def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO, scope: Scope = Scope.ALL) -> Breakdown:
     """Busy, idle and overlapped time of one rank, per category and track, in ns (module doc).
+    ``scope=Scope.DEVICE`` counts only the nodes that are no CPU ops (kernels, copies and
+    memsets, communication): a GPU's time split, idle being the time between its first start and
+    last end when none of them ran.
 
     Raises :class:`ChakraInputError` for an empty trace, one whose durations are all 0, a
     ``timing`` it does not know, or ``timing="recorded"`` without recorded start times.
@@ -180,6 +183,8 @@ def breakdown(table: NodeTable, *, timing: str = TIMING_AUTO) -> Breakdown:
     """
     table.require_durations()
     used, start_ns, placed = node_starts(table, timing)
+    if Scope(scope) is Scope.DEVICE:
+        placed = placed & ~table.is_cpu
     end_ns = start_ns + table.dur_ns
     category = table.category
     busy = placed & (category != OTHER)

@@ -22,3 +22,12 @@ class RankBy(str, Enum):
 
     TOTAL = "total"
     EXCLUSIVE = "exclusive"
+
+
+#: ``scope=`` values of :func:`chakra.analyze.breakdown.breakdown`.
+class Scope(str, Enum):
+    """Which nodes a breakdown counts: all of them, or the device's only (kernels, copies,
+    collectives: what runs off the host's threads, the GPU time split HolisticTraceAnalysis reports)."""
+
+    ALL = "all"
+    DEVICE = "device"

@@ -59,6 +59,7 @@ from chakra.collector import gc_paused
 from chakra.errors import PathLike
 from chakra.pytorch.dependencies import (
     INTER_THREAD_IDLE_US,
+    busy_gaps,
     chain,
     host_only_structure,
     inter_thread,
@@ -82,7 +83,7 @@ from chakra.pytorch.report import (
     Conversion,
     ConversionReport,
 )
-from chakra.pytorch.syncs import stream_waits, sync_waits
+from chakra.pytorch.syncs import stream_waits, sync_waits, timed_stream_waits
 from chakra.pytorch.transfers import attach_comm
 from chakra.pytorch.waits import (
     PART_MIN_US,
@@ -158,7 +159,9 @@ def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data
         chain(builder, by_thread)
         inter_thread(builder, by_thread)
         absorb_pickup(builder, by_thread)
+        busy_gaps(builder, by_thread)
         stream_waits(builder, by_thread)
+        timed_stream_waits(builder, by_thread)
     else:
         host_only_structure(builder, by_thread)
         chain(builder, by_thread)

@@ -66,6 +66,49 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 builder.report.inter_thread_deps += 1
 
 
+#: Name of a node for time a thread spent between its top-level operators, busy but inside none of
+#: them (the autograd engine between functions, Python between calls): no operator recorded it.
+OUTSIDE_OPERATORS = "[outside operators]"
+
+
+def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """Time a CPU thread spent between two top-level ops that nothing explains as a wait becomes a
+    node of its own (:data:`OUTSIDE_OPERATORS`) between them: dropped, the replay would run the
+    thread's later ops early. A gap is a wait, and stays empty, when the op after it depends on
+    work of another thread or a device that ended during the gap (the thread resumed on it)."""
+    for thread, items in by_thread.items():
+        if isinstance(thread, tuple):
+            continue
+        added: list[Item] = []
+        prev_end = None
+        prev: Item | None = None
+        for item in items:
+            if item.depth != 0 or item.ts_us is None:
+                continue
+            if prev is not None and prev_end is not None and item.ts_us - prev_end >= INTER_THREAD_IDLE_US:
+                woke = any(
+                    (dep := builder.items.get(d)) is not None and dep.thread != thread and dep.end_us > prev_end
+                    for d in item.data
+                )
+                if not woke:
+                    gap_us = item.ts_us - prev_end
+                    node_id = builder.next_id
+                    builder.next_id += 1
+                    gap = Item(node_id, OUTSIDE_OPERATORS, COMP_NODE, (prev_end, -gap_us, node_id), thread=thread)
+                    gap.ts_us, gap.dur_us, gap.excl_us = prev_end, gap_us, gap_us
+                    gap.data.append(prev.node_id)
+                    item.data.append(node_id)
+                    builder.items[node_id] = gap
+                    added.append(gap)
+                    builder.report.gaps += 1
+                    builder.report.gap_us += gap_us
+            if prev_end is None or item.end_us >= prev_end:
+                prev, prev_end = item, item.end_us
+        if added:
+            items.extend(added)
+            items.sort(key=lambda i: i.key)
+
+
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     """Without timing: call-tree parents as ``ctrl_deps``; transfers leave their thread's
     chain (they run asynchronously) and synchronous calls hold the thread until they finish."""

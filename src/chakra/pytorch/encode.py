@@ -155,6 +155,8 @@ class _Encoder:
         elif item.part_of is not None and item.part_of.host is not None:
             owner = item.part_of.host
             out += [encode("rf_id", owner.rf_id), encode("tid", thread_ids.get(item.thread, owner.tid))]
+        elif item.activity is None and item.thread in thread_ids:
+            out.append(encode("tid", thread_ids[item.thread]))  # time outside operators on a thread
         elif item.activity is not None:
             activity = item.activity
             out.append(encode("stream", activity.stream if isinstance(activity.stream, int) else 0))

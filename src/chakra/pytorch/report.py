@@ -45,6 +45,8 @@ class ConversionReport:
     sync_deps: Counter[str] = field(default_factory=Counter)  # GPU synchronisation, by how it was found
     inter_thread_deps: int = 0
     parts: int = 0  # extra nodes for exclusive time an op spent after a child (PART_MIN_US)
+    gaps: int = 0  # nodes for busy time between a thread's top-level ops (dependencies.busy_gaps)
+    gap_us: float = 0.0
     data_deps: int = 0
     edges_against_time: int = 0
     measured_span_us: float | None = None
@@ -82,6 +84,8 @@ class ConversionReport:
             "sync_deps": dict(self.sync_deps),
             "inter_thread_deps": self.inter_thread_deps,
             "parts": self.parts,
+            "gaps": self.gaps,
+            "gap_us": round(self.gap_us, 3),
             "data_deps": self.data_deps,
             "edges_against_time": self.edges_against_time,
             "measured_span_us": self.measured_span_us,

@@ -21,6 +21,9 @@ events when it has them (``enable_cuda_sync_events``, reference §2.7), joined t
   event's record. Without the event, the record is the thread's last ``cudaEventRecord`` before
   the call, the awaited stream the one the thread launched on last before the record, the waiting
   stream the one it launches on next (inferred from the recorded order).
+* device work that started well after its launch and its stream's previous work, with neither
+  explaining the delay, waited for the other stream whose work ended just before it started
+  (inferred from timing: :func:`timed_stream_waits`).
 
 A host wait is a wait of :mod:`chakra.pytorch.waits`: the operator's exclusive time loses the
 waiting, what it did after the wait becomes a part that depends on the awaited work.
@@ -46,6 +49,11 @@ EVENT_SYNC = frozenset({"cudaEventSynchronize", "hipEventSynchronize"})
 STREAM_WAIT = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
 #: A copy's runtime call that returns this soon (µs) after the copy ended waited for it.
 BLOCKING_COPY_TOLERANCE_US = 1.0
+#: Device work idle for longer than this (µs) after its launch and its stream's previous work
+#: waited for something (a stream starts queued work within a few µs).
+DEVICE_IDLE_US = 20.0
+#: ... for the work of another stream that ended within this share of the delay before it started.
+DEVICE_RESUME_SHARE = 0.1
 #: Report keys of the dependencies added, by how they were found.
 HOST_STREAM, HOST_STREAM_INFERRED = "host waits for a stream (Stream Sync)", "host waits for a stream (inferred)"
 HOST_DEVICE = "host waits for the device (Context Sync)"
@@ -53,6 +61,7 @@ HOST_EVENT, HOST_EVENT_INFERRED = "host waits for an event (Event Sync)", "host 
 HOST_COPY = "host waits for a blocking copy"
 STREAM_EVENT = "stream waits for a stream (Stream Wait Event)"
 STREAM_EVENT_INFERRED = "stream waits for a stream (inferred from cudaEventRecord/cudaStreamWaitEvent order)"
+STREAM_TIMED = "stream waits for a stream (inferred from timing)"
 
 
 class _Streams:
@@ -288,3 +297,49 @@ def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
             continue
         target.data.append(source.node_id)
         counts[how] += 1
+
+
+def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
+    """Device work that started later than its launch and its stream's previous work, by more
+    than :data:`DEVICE_IDLE_US`, waited for something the trace does not name (a filtered trace,
+    a wait without sync events): it depends on the work of another stream of its device that ended
+    last before it started, when that ended within :func:`_resume_us` of its start (inferred from
+    timing, counted as such)."""
+    streams = [(key, items) for key, items in by_thread.items() if isinstance(key, tuple)]
+    if len(streams) < 2:
+        return
+    ends: dict[Any, tuple[list[float], list[Item]]] = {}
+    for key, items in streams:
+        device = key[1]
+        pairs = ends.setdefault(device, ([], []))
+        for item in items:
+            pairs[1].append(item)
+    for device, (_, items) in ends.items():
+        items.sort(key=lambda i: i.end_us)
+        ends[device] = ([i.end_us for i in items], items)
+    counts = builder.report.sync_deps
+    for key, items in streams:
+        times, by_end = ends[key[1]]
+        prev_end = float("-inf")
+        for item in items:
+            start_us = item.ts_us or 0.0
+            launch_us = item.activity.launch_ts_us if item.activity is not None else None
+            ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
+            prev_end = max(prev_end, item.end_us)
+            delay_us = start_us - ready_us
+            if launch_us is None or delay_us <= DEVICE_IDLE_US:
+                continue
+            at = bisect.bisect_right(times, start_us) - 1
+            while at >= 0 and by_end[at].thread == key:
+                at -= 1
+            if at < 0 or times[at] <= ready_us or start_us - times[at] > _resume_us(delay_us):
+                continue
+            source = by_end[at]
+            if source.node_id not in item.data:
+                item.data.append(source.node_id)
+                counts[STREAM_TIMED] += 1
+
+
+def _resume_us(delay_us: float) -> float:
+    """How soon (µs) after the awaited work ended a stream that waited for it starts again."""
+    return max(DEVICE_IDLE_US, DEVICE_RESUME_SHARE * delay_us)

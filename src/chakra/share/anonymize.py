@@ -170,9 +170,7 @@ def anonymize_workload(
     written = writer.result.paths if writer.result is not None else {}
     report.strings_checked = len(inputs)
     files = list(written.values())
-    report.leaks = find_leaks(
-        inputs, files, rules.generated, progress=lambda done: tell(STAGES[2], done, len(files))
-    )
+    report.leaks = find_leaks(inputs, files, rules.generated, progress=lambda done: tell(STAGES[2], done, len(files)))
     return report
 
 
