@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from chakra.demo import run_demo
+from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE
 from chakra.pytorch.workload import FIDELITY_TOLERANCE
 
 
@@ -21,6 +22,13 @@ def test_the_recorded_job_converts_within_the_fidelity_check_and_validates(demo)
     assert sorted(result.fidelity) == [0, 1]
     assert all(error is not None and abs(error) <= FIDELITY_TOLERANCE for error in result.fidelity.values())
     assert result.validate_errors == 0
+
+
+def test_the_same_job_converts_from_its_profiler_traces_alone_within_their_check(demo):
+    result, lines = demo
+    assert sorted(result.kineto_fidelity) == [0, 1]
+    assert all(e is not None and abs(e) <= KINETO_FIDELITY_TOLERANCE for e in result.kineto_fidelity.values())
+    assert any("chakra convert kineto" in line for line in lines)
 
 
 def test_the_reports_and_timelines_are_written(demo):

@@ -5,7 +5,8 @@ then what came out) and writing to ``demo-output/``:
 
 1. record a 2-rank PyTorch training job on this machine's CPU with gloo (DDP, every other
    collective gloo runs and a send/recv ring: ``examples/collect_gloo.py``);
-2. convert it as it ran, with the fidelity check against the measured span, and validate it;
+2. convert it as it ran, with the fidelity check against the measured span, and validate it; and
+   convert it again from its profiler traces alone (``chakra convert kineto``), checked the same way;
 3. analyze it (breakdown, critical path, ranks) and write the HTML report and a Perfetto timeline;
 4. adapt it for ASTRA-sim and simulate it on two CPU hosts over 1 Gb Ethernet
    (``examples/astra``), then the same step with twice the bandwidth (the what-if), and write the
@@ -63,6 +64,7 @@ class DemoResult:
 
     out: Path
     fidelity: dict[int, float | None] = field(default_factory=dict)  # per rank: replayed vs measured span
+    kineto_fidelity: dict[int, float | None] = field(default_factory=dict)  # the same, profiler traces alone
     validate_errors: int = -1
     report: Path | None = None
     simulated_ms: float = 0.0
@@ -139,11 +141,26 @@ def _convert(result: DemoResult, say: Callable[[str], None]) -> None:
         say(f"   rank {rank}: {converted.reports[rank].node_count:,} nodes; replayed "
             f"{fidelity.predicted_span_us / US_PER_MS:,.1f} ms against {measured_ms:,.1f} ms measured ({shown}; "
             f"within {FIDELITY_TOLERANCE:.0%} is the check)")  # fmt: skip
+    _convert_kineto_only(result, say)
     findings = validate_set(TraceSet.discover(job))
     result.validate_errors = sum(f.severity == ERROR for f in findings)
     for_astra = sum(f.severity == ERROR for f in validate_set(TraceSet.discover(job), target="astra-sim"))
     say(f"   $ chakra validate {job}: {result.validate_errors} errors; for ASTRA-sim {for_astra} more "
         "(what it cannot take: adapted in step 4)")  # fmt: skip
+
+
+def _convert_kineto_only(result: DemoResult, say: Callable[[str], None]) -> None:
+    """The same job from its profiler traces alone, what most people have (no host trace)."""
+    from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE, convert_kineto_workload
+
+    recorded, job = result.out / "recorded", result.out / "job-kineto"
+    say(f"   $ chakra convert kineto '{recorded}/device.*.json' -o {job} --check    (the profiler traces alone)")
+    converted = convert_kineto_workload([f"{recorded}/device.*.json"], job, check=True)
+    for rank, fidelity in converted.fidelity.items():
+        result.kineto_fidelity[rank] = fidelity.error
+        shown = "-" if fidelity.error is None else f"{fidelity.error:+.1%}"
+        say(f"   rank {rank}: {converted.reports[rank].node_count:,} nodes, {converted.reports[rank].window}; "
+            f"replayed {shown} against the measured step (within {KINETO_FIDELITY_TOLERANCE:.0%} is the check)")
 
 
 def _analyze(result: DemoResult, say: Callable[[str], None]) -> None:
