@@ -19,7 +19,7 @@ from chakra.pytorch.convert import convert
 from chakra.pytorch.kineto import classify, load_kineto_trace
 from chakra.pytorch.syncs import HOST_DEVICE, HOST_STREAM, STREAM_EVENT
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, ALL_TO_ALL, BROADCAST, COMM_COLL_NODE
-from chakra.table import load_table
+from chakra.table import MISSING, load_table
 
 ASTRA_EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 ASTRA_SYSTEM, ASTRA_NETWORK = ASTRA_EXAMPLES / "system.json", ASTRA_EXAMPLES / "ring2.yml"
@@ -65,6 +65,29 @@ def test_every_shared_trace_converts_whole_with_each_device_event_a_node(relpath
     assert report.mode == "kineto-only"
     done = run_cli("validate", str(result.paths[rank]))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("relpath", sorted(SHARED_TRACES))
+def test_every_shared_trace_replays_within_the_bound_of_its_measured_step(relpath: str, tmp_path: Path):
+    result = convert_kineto_workload([require_shared(relpath)], tmp_path / "w", check=True, workers=1)
+    ((rank, fidelity),) = result.fidelity.items()
+    assert fidelity.error is not None and abs(fidelity.error) <= KINETO_FIDELITY_TOLERANCE, (relpath, fidelity)
+
+
+@pytest.mark.parametrize("relpath", sorted(SHARED_TRACES))
+def test_each_device_stream_of_a_trace_is_one_track(relpath: str):
+    events = _raw_events(require_shared(relpath))
+    recorded = {
+        (e["pid"], e.get("args", {}).get("stream", e["tid"]))
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range")
+    }
+    _, _, conversion = _whole(relpath)
+    from chakra.table import table_from_nodes
+
+    table = table_from_nodes(conversion.nodes)
+    device = ~table.is_cpu & (table.stream != MISSING)
+    assert len(set(table.stream[device].tolist())) == len({stream for _, stream in recorded})
 
 
 def test_nccl_collectives_are_typed_sized_and_grouped_from_record_param_comms(tmp_path: Path):
@@ -220,3 +243,26 @@ def test_the_rank_comes_from_distributed_info_then_the_file_name(tmp_path: Path)
     (tmp_path / "worker_rank0.json").write_text('{"traceEvents": []}')
     traces = job_traces([tmp_path])
     assert {r: t.rank_from for r, t in traces.items()} == {0: "the file name", 1: "distributedInfo"}
+
+
+def test_two_ranks_of_a_128_rank_job_convert_together_with_their_recorded_ranks(tmp_path: Path):
+    traces = [require_shared(f"hta/sampled_128rank_rank{rank}_kineto.json.gz") for rank in (1, 0)]
+    result = convert_kineto_workload(traces, tmp_path / "w", workers=1)
+    assert sorted(result.paths) == [0, 1]
+    assert {r.window for r in result.reports.values()} == {"ProfilerStep#551"}
+    kinds = [sorted(load_table(result.paths[rank]).comm.kind.tolist()) for rank in (0, 1)]
+    assert kinds[0] == kinds[1] and len(kinds[0]) == 5
+
+
+def test_a_gpu_trace_gets_the_same_gpu_semantics_with_or_without_its_host_trace(tmp_path: Path):
+    from chakra.pytorch.convert import load_pair
+
+    host, linked = load_pair(
+        require_shared("hta/benchmark_simple_add_et.json.gz"), require_shared("hta/benchmark_simple_add_trace.json.gz")
+    )
+    with_host = convert(host, linked=linked).report
+    _, _, alone = _whole("hta/benchmark_simple_add_trace.json.gz")
+    assert with_host.mode == "linked" and alone.report.mode == "kineto-only"
+    assert with_host.sync_deps == alone.report.sync_deps and with_host.sync_deps[HOST_DEVICE] > 0
+    for kind in ("kernel", "memcpy", "memset"):
+        assert with_host.nodes[kind] == alone.report.nodes[kind]

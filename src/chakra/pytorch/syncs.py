@@ -88,6 +88,20 @@ class _Streams:
                     self.launches_by_thread.setdefault(activity.launch_thread, []).append((activity.launch_ts_us, item))
         for launches in self.launches_by_thread.values():
             launches.sort(key=lambda pair: pair[0])
+        self._record_times: dict[Any, list[float]] = {}
+        self._launch_times: dict[Any, list[float]] = {}
+
+    def record_times(self, thread: Any) -> list[float]:
+        """When the event records of ``thread`` were made (µs, ascending; computed once)."""
+        if thread not in self._record_times:
+            self._record_times[thread] = [r.ts for r in self.records_by_thread.get(thread, [])]
+        return self._record_times[thread]
+
+    def launch_times(self, thread: Any) -> list[float]:
+        """When ``thread`` launched its device work (µs, ascending; computed once)."""
+        if thread not in self._launch_times:
+            self._launch_times[thread] = [t for t, _ in self.launches_by_thread.get(thread, [])]
+        return self._launch_times[thread]
 
     def last_before(self, key: Any, t_us: float) -> Item | None:
         """The last activity of stream ``key`` launched before ``t_us``."""
@@ -167,6 +181,7 @@ def _segment_at(segs: Sequence[Segment], starts: Sequence[float], t_us: float) -
 def _wait(
     builder: Builder,
     thread_items: list[Item],
+    item_starts: list[float],
     segs: list[Segment],
     starts: list[float],
     waited: Item,
@@ -178,7 +193,6 @@ def _wait(
     the segment there: the segment is split at ``from_us``, its tail marked waited (a part after
     the wait depends on ``waited``). Without a wait (done before), the thread's next item after
     ``after_us`` depends on ``waited``. Returns whether a dependency was added."""
-    item_starts = [i.ts_us or 0.0 for i in thread_items]
     if until_us > from_us:
         segment = _segment_at(segs, starts, from_us)
         if segment is not None and not segment.waited and segment.owner is not None:
@@ -218,6 +232,13 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     for thread, segs in segments.items():
         segs.sort(key=lambda s: s.start_us)
         ordered[thread] = (segs, [s.start_us for s in segs])
+    item_starts_of: dict[Any, list[float]] = {}
+
+    def starts_of(thread: Any, thread_items: list[Item]) -> list[float]:
+        if thread not in item_starts_of:
+            item_starts_of[thread] = [i.ts_us or 0.0 for i in thread_items]
+        return item_starts_of[thread]
+
     for call in linked.sync_calls:
         found = _awaited(streams, call)
         thread_items = by_thread.get(call.tid)
@@ -228,7 +249,8 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         segs, starts = ordered[call.tid]
         end_us = call.ts + call.dur
         # the host resumes after the last of them to finish
-        if _wait(builder, thread_items, segs, starts, last, call.ts, min(last.end_us, end_us), end_us):
+        item_starts = starts_of(call.tid, thread_items)
+        if _wait(builder, thread_items, item_starts, segs, starts, last, call.ts, min(last.end_us, end_us), end_us):
             counts[how] += 1
     for items in streams.by_stream.values():
         for item in items:
@@ -241,7 +263,8 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if launch <= item.ts_us <= item.end_us <= call_end + BLOCKING_COPY_TOLERANCE_US:  # type: ignore[operator]
                 segs, starts = ordered[activity.launch_thread]
                 thread_items = by_thread.get(activity.launch_thread, [])
-                if _wait(builder, thread_items, segs, starts, item, item.ts_us, item.end_us, call_end):  # type: ignore[arg-type]
+                item_starts = starts_of(activity.launch_thread, thread_items)
+                if _wait(builder, thread_items, item_starts, segs, starts, item, item.ts_us, item.end_us, call_end):  # type: ignore[arg-type]
                     counts[HOST_COPY] += 1
     for thread, (segs, _) in ordered.items():
         segments[thread] = segs
@@ -274,9 +297,9 @@ def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
             how = STREAM_EVENT
         else:
             records = streams.records_by_thread.get(call.tid, [])
-            at = bisect.bisect_left([r.ts for r in records], call.ts) - 1
+            at = bisect.bisect_left(streams.record_times(call.tid), call.ts) - 1
             launches = streams.launches_by_thread.get(call.tid, [])
-            times = [t for t, _ in launches]
+            times = streams.launch_times(call.tid)
             if at < 0 or not launches:
                 continue
             record_us = records[at].ts
