@@ -74,7 +74,10 @@ _encode = msgspec.json.Encoder().encode
 
 def select(events: KinetoEvents, window: Window) -> KinetoEvents:
     """The events of ``window``: host events starting in it, the device work and sync events of
-    the calls among them (by correlation), and device work without a call that starts in it."""
+    the calls among them (by correlation), device work without a call that starts in it, and device
+    work launched before the window that ran in it (a device running behind its host: that work
+    delayed the window's own, and without it a replay would run the window's work early).
+    ``earlier_work`` counts the last kind."""
     if window.start_us is None and window.end_us is None:
         return events
     holds = window.holds
@@ -89,11 +92,23 @@ def select(events: KinetoEvents, window: Window) -> KinetoEvents:
     known = set(events.launches)
     known.update(e.correlation for e in events.sync_calls if e.correlation is not None)
 
+    start_us = window.start_us if window.start_us is not None else float("-inf")
+    end_us = window.end_us if window.end_us is not None else float("inf")
+
     def in_window(event: KinetoEvent) -> bool:
         corr = event.correlation
         return corr in kept if corr is not None and corr in known else holds(event.ts)
 
-    out.device_ops = [e for e in events.device_ops if in_window(e)]
+    def ran_in_window(event: KinetoEvent) -> bool:
+        """Launched before the window, running in it: the device ran behind its host."""
+        corr = event.correlation
+        if corr is None or corr not in known or corr in kept:
+            return False
+        launch = events.launches.get(corr)
+        return launch is not None and launch.ts < start_us and event.ts + event.dur > start_us and event.ts < end_us
+
+    out.device_ops = [e for e in events.device_ops if in_window(e) or ran_in_window(e)]
+    out.earlier_work = sum(1 for e in out.device_ops if ran_in_window(e))
     out.syncs = [e for e in events.syncs if in_window(e)]
     out.duplicate_correlations = events.duplicate_correlations
     return out
@@ -228,6 +243,11 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
         timing[own] = HostTiming(event.ts, event.dur, exclusive.get(id(event), event.dur), event.tid)
 
     host = HostTrace(path=trace.path, schema="", layout="kineto", nodes=nodes, notes=list(window.notes))
+    if events.earlier_work:
+        host.notes.append(
+            f"{events.earlier_work} device activities launched before {window.label} ran in it (the device ran "
+            "behind its host): kept at the head of their streams"
+        )
     if orphans:
         host.notes.append(f"{len(orphans)} runtime calls outside every operator made operators of their own")
     report = LinkReport(join_key=JOIN_KEY, host_ops=len(nodes), host_matched=len(nodes))

@@ -62,6 +62,7 @@ HOST_COPY = "host waits for a blocking copy"
 STREAM_EVENT = "stream waits for a stream (Stream Wait Event)"
 STREAM_EVENT_INFERRED = "stream waits for a stream (inferred from cudaEventRecord/cudaStreamWaitEvent order)"
 STREAM_TIMED = "stream waits for a stream (inferred from timing)"
+DEVICE_AFTER_HOST_TIMED = "device work without its launch waits for the host (inferred from timing)"
 
 
 class _Streams:
@@ -326,23 +327,20 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
     """Device work that started later than its launch and its stream's previous work, by more
     than :data:`DEVICE_IDLE_US`, waited for something the trace does not name (a filtered trace,
     a wait without sync events): it depends on the work of another stream of its device that ended
-    last before it started, when that ended within :func:`_resume_us` of its start (inferred from
-    timing, counted as such)."""
+    last before it started, when that ended within :func:`_resume_us` of its start. Device work
+    without its launch in the trace (a CUDA graph's replay, a call the profiler left out) may also
+    have waited for its host: there the host's ops are candidates too (inferred from timing,
+    counted as such)."""
     streams = [(key, items) for key, items in by_thread.items() if isinstance(key, tuple)]
-    if len(streams) < 2:
+    if not streams:
         return
-    ends: dict[Any, tuple[list[float], list[Item]]] = {}
+    on_device: dict[Any, list[Item]] = {}
     for key, items in streams:
-        device = key[1]
-        pairs = ends.setdefault(device, ([], []))
-        for item in items:
-            pairs[1].append(item)
-    for device, (_, items) in ends.items():
-        items.sort(key=lambda i: i.end_us)
-        ends[device] = ([i.end_us for i in items], items)
+        on_device.setdefault(key[1], []).extend(items)
+    ends = {device: _by_end(items) for device, items in on_device.items()}
+    host = _by_end([i for key, items in by_thread.items() if not isinstance(key, tuple) for i in items])
     counts = builder.report.sync_deps
     for key, items in streams:
-        times, by_end = ends[key[1]]
         prev_end = float("-inf")
         for item in items:
             start_us = item.ts_us or 0.0
@@ -350,17 +348,33 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
             ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
             prev_end = max(prev_end, item.end_us)
             delay_us = start_us - ready_us
-            if launch_us is None or delay_us <= DEVICE_IDLE_US:
+            if delay_us <= DEVICE_IDLE_US or ready_us == float("-inf"):
                 continue
-            at = bisect.bisect_right(times, start_us) - 1
-            while at >= 0 and by_end[at].thread == key:
-                at -= 1
-            if at < 0 or times[at] <= ready_us or start_us - times[at] > _resume_us(delay_us):
+            found = [(_last_ended(*ends[key[1]], key, start_us), STREAM_TIMED)]
+            if launch_us is None:
+                found.append((_last_ended(*host, key, start_us), DEVICE_AFTER_HOST_TIMED))
+            ended = [(source, how) for source, how in found if source is not None and source.end_us > ready_us]
+            if not ended:
                 continue
-            source = by_end[at]
-            if source.node_id not in item.data:
+            source, how = max(ended, key=lambda pair: pair[0].end_us)
+            if start_us - source.end_us <= _resume_us(delay_us) and source.node_id not in item.data:
                 item.data.append(source.node_id)
-                counts[STREAM_TIMED] += 1
+                counts[how] += 1
+
+
+def _by_end(items: list[Item]) -> tuple[list[float], list[Item]]:
+    """``items`` (the timed ones) sorted by when they ended, with those ends (µs)."""
+    timed = sorted((i for i in items if i.ts_us is not None), key=lambda i: i.end_us)
+    return [i.end_us for i in timed], timed
+
+
+def _last_ended(times: list[float], items: list[Item], track: Any, t_us: float) -> Item | None:
+    """The item of ``items`` (sorted by end, ``times``) that ended last at or before ``t_us``,
+    not on ``track``."""
+    at = bisect.bisect_right(times, t_us) - 1
+    while at >= 0 and items[at].thread == track:
+        at -= 1
+    return items[at] if at >= 0 else None
 
 
 def _resume_us(delay_us: float) -> float:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import hmac
+import re
 from collections import Counter
 from hashlib import sha256
 from typing import Protocol
@@ -52,7 +53,7 @@ from chakra.attrs import (
 )
 from chakra.errors import AttrKindError
 from chakra.groups import GroupNameError, group_id, parse_process_groups, process_groups_values
-from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata, Node
+from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, AttributeProto, GlobalMetadata, Node
 from chakra.share.opclass import op_class
 
 #: Characters of a token's hash part (base 32 of the HMAC: 60 bits, no collision among a run's names).
@@ -72,6 +73,10 @@ DURATION_ATTRS = frozenset({"duration_ns"})
 DROP, INT, CACHE, CALL = 0, 1, 2, 3
 #: Transforms of an INT rule.
 KEEP, POW2, SCALE, FLAG = 0, 1, 2, 3
+#: The names CUPTI and roctracer give device copies and memsets (``Memcpy HtoD (Pageable -> Device)``,
+#: ``Memset (Device)``): kept as they are, so that the node table still counts them as memory
+#: (:data:`chakra.chunks.DEVICE_COPY_PREFIXES`).
+PROFILER_COPY_NAME = re.compile(r"Memcpy [A-Za-z]{4} \([A-Za-z]+ -> [A-Za-z]+\)|Memset \([A-Za-z]+\)")
 #: Members the C rewriter writes integers into.
 C_INT_MEMBERS = frozenset({"int32_val", "int64_val", "uint32_val", "uint64_val", "bool_val"})
 NO_COUNTER = -1
@@ -172,6 +177,10 @@ class Rules:
     # -- names and texts ---------------------------------------------------------------------------
     def name(self, raw: bytes, node_type: int) -> bytes:
         text = raw.decode()
+        if node_type == COMP_NODE and PROFILER_COPY_NAME.fullmatch(text):
+            # the profiler's name for a kind of device copy: no secret, and what makes it memory
+            self.generated.add(text)
+            return raw
         token = self.tokens.token(text)
         out = f"{op_class(text, node_type)}:{token}" if self.keep_op_kinds else token
         self.generated.add(out)
