@@ -14,11 +14,8 @@ from typing import Any
 import msgspec
 
 from chakra.pytorch.items import Builder, Item
+from chakra.pytorch.waits import INTER_THREAD_IDLE_US
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
-
-#: A thread idle for longer than this before an op was woken by another thread (µs). Shorter gaps
-#: are its own bookkeeping between back-to-back ops.
-INTER_THREAD_IDLE_US = 20.0
 
 _decode_json = msgspec.json.Decoder().decode
 

@@ -25,6 +25,10 @@ WAIT_RESUME_SHARE = 0.25
 #: Busy time an op spends after one of its children becomes a node of its own from this length on
 #: (µs); shorter stretches stay in the op (at its start), which keeps small ops whole.
 PART_MIN_US = 20.0
+#: A thread idle for longer than this between two top-level ops (µs) ended a busy period: the op
+#: after it was woken by another thread (:func:`chakra.pytorch.dependencies.inter_thread`). Shorter
+#: gaps are its own bookkeeping between back-to-back ops.
+INTER_THREAD_IDLE_US = 20.0
 #: The node types of a communication transfer (:mod:`chakra.pytorch.transfers`).
 TRANSFER_TYPES = frozenset({COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE})
 
@@ -137,6 +141,8 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         # what it issued itself (a worker thread idles between works without waiting for them)
         inside = sorted(issued_here + others, key=lambda i: i.end_us)
         lists = {True: (inside, [c.end_us for c in inside]), False: (issued_here, [c.end_us for c in issued_here])}
+        mine = {id(i) for i in issued_here}
+        heads: list[Segment] = []
         for segment in segments.get(thread, []):
             if segment.waited:
                 continue  # a sync's wait (chakra.pytorch.syncs)
@@ -146,12 +152,20 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if k < 0 or ends[k] <= seg_start:
                 continue
             waited = candidates[k]
-            wait_us = ends[k] - seg_start
+            wait_start = seg_start
+            if id(waited) not in mine and owner is not None:
+                # waiting for another thread's work starts when that thread took it up: before,
+                # this thread was still busy handing it over (Python calling backward())
+                wait_start = max(seg_start, min(_busy_since(by_thread[waited.thread], waited), ends[k]))
+            wait_us = ends[k] - wait_start
             if seg_end - ends[k] > max(WAIT_RESUME_TOLERANCE_US, WAIT_RESUME_SHARE * wait_us):
                 continue
             j = bisect.bisect_left(starts, seg_end)
             if j >= len(items):
                 continue
+            if wait_start > seg_start:
+                heads.append(Segment(seg_start, wait_start, owner, segment.first))
+                segment.start_us, segment.first = wait_start, False
             builder.wait_edges.append((waited, items[j]))
             if owner is not None:
                 owner.excl_us = max(0.0, owner.excl_us - wait_us)
@@ -160,6 +174,23 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             segment.edge = len(builder.wait_edges) - 1
             builder.report.waits += 1
             builder.report.wait_us += wait_us
+        if heads:
+            segments[thread].extend(heads)
+            segments[thread].sort(key=lambda seg: seg.start_us)
+
+
+def _busy_since(items: list[Item], item: Item) -> float:
+    """When the busy period of ``item``'s thread that ``item`` ends began (µs): back through the
+    thread's top-level ops while each starts within ``INTER_THREAD_IDLE_US`` of the one before."""
+    tops = [i for i in items if i.depth == 0 and i.ts_us is not None and i.end_us <= item.end_us]
+    if not tops:
+        return item.ts_us or 0.0
+    since = tops[-1].ts_us or 0.0
+    for earlier in reversed(tops[:-1]):
+        if since - earlier.end_us > INTER_THREAD_IDLE_US:
+            break
+        since = earlier.ts_us or 0.0
+    return since
 
 
 def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
