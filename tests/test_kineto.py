@@ -241,8 +241,19 @@ def test_two_traces_of_one_rank_in_a_folder_are_refused(tmp_path: Path):
 def test_the_rank_comes_from_distributed_info_then_the_file_name(tmp_path: Path):
     (tmp_path / "x_rank3.json").write_text(_trace_of(1, 2))
     (tmp_path / "worker_rank0.json").write_text('{"traceEvents": []}')
-    traces = job_traces([tmp_path])
+    traces = job_traces([tmp_path]).ranks
     assert {r: t.rank_from for r, t in traces.items()} == {0: "the file name", 1: "distributedInfo"}
+
+
+def test_host_traces_in_a_folder_are_set_aside_and_said(gloo_traces: Path, tmp_path: Path):
+    result = convert_kineto_workload([gloo_traces], tmp_path / "job", workers=1)
+    assert sorted(result.paths) == [0, 1]
+    assert any("2 host execution traces" in note for note in result.reports[0].notes)
+
+
+def test_a_host_trace_named_as_a_profiler_trace_is_refused(gloo_traces: Path, tmp_path: Path):
+    done = run_cli("convert", "kineto", str(gloo_traces / "host.0.json"), "-o", str(tmp_path / "w"))
+    assert done.returncode == 2 and "host execution trace" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_two_ranks_of_a_128_rank_job_convert_together_with_their_recorded_ranks(tmp_path: Path):

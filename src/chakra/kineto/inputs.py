@@ -10,8 +10,8 @@ Only the head of each file is read here (``distributedInfo`` precedes ``traceEve
 workers read the traces.
 
 Example:
-    ranks = job_traces(["traces/"])
-    {rank: t.path.name for rank, t in ranks.items()}
+    job = job_traces(["traces/"])
+    {rank: t.path.name for rank, t in job.ranks.items()}
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ class RankTrace:
     world_size: int | None
 
 
-def find_traces(inputs: Sequence[str | Path]) -> list[Path]:
-    """The trace files ``inputs`` name: files as given, folders searched for traces (not below),
-    globs expanded; each file once, in the order given."""
-    found: dict[Path, None] = {}
+def find_traces(inputs: Sequence[str | Path]) -> dict[Path, bool]:
+    """The trace files ``inputs`` name, each once in the order given, and whether it was found by
+    a search (a folder's files, not below it; a glob's matches) rather than named."""
+    found: dict[Path, bool] = {}
     for given in inputs:
         path = Path(given)
         if path.is_dir():
@@ -58,19 +58,28 @@ def find_traces(inputs: Sequence[str | Path]) -> list[Path]:
                 raise ChakraInputError(
                     "the folder holds no profiler traces", path=path, hint="expected *.json or *.json.gz files"
                 )
-            found.update(dict.fromkeys(files))
+            found.update(dict.fromkeys(files, True))
         elif path.exists():
-            found[path] = None
+            found[path] = False
         elif glob.has_magic(str(given)):
             matches = sorted(Path(p) for p in glob.glob(str(given)) if Path(p).is_file())
             if not matches:
                 raise ChakraInputError(f"no files match {str(given)!r}", hint="check the pattern")
-            found.update(dict.fromkeys(matches))
+            found.update(dict.fromkeys(matches, True))
         else:
             raise ChakraInputError("no such file", path=path, hint="check the path")
     if not found:
         raise ChakraInputError("no profiler traces given", hint="give trace files, a folder or a glob")
-    return list(found)
+    return found
+
+
+def is_host_trace(head: bytes) -> bool:
+    """Whether a file's head is a host execution trace's (``nodes`` and no ``traceEvents``).
+
+    >>> is_host_trace(b'{"schema": "1.1.1-chakra.0.0.4", "pid": 7, "nodes": [')
+    True
+    """
+    return b'"nodes"' in head and b'"traceEvents"' not in head
 
 
 def _head(path: Path) -> bytes:
@@ -83,9 +92,13 @@ def _head(path: Path) -> bytes:
         stream.close()
 
 
-def recorded_rank(path: Path) -> tuple[int | None, int | None]:
-    """``(rank, world_size)`` of the trace's ``distributedInfo`` (``None`` where it records none)."""
-    head = _head(path)
+def distributed_rank(head: bytes) -> tuple[int | None, int | None]:
+    """``(rank, world_size)`` of a trace's ``distributedInfo``, from its ``head`` (``None`` where it
+    records none).
+
+    >>> distributed_rank(b'{"distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}, "traceEvents": [')
+    (3, 8)
+    """
     match = _DIST_INFO.search(head)
     if match is None:
         return None, None
@@ -114,11 +127,35 @@ def rank_in_name(path: Path) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def job_traces(inputs: Sequence[str | Path], rank: int | None = None) -> dict[int, RankTrace]:
-    """Every rank's trace of one job, by rank. Raises :class:`ChakraInputError` naming the files
-    when two traces are one rank, their world sizes disagree, a rank is past the world size, or a
-    rank cannot be told."""
-    paths = find_traces(inputs)
+@dataclass(frozen=True)
+class JobTraces:
+    """One job's traces by rank, and the host execution traces a search found beside them (left
+    for ``chakra convert pytorch``)."""
+
+    ranks: dict[int, RankTrace]
+    host_traces: tuple[Path, ...] = ()
+
+
+def job_traces(inputs: Sequence[str | Path], rank: int | None = None) -> JobTraces:
+    """Every rank's trace of one job. Raises :class:`ChakraInputError` naming the files when two
+    traces are one rank, their world sizes disagree, a rank is past the world size, or a rank
+    cannot be told. A host execution trace found by a search (the folder ``chakra.pytorch.collect``
+    writes) is set aside; one named is refused when it is read."""
+    heads: dict[Path, bytes] = {}
+    host_traces: list[Path] = []
+    for path, searched in find_traces(inputs).items():
+        head = _head(path)
+        if searched and is_host_trace(head):
+            host_traces.append(path)
+        else:
+            heads[path] = head
+    if not heads:
+        raise ChakraInputError(
+            "no profiler traces among the files: only host execution traces",
+            path=host_traces[0] if host_traces else None,
+            hint="convert them with their device traces: chakra convert pytorch --host ... --device ...",
+        )
+    paths = list(heads)
     if rank is not None and len(paths) > 1:
         raise ChakraInputError(
             f"--rank is for a single trace, and {len(paths)} were given",
@@ -126,7 +163,7 @@ def job_traces(inputs: Sequence[str | Path], rank: int | None = None) -> dict[in
         )
     traces: dict[int, RankTrace] = {}
     for path in paths:
-        recorded, world = recorded_rank(path)
+        recorded, world = distributed_rank(heads[path])
         if rank is not None:
             found, source = rank, "--rank"
         elif recorded is not None:
@@ -167,4 +204,4 @@ def job_traces(inputs: Sequence[str | Path], rank: int | None = None) -> dict[in
                     path=trace.path,
                     hint="give the traces of one job only, or --rank for a single trace",
                 )
-    return dict(sorted(traces.items()))
+    return JobTraces(dict(sorted(traces.items())), tuple(host_traces))

@@ -72,7 +72,7 @@ _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
 
-def select(events: KinetoEvents, window: Window) -> KinetoEvents:
+def window_events(events: KinetoEvents, window: Window) -> KinetoEvents:
     """The events of ``window``: host events starting in it, the device work and sync events of
     the calls among them (by correlation), device work without a call that starts in it, and device
     work launched before the window that ran in it (a device running behind its host: that work
@@ -200,7 +200,7 @@ def profiler_view(trace: KinetoTrace, window: Window, events: KinetoEvents | Non
 
 
 def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrace:
-    events = select(every, window)
+    events = window_events(every, window)
     orphans = _outside_operators(events)
     operators = sorted(events.host_ops + orphans, key=lambda e: (e.ts, -e.dur))
     events.host_ops = operators

@@ -85,14 +85,15 @@ def convert_kineto_workload(
     number to convert (:data:`~chakra.kineto.window.ALL_STEPS`: the whole trace; default: the
     complete step of median span). See :func:`~chakra.pytorch.workload.convert_rank_jobs` for
     ``target``, ``check``, ``workers``, ``scheduler`` and ``progress``."""
-    traces = job_traces(inputs, rank)
+    job = job_traces(inputs, rank)
+    traces = job.ranks
     if step is None and len(traces) > 1:
         step = _common_step(next(iter(traces.values())))
 
     def make_jobs(staging: str) -> list[_Job]:
         return [(trace, staging, step) for trace in traces.values()]
 
-    return convert_rank_jobs(
+    result = convert_rank_jobs(
         make_jobs,
         _convert_trace,
         out_prefix,
@@ -103,3 +104,11 @@ def convert_kineto_workload(
         scheduler=scheduler,
         progress=progress,
     )
+    if job.host_traces:
+        note = (
+            f"{len(job.host_traces)} host execution traces beside the profiler traces were left out "
+            "(chakra convert pytorch takes them with their device traces)"
+        )
+        for report in result.reports.values():
+            report.notes.append(note)
+    return result

@@ -116,7 +116,7 @@ _BOOL_TYPE = "Bool"
 #: Bytes per element of the type names operators' inputs are recorded with: the C++ names of the
 #: profiler's ``Input type`` (``float``, ``c10::BFloat16``, ``long int``) and the host trace's
 #: ``Tensor(<name>)``.
-ELEMENT_BYTES = {
+TYPE_NAME_BYTES = {
     "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
     "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "unsigned short": 2,
     "unsigned int": 4, "unsigned long": 8, "c10::complex<c10::Half>": 4, "c10::complex<float>": 8,
@@ -125,18 +125,20 @@ ELEMENT_BYTES = {
 }  # fmt: skip
 
 
-def shape_bytes(shape: Any, type_name: Any) -> int:
+def typed_shape_bytes(shape: Any, type_name: Any) -> int:
     """Bytes of one argument from its recorded shape and element type (0 when the type names no
     element type, such as ``TensorList`` or ``Scalar``).
 
-    >>> shape_bytes([8, 1024], "float"), shape_bytes([16], "Tensor(c10::BFloat16)"), shape_bytes([], "Scalar")
-    (32768, 32, 0)
+    >>> typed_shape_bytes([8, 1024], "float"), typed_shape_bytes([16], "Tensor(c10::BFloat16)")
+    (32768, 32)
+    >>> typed_shape_bytes([], "Scalar")
+    0
     """
     if not isinstance(type_name, str) or not isinstance(shape, list):
         return 0
     if type_name.startswith("Tensor(") and type_name.endswith(")"):
         type_name = type_name[len("Tensor(") : -1]
-    itemsize = ELEMENT_BYTES.get(type_name)
+    itemsize = TYPE_NAME_BYTES.get(type_name)
     if itemsize is None or not all(isinstance(d, int) for d in shape):
         return 0
     numel = 1
@@ -155,7 +157,7 @@ def _arg_bytes(node: HostNode, values: Sequence[Any], index: int | None) -> int:
     pairs = list(zip(shapes, types, strict=False))
     if index is not None:
         pairs = pairs[index : index + 1] if 0 <= index < len(pairs) else []
-    return sum(shape_bytes(shape, type_name) for shape, type_name in pairs)
+    return sum(typed_shape_bytes(shape, type_name) for shape, type_name in pairs)
 
 
 def tensor_bytes(value: Any) -> int:

@@ -209,7 +209,7 @@ class KinetoEvents:
     device_ops: list[KinetoEvent] = field(default_factory=list)  # kernels, memcpy, memset
     syncs: list[KinetoEvent] = field(default_factory=list)  # cuda_sync activities on the device timeline
     duplicate_correlations: list[int] = field(default_factory=list)  # ids seen on more than one launch
-    earlier_work: int = 0  # device work launched before a window that ran in it (chakra.kineto.view.select)
+    earlier_work: int = 0  # device work launched before a window that ran in it (chakra.kineto.view.window_events)
     other: int = 0  # events with no role in linking (flows, metadata, instants, python stacks, ...)
 
 

@@ -340,15 +340,17 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
     ends = {device: _by_end(items) for device, items in on_device.items()}
     host = _by_end([i for key, items in by_thread.items() if not isinstance(key, tuple) for i in items])
     counts = builder.report.sync_deps
+    # the first work of a stream, launched before the trace or the window, was ready when it began
+    first_us = min((i.ts_us for i in host[1] + [s[0] for _, s in streams if s] if i.ts_us is not None), default=0.0)
     for key, items in streams:
-        prev_end = float("-inf")
+        prev_end = first_us
         for item in items:
             start_us = item.ts_us or 0.0
             launch_us = item.activity.launch_ts_us if item.activity is not None else None
             ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
             prev_end = max(prev_end, item.end_us)
             delay_us = start_us - ready_us
-            if delay_us <= DEVICE_IDLE_US or ready_us == float("-inf"):
+            if delay_us <= DEVICE_IDLE_US:
                 continue
             found = [(_last_ended(*ends[key[1]], key, start_us), STREAM_TIMED)]
             if launch_us is None:
