@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/share_bench.py
 	$(BIN)/python benchmarks/synth_bench.py
 	$(BIN)/python benchmarks/flexflow_bench.py
+	$(BIN)/python benchmarks/kineto_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so src/chakra/share/*.so
