@@ -277,3 +277,27 @@ def test_a_gpu_trace_gets_the_same_gpu_semantics_with_or_without_its_host_trace(
     assert with_host.sync_deps == alone.report.sync_deps and with_host.sync_deps[HOST_DEVICE] > 0
     for kind in ("kernel", "memcpy", "memset"):
         assert with_host.nodes[kind] == alone.report.nodes[kind]
+
+
+def test_the_command_converts_a_named_step_and_reports_every_event_as_json(tmp_path: Path):
+    trace = require_shared("hta/nccl_2rank_rank0_kineto.json.gz")
+    done = run_cli("convert", "kineto", str(trace), "-o", str(tmp_path / "w"), "--step", "5", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["reports"]["0"]
+    assert report["window"] == "ProfilerStep#5" and report["mode"] == "kineto-only"
+    kernels = report["events"]["kernel"]
+    assert sum(kernels.values()) == sum(e.get("cat") == "kernel" for e in _raw_events(trace))
+    assert kernels["converted"] > 0 and kernels["dropped: outside ProfilerStep#5"] > 0
+    assert set(report["events"]["ac2g flow"]) == {"folded: repeats a correlation or sequence number"}
+
+
+def test_a_step_that_is_no_number_is_one_line(tmp_path: Path):
+    trace = require_shared("hta/nccl_2rank_rank0_kineto.json.gz")
+    done = run_cli("convert", "kineto", str(trace), "-o", str(tmp_path / "w"), "--step", "last")
+    assert done.returncode == 2 and "--step 'last'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_glob_names_the_traces_of_a_job(gloo_traces: Path, tmp_path: Path):
+    done = run_cli("convert", "kineto", str(gloo_traces / "device.*.json"), "-o", str(tmp_path / "job"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "job.0.et").exists() and (tmp_path / "job.1.et").exists()
