@@ -6,6 +6,8 @@ thread that start inside its annotation, the runtime calls among them, and the d
 calls launched, wherever it ran (a GPU runs behind its host); device work without a launching call
 in the trace (CUPTI profiler ranges, an AMD copy without correlation) belongs to the step it starts
 in. That is the rule HolisticTraceAnalysis assigns iterations by, so both read the same step.
+Device work launched before the step that was still running in it (a device behind its host) is
+kept too (:func:`chakra.kineto.view.window_events`): the step's own work waited for it.
 
 A step is *complete* when every kernel one of its calls launched is in the trace: a
 profiler stopped mid-step leaves its last step's device work out. :func:`choose_window` takes the
