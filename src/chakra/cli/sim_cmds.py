@@ -12,6 +12,7 @@ from rich.text import Text
 
 from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, print_table, progress_bar, stderr, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION
+from chakra.sim.choices import NetworkModel
 
 if TYPE_CHECKING:
     from chakra.sim.results import SimResult
@@ -79,6 +80,14 @@ def simulate(
         "for chakra analyze, report and viz.",
     ),
     per_rank: bool = PER_RANK_OPTION,
+    network_model: NetworkModel = typer.Option(
+        NetworkModel.CONGESTION_UNAWARE,
+        "--network-model",
+        case_sensitive=False,
+        help="congestion-unaware: every message has its links to itself (ASTRA-sim's analytical backend); "
+        "congestion-aware: messages queue on shared links (its congestion-aware backend; one-dimensional "
+        "networks, sends and receives only so far).",
+    ),
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each
     rank's time split (compute only, exposed communication, overlap, idle). Past 16 ranks identical
@@ -117,6 +126,7 @@ def simulate(
                 keep_intervals=timeline is not None or timed is not None,
                 cpu_per_thread=cpu_per_thread,
                 gpu_per_stream=gpu_per_stream,
+                network_model=network_model,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)

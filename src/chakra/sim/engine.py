@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.sim.choices import NetworkModel
 from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.events import EventQueue
+from chakra.sim.links import LinkNetwork
 from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
 from chakra.sim.memory import MemoryQueues
 from chakra.sim.program import (
@@ -73,6 +75,10 @@ __all__ = [
 
 #: ASTRA-sim runs a zero-duration node for one cycle (``reference/astra-sim.md`` §5.2).
 MIN_NODE_NS = 1
+#: Network events (a message's hops) pending at once, and in all, that the event queue has room for
+#: under the congestion-aware model.
+CALLBACK_SLOTS = 1 << 24
+NETWORK_EVENTS = 1 << 48
 #: How many completed nodes between two progress reports.
 PROGRESS_EVERY = 1 << 16
 #: ``peak-perf`` is TFLOPS, ``local-mem-bw`` decimal GB/s (§4.1, §5.2).
@@ -177,9 +183,12 @@ def simulate(
     compute_scale: float = 1.0,
     keep_intervals: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
 ) -> SimResult:
     """Run every rank of ``programs`` to completion (see the module docstring). With the system's
     ``replay-only`` every node takes its recorded duration and nothing is matched across ranks.
+    ``network_model`` says how messages cross the network (:class:`~chakra.sim.choices.NetworkModel`;
+    congestion-aware: :mod:`chakra.sim.links`, sends and receives only so far).
 
     ``comm_groups_path`` is the file ``comm_groups`` was read from (errors name it).
     ``progress(done, total)`` is called every ``PROGRESS_EVERY`` completed nodes and at the end.
@@ -197,7 +206,17 @@ def simulate(
             path=network.path,
             hint="make npus_count in the network configuration multiply to the number of ranks",
         )
-    run = _Run(programs, system, network, remote_memory, comm_groups, compute_scale, keep_intervals, comm_groups_path)
+    run = _Run(
+        programs,
+        system,
+        network,
+        remote_memory,
+        comm_groups,
+        compute_scale,
+        keep_intervals,
+        comm_groups_path,
+        NetworkModel(network_model),
+    )
     run.loop(progress)
     result = run.result()
     if progress is not None:
@@ -218,6 +237,7 @@ class _Run:
         compute_scale: float,
         keep_intervals: bool,
         comm_groups_path: PathLike | None = None,
+        network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
     ):
         self.programs = programs
         self.network = network
@@ -229,12 +249,19 @@ class _Run:
         self.messages = MessageMatcher()
         self.memory = MemoryQueues(remote_memory)
         self.total = sum(len(p) for p in programs.values())
+        aware = network_model is NetworkModel.CONGESTION_AWARE
+        # the network's own events (a message's hops) run on a rank of their own after the last
+        self.callback_rank = max(programs, default=0) + 1
         self.queue = EventQueue(
-            max_rank=max(programs, default=0),
-            max_positions=max((len(p) for p in programs.values()), default=1),
-            max_events=self.total,  # every node completes exactly once
+            max_rank=self.callback_rank,
+            max_positions=max([len(p) for p in programs.values()] + [CALLBACK_SLOTS if aware else 1]),
+            # every node completes exactly once; the network adds events of its own
+            max_events=self.total + (NETWORK_EVENTS if aware else 0),
         )
-        self.ranks: list[RankState | None] = [None] * (max(programs, default=0) + 1)
+        self.callbacks: dict[int, Callable[[int], None]] = {}
+        self.free_slots: list[int] = []
+        self.links = LinkNetwork(network, self.schedule) if aware else None
+        self.ranks: list[RankState | None] = [None] * (self.callback_rank + 1)
         for rank, program in programs.items():
             run_ns = compute_times_ns(program, system, compute_scale)
             self.ranks[rank] = RankState(rank, program, run_ns, self.queue.rank_key(rank))
@@ -282,6 +309,9 @@ class _Run:
                 pos = key & pos_mask
                 state = ranks[(key >> pos_bits) & rank_mask]
                 now_ns = key >> time_shift
+                if state is None:  # an event of the network's (the callback rank has no state)
+                    self.run_callback(pos, now_ns)
+                    continue
             action, slot, ready, busy = state.action, state.slot, state.ready, state.busy
             if pos >= 0:  # node ``pos`` completes
                 lane = slot[pos]
@@ -335,6 +365,22 @@ class _Run:
                 issue(state, pop(receives), now_ns)
         self.done = done
 
+    def schedule(self, t_ns: int, callback: Callable[[int], None]) -> None:
+        """Run ``callback(t_ns)`` at ``t_ns``, in push order with the ranks' events at that time."""
+        slot = self.free_slots.pop() if self.free_slots else len(self.callbacks)
+        if slot >= CALLBACK_SLOTS:
+            raise ChakraInputError(
+                f"more than {CALLBACK_SLOTS:,} network events pending at once",
+                hint="the congestion-aware model keeps every message's next hop as an event: simulate fewer ranks",
+            )
+        self.callbacks[slot] = callback
+        self.queue.push(t_ns, self.callback_rank, slot)
+
+    def run_callback(self, slot: int, now_ns: int) -> None:
+        callback = self.callbacks.pop(slot)
+        self.free_slots.append(slot)
+        callback(now_ns)
+
     def issue(self, state: RankState, pos: int, now_ns: int) -> None:
         """Issue a node that is not compute (compute is issued inline in :meth:`loop`)."""
         program, rank, queue = state.program, state.rank, self.queue
@@ -377,6 +423,13 @@ class _Run:
             if replays_duration(comm_type, self.system):  # ASTRA-sim's BROADCAST: the rank alone, unmatched
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
+            if self.links is not None:
+                raise ChakraInputError(
+                    f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) is a collective: the "
+                    "congestion-aware network model simulates sends and receives only so far",
+                    path=program.path,
+                    hint="use --network-model congestion-unaware for workloads with collectives",
+                )
             try:
                 started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
             except ChakraInputError as error:  # the model refused it: say which collective, where
@@ -386,6 +439,9 @@ class _Run:
                 ) from None
             for member, member_pos, end_ns in started or ():
                 queue.push(end_ns, member, member_pos)
+        elif action == DO_SEND and self.links is not None:
+            _, size, _, src, dst, tag = program.comm[pos]
+            self.links.send(now_ns, src, dst, size, lambda t_ns: self.delivered(t_ns, rank, pos, (src, dst, tag, size)))
         elif action == DO_SEND:
             _, size, _, src, dst, tag = program.comm[pos]
             arrival_ns = now_ns + p2p_time_ns(src, dst, size, self.network)
@@ -399,6 +455,15 @@ class _Run:
             sent_ns = self.messages.receive((src, dst, tag, size), rank, pos, now_ns)
             if sent_ns is not None:
                 queue.push(max(sent_ns, now_ns), rank, pos)
+
+    def delivered(self, now_ns: int, rank: int, pos: int, key: tuple[int, int, int, int]) -> None:
+        """A message has arrived (congestion-aware): its send completes, and its receive if posted
+        (both now, the send first, as ASTRA-sim runs their callbacks)."""
+        self.queue.push(now_ns, rank, pos)
+        receive = self.messages.send(key, now_ns)
+        if receive is not None:
+            receiver, receive_pos, _ = receive
+            self.queue.push(now_ns, receiver, receive_pos)
 
     def finish(self, state: RankState, pos: int, now_ns: int, action: int, lane: int) -> None:
         """Bookkeeping when a node that is not compute completes."""

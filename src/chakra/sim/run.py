@@ -19,6 +19,7 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
 from chakra.paths import groups_path
+from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.matching import check_groups
@@ -144,8 +145,10 @@ def simulate_workload(
     cpu_per_thread: bool = False,
     gpu_per_stream: bool = False,
     load_workers: int | None = None,
+    network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
 ) -> SimResult:
-    """Run ``PREFIX.{rank}.et`` (a prefix, a folder or one file) on ``system``/``network``.
+    """Run ``PREFIX.{rank}.et`` (a prefix, a folder or one file) on ``system``/``network``, its
+    messages crossing the network as ``network_model`` says.
 
     Every rank the network has must have its file; groups come from ``comm_groups_path``, else
     ``PREFIX.comm_groups.json`` beside the files (:func:`find_workload`).
@@ -164,4 +167,5 @@ def simulate_workload(
         comm_groups_path=files.comm_groups_path,
         compute_scale=compute_scale,
         keep_intervals=keep_intervals,
+        network_model=network_model,
     )

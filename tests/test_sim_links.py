@@ -1,0 +1,148 @@
+"""The congestion-aware network model (``--network-model congestion-aware``, :mod:`chakra.sim.links`):
+messages routed over the topology's links, one at a time per link, against ASTRA-sim's own
+congestion-aware build on the same workloads (issue 31: sends and receives so far)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import make_node, require_shared, run_cli, write_et
+
+from chakra.errors import ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+from chakra.sim.choices import NetworkModel
+from chakra.sim.config import NetworkConfig, load_network, load_system
+from chakra.sim.links import LinkNetwork
+from chakra.sim.run import simulate_workload
+
+ASTRA_SIM_AWARE = "AstraSim_Analytical_Congestion_Aware"
+SYSTEM_JSON = """{
+  "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+  "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
+  "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
+  "collective-optimization": "baseline", "local-mem-bw": 1600, "peak-perf": 900
+}"""
+MIB = 1 << 20
+#: One hop of 1 MiB at 50 GB/s with 500 ns: trunc(500 + 2^20 / (50 · 2^30 / 1e9)).
+HOP_NS = 20031
+
+
+def _send(node_id: int, src: int, dst: int, size: int, tag: int, *deps: int):
+    return make_node(node_id, type=COMM_SEND_NODE, data_deps=list(deps), is_cpu_op=False, comm_src=src,
+                     comm_dst=dst, comm_tag=tag, comm_size=size)  # fmt: skip
+
+
+def _recv(node_id: int, src: int, dst: int, size: int, tag: int, *deps: int):
+    return make_node(node_id, type=COMM_RECV_NODE, data_deps=list(deps), is_cpu_op=False, comm_src=src,
+                     comm_dst=dst, comm_tag=tag, comm_size=size)  # fmt: skip
+
+
+def _idle(node_id: int = 1):
+    return make_node(node_id, type=COMP_NODE, duration_micros=1, is_cpu_op=False)
+
+
+def _network(folder: Path, topology: str, npus: int) -> Path:
+    path = folder / f"{topology}{npus}.yml"
+    path.write_text(f"topology: [ {topology} ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    return path
+
+
+def _both(folder: Path, per_rank: dict[int, list], topology: str, npus: int) -> tuple[dict[int, int], dict[int, int]]:
+    """Every rank's finish (ns) in our congestion-aware model and in ASTRA-sim's aware build."""
+    binary = require_shared(Path("..") / "astra-sim" / "bin" / ASTRA_SIM_AWARE)
+    for rank in range(npus):
+        write_et(folder / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
+    (folder / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(folder, topology, npus)
+    ours = simulate_workload(
+        folder / "w", load_system(folder / "sys.json"), load_network(network),
+        network_model=NetworkModel.CONGESTION_AWARE,
+    )  # fmt: skip
+    from chakra.sim.astra import run_astra_sim as run
+
+    theirs = run(binary, folder / "w", folder / "sys.json", network, timeout_s=120)
+    assert theirs.returncode == 0 and sorted(theirs.ranks) == list(range(npus)), theirs.output_tail
+    return {r: s.finish_ns for r, s in ours.ranks.items()}, {r: a.finish_ns for r, a in theirs.ranks.items()}
+
+
+def test_a_message_three_hops_round_a_ring_is_forwarded_link_by_link(tmp_path: Path):
+    ours, theirs = _both(tmp_path, {0: [_send(1, 0, 3, MIB, 5)], 3: [_recv(1, 0, 3, MIB, 5)]}, "Ring", 8)
+    assert ours == theirs
+    assert ours[0] == ours[3] == 3 * HOP_NS
+
+
+def test_two_messages_on_one_link_queue_in_the_order_they_were_sent(tmp_path: Path):
+    sends = [_send(1, 0, 2, MIB, 1), _send(2, 0, 2, MIB, 2)]
+    recvs = [_recv(1, 0, 2, MIB, 1), _recv(2, 0, 2, MIB, 2)]
+    ours, theirs = _both(tmp_path, {0: sends, 2: recvs}, "Ring", 8)
+    assert ours == theirs
+
+
+def test_messages_from_two_npus_to_one_share_the_switchs_down_link(tmp_path: Path):
+    per_rank = {
+        0: [_send(1, 0, 1, MIB, 1)],
+        2: [_send(1, 2, 1, MIB, 2)],
+        1: [_recv(1, 0, 1, MIB, 1), _recv(2, 2, 1, MIB, 2)],
+    }
+    ours, theirs = _both(tmp_path, per_rank, "Switch", 8)
+    assert ours == theirs
+    assert ours[1] > 2 * HOP_NS  # the second waited for the down-link
+
+
+def test_a_ring_exchange_with_the_rank_two_hops_away_over_several_rounds(tmp_path: Path):
+    npus, rounds = 8, 3
+    per_rank: dict[int, list] = {}
+    for rank in range(npus):
+        nodes, node_id, previous = [], 1, None
+        for turn in range(rounds):
+            deps = () if previous is None else (previous,)
+            send = _send(node_id, rank, (rank + 2) % npus, MIB, turn, *deps)
+            recv = _recv(node_id + 1, (rank - 2) % npus, rank, MIB, turn, *deps)
+            nodes += [send, recv]
+            previous, node_id = node_id + 1, node_id + 2
+        per_rank[rank] = nodes
+    ours, theirs = _both(tmp_path, per_rank, "Ring", npus)
+    assert ours == theirs
+
+
+def test_a_fully_connected_network_gives_every_pair_its_own_link(tmp_path: Path):
+    per_rank = {
+        0: [_send(1, 0, 1, MIB, 1), _send(2, 0, 2, MIB, 1)],
+        1: [_recv(1, 0, 1, MIB, 1)],
+        2: [_recv(1, 0, 2, MIB, 1)],
+    }
+    ours, theirs = _both(tmp_path, per_rank, "FullyConnected", 4)
+    assert ours == theirs
+
+
+def test_uncontended_messages_over_one_hop_take_what_the_unaware_model_says():
+    events: list = []
+    network = NetworkConfig(("FullyConnected",), (4,), bandwidth_gbps=(50.0,), latency_ns=(500.0,))
+    links = LinkNetwork(network, lambda t, callback: events.append((t, callback)))
+    arrived: list[int] = []
+    links.send(0, 0, 1, MIB, arrived.append)
+    while events:
+        events.sort(key=lambda event: event[0])
+        t, callback = events.pop(0)
+        callback(t)
+    assert arrived == [HOP_NS]
+
+
+def test_a_multi_dimensional_network_is_refused_with_the_model_named(tmp_path: Path):
+    network = NetworkConfig(("Ring", "Switch"), (2, 4), bandwidth_gbps=(50.0, 50.0), latency_ns=(500.0, 500.0))
+    with pytest.raises(ChakraInputError, match="congestion-aware network model takes one-dimensional networks"):
+        LinkNetwork(network, lambda t, callback: None)
+
+
+def test_collectives_are_refused_in_one_line_until_the_model_runs_them(tmp_path: Path):
+    for rank in range(2):
+        node = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=MIB)
+        write_et(tmp_path / f"w.{rank}.et", [node])
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(tmp_path, "Ring", 2)
+    done = run_cli(
+        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
+        str(network), "--network-model", "congestion-aware",
+    )  # fmt: skip
+    assert done.returncode == 2 and "sends and receives only so far" in done.stderr and "Traceback" not in done.stderr
