@@ -82,6 +82,14 @@ def require_shared(relpath: str | os.PathLike[str] = "") -> Path:
 
 
 #: ASTRA-sim's own analytical binaries (``../shared/astra-sim``, its README): the real consumer.
+#: A system file for simulator tests: ring everywhere, one active chunk, baseline.
+SIM_SYSTEM_JSON = """{
+  "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+  "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
+  "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
+  "collective-optimization": "baseline", "local-mem-bw": 1600, "peak-perf": 900
+}"""
+
 ASTRA_SIM = SHARED_DATA.parent / "astra-sim"
 #: The stock build (asserts active) and the one built with -DNDEBUG.
 ASTRA_SIM_STOCK = "AstraSim_Analytical_Congestion_Unaware"

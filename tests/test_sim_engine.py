@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import make_node, write_et
+from helpers import SIM_SYSTEM_JSON, make_node, write_et
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -24,12 +24,7 @@ from chakra.sim.results import SimulationStuck
 from chakra.sim.run import simulate_workload
 
 NS_PER_US = 1000
-SYSTEM_JSON = """{
-  "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-  "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-  "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
-  "collective-optimization": "baseline", "local-mem-bw": 1600, "peak-perf": 900
-}"""
+SYSTEM_JSON = SIM_SYSTEM_JSON
 
 
 def network_yaml(npus: int) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import make_node, require_shared, run_cli, write_et
+from helpers import SIM_SYSTEM_JSON, make_node, require_shared, run_cli, write_et
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
@@ -17,12 +17,7 @@ from chakra.sim.links import LinkNetwork
 from chakra.sim.run import simulate_workload
 
 ASTRA_SIM_AWARE = "AstraSim_Analytical_Congestion_Aware"
-SYSTEM_JSON = """{
-  "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-  "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-  "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
-  "collective-optimization": "baseline", "local-mem-bw": 1600, "peak-perf": 900
-}"""
+SYSTEM_JSON = SIM_SYSTEM_JSON
 MIB = 1 << 20
 #: One hop of 1 MiB at 50 GB/s with 500 ns: trunc(500 + 2^20 / (50 · 2^30 / 1e9)).
 HOP_NS = 20031
