@@ -18,6 +18,7 @@ from pathlib import Path
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, CollectiveCommType
 from chakra.sim.astra import AstraRank, AstraRun, run_astra_sim
+from chakra.sim.choices import NetworkModel
 from chakra.sim.config import load_network, load_system
 from chakra.sim.config.system import ASTRA_COMPAT_KEY
 from chakra.sim.run import simulate_workload
@@ -26,6 +27,7 @@ from chakra.trace import new_node, write_workload
 #: ASTRA-sim's binaries (``../shared/astra-sim``, beside the checkout).
 ASTRA_BIN = Path(__file__).resolve().parents[2] / "shared" / "astra-sim" / "bin"
 CONGESTION_UNAWARE = "AstraSim_Analytical_Congestion_Unaware"
+CONGESTION_AWARE = "AstraSim_Analytical_Congestion_Aware"
 #: Link figures of every case's network: ASTRA-sim's example values (GB/s, ns).
 BANDWIDTH_GBPS, LATENCY_NS = 50.0, 500.0
 #: The system settings every case shares (ASTRA-sim's example system, examples/astra/system.json).
@@ -159,10 +161,12 @@ class Outcome:
         return rank, self.ours.get(rank), self.theirs.ranks.get(rank)
 
 
-def run_case(case: Case, folder: Path, binary: Path = ASTRA_BIN / CONGESTION_UNAWARE) -> Outcome:
-    """Write ``case`` into ``folder`` and run it in both simulators."""
+def run_case(
+    case: Case, folder: Path, binary: Path = ASTRA_BIN / CONGESTION_UNAWARE, network_model: str = "congestion-unaware"
+) -> Outcome:
+    """Write ``case`` into ``folder`` and run it in both simulators (ours with ``network_model``)."""
     prefix, system_path, network_path = write_case(case, folder)
-    return run_workload(case, prefix, system_path, network_path, None, binary)
+    return run_workload(case, prefix, system_path, network_path, None, binary, network_model)
 
 
 def run_workload(
@@ -172,6 +176,7 @@ def run_workload(
     network_path: Path,
     comm_groups: Path | None,
     binary: Path = ASTRA_BIN / CONGESTION_UNAWARE,
+    network_model: str = "congestion-unaware",
 ) -> Outcome:
     """Run the workload ``prefix`` (with ``case``'s configuration files) in both simulators.
 
@@ -187,7 +192,11 @@ def run_workload(
             break
     try:
         result = simulate_workload(
-            prefix, load_system(system_path), load_network(network_path), comm_groups_path=comm_groups
+            prefix,
+            load_system(system_path),
+            load_network(network_path),
+            comm_groups_path=comm_groups,
+            network_model=NetworkModel(network_model),
         )
     except ChakraError as error:
         return Outcome(case, {}, theirs, str(error))

@@ -41,6 +41,7 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.choices import NetworkModel
 from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
+from chakra.sim.contended import ContendedCollectives
 from chakra.sim.events import EventQueue
 from chakra.sim.links import LinkNetwork
 from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
@@ -188,7 +189,7 @@ def simulate(
     """Run every rank of ``programs`` to completion (see the module docstring). With the system's
     ``replay-only`` every node takes its recorded duration and nothing is matched across ranks.
     ``network_model`` says how messages cross the network (:class:`~chakra.sim.choices.NetworkModel`;
-    congestion-aware: :mod:`chakra.sim.links`, sends and receives only so far).
+    congestion-aware: :mod:`chakra.sim.links` and :mod:`chakra.sim.contended`, partial).
 
     ``comm_groups_path`` is the file ``comm_groups`` was read from (errors name it).
     ``progress(done, total)`` is called every ``PROGRESS_EVERY`` completed nodes and at the end.
@@ -261,6 +262,19 @@ class _Run:
         self.callbacks: dict[int, Callable[[int], None]] = {}
         self.free_slots: list[int] = []
         self.links = LinkNetwork(network, self.schedule) if aware else None
+        self.contended = (
+            ContendedCollectives(
+                self.collectives,
+                system,
+                network,
+                self.links,
+                self.schedule,
+                lambda rank, pos, t_ns: self.queue.push(t_ns, rank, pos),
+                frozenset(programs),
+            )
+            if self.links is not None
+            else None
+        )
         self.ranks: list[RankState | None] = [None] * (self.callback_rank + 1)
         for rank, program in programs.items():
             run_ns = compute_times_ns(program, system, compute_scale)
@@ -423,14 +437,10 @@ class _Run:
             if replays_duration(comm_type, self.system):  # ASTRA-sim's BROADCAST: the rank alone, unmatched
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
-            if self.links is not None:
-                raise ChakraInputError(
-                    f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) is a collective: the "
-                    "congestion-aware network model simulates sends and receives only so far",
-                    path=program.path,
-                    hint="use --network-model congestion-unaware for workloads with collectives",
-                )
             try:
+                if self.contended is not None:
+                    self.contended.arrive(rank, pos, now_ns, comm_type, size, group)
+                    return
                 started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
             except ChakraInputError as error:  # the model refused it: say which collective, where
                 where = f"rank {rank} node {program.ids[pos]} ({program.names[pos]}): "

@@ -1,0 +1,212 @@
+"""Collectives whose messages share links (the congestion-aware network model, :mod:`chakra.sim.links`).
+
+Under the congestion-unaware model a collective is timed on its own once its last member arrives
+(:mod:`chakra.sim.collectives`): nothing else can slow its messages. When links are shared that no
+longer holds, so here every member runs its part in the simulation's own time, from the moment it
+issues the collective, and every message goes through the links:
+
+* the collective is split into ``K`` chunk streams of ``C`` bytes (:func:`~chakra.sim.collectives.
+  chunk_plan`); each member runs at most ``active-chunks-per-dimension`` of them at a time, first come
+  first served, starting the next when one ends (ASTRA-sim's dimension queue; one queue per member
+  and collective: streams of different collectives meet only on the links);
+* a stream's ring phase (``Ring.cc``): the member sends its first message ``d`` (the endpoint delay)
+  after the stream starts and posts the matching receive with it; receive ``k`` completes when both
+  the predecessor's ``k``-th message has arrived and the receive is posted; ``d`` later (plus the
+  reduction ``t_red`` on the reduced steps) the member sends again, and after its last receive and
+  that delay the stream ends;
+* a member's collective ends when its last stream does.
+
+**Partial** (issue 31): the ring algorithm on one-dimensional networks (the default group and
+subgroups); other algorithms and multi-dimensional plans are refused in one line.
+
+Example:
+    runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
+    runner.arrive(rank, pos, now_ns, comm_type, size_bytes, group)   # from the engine's issue
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chakra.errors import ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, CollectiveCommType
+from chakra.sim.algorithms import RING, npu_span, ring_steps
+from chakra.sim.collectives import (
+    REDUCING_TYPES,
+    SUBGROUP_ENDPOINT_DELAY_NS,
+    chunk_plan,
+    reduction_delay_ns,
+)
+from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.links import LinkNetwork
+from chakra.sim.matching import CollectiveMatcher
+from chakra.sim.plans import ALGORITHM_LIST, native_plan
+
+#: ``finished(rank, pos, t_ns)``: the engine's completion of a member's collective node.
+Finished = Callable[[int, int, int], None]
+Schedule = Callable[[int, Callable[[int], None]], None]
+
+
+@dataclass
+class _Instance:
+    """One collective (a group's turn) under way: its shape and every member's progress."""
+
+    npus: tuple[int, ...]  # members in ring order (group order), their NPU ids
+    comm_type: int
+    phase_type: int
+    streams: int
+    steps: int
+    message_bytes: int
+    reduced_steps: int
+    endpoint_ns: int
+    reduction_ns: int
+    positions: dict[int, int] = field(default_factory=dict)  # NPU -> position
+    node: dict[int, int] = field(default_factory=dict)  # position -> the member's node
+    waiting: dict[int, deque[int]] = field(default_factory=dict)  # position -> streams not started
+    running: dict[int, int] = field(default_factory=dict)
+    left: dict[int, int] = field(default_factory=dict)  # position -> streams not ended
+    # (stream, receiving position, step) -> "arrived" or "posted"
+    mailbox: dict[tuple[int, int, int], str] = field(default_factory=dict)
+    ended: int = 0
+    last_arrival_ns: int = 0
+    last_end_ns: int = 0
+
+
+class ContendedCollectives:
+    """The engine's collectives under the congestion-aware model (module docstring)."""
+
+    def __init__(
+        self,
+        matcher: CollectiveMatcher,
+        system: SystemConfig,
+        network: NetworkConfig,
+        links: LinkNetwork,
+        schedule: Schedule,
+        finished: Finished,
+        present: frozenset[int],
+    ):
+        self.matcher, self.system, self.network = matcher, system, network
+        self.links, self.schedule, self.finished = links, schedule, finished
+        self.present = present
+        self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
+        self.instances: dict[tuple[int, int], _Instance] = {}
+
+    def arrive(self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int) -> None:
+        """``rank`` issues its next collective on ``group`` at ``now_ns``: its part starts now."""
+        turn = self.turns.get((rank, group), 0)
+        self.turns[(rank, group)] = turn + 1
+        key = (group, turn)
+        instance = self.instances.get(key)
+        if instance is None:
+            instance = self.instances[key] = self._instance(comm_type, size_bytes, group)
+            total = self.matcher.totals.setdefault(_type_name(comm_type), {"count": 0, "bytes": 0, "time_ns": 0})
+            total["count"] += 1
+            total["bytes"] += size_bytes
+        instance.last_arrival_ns = now_ns
+        position = instance.positions[rank]
+        instance.node[position] = pos
+        instance.waiting[position] = deque(range(instance.streams))
+        instance.running[position] = 0
+        instance.left[position] = instance.streams
+        self._pump(instance, position, now_ns, key)
+
+    def _instance(self, comm_type: int, size_bytes: int, group: int) -> _Instance:
+        members = self.matcher.members[group]
+        npus = tuple(members) if members is not None else tuple(range(self.network.num_npus))
+        absent = [npu for npu in npus if npu not in self.present]
+        if absent:
+            raise _not_yet(f"a collective some of whose members are not simulated (ranks {absent[:8]})")
+        phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
+        if phase_type not in ALGORITHM_LIST:
+            raise _not_yet(f"a {_type_name(comm_type)} (only all-reduce, reduce-scatter, all-gather and all-to-all)")
+        subgroup = npu_span(self.network, npus, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
+        plan = native_plan(phase_type, subgroup if members is not None else None, self.system, self.network)
+        if len(plan) != 1 or plan[0].algorithm.name != RING:
+            algorithms = ", ".join(phase.algorithm.name for phase in plan)
+            raise _not_yet(f"the {algorithms} algorithm over {len(plan)} phases (only one ring phase)")
+        chunk_bytes, streams = chunk_plan(
+            comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
+        )
+        steps, message, reduced = ring_steps(phase_type, len(npus), chunk_bytes)
+        endpoint_ns = SUBGROUP_ENDPOINT_DELAY_NS if members is not None else int(self.system.endpoint_delay_ns)
+        reduction = (
+            reduction_delay_ns(message, self.system.local_mem_bw_gbps) if reduced and comm_type in REDUCING_TYPES else 0
+        )
+        instance = _Instance(npus, comm_type, phase_type, streams, steps, message, reduced, endpoint_ns, reduction)
+        instance.positions = {npu: p for p, npu in enumerate(npus)}
+        return instance
+
+    def _pump(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
+        """Start the member's waiting streams while it runs fewer than the active limit."""
+        waiting = instance.waiting[position]
+        while waiting and instance.running[position] < self.system.active_chunks_per_dimension:
+            instance.running[position] += 1
+            self._start(instance, position, waiting.popleft(), now_ns, key)
+
+    def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
+        """A stream starts on a member: its first send ``d`` later."""
+        self.schedule(now_ns + instance.endpoint_ns, lambda t: self._send(instance, position, stream, 0, t, key))
+
+    def _send(
+        self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
+    ) -> None:
+        """Send step ``step`` of ``stream`` to the successor and post the matching receive."""
+        n = len(instance.npus)
+        successor = (position + 1) % n
+        self.links.send(
+            now_ns,
+            instance.npus[position],
+            instance.npus[successor],
+            instance.message_bytes,
+            lambda t: self._delivered(instance, stream, successor, step, t, key),
+        )
+        slot = (stream, position, step)
+        if instance.mailbox.pop(slot, None) == "arrived":
+            self.schedule(now_ns, lambda t: self._received(instance, position, stream, step, t, key))
+        else:
+            instance.mailbox[slot] = "posted"
+
+    def _delivered(
+        self, instance: _Instance, stream: int, position: int, step: int, now_ns: int, key: tuple[int, int]
+    ) -> None:
+        slot = (stream, position, step)
+        if instance.mailbox.pop(slot, None) == "posted":
+            self._received(instance, position, stream, step, now_ns, key)
+        else:
+            instance.mailbox[slot] = "arrived"
+
+    def _received(
+        self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
+    ) -> None:
+        cost = instance.endpoint_ns + (instance.reduction_ns if step < instance.reduced_steps else 0)
+        if step + 1 < instance.steps:
+            self.schedule(now_ns + cost, lambda t: self._send(instance, position, stream, step + 1, t, key))
+        else:
+            self.schedule(now_ns + cost, lambda t: self._stream_ended(instance, position, t, key))
+
+    def _stream_ended(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
+        instance.running[position] -= 1
+        instance.left[position] -= 1
+        if instance.left[position] == 0:
+            self.finished(instance.npus[position], instance.node[position], now_ns)
+            instance.ended += 1
+            instance.last_end_ns = max(instance.last_end_ns, now_ns)
+            if instance.ended == len(instance.npus):
+                del self.instances[key]
+                total = self.matcher.totals[_type_name(instance.comm_type)]
+                total["time_ns"] += instance.last_end_ns - instance.last_arrival_ns
+            return
+        self._pump(instance, position, now_ns, key)
+
+
+def _type_name(comm_type: int) -> str:
+    return CollectiveCommType.Name(comm_type) if comm_type in CollectiveCommType.values() else str(comm_type)
+
+
+def _not_yet(what: str) -> ChakraInputError:
+    return ChakraInputError(
+        f"the congestion-aware network model does not simulate {what} yet",
+        hint="use --network-model congestion-unaware, or the ring algorithm on a one-dimensional network",
+    )
