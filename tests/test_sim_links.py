@@ -136,13 +136,14 @@ def test_a_multi_dimensional_network_is_refused_with_the_model_named(tmp_path: P
         LinkNetwork(network, lambda t, callback: None)
 
 
-def test_a_sample_of_the_ring_grid_gives_the_aware_builds_cycles(tmp_path: Path):
-    """Every 24th one-dimensional ring case of benchmarks/sim_vs_astra.py's grid (all four types,
-    ring, switch and fully-connected networks, 1-4 active chunks, 1 KiB-64 MiB, subgroups, late
-    members): every rank's finish and exposed communication equal. Runs ASTRA-sim aborted before
+@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+def test_a_sample_of_the_grid_gives_the_aware_builds_cycles(algorithm: str, tmp_path: Path):
+    """Every 24th one-dimensional case of benchmarks/sim_vs_astra.py's grid with ``algorithm`` (all
+    four types, ring, switch and fully-connected networks, 1-4 active chunks, 1 KiB-64 MiB, subgroups,
+    late members): every rank's finish and exposed communication equal. Runs ASTRA-sim aborted before
     printing every rank are left out (its subgroup teardown, see ../shared/astra-sim)."""
     binary = require_shared(Path("..") / "astra-sim" / "bin" / ASTRA_SIM_AWARE)
-    cases = [c for c in grid() if len(c.npus) == 1 and c.algorithm == "ring"][::24]
+    cases = [c for c in grid() if len(c.npus) == 1 and c.algorithm == algorithm][::24]
     compared = 0
     for index, case in enumerate(cases):
         outcome = run_case(case, tmp_path / str(index), binary, NetworkModel.CONGESTION_AWARE.value)
@@ -158,12 +159,12 @@ def test_an_algorithm_the_model_does_not_run_yet_is_refused_in_one_line(tmp_path
         node = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=MIB)
         write_et(tmp_path / f"w.{rank}.et", [node])
     (tmp_path / "sys.json").write_text(
-        SYSTEM_JSON.replace('"all-reduce-implementation": ["ring"]', '"all-reduce-implementation": ["direct"]')
+        SYSTEM_JSON.replace('"all-reduce-implementation": ["ring"]', '"all-reduce-implementation": ["halvingDoubling"]')
     )
     network = _network(tmp_path, "Ring", 4)
     done = run_cli(
         "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
         str(network), "--network-model", "congestion-aware",
     )  # fmt: skip
-    assert done.returncode == 2 and "does not simulate the direct algorithm" in done.stderr
+    assert done.returncode == 2 and "does not simulate the halvingDoubling algorithm" in done.stderr
     assert "Traceback" not in done.stderr

@@ -5,7 +5,7 @@ code. A phase runs over a :class:`Span`: the NPUs of one network dimension (posi
 dimension's coordinates), all NPUs in id order (``one*`` algorithms) or a subgroup's sorted members.
 
 * ``ring`` and ``halvingDoubling`` are closed forms (every member does the same steps);
-* ``direct`` replays ASTRA-sim's ``AllToAll`` state machine for one member (:class:`_DirectMember`),
+* ``direct`` replays ASTRA-sim's ``AllToAll`` state machine for one member (:class:`DirectMember`),
   which the span's symmetry makes stand for all, or for every member when they start apart
   (:func:`direct_member_ends_ns`);
 * ``doubleBinaryTree`` replays ``DoubleBinaryTreeAllReduce`` on every member (:class:`_Trees`), since
@@ -208,7 +208,7 @@ def ring_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: Reduction
 # --- the replays' event queue -------------------------------------------------------------------
 
 
-class _Events:
+class SystemEvents:
     """ASTRA-sim's global event queue with per-NPU buckets (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -254,10 +254,10 @@ def _direct_phase_ns(phase_type: int, span: Span, size_bytes: int, window: int |
     message = size_bytes if phase_type == ALL_GATHER else size_bytes // n
     offset_ns = [0] + [max(span.delay(p, (p + k) % n, message) for p in span.sources()) for k in range(1, n)]
     reduction_ns = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
-    return _DirectMember(phase_type, n, window, span.endpoint_ns, reduction_ns, offset_ns, local=span.local).run()
+    return DirectMember(phase_type, n, window, span.endpoint_ns, reduction_ns, offset_ns, local=span.local).run()
 
 
-class _DirectMember:
+class DirectMember:
     """ASTRA-sim's ``AllToAll`` for one member (names after ``Ring.cc``/``AllToAll.cc``).
 
     ``P`` packets (the window; ``n − 1`` without one) are injected at once (``StreamInit``); each
@@ -279,7 +279,7 @@ class _DirectMember:
         d: int,
         t_red: int,
         offset_ns: list[int],
-        events: _Events | None = None,
+        events: SystemEvents | None = None,
         npu: int = 0,
         local: bool = False,
     ):
@@ -295,7 +295,7 @@ class _DirectMember:
         self.toggle = False
         self.receiver = 1  # offset of the next packet's destination
         self.packets: deque[int] = deque()  # destination offsets, in send order
-        self.events = events if events is not None else _Events()
+        self.events = events if events is not None else SystemEvents()
         self.end_ns = -1
 
     def run(self) -> int:
@@ -369,10 +369,10 @@ def direct_member_ends_ns(
     n = span.size
     message = size_bytes if phase_type == ALL_GATHER else size_bytes // n
     reduction_ns = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
-    events = _Events()
+    events = SystemEvents()
     arrived: dict[tuple[int, int], int] = {}  # (src, dst) -> messages there before their receive
     posted: dict[tuple[int, int], int] = {}  # (src, dst) -> receives posted before their message
-    members: list[_DirectMember] = []
+    members: list[DirectMember] = []
 
     def deliver(src: int, dst: int) -> Call:
         def arrival(now: int) -> None:
@@ -384,7 +384,7 @@ def direct_member_ends_ns(
 
         return arrival
 
-    class Member(_DirectMember):
+    class Member(DirectMember):
         def transmit(self, now: int, offset: int) -> None:
             p = self.npu
             dst, src = (p + offset) % n, (p - offset) % n
@@ -536,7 +536,7 @@ class _Trees:
         self.streams, self.active = streams, active
         self.trees = [binary_tree(span.size, root_max=True), binary_tree(span.size, root_max=False)]
         self.first_tree = first_tree
-        self.events = _Events()
+        self.events = SystemEvents()
         self.now = 0
         # (src, dst, chunk) -> the receive's callback (posted first) or None (the message arrived first)
         self.messages: dict[tuple[int, int, int], Callable[[], None] | None] = {}

@@ -14,10 +14,15 @@ issues the collective, and every message goes through the links:
   the predecessor's ``k``-th message has arrived and the receive is posted; ``d`` later (plus the
   reduction ``t_red`` on the reduced steps) the member sends again, and after its last receive and
   that delay the stream ends;
+* a stream's ``direct`` phase: each member's ``AllToAll`` state machine
+  (:class:`~chakra.sim.algorithms.DirectMember`, the one the congestion-unaware model replays), its
+  system events in ASTRA-sim's per-NPU buckets, its messages over the links;
 * a member's collective ends when its last stream does.
 
-**Partial** (issue 31): the ring algorithm on one-dimensional networks (the default group and
-subgroups); other algorithms and multi-dimensional plans are refused in one line.
+**Partial** (issue 31): the ring and direct algorithms on one-dimensional networks (the default group
+and subgroups); halvingDoubling (its steps run as ring-like pairs gave 300 of 348 grid cases exactly:
+ASTRA-sim's packet state machine, ``HalvingDoubling.cc``, is still to replay), doubleBinaryTree and
+multi-dimensional plans are refused in one line.
 
 Example:
     runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
@@ -27,14 +32,27 @@ Example:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chakra.errors import ChakraInputError
-from chakra.schema.protobuf.et_def_pb2 import REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, CollectiveCommType
-from chakra.sim.algorithms import RING, npu_span, ring_steps
+from chakra.schema.protobuf.et_def_pb2 import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    REDUCE_SCATTER,
+    REDUCE_SCATTER_BLOCK,
+    CollectiveCommType,
+)
+from chakra.sim.algorithms import (
+    DIRECT,
+    RING,
+    Algorithm,
+    DirectMember,
+    SystemEvents,
+    npu_span,
+    ring_steps,
+)
 from chakra.sim.collectives import (
-    REDUCING_TYPES,
     SUBGROUP_ENDPOINT_DELAY_NS,
     chunk_plan,
     reduction_delay_ns,
@@ -49,17 +67,28 @@ Finished = Callable[[int, int, int], None]
 Schedule = Callable[[int, Callable[[int], None]], None]
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One step of a ring phase: whom each position sends to (and so receives from), the message's
+    bytes, and the reduction after its receive (ns)."""
+
+    to: Sequence[int]
+    message_bytes: int
+    reduction_ns: int
+
+
 @dataclass
 class _Instance:
     """One collective (a group's turn) under way: its shape and every member's progress."""
 
     npus: tuple[int, ...]  # members in ring order (group order), their NPU ids
     comm_type: int
+    algorithm: Algorithm
+    local: bool  # a subgroup's members (ASTRA-sim's Local ring)
     phase_type: int
     streams: int
-    steps: int
-    message_bytes: int
-    reduced_steps: int
+    steps: list[_Step]  # ring: a stream's steps in order (direct: none)
+    message_bytes: int  # direct: every message's size, and its reduction
     endpoint_ns: int
     reduction_ns: int
     positions: dict[int, int] = field(default_factory=dict)  # NPU -> position
@@ -69,6 +98,11 @@ class _Instance:
     left: dict[int, int] = field(default_factory=dict)  # position -> streams not ended
     # (stream, receiving position, step) -> "arrived" or "posted"
     mailbox: dict[tuple[int, int, int], str] = field(default_factory=dict)
+    # direct: (stream, source, destination position) -> messages there before their receive, and
+    # receives posted before their message; each member's state machine per stream
+    arrived: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    posted: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    direct: dict[tuple[int, int], _DirectStream] = field(default_factory=dict)
     ended: int = 0
     last_arrival_ns: int = 0
     last_end_ns: int = 0
@@ -90,6 +124,8 @@ class ContendedCollectives:
         self.matcher, self.system, self.network = matcher, system, network
         self.links, self.schedule, self.finished = links, schedule, finished
         self.present = present
+        # ASTRA-sim's per-NPU buckets of system events, over the engine's queue (direct's state machine)
+        self.events = _EngineEvents(schedule)
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.instances: dict[tuple[int, int], _Instance] = {}
 
@@ -123,18 +159,33 @@ class ContendedCollectives:
             raise _not_yet(f"a {_type_name(comm_type)} (only all-reduce, reduce-scatter, all-gather and all-to-all)")
         subgroup = npu_span(self.network, npus, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
         plan = native_plan(phase_type, subgroup if members is not None else None, self.system, self.network)
-        if len(plan) != 1 or plan[0].algorithm.name != RING:
+        if len(plan) != 1 or plan[0].algorithm.name not in (RING, DIRECT):
             algorithms = ", ".join(phase.algorithm.name for phase in plan)
-            raise _not_yet(f"the {algorithms} algorithm over {len(plan)} phases (only one ring phase)")
+            raise _not_yet(f"the {algorithms} algorithm over {len(plan)} phases (only one ring or direct phase)")
+        algorithm = plan[0].algorithm
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
         )
-        steps, message, reduced = ring_steps(phase_type, len(npus), chunk_bytes)
+        n = len(npus)
+
+        def t_red(message_bytes: int) -> int:
+            return reduction_delay_ns(message_bytes, self.system.local_mem_bw_gbps)
+
+        steps: list[_Step] = []
+        message = reduction = 0
+        if algorithm.name == DIRECT:
+            message = chunk_bytes if phase_type == ALL_GATHER else chunk_bytes // n
+            reduction = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
+        else:
+            count, piece, reduced = ring_steps(phase_type, n, chunk_bytes)
+            successor = [(p + 1) % n for p in range(n)]
+            reduced_ns = t_red(piece) if reduced else 0
+            steps = [_Step(successor, piece, reduced_ns if k < reduced else 0) for k in range(count)]
         endpoint_ns = SUBGROUP_ENDPOINT_DELAY_NS if members is not None else int(self.system.endpoint_delay_ns)
-        reduction = (
-            reduction_delay_ns(message, self.system.local_mem_bw_gbps) if reduced and comm_type in REDUCING_TYPES else 0
-        )
-        instance = _Instance(npus, comm_type, phase_type, streams, steps, message, reduced, endpoint_ns, reduction)
+        instance = _Instance(
+            npus, comm_type, algorithm, members is not None, phase_type, streams, steps, message, endpoint_ns,
+            reduction,
+        )  # fmt: skip
         instance.positions = {npu: p for p, npu in enumerate(npus)}
         return instance
 
@@ -146,21 +197,43 @@ class ContendedCollectives:
             self._start(instance, position, waiting.popleft(), now_ns, key)
 
     def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
-        """A stream starts on a member: its first send ``d`` later."""
-        self.schedule(now_ns + instance.endpoint_ns, lambda t: self._send(instance, position, stream, 0, t, key))
+        """A stream starts on a member: the ring's first send ``d`` later, or direct's state machine."""
+        if instance.algorithm.name == DIRECT:
+            member = _DirectStream(self, instance, position, stream, key)
+            instance.direct[(stream, position)] = member
+            self.events.entry(now_ns, member.start)
+            return
+        self.events.at(
+            instance.npus[position],
+            now_ns + instance.endpoint_ns,
+            lambda t: self._send(instance, position, stream, 0, t, key),
+        )
+
+    def direct_delivered(self, instance: _Instance, stream: int, src: int, dst: int, now_ns: int) -> None:
+        """A direct message from position ``src`` has reached ``dst``: its receive if posted."""
+        slot = (stream, src, dst)
+        if instance.posted.get(slot, 0):
+            instance.posted[slot] -= 1
+            instance.direct[(stream, dst)].arrive(now_ns)
+        else:
+            instance.arrived[slot] = instance.arrived.get(slot, 0) + 1
+
+    def stream_ended(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
+        """A member's stream ended (direct's state machine says so)."""
+        self._stream_ended(instance, position, now_ns, key)
 
     def _send(
         self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
     ) -> None:
-        """Send step ``step`` of ``stream`` to the successor and post the matching receive."""
-        n = len(instance.npus)
-        successor = (position + 1) % n
+        """Send step ``step`` of ``stream`` to the step's receiver and post the matching receive."""
+        plan = instance.steps[step]
+        to = plan.to[position]
         self.links.send(
             now_ns,
             instance.npus[position],
-            instance.npus[successor],
-            instance.message_bytes,
-            lambda t: self._delivered(instance, stream, successor, step, t, key),
+            instance.npus[to],
+            plan.message_bytes,
+            lambda t: self._delivered(instance, stream, to, step, t, key),
         )
         slot = (stream, position, step)
         if instance.mailbox.pop(slot, None) == "arrived":
@@ -180,11 +253,16 @@ class ContendedCollectives:
     def _received(
         self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
     ) -> None:
-        cost = instance.endpoint_ns + (instance.reduction_ns if step < instance.reduced_steps else 0)
-        if step + 1 < instance.steps:
-            self.schedule(now_ns + cost, lambda t: self._send(instance, position, stream, step + 1, t, key))
+        npu, reduction_ns = instance.npus[position], instance.steps[step].reduction_ns
+        if step + 1 < len(instance.steps):
+            then: Callable[[int], None] = lambda t: self._send(instance, position, stream, step + 1, t, key)  # noqa: E731
         else:
-            self.schedule(now_ns + cost, lambda t: self._stream_ended(instance, position, t, key))
+            then = lambda t: self._stream_ended(instance, position, t, key)  # noqa: E731
+        # the memory bus (d), then the reduction: system events of the NPU, each in its bucket
+        if reduction_ns:
+            self.events.at(npu, now_ns + instance.endpoint_ns, lambda t: self.events.at(npu, t + reduction_ns, then))
+        else:
+            self.events.at(npu, now_ns + instance.endpoint_ns, then)
 
     def _stream_ended(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
         instance.running[position] -= 1
@@ -199,6 +277,51 @@ class ContendedCollectives:
                 total["time_ns"] += instance.last_end_ns - instance.last_arrival_ns
             return
         self._pump(instance, position, now_ns, key)
+
+
+class _EngineEvents(SystemEvents):
+    """:class:`~chakra.sim.algorithms.SystemEvents` whose global entries are the engine's events."""
+
+    def __init__(self, schedule: Schedule):
+        super().__init__()
+        self.schedule = schedule
+
+    def entry(self, time_ns: int, call: Callable[[int], None]) -> None:
+        self.schedule(time_ns, call)
+
+
+class _DirectStream(DirectMember):
+    """One member's ``AllToAll`` state machine for one stream, its messages over the shared links."""
+
+    def __init__(self, runner: ContendedCollectives, instance: _Instance, position: int, stream: int, key):
+        n = len(instance.npus)
+        super().__init__(
+            instance.phase_type, n, instance.algorithm.window, instance.endpoint_ns, instance.reduction_ns, [],
+            runner.events, instance.npus[position], instance.local,
+        )  # fmt: skip
+        self.runner, self.instance, self.position, self.stream, self.key = runner, instance, position, stream, key
+        self.finished = False
+
+    def transmit(self, now: int, offset: int) -> None:
+        """Send to the member ``offset`` ahead and post the receive from the one ``offset`` behind."""
+        instance, p, n = self.instance, self.position, self.n
+        dst, src = (p + offset) % n, (p - offset) % n
+        self.runner.links.send(
+            now, instance.npus[p], instance.npus[dst], instance.message_bytes,
+            lambda t: self.runner.direct_delivered(instance, self.stream, p, dst, t),
+        )  # fmt: skip
+        slot = (self.stream, src, p)
+        if instance.arrived.get(slot, 0):
+            instance.arrived[slot] -= 1
+            self.events.entry(now, self.arrive)
+        else:
+            instance.posted[slot] = instance.posted.get(slot, 0) + 1
+
+    def general(self, now: int) -> None:
+        super().general(now)
+        if self.end_ns >= 0 and not self.finished:
+            self.finished = True
+            self.runner.stream_ended(self.instance, self.position, now, self.key)
 
 
 def _type_name(comm_type: int) -> str:
