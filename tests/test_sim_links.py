@@ -5,6 +5,7 @@ one-dimensional networks so far)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -168,3 +169,21 @@ def test_an_algorithm_the_model_does_not_run_yet_is_refused_in_one_line(tmp_path
     )  # fmt: skip
     assert done.returncode == 2 and "does not simulate the halvingDoubling algorithm" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_sweep_runs_every_point_under_the_aware_model(tmp_path: Path):
+    sends = [_send(1, 0, 2, MIB, 1), _send(2, 0, 2, MIB, 2)]
+    recvs = [_recv(1, 0, 2, MIB, 1), _recv(2, 0, 2, MIB, 2)]
+    for rank in range(4):
+        write_et(tmp_path / f"w.{rank}.et", {0: sends, 2: recvs}.get(rank, [_idle()]))
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(tmp_path, "Ring", 4)
+    done = run_cli(
+        "sweep", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
+        str(network), "--axis", "bandwidth-scale=1,2", "--network-model", "congestion-aware", "--json",
+        "--workers", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    finishes = [point["finish_ns"] for point in json.loads(done.stdout)["points"]]
+    # a send holds its rank's comm slot until delivery: two messages of two hops, one after the other
+    assert finishes[0] == 4 * HOP_NS and finishes[1] < finishes[0]

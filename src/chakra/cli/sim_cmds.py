@@ -212,6 +212,12 @@ def sweep(
     scheduler: str | None = typer.Option(
         None, "--scheduler", help="Dask scheduler address (tcp://host:8786), or 'local' for a local Dask cluster."
     ),
+    network_model: NetworkModel = typer.Option(
+        NetworkModel.CONGESTION_UNAWARE,
+        "--network-model",
+        case_sensitive=False,
+        help="How messages cross the network at every point (see chakra simulate --help).",
+    ),
 ) -> None:
     """Simulate a workload over every combination of what-if knobs and compare the finish times.
 
@@ -246,6 +252,7 @@ def sweep(
                 workers=workers,
                 scheduler=scheduler,
                 progress=lambda done, _total: progress.update(task, completed=done),
+                network_model=network_model,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)

@@ -32,6 +32,7 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.io import AtomicFile
 from chakra.parallel import map_ranks
 from chakra.sim import config
+from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.program import RankProgram, load_rank
@@ -208,6 +209,7 @@ class _PointTask:
     network: NetworkConfig
     remote_memory: RemoteMemoryConfig
     point: SweepPoint
+    network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE
 
 
 def run_sweep(
@@ -221,9 +223,11 @@ def run_sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
 ) -> list[SweepResult]:
     """Simulate ``workload`` once per point, in parallel (see :func:`chakra.parallel.map_ranks` for
-    ``workers``/``scheduler``/``progress``); results in the order of ``points``.
+    ``workers``/``scheduler``/``progress``), messages crossing the network as ``network_model``
+    says; results in the order of ``points``.
 
     Every point's configuration is loaded and checked here first, so a bad override fails at once
     rather than after the first simulations. Each worker process loads the workload once, at its first
@@ -239,7 +243,7 @@ def run_sweep(
     for point in points:
         system, network = _load_configs(system_path, network_path, point)
         check_network_covers(files, network)
-        tasks.append(_PointTask(rank_files, files.comm_groups, system, network, remote_memory, point))
+        tasks.append(_PointTask(rank_files, files.comm_groups, system, network, remote_memory, point, network_model))
     try:
         return map_ranks(
             _run_point, tasks, workers=workers, scheduler=scheduler, progress=progress, description="sweep"
@@ -273,6 +277,7 @@ def _run_point(task: _PointTask) -> SweepResult:
             remote_memory=task.remote_memory,
             comm_groups=task.comm_groups,
             compute_scale=task.point.compute_scale,
+            network_model=task.network_model,
         )
     except SimulationStuck as stuck:
         named = SimulationStuck(f"at {task.point.label()}: {stuck.message}", stuck.waiting, hint=stuck.hint)
