@@ -48,6 +48,12 @@ def test_the_what_if_with_twice_the_bandwidth_is_faster(demo):
     assert 0 < result.what_if_ms < result.simulated_ms
 
 
+def test_queueing_on_shared_links_is_never_faster(demo):
+    result, lines = demo
+    assert result.contended_ms >= result.simulated_ms > 0
+    assert any("--network-model congestion-aware" in line for line in lines)
+
+
 def test_the_replay_finished_every_rank(demo):
     result, _ = demo
     assert sorted(result.replayed_us) == [0, 1] and all(us > 0 for us in result.replayed_us.values())

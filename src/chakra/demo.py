@@ -9,8 +9,9 @@ then what came out) and writing to ``demo-output/``:
    convert it again from its profiler traces alone (``chakra convert kineto``), checked the same way;
 3. analyze it (breakdown, critical path, ranks) and write the HTML report and a Perfetto timeline;
 4. adapt it for ASTRA-sim and simulate it on two CPU hosts over 1 Gb Ethernet
-   (``examples/astra``), then the same step with twice the bandwidth (the what-if), and write the
-   report and the timeline of the simulated run;
+   (``examples/astra``), then the same step with twice the bandwidth (the what-if) and with messages
+   queueing on the shared links (the congestion-aware model), and write the report and the timeline
+   of the simulated run;
 5. replay it on two gloo processes and compare with the recording;
 6. when JAX and TensorFlow are installed, record and convert a sharded JAX step and a TensorFlow
    MirroredStrategy step (each skipped with one line saying how to get it when not);
@@ -69,6 +70,7 @@ class DemoResult:
     report: Path | None = None
     simulated_ms: float = 0.0
     what_if_ms: float = 0.0
+    contended_ms: float = 0.0  # the same step with messages queueing on shared links
     simulated_comm_ms: float = 0.0  # rank 0 of the simulated run: communication, and its exposed part
     simulated_exposed_ms: float = 0.0
     simulated_report: Path | None = None
@@ -201,9 +203,10 @@ def _analyze(result: DemoResult, say: Callable[[str], None]) -> None:
 
 
 def _simulate(result: DemoResult, say: Callable[[str], None]) -> None:
-    """Adapt it for ASTRA-sim, simulate it on 2 hosts over 1 Gb Ethernet, then with twice the bandwidth"""
+    """Adapt it for ASTRA-sim, simulate it on 2 hosts over 1 Gb Ethernet, with twice the bandwidth, with shared links"""
     from chakra.adapt import Target, adapt_workload
     from chakra.analyze.breakdown import breakdown
+    from chakra.sim.choices import NetworkModel
     from chakra.sim.config import load_network, load_system, scale_network
     from chakra.sim.run import simulate_workload
     from chakra.sim.timed import write_timed_workload
@@ -227,6 +230,10 @@ def _simulate(result: DemoResult, say: Callable[[str], None]) -> None:
     say(f"   $ {command}: {result.simulated_ms:,.2f} ms a step")
     say(f"   $ {command} --bandwidth-scale {WHAT_IF_BANDWIDTH:g}: {result.what_if_ms:,.2f} ms "
         f"({result.what_if_ms / result.simulated_ms - 1:+.1%})")  # fmt: skip
+    shared = simulate_workload(astra, system, network, network_model=NetworkModel.CONGESTION_AWARE)
+    result.contended_ms = max(r.finish_ns for r in shared.ranks.values()) / NS_PER_MS
+    say(f"   $ {command} --network-model congestion-aware: {result.contended_ms:,.2f} ms: messages queueing on "
+        f"the shared links cost {result.contended_ms - result.simulated_ms:+,.2f} ms a step")  # fmt: skip
     simulated = result.out / "simulated" / "job"
     write_timed_workload(base, astra, simulated, note=f"{system_path.name}, {network_path.name}")
     b = breakdown(load_table(Path(f"{simulated}.0.et")))

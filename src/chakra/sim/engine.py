@@ -438,9 +438,11 @@ class _Run:
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
             try:
-                if self.contended is not None:
+                if self.contended is not None and self.contended.takes(comm_type):
                     self.contended.arrive(rank, pos, now_ns, comm_type, size, group)
                     return
+                if self.contended is not None:
+                    self.contended.uncontended(comm_type)
                 started = self.collectives.arrive(rank, pos, now_ns, comm_type, size, group)
             except ChakraInputError as error:  # the model refused it: say which collective, where
                 where = f"rank {rank} node {program.ids[pos]} ({program.names[pos]}): "
@@ -496,7 +498,7 @@ class _Run:
             if self.keep_intervals
             else None,
             {r: p.slot_names for r, p in self.programs.items()},
-            self.warnings + self.collectives.warnings,
+            self.warnings + self.collectives.warnings + (self.contended.warnings() if self.contended else []),
         )
 
     def stuck(self) -> SimulationStuck:
