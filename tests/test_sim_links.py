@@ -187,3 +187,27 @@ def test_a_sweep_runs_every_point_under_the_aware_model(tmp_path: Path):
     finishes = [point["finish_ns"] for point in json.loads(done.stdout)["points"]]
     # a send holds its rank's comm slot until delivery: two messages of two hops, one after the other
     assert finishes[0] == 4 * HOP_NS and finishes[1] < finishes[0]
+
+
+def test_the_report_says_what_each_link_carried_and_how_long_messages_queued(tmp_path: Path):
+    per_rank = {
+        0: [_send(1, 0, 1, MIB, 1)],
+        2: [_send(1, 2, 1, MIB, 2)],
+        1: [_recv(1, 0, 1, MIB, 1), _recv(2, 2, 1, MIB, 2)],
+    }
+    for rank in range(4):
+        write_et(tmp_path / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(tmp_path, "Switch", 4)
+    report = tmp_path / "report.json"
+    done = run_cli(
+        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
+        str(network), "--network-model", "congestion-aware", "--report", str(report),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "busiest links" in done.stdout and "switch -> NPU 1" in done.stdout
+    links = {(link["source"], link["target"]): link for link in json.loads(report.read_text())["links"]}
+    down = links[("switch", "NPU 1")]
+    assert down["bytes"] == 2 * MIB and down["messages"] == 2
+    assert down["queued_ns"] == 39562 - 20031  # the second waited from its arrival until the first was through
+    assert links[("NPU 0", "switch")]["queued_ns"] == 0

@@ -182,8 +182,33 @@ def _print_simulation(result: SimResult, per_rank: bool) -> None:
             f"finish {_ms(result.finish_ns)} ms (rank {slowest.rank} of {rank_ranges(result.ranks)}); "
             'ASTRA-sim\'s "exposed communication" (finish - GPU compute) also counts CPU work and idle time'
         )
+    if result.links:
+        _print_links(result)
     for warning in result.warnings:
         stderr.print(Text(f"warning: {warning}", style="yellow"))
+
+
+#: Links the table of the busiest shows (the report lists every one).
+BUSIEST_SHOWN = 8
+
+
+def _print_links(result: SimResult) -> None:
+    """The busiest links of a congestion-aware run: bytes, busy time, utilization, queueing."""
+    links = result.links or []
+    table = Table(title=f"busiest links ({min(BUSIEST_SHOWN, len(links))} of {len(links)})", title_justify="left")
+    for column in ("link", "MiB", "busy (ms)", "utilization", "messages", "queued (ms)"):
+        table.add_column(column, justify="left" if column == "link" else "right", no_wrap=True)
+    for link in links[:BUSIEST_SHOWN]:
+        share = link.busy_ns / result.finish_ns if result.finish_ns else 0.0
+        table.add_row(
+            f"{link.source} -> {link.target}",
+            f"{link.bytes / 2**20:,.2f}",
+            _ms(link.busy_ns),
+            f"{share:.1%}",
+            f"{link.messages:,}",
+            _ms(link.queued_ns),
+        )
+    print_table(table)
 
 
 def _ms(ns: float) -> str:

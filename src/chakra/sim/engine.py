@@ -499,6 +499,7 @@ class _Run:
             else None,
             {r: p.slot_names for r, p in self.programs.items()},
             self.warnings + self.collectives.warnings + (self.contended.warnings() if self.contended else []),
+            self.links.stats() if self.links is not None else None,
         )
 
     def stuck(self) -> SimulationStuck:

@@ -46,11 +46,13 @@ Schedule = Callable[[int, Callable[[int], None]], None]
 
 @dataclass
 class _Message:
-    """A message on its way: the devices still ahead of it (its current one first)."""
+    """A message on its way: the devices still ahead of it (its current one first), and since when
+    it waits for the link ahead (ns)."""
 
     size_bytes: int
     route: list[int]
     delivered: Callable[[int], None]
+    waiting_since_ns: int = 0
 
 
 @dataclass
@@ -62,7 +64,9 @@ class Link:
     busy: bool = False
     waiting: deque[_Message] = field(default_factory=deque)
     carried_bytes: int = 0
-    busy_ns: int = 0
+    busy_ns: int = 0  # time it carried a message (its serializations)
+    messages: int = 0
+    queued_ns: int = 0  # time messages waited for it, added up
 
     def serialization_ns(self, size_bytes: int) -> int:
         """How long a message holds the link (ns, truncated as ASTRA-sim does)."""
@@ -126,6 +130,7 @@ class LinkNetwork:
     def _offer(self, now_ns: int, message: _Message) -> None:
         link = self.links[(message.route[0], message.route[1])]
         if link.busy:
+            message.waiting_since_ns = now_ns
             link.waiting.append(message)
         else:
             self._transmit(now_ns, link, message)
@@ -136,6 +141,7 @@ class LinkNetwork:
         held_ns = link.serialization_ns(size)
         link.carried_bytes += size
         link.busy_ns += held_ns
+        link.messages += 1
         self.schedule(now_ns + link.hop_ns(size), lambda t_ns: self._arrived(t_ns, message))
         self.schedule(now_ns + held_ns, lambda t_ns: self._released(t_ns, link))
 
@@ -149,4 +155,39 @@ class LinkNetwork:
     def _released(self, now_ns: int, link: Link) -> None:
         link.busy = False
         if link.waiting:
-            self._transmit(now_ns, link, link.waiting.popleft())
+            message = link.waiting.popleft()
+            link.queued_ns += now_ns - message.waiting_since_ns
+            self._transmit(now_ns, link, message)
+
+    def device_name(self, device: int) -> str:
+        """``NPU 3``, or ``switch`` for a Switch network's switch."""
+        return "switch" if self.topology == SWITCH and device == self.switch else f"NPU {device}"
+
+    def stats(self) -> list[LinkStats]:
+        """What every link that carried a message did, busiest first."""
+        used = [
+            LinkStats(
+                self.device_name(a),
+                self.device_name(b),
+                link.carried_bytes,
+                link.busy_ns,
+                link.messages,
+                link.queued_ns,
+            )
+            for (a, b), link in self.links.items()
+            if link.messages
+        ]
+        return sorted(used, key=lambda stats: (-stats.busy_ns, stats.source, stats.target))
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """One link's work over a simulation: bytes, the time it carried them (ns), messages, and the
+    time messages waited for it (ns, added up over the messages)."""
+
+    source: str
+    target: str
+    bytes: int
+    busy_ns: int
+    messages: int
+    queued_ns: int

@@ -26,7 +26,10 @@ def report_dict(result: SimResult) -> dict[str, Any]:
     communication), ``comm_exposed_ns`` (communication and no compute: the exposed communication,
     named as :class:`chakra.analyze.breakdown.Breakdown` names it), ``overlap_ns`` (both), ``idle_ns``
     (neither). ``astra_exposed_comm_ns`` is the figure ASTRA-sim prints as "exposed communication":
-    finish minus GPU compute, which also counts CPU work and idle time.
+    finish minus GPU compute, which also counts CPU work and idle time. Under the congestion-aware
+    model, ``links`` lists every link that carried a message, busiest first: bytes, the time it
+    carried them (``busy_ns``; ``utilization`` its share of ``finish_ns``), messages, and the time
+    messages waited for it (``queued_ns``, added up).
     """
     return {
         "finish_ns": result.finish_ns,
@@ -47,6 +50,20 @@ def report_dict(result: SimResult) -> dict[str, Any]:
             for _, stats in sorted(result.ranks.items())
         ],
         "collectives": result.collectives,
+        "links": None
+        if result.links is None
+        else [
+            {
+                "source": link.source,
+                "target": link.target,
+                "bytes": link.bytes,
+                "busy_ns": link.busy_ns,
+                "utilization": link.busy_ns / result.finish_ns if result.finish_ns else 0.0,
+                "messages": link.messages,
+                "queued_ns": link.queued_ns,
+            }
+            for link in result.links
+        ],
         "warnings": result.warnings,
     }
 

@@ -59,6 +59,7 @@ class SimResult:
     names: dict[int, dict[int, str]] | None = None  # rank -> node id -> name (with intervals)
     slot_names: dict[int, list[str]] = field(default_factory=dict)  # rank -> name of each slot
     warnings: list[str] = field(default_factory=list)
+    links: list[Any] | None = None  # congestion-aware: chakra.sim.links.LinkStats, busiest first
 
     @property
     def finish_ns(self) -> int:
