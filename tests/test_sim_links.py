@@ -137,7 +137,7 @@ def test_a_multi_dimensional_network_is_refused_with_the_model_named(tmp_path: P
         LinkNetwork(network, lambda t, callback: None)
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "doubleBinaryTree"])
 def test_a_sample_of_the_grid_gives_the_aware_builds_cycles(algorithm: str, tmp_path: Path):
     """Every 24th one-dimensional case of benchmarks/sim_vs_astra.py's grid with ``algorithm`` (all
     four types, ring, switch and fully-connected networks, 1-4 active chunks, 1 KiB-64 MiB, subgroups,

@@ -8,7 +8,7 @@ dimension's coordinates), all NPUs in id order (``one*`` algorithms) or a subgro
 * ``direct`` replays ASTRA-sim's ``AllToAll`` state machine for one member (:class:`DirectMember`),
   which the span's symmetry makes stand for all, or for every member when they start apart
   (:func:`direct_member_ends_ns`);
-* ``doubleBinaryTree`` replays ``DoubleBinaryTreeAllReduce`` on every member (:class:`_Trees`), since
+* ``doubleBinaryTree`` replays ``DoubleBinaryTreeAllReduce`` on every member (:class:`TreeReplay`), since
   members differ by their place in the tree; it is the one algorithm whose members finish at
   different times (:func:`tree_member_times_ns`).
 
@@ -516,10 +516,10 @@ def tree_member_times_ns(
     if n & (n - 1):
         why = "ASTRA-sim's binary tree holds a power-of-two count of NPUs and crashes on the others"
         raise _never_finishes(DOUBLE_BINARY_TREE, ALL_REDUCE, n, why)
-    return _Trees(span, size_bytes, streams, active, first_tree, t_red(size_bytes)).run()
+    return TreeReplay(span, size_bytes, streams, active, first_tree, t_red(size_bytes)).run()
 
 
-class _Trees:
+class TreeReplay:
     """Every member's chunks of ASTRA-sim's ``DoubleBinaryTreeAllReduce``, event by event.
 
     Per chunk, every message is the whole chunk ``D``. A leaf crosses the bus (``d``), sends ``D`` to

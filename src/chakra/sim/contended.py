@@ -22,10 +22,13 @@ issues the collective, and every message goes through the links:
 Gather, scatter, broadcast, reduce and barrier, which ASTRA-sim does not simulate, keep this
 package's own congestion-unaware models (a warning counts them).
 
-**Partial** (issue 31): the ring and direct algorithms on one-dimensional networks (the default group
-and subgroups); halvingDoubling (its steps run as ring-like pairs gave 300 of 348 grid cases exactly:
-ASTRA-sim's packet state machine, ``HalvingDoubling.cc``, is still to replay), doubleBinaryTree and
-multi-dimensional plans are refused in one line.
+* a stream's ``doubleBinaryTree`` phase: the replay of every member's chunks on the two alternating
+  trees (:class:`~chakra.sim.algorithms.TreeReplay`), members joining when they issue it;
+
+**Partial** (issue 31): the ring, direct and doubleBinaryTree algorithms on one-dimensional networks
+(the default group and subgroups); halvingDoubling (its steps run as ring-like pairs gave 300 of 348 grid cases exactly:
+ASTRA-sim's packet state machine, ``HalvingDoubling.cc``, is still to replay) and multi-dimensional
+plans are refused in one line.
 
 Example:
     runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
@@ -48,10 +51,13 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.sim.algorithms import (
     DIRECT,
+    DOUBLE_BINARY_TREE,
     RING,
     Algorithm,
     DirectMember,
+    Span,
     SystemEvents,
+    TreeReplay,
     npu_span,
     ring_steps,
 )
@@ -106,6 +112,8 @@ class _Instance:
     arrived: dict[tuple[int, int, int], int] = field(default_factory=dict)
     posted: dict[tuple[int, int, int], int] = field(default_factory=dict)
     direct: dict[tuple[int, int], _DirectStream] = field(default_factory=dict)
+    trees: _TreeRun | None = None  # doubleBinaryTree: the replay of every member's chunks
+    first_tree: int = 0  # doubleBinaryTree: the tree of the first chunk (0: RootMax)
     ended: int = 0
     last_arrival_ns: int = 0
     last_end_ns: int = 0
@@ -131,6 +139,7 @@ class ContendedCollectives:
         self.events = _EngineEvents(schedule)
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.untaken: dict[str, int] = {}  # type name -> collectives timed without contention
+        self.trees_taken: dict[int, int] = {}  # comm type -> doubleBinaryTree chunks so far
         self.instances: dict[tuple[int, int], _Instance] = {}
 
     def takes(self, comm_type: int) -> bool:
@@ -168,6 +177,9 @@ class ContendedCollectives:
         instance.waiting[position] = deque(range(instance.streams))
         instance.running[position] = 0
         instance.left[position] = instance.streams
+        if instance.algorithm.name == DOUBLE_BINARY_TREE:
+            self._start_tree(instance, position, now_ns, key)
+            return
         self._pump(instance, position, now_ns, key)
 
     def _instance(self, comm_type: int, size_bytes: int, group: int) -> _Instance:
@@ -179,9 +191,11 @@ class ContendedCollectives:
         phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
         subgroup = npu_span(self.network, npus, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
         plan = native_plan(phase_type, subgroup if members is not None else None, self.system, self.network)
-        if len(plan) != 1 or plan[0].algorithm.name not in (RING, DIRECT):
+        if len(plan) != 1 or plan[0].algorithm.name not in (RING, DIRECT, DOUBLE_BINARY_TREE):
             algorithms = ", ".join(phase.algorithm.name for phase in plan)
-            raise _not_yet(f"the {algorithms} algorithm over {len(plan)} phases (only one ring or direct phase)")
+            raise _not_yet(
+                f"the {algorithms} algorithm over {len(plan)} phases (only one ring, direct or doubleBinaryTree phase)"
+            )
         algorithm = plan[0].algorithm
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
@@ -202,11 +216,22 @@ class ContendedCollectives:
             reduced_ns = t_red(piece) if reduced else 0
             steps = [_Step(successor, piece, reduced_ns if k < reduced else 0) for k in range(count)]
         endpoint_ns = SUBGROUP_ENDPOINT_DELAY_NS if members is not None else int(self.system.endpoint_delay_ns)
+        first_tree = 0
+        if algorithm.name == DOUBLE_BINARY_TREE:
+            if n & (n - 1):
+                raise _not_yet(f"doubleBinaryTree over {n} NPUs (ASTRA-sim's tree holds a power-of-two count)")
+            message = chunk_bytes
+            reduction = t_red(chunk_bytes)
+            if len(npus) == self.network.num_npus:
+                # the two trees alternate over the chunks of every collective of a type on all NPUs
+                first_tree = self.trees_taken.get(comm_type, 0) % 2
+                self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
         instance = _Instance(
             npus, comm_type, algorithm, members is not None, phase_type, streams, steps, message, endpoint_ns,
             reduction,
         )  # fmt: skip
         instance.positions = {npu: p for p, npu in enumerate(npus)}
+        instance.first_tree = first_tree
         return instance
 
     def _pump(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
@@ -215,6 +240,12 @@ class ContendedCollectives:
         while waiting and instance.running[position] < self.system.active_chunks_per_dimension:
             instance.running[position] += 1
             self._start(instance, position, waiting.popleft(), now_ns, key)
+
+    def _start_tree(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
+        """A member joins a doubleBinaryTree collective: its chunks through the collective's replay."""
+        if instance.trees is None:
+            instance.trees = _TreeRun(self, instance, key)
+        instance.trees.join(position, now_ns)
 
     def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
         """A stream starts on a member: the ring's first send ``d`` later, or direct's state machine."""
@@ -238,8 +269,14 @@ class ContendedCollectives:
         else:
             instance.arrived[slot] = instance.arrived.get(slot, 0) + 1
 
-    def stream_ended(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
-        """A member's stream ended (direct's state machine says so)."""
+    def stream_ended(
+        self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int], *, last: bool = False
+    ) -> None:
+        """A member's stream ended (direct's state machine says so), or (``last``) its last chunk of
+        a doubleBinaryTree collective, whose replay starts the member's chunks itself."""
+        if last:
+            instance.left[position] = 1
+            instance.running[position] = 1
         self._stream_ended(instance, position, now_ns, key)
 
     def _send(
@@ -342,6 +379,54 @@ class _DirectStream(DirectMember):
         if self.end_ns >= 0 and not self.finished:
             self.finished = True
             self.runner.stream_ended(self.instance, self.position, now, self.key)
+
+
+class _TreeRun(TreeReplay):
+    """A doubleBinaryTree collective's chunks (:class:`~chakra.sim.algorithms.TreeReplay`), members
+    joining when they issue it, messages over the shared links, events in the engine's queue."""
+
+    def __init__(self, runner: ContendedCollectives, instance: _Instance, key: tuple[int, int]):
+        n = len(instance.npus)
+        span = Span(n, instance.endpoint_ns, lambda a, b, size: 0, symmetric=False)
+        super().__init__(
+            span, instance.message_bytes, instance.streams, runner.system.active_chunks_per_dimension,
+            instance.first_tree, instance.reduction_ns,
+        )  # fmt: skip
+        self.events = runner.events
+        self.runner, self.instance, self.key = runner, instance, key
+
+    def join(self, member: int, now_ns: int) -> None:
+        """``member`` issues the collective: its first chunks start now."""
+        self.now = now_ns
+        for _ in range(min(self.active, self.streams)):
+            self.start(member)
+
+    def bus(self, member: int, then: Callable[[], None]) -> None:
+        super().bus(self.instance.npus[member], then)
+
+    def reduce(self, member: int, then: Callable[[], None]) -> None:
+        super().reduce(self.instance.npus[member], then)
+
+    def send(self, src: int, dst: int, chunk: int) -> None:
+        key = (src, dst, chunk)
+
+        def arrive(now: int) -> None:
+            self.now = now
+            waiting = self.messages.pop(key, None)
+            if waiting is None:
+                self.messages[key] = None  # taken when the receive is posted
+            else:
+                waiting()
+
+        npus = self.instance.npus
+        self.runner.links.send(self.now, npus[src], npus[dst], self.size, arrive)
+
+    def end(self, member: int) -> None:
+        self.done[member] += 1
+        if self.done[member] == self.streams:
+            self.runner.stream_ended(self.instance, member, self.now, self.key, last=True)
+        if self.next_chunk[member] < self.streams:
+            self.start(member)
 
 
 def _type_name(comm_type: int) -> str:

@@ -13,7 +13,7 @@ computed here step by step (``inits``/results by position in the :class:`~chakra
   (+ ``t_red``) after its last receive. A late member holds up its successor first, and the delay
   travels one member per step (measured against ASTRA-sim's binary: every late-member case exact).
 * ``halvingDoubling``: the same with the step's partner in place of the ring predecessor.
-* ``doubleBinaryTree``: the tree's dataflow (see :class:`chakra.sim.algorithms._Trees`): a leaf
+* ``doubleBinaryTree``: the tree's dataflow (see :class:`chakra.sim.algorithms.TreeReplay`): a leaf
   sends up ``d`` after it starts; an inner node reduces each child's message (``d + t_red``) after
   the later of its arrival and its own start, sends up after the last, reduces the parent's result
   when it arrives (``d + t_red``), passes it down and ends; a leaf ends ``d`` after the result.
