@@ -137,7 +137,7 @@ def test_a_multi_dimensional_network_is_refused_with_the_model_named(tmp_path: P
         LinkNetwork(network, lambda t, callback: None)
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "direct", "doubleBinaryTree"])
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "halvingDoubling", "doubleBinaryTree"])
 def test_a_sample_of_the_grid_gives_the_aware_builds_cycles(algorithm: str, tmp_path: Path):
     """Every 24th one-dimensional case of benchmarks/sim_vs_astra.py's grid with ``algorithm`` (all
     four types, ring, switch and fully-connected networks, 1-4 active chunks, 1 KiB-64 MiB, subgroups,
@@ -155,20 +155,20 @@ def test_a_sample_of_the_grid_gives_the_aware_builds_cycles(algorithm: str, tmp_
     assert compared >= len(cases) // 2  # most runs complete (every one compared is exact)
 
 
-def test_an_algorithm_the_model_does_not_run_yet_is_refused_in_one_line(tmp_path: Path):
+def test_a_multi_dimensional_network_is_refused_in_one_line_by_the_command(tmp_path: Path):
     for rank in range(4):
         node = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=MIB)
         write_et(tmp_path / f"w.{rank}.et", [node])
-    (tmp_path / "sys.json").write_text(
-        SYSTEM_JSON.replace('"all-reduce-implementation": ["ring"]', '"all-reduce-implementation": ["halvingDoubling"]')
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    network = tmp_path / "net.yml"
+    network.write_text(
+        "topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
     )
-    network = _network(tmp_path, "Ring", 4)
     done = run_cli(
         "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
         str(network), "--network-model", "congestion-aware",
     )  # fmt: skip
-    assert done.returncode == 2 and "does not simulate the halvingDoubling algorithm" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and "one-dimensional networks" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_sweep_runs_every_point_under_the_aware_model(tmp_path: Path):

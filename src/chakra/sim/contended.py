@@ -25,10 +25,12 @@ package's own congestion-unaware models (a warning counts them).
 * a stream's ``doubleBinaryTree`` phase: the replay of every member's chunks on the two alternating
   trees (:class:`~chakra.sim.algorithms.TreeReplay`), members joining when they issue it;
 
-**Partial** (issue 31): the ring, direct and doubleBinaryTree algorithms on one-dimensional networks
-(the default group and subgroups); halvingDoubling (its steps run as ring-like pairs gave 300 of 348 grid cases exactly:
-ASTRA-sim's packet state machine, ``HalvingDoubling.cc``, is still to replay) and multi-dimensional
-plans are refused in one line.
+* a stream's ``halvingDoubling`` phase: ASTRA-sim's ``HalvingDoubling`` state machine
+  (:class:`_HalvingDoublingStream`): each step's packet crosses the memory bus before its send, its
+  reduction counted where that machine counts it;
+
+**Partial** (issue 31): one-dimensional networks (ASTRA-sim's congestion-aware backend has no other);
+multi-dimensional networks are refused in one line.
 
 Example:
     runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
@@ -52,12 +54,13 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.algorithms import (
     DIRECT,
     DOUBLE_BINARY_TREE,
-    RING,
+    HALVING_DOUBLING,
     Algorithm,
     DirectMember,
     Span,
     SystemEvents,
     TreeReplay,
+    halving_doubling_steps,
     npu_span,
     ring_steps,
 )
@@ -111,7 +114,7 @@ class _Instance:
     # receives posted before their message; each member's state machine per stream
     arrived: dict[tuple[int, int, int], int] = field(default_factory=dict)
     posted: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    direct: dict[tuple[int, int], _DirectStream] = field(default_factory=dict)
+    direct: dict[tuple[int, int], _DirectStream | _HalvingDoublingStream] = field(default_factory=dict)
     trees: _TreeRun | None = None  # doubleBinaryTree: the replay of every member's chunks
     first_tree: int = 0  # doubleBinaryTree: the tree of the first chunk (0: RootMax)
     ended: int = 0
@@ -191,11 +194,9 @@ class ContendedCollectives:
         phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
         subgroup = npu_span(self.network, npus, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
         plan = native_plan(phase_type, subgroup if members is not None else None, self.system, self.network)
-        if len(plan) != 1 or plan[0].algorithm.name not in (RING, DIRECT, DOUBLE_BINARY_TREE):
+        if len(plan) != 1:
             algorithms = ", ".join(phase.algorithm.name for phase in plan)
-            raise _not_yet(
-                f"the {algorithms} algorithm over {len(plan)} phases (only one ring, direct or doubleBinaryTree phase)"
-            )
+            raise _not_yet(f"the {algorithms} algorithms over {len(plan)} phases (one phase only)")
         algorithm = plan[0].algorithm
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
@@ -210,6 +211,9 @@ class ContendedCollectives:
         if algorithm.name == DIRECT:
             message = chunk_bytes if phase_type == ALL_GATHER else chunk_bytes // n
             reduction = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
+        elif algorithm.name == HALVING_DOUBLING:
+            halving_doubling_steps(phase_type, n, chunk_bytes, t_red)  # refuses what ASTRA-sim cannot run
+            message = chunk_bytes
         else:
             count, piece, reduced = ring_steps(phase_type, n, chunk_bytes)
             successor = [(p + 1) % n for p in range(n)]
@@ -249,8 +253,12 @@ class ContendedCollectives:
 
     def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
         """A stream starts on a member: the ring's first send ``d`` later, or direct's state machine."""
-        if instance.algorithm.name == DIRECT:
-            member = _DirectStream(self, instance, position, stream, key)
+        if instance.algorithm.name in (DIRECT, HALVING_DOUBLING):
+            member: _DirectStream | _HalvingDoublingStream = (
+                _DirectStream(self, instance, position, stream, key)
+                if instance.algorithm.name == DIRECT
+                else _HalvingDoublingStream(self, instance, position, stream, key)
+            )
             instance.direct[(stream, position)] = member
             self.events.entry(now_ns, member.start)
             return
@@ -427,6 +435,108 @@ class _TreeRun(TreeReplay):
             self.runner.stream_ended(self.instance, member, self.now, self.key, last=True)
         if self.next_chunk[member] < self.streams:
             self.start(member)
+
+
+class _HalvingDoublingStream:
+    """One member's ``HalvingDoubling`` state machine for one stream (``HalvingDoubling.cc``), its
+    messages over the shared links: one packet in flight (``parallel_reduce`` 1); every packet is
+    inserted with the message size and partner of its step and crosses the memory bus alone (``d``,
+    then the reduction when its batch processes it: the second batch of each pair for all-reduce,
+    every batch but the first packet for reduce-scatter); the step's send goes out when the bus frees
+    the packet; partners at distance 1, 2, 4, ... (all-gather: n/2, n/4, ...; all-reduce: up, then
+    down again), each after the receive of the step before."""
+
+    def __init__(
+        self, runner: ContendedCollectives, instance: _Instance, position: int, stream: int, key: tuple[int, int]
+    ):
+        self.runner, self.instance, self.position, self.stream, self.key = runner, instance, position, stream, key
+        self.events = runner.events
+        self.npu = instance.npus[position]
+        self.n = n = len(instance.npus)
+        levels = n.bit_length() - 1
+        kind = instance.phase_type
+        self.msg_bytes = instance.message_bytes if kind == ALL_GATHER else instance.message_bytes // 2
+        self.offset = n // 2 if kind == ALL_GATHER else 1
+        self.multiplier = 0.5 if kind == ALL_GATHER else 2.0
+        self.stream_count = 2 * levels if kind == ALL_REDUCE else levels
+        self.levels = levels
+        self.receiver = self._partner(self.offset)
+        self.zero = self.non_zero = self.free = 0
+        self.toggle = False
+        self.packets: deque[tuple[int, int]] = deque()  # (bytes, receiver position)
+        self.ended = False
+
+    def _partner(self, offset: int) -> int:
+        """``specify_direction`` and ``get_receiver``: ``offset`` ahead when ``p / offset`` is even, else behind."""
+        if offset == 0:
+            return self.position
+        step = 1 if (self.position // offset) % 2 == 0 else -1
+        return (self.position + step * offset) % self.n
+
+    def start(self, now: int) -> None:
+        """``StreamInit``."""
+        self.insert(now)
+
+    def arrive(self, now: int) -> None:
+        """``PacketReceived``: the step's message is here."""
+        self.insert(now)
+
+    def insert(self, now: int) -> None:
+        """``insert_packet`` and ``process_max_count``: queue the next step's packet and release it."""
+        kind = self.instance.phase_type
+        if self.zero == 0 and self.non_zero == 0:
+            self.zero, self.non_zero = 1, self.levels - 1
+            self.toggle = not self.toggle
+        self.packets.append((self.msg_bytes, self.receiver))
+        if self.zero > 0:
+            processed = False
+            self.zero -= 1
+        else:
+            processed = kind == REDUCE_SCATTER or (kind == ALL_REDUCE and self.toggle)
+            self.non_zero -= 1
+        size = self.msg_bytes
+        if processed:
+            reduction = reduction_delay_ns(size, self.runner.system.local_mem_bw_gbps)
+            self.events.at(
+                self.npu,
+                now + self.instance.endpoint_ns,
+                lambda t: self.events.at(self.npu, t + reduction, self.general),
+            )
+        else:
+            self.events.at(self.npu, now + self.instance.endpoint_ns, self.general)
+        self.offset = int(self.offset * self.multiplier)
+        self.msg_bytes = int(self.msg_bytes / self.multiplier)
+        if self.offset == self.n and kind == ALL_REDUCE:
+            self.multiplier = 0.5
+            self.offset = int(self.offset * self.multiplier)
+            self.msg_bytes = int(self.msg_bytes / self.multiplier)
+        self.receiver = self._partner(self.offset)
+
+    def general(self, now: int) -> None:
+        """``General``: the bus freed a packet; send the next step if one is queued, or end."""
+        self.free += 1
+        if self.packets and self.stream_count > 0 and self.free > 0:
+            size, receiver = self.packets.popleft()
+            self._transmit(now, receiver, size)
+            self.stream_count -= 1
+            self.free -= 1
+        if self.stream_count == 0 and self.free == 1 and not self.ended:
+            self.ended = True
+            self.runner.stream_ended(self.instance, self.position, now, self.key)
+
+    def _transmit(self, now: int, partner: int, size: int) -> None:
+        """Send to ``partner`` and post the receive of its message of this step."""
+        instance, p = self.instance, self.position
+        self.runner.links.send(
+            now, instance.npus[p], instance.npus[partner], size,
+            lambda t: self.runner.direct_delivered(instance, self.stream, p, partner, t),
+        )  # fmt: skip
+        slot = (self.stream, partner, p)
+        if instance.arrived.get(slot, 0):
+            instance.arrived[slot] -= 1
+            self.events.entry(now, self.arrive)
+        else:
+            instance.posted[slot] = instance.posted.get(slot, 0) + 1
 
 
 def _type_name(comm_type: int) -> str:
