@@ -268,6 +268,34 @@ class ContendedCollectives:
             lambda t: self._send(instance, position, stream, 0, t, key),
         )
 
+    def exchange(
+        self,
+        instance: _Instance,
+        stream: int,
+        position: int,
+        to: int,
+        source: int,
+        size_bytes: int,
+        now_ns: int,
+        arrive: Callable[[int], None],
+    ) -> None:
+        """A state machine's step: send ``size_bytes`` from ``position`` to ``to`` and post the receive
+        of ``source``'s message; ``arrive(t)`` runs when that has come (at once, as a new event, if it
+        came first, as ASTRA-sim's late receive does)."""
+        self.links.send(
+            now_ns,
+            instance.npus[position],
+            instance.npus[to],
+            size_bytes,
+            lambda t: self.direct_delivered(instance, stream, position, to, t),
+        )
+        slot = (stream, source, position)
+        if instance.arrived.get(slot, 0):
+            instance.arrived[slot] -= 1
+            self.events.entry(now_ns, arrive)
+        else:
+            instance.posted[slot] = instance.posted.get(slot, 0) + 1
+
     def direct_delivered(self, instance: _Instance, stream: int, src: int, dst: int, now_ns: int) -> None:
         """A direct message from position ``src`` has reached ``dst``: its receive if posted."""
         slot = (stream, src, dst)
@@ -369,18 +397,17 @@ class _DirectStream(DirectMember):
 
     def transmit(self, now: int, offset: int) -> None:
         """Send to the member ``offset`` ahead and post the receive from the one ``offset`` behind."""
-        instance, p, n = self.instance, self.position, self.n
-        dst, src = (p + offset) % n, (p - offset) % n
-        self.runner.links.send(
-            now, instance.npus[p], instance.npus[dst], instance.message_bytes,
-            lambda t: self.runner.direct_delivered(instance, self.stream, p, dst, t),
-        )  # fmt: skip
-        slot = (self.stream, src, p)
-        if instance.arrived.get(slot, 0):
-            instance.arrived[slot] -= 1
-            self.events.entry(now, self.arrive)
-        else:
-            instance.posted[slot] = instance.posted.get(slot, 0) + 1
+        p, n = self.position, self.n
+        self.runner.exchange(
+            self.instance,
+            self.stream,
+            p,
+            (p + offset) % n,
+            (p - offset) % n,
+            self.instance.message_bytes,
+            now,
+            self.arrive,
+        )
 
     def general(self, now: int) -> None:
         super().general(now)
@@ -526,17 +553,7 @@ class _HalvingDoublingStream:
 
     def _transmit(self, now: int, partner: int, size: int) -> None:
         """Send to ``partner`` and post the receive of its message of this step."""
-        instance, p = self.instance, self.position
-        self.runner.links.send(
-            now, instance.npus[p], instance.npus[partner], size,
-            lambda t: self.runner.direct_delivered(instance, self.stream, p, partner, t),
-        )  # fmt: skip
-        slot = (self.stream, partner, p)
-        if instance.arrived.get(slot, 0):
-            instance.arrived[slot] -= 1
-            self.events.entry(now, self.arrive)
-        else:
-            instance.posted[slot] = instance.posted.get(slot, 0) + 1
+        self.runner.exchange(self.instance, self.stream, self.position, partner, partner, size, now, self.arrive)
 
 
 def _type_name(comm_type: int) -> str:
