@@ -239,3 +239,28 @@ def test_a_generated_llama_step_gives_the_aware_builds_cycles(
     if len(outcome.theirs.ranks) < case.world:  # the aware build lost lines when it aborted at exit
         pytest.skip(f"ASTRA-sim's aware build printed {len(outcome.theirs.ranks)} of {case.world} ranks")
     assert outcome.exact, (outcome.error, outcome.ours, outcome.theirs.ranks)
+
+
+def test_the_timeline_shows_each_links_transfers_and_the_queueing_apart(tmp_path: Path):
+    per_rank = {
+        0: [_send(1, 0, 1, MIB, 1)],
+        2: [_send(1, 2, 1, MIB, 2)],
+        1: [_recv(1, 0, 1, MIB, 1), _recv(2, 2, 1, MIB, 2)],
+    }
+    for rank in range(4):
+        write_et(tmp_path / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
+    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(tmp_path, "Switch", 4)
+    timeline = tmp_path / "timeline.json"
+    done = run_cli(
+        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
+        str(network), "--network-model", "congestion-aware", "--timeline", str(timeline),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    events = json.loads(timeline.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["pid"] == 4}
+    down = next(tid for tid, name in names.items() if name == "switch -> NPU 1")
+    transfers = [e for e in events if e.get("name") == "transfer" and e["pid"] == 4 and e["tid"] == down]
+    queued = [e for e in events if e.get("cat") == "queued" and e["tid"] == down]
+    assert len(transfers) == 2 and [e["ph"] for e in queued] == ["b", "e"]
+    assert queued[1]["ts"] - queued[0]["ts"] == pytest.approx((39562 - 20031) / 1000)

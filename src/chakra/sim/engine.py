@@ -261,7 +261,7 @@ class _Run:
         )
         self.callbacks: dict[int, Callable[[int], None]] = {}
         self.free_slots: list[int] = []
-        self.links = LinkNetwork(network, self.schedule) if aware else None
+        self.links = LinkNetwork(network, self.schedule, keep_hops=keep_intervals) if aware else None
         self.contended = (
             ContendedCollectives(
                 self.collectives,
@@ -500,6 +500,7 @@ class _Run:
             {r: p.slot_names for r, p in self.programs.items()},
             self.warnings + self.collectives.warnings + (self.contended.warnings() if self.contended else []),
             self.links.stats() if self.links is not None else None,
+            self.links.named_hops() if self.links is not None and self.links.hops is not None else None,
         )
 
     def stuck(self) -> SimulationStuck:

@@ -80,7 +80,7 @@ class Link:
 class LinkNetwork:
     """The links of a one-dimensional network and the messages on them (module docstring)."""
 
-    def __init__(self, network: NetworkConfig, schedule: Schedule):
+    def __init__(self, network: NetworkConfig, schedule: Schedule, *, keep_hops: bool = False):
         if network.dims != 1:
             raise ChakraInputError(
                 f"the congestion-aware network model takes one-dimensional networks; this one has {network.dims}",
@@ -93,6 +93,8 @@ class LinkNetwork:
         self.switch = self.npus  # the switch's device id, after the NPUs'
         bandwidth, latency = network.bandwidth_bytes_per_ns(0), network.latency_ns[0]
         self.links = {pair: Link(bandwidth, latency) for pair in self._pairs()}
+        #: with ``keep_hops``, every hop: (link, waiting since ns, start ns, released ns, bytes)
+        self.hops: list[tuple[tuple[int, int], int, int, int, int]] | None = [] if keep_hops else None
 
     def _pairs(self) -> list[tuple[int, int]]:
         n = self.npus
@@ -128,9 +130,10 @@ class LinkNetwork:
         self._offer(now_ns, message)
 
     def _offer(self, now_ns: int, message: _Message) -> None:
-        link = self.links[(message.route[0], message.route[1])]
+        pair = (message.route[0], message.route[1])
+        link = self.links[pair]
+        message.waiting_since_ns = now_ns
         if link.busy:
-            message.waiting_since_ns = now_ns
             link.waiting.append(message)
         else:
             self._transmit(now_ns, link, message)
@@ -142,6 +145,10 @@ class LinkNetwork:
         link.carried_bytes += size
         link.busy_ns += held_ns
         link.messages += 1
+        if self.hops is not None:
+            self.hops.append(
+                ((message.route[0], message.route[1]), message.waiting_since_ns, now_ns, now_ns + held_ns, size)
+            )
         self.schedule(now_ns + link.hop_ns(size), lambda t_ns: self._arrived(t_ns, message))
         self.schedule(now_ns + held_ns, lambda t_ns: self._released(t_ns, link))
 
@@ -162,6 +169,13 @@ class LinkNetwork:
     def device_name(self, device: int) -> str:
         """``NPU 3``, or ``switch`` for a Switch network's switch."""
         return "switch" if self.topology == SWITCH and device == self.switch else f"NPU {device}"
+
+    def link_name(self, pair: tuple[int, int]) -> str:
+        return f"{self.device_name(pair[0])} -> {self.device_name(pair[1])}"
+
+    def named_hops(self) -> list[tuple[str, int, int, int, int]]:
+        """The hops kept (``keep_hops``), each with its link's name."""
+        return [(self.link_name(pair), since, start, end, size) for pair, since, start, end, size in self.hops or []]
 
     def stats(self) -> list[LinkStats]:
         """What every link that carried a message did, busiest first."""

@@ -60,6 +60,8 @@ class SimResult:
     slot_names: dict[int, list[str]] = field(default_factory=dict)  # rank -> name of each slot
     warnings: list[str] = field(default_factory=list)
     links: list[Any] | None = None  # congestion-aware: chakra.sim.links.LinkStats, busiest first
+    # congestion-aware with intervals: every hop (link name, waiting since, start, released ns, bytes)
+    link_hops: list[tuple[str, int, int, int, int]] | None = None
 
     @property
     def finish_ns(self) -> int:

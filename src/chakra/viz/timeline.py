@@ -263,6 +263,32 @@ def simulation_events(result: SimResult) -> list[dict[str, Any]]:
                     "args": {"node_id": node_id},
                 }
             )
+    events += link_events(result, pid=max(result.intervals, default=-1) + 1)
+    return events
+
+
+def link_events(result: SimResult, pid: int) -> list[dict[str, Any]]:
+    """The links of a congestion-aware run as a process ``pid`` of the trace: a track per link with
+    each message's transfer, and the time messages queued for it as asynchronous slices beside it
+    (several can wait at once). Empty when the run kept no hops."""
+    if not result.link_hops:
+        return []
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "network links"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
+    ]
+    tracks: dict[str, int] = {}
+    for waited, (link, since_ns, start_ns, end_ns, size) in enumerate(result.link_hops):
+        tid = tracks.get(link)
+        if tid is None:
+            tid = tracks[link] = len(tracks) + 1
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": link}})
+        events.append({"ph": "X", "name": "transfer", "pid": pid, "tid": tid, "ts": start_ns / NS_PER_US,
+                       "dur": (end_ns - start_ns) / NS_PER_US, "args": {"bytes": size}})  # fmt: skip
+        if since_ns < start_ns:
+            common = {"cat": "queued", "name": "queued", "pid": pid, "tid": tid, "id": waited}
+            events.append({**common, "ph": "b", "ts": since_ns / NS_PER_US, "args": {"bytes": size}})
+            events.append({**common, "ph": "e", "ts": start_ns / NS_PER_US})
     return events
 
 
