@@ -189,21 +189,27 @@ def test_a_sweep_runs_every_point_under_the_aware_model(tmp_path: Path):
     assert finishes[0] == 4 * HOP_NS and finishes[1] < finishes[0]
 
 
-def test_the_report_says_what_each_link_carried_and_how_long_messages_queued(tmp_path: Path):
+def _two_senders_to_one_over_a_switch(folder: Path, *options: str):
+    """``chakra simulate --network-model congestion-aware OPTIONS`` on NPUs 0 and 2 sending 1 MiB to
+    NPU 1 at once over a 4-NPU switch (the second waits for the down-link)."""
     per_rank = {
         0: [_send(1, 0, 1, MIB, 1)],
         2: [_send(1, 2, 1, MIB, 2)],
         1: [_recv(1, 0, 1, MIB, 1), _recv(2, 2, 1, MIB, 2)],
     }
     for rank in range(4):
-        write_et(tmp_path / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
-    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
-    network = _network(tmp_path, "Switch", 4)
-    report = tmp_path / "report.json"
-    done = run_cli(
-        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
-        str(network), "--network-model", "congestion-aware", "--report", str(report),
+        write_et(folder / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
+    (folder / "sys.json").write_text(SYSTEM_JSON)
+    network = _network(folder, "Switch", 4)
+    return run_cli(
+        "simulate", "--workload", str(folder / "w"), "--system", str(folder / "sys.json"), "--network",
+        str(network), "--network-model", "congestion-aware", *options,
     )  # fmt: skip
+
+
+def test_the_report_says_what_each_link_carried_and_how_long_messages_queued(tmp_path: Path):
+    report = tmp_path / "report.json"
+    done = _two_senders_to_one_over_a_switch(tmp_path, "--report", str(report))
     assert done.returncode == 0, done.stderr
     assert "busiest links" in done.stdout and "switch -> NPU 1" in done.stdout
     links = {(link["source"], link["target"]): link for link in json.loads(report.read_text())["links"]}
@@ -242,20 +248,8 @@ def test_a_generated_llama_step_gives_the_aware_builds_cycles(
 
 
 def test_the_timeline_shows_each_links_transfers_and_the_queueing_apart(tmp_path: Path):
-    per_rank = {
-        0: [_send(1, 0, 1, MIB, 1)],
-        2: [_send(1, 2, 1, MIB, 2)],
-        1: [_recv(1, 0, 1, MIB, 1), _recv(2, 2, 1, MIB, 2)],
-    }
-    for rank in range(4):
-        write_et(tmp_path / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
-    (tmp_path / "sys.json").write_text(SYSTEM_JSON)
-    network = _network(tmp_path, "Switch", 4)
     timeline = tmp_path / "timeline.json"
-    done = run_cli(
-        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
-        str(network), "--network-model", "congestion-aware", "--timeline", str(timeline),
-    )  # fmt: skip
+    done = _two_senders_to_one_over_a_switch(tmp_path, "--timeline", str(timeline))
     assert done.returncode == 0, done.stderr
     events = json.loads(timeline.read_text())["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["pid"] == 4}
