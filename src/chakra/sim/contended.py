@@ -99,8 +99,8 @@ class _Instance:
     local: bool  # a subgroup's members (ASTRA-sim's Local ring)
     phase_type: int
     streams: int
-    steps: list[_Step]  # ring: a stream's steps in order (direct: none)
-    message_bytes: int  # direct: every message's size, and its reduction
+    steps: list[_Step]  # ring: a stream's steps in order (the state machines: none)
+    message_bytes: int  # direct, tree: every message's size; halvingDoubling: the chunk's
     endpoint_ns: int
     reduction_ns: int
     positions: dict[int, int] = field(default_factory=dict)  # NPU -> position
@@ -110,11 +110,11 @@ class _Instance:
     left: dict[int, int] = field(default_factory=dict)  # position -> streams not ended
     # (stream, receiving position, step) -> "arrived" or "posted"
     mailbox: dict[tuple[int, int, int], str] = field(default_factory=dict)
-    # direct: (stream, source, destination position) -> messages there before their receive, and
-    # receives posted before their message; each member's state machine per stream
+    # direct and halvingDoubling: (stream, source, destination position) -> messages there before
+    # their receive, and receives posted before their message; each member's state machine per stream
     arrived: dict[tuple[int, int, int], int] = field(default_factory=dict)
     posted: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    direct: dict[tuple[int, int], _DirectStream | _HalvingDoublingStream] = field(default_factory=dict)
+    machines: dict[tuple[int, int], _DirectStream | _HalvingDoublingStream] = field(default_factory=dict)
     trees: _TreeRun | None = None  # doubleBinaryTree: the replay of every member's chunks
     first_tree: int = 0  # doubleBinaryTree: the tree of the first chunk (0: RootMax)
     ended: int = 0
@@ -138,7 +138,7 @@ class ContendedCollectives:
         self.matcher, self.system, self.network = matcher, system, network
         self.links, self.schedule, self.finished = links, schedule, finished
         self.present = present
-        # ASTRA-sim's per-NPU buckets of system events, over the engine's queue (direct's state machine)
+        # ASTRA-sim's per-NPU buckets of system events, over the engine's queue (the state machines')
         self.events = _EngineEvents(schedule)
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.untaken: dict[str, int] = {}  # type name -> collectives timed without contention
@@ -207,29 +207,27 @@ class ContendedCollectives:
             return reduction_delay_ns(message_bytes, self.system.local_mem_bw_gbps)
 
         steps: list[_Step] = []
-        message = reduction = 0
+        message = reduction = first_tree = 0
         if algorithm.name == DIRECT:
             message = chunk_bytes if phase_type == ALL_GATHER else chunk_bytes // n
             reduction = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
         elif algorithm.name == HALVING_DOUBLING:
             halving_doubling_steps(phase_type, n, chunk_bytes, t_red)  # refuses what ASTRA-sim cannot run
             message = chunk_bytes
-        else:
+        elif algorithm.name == DOUBLE_BINARY_TREE:
+            if n & (n - 1):
+                raise _not_yet(f"doubleBinaryTree over {n} NPUs (ASTRA-sim's tree holds a power-of-two count)")
+            message, reduction = chunk_bytes, t_red(chunk_bytes)
+            if len(npus) == self.network.num_npus:
+                # the two trees alternate over the chunks of every collective of a type on all NPUs
+                first_tree = self.trees_taken.get(comm_type, 0) % 2
+                self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
+        else:  # ring
             count, piece, reduced = ring_steps(phase_type, n, chunk_bytes)
             successor = [(p + 1) % n for p in range(n)]
             reduced_ns = t_red(piece) if reduced else 0
             steps = [_Step(successor, piece, reduced_ns if k < reduced else 0) for k in range(count)]
         endpoint_ns = SUBGROUP_ENDPOINT_DELAY_NS if members is not None else int(self.system.endpoint_delay_ns)
-        first_tree = 0
-        if algorithm.name == DOUBLE_BINARY_TREE:
-            if n & (n - 1):
-                raise _not_yet(f"doubleBinaryTree over {n} NPUs (ASTRA-sim's tree holds a power-of-two count)")
-            message = chunk_bytes
-            reduction = t_red(chunk_bytes)
-            if len(npus) == self.network.num_npus:
-                # the two trees alternate over the chunks of every collective of a type on all NPUs
-                first_tree = self.trees_taken.get(comm_type, 0) % 2
-                self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
         instance = _Instance(
             npus, comm_type, algorithm, members is not None, phase_type, streams, steps, message, endpoint_ns,
             reduction,
@@ -252,14 +250,14 @@ class ContendedCollectives:
         instance.trees.join(position, now_ns)
 
     def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
-        """A stream starts on a member: the ring's first send ``d`` later, or direct's state machine."""
+        """A stream starts on a member: the ring's first send ``d`` later, or its state machine."""
         if instance.algorithm.name in (DIRECT, HALVING_DOUBLING):
             member: _DirectStream | _HalvingDoublingStream = (
                 _DirectStream(self, instance, position, stream, key)
                 if instance.algorithm.name == DIRECT
                 else _HalvingDoublingStream(self, instance, position, stream, key)
             )
-            instance.direct[(stream, position)] = member
+            instance.machines[(stream, position)] = member
             self.events.entry(now_ns, member.start)
             return
         self.events.at(
@@ -287,7 +285,7 @@ class ContendedCollectives:
             instance.npus[position],
             instance.npus[to],
             size_bytes,
-            lambda t: self.direct_delivered(instance, stream, position, to, t),
+            lambda t: self.machine_delivered(instance, stream, position, to, t),
         )
         slot = (stream, source, position)
         if instance.arrived.get(slot, 0):
@@ -296,19 +294,19 @@ class ContendedCollectives:
         else:
             instance.posted[slot] = instance.posted.get(slot, 0) + 1
 
-    def direct_delivered(self, instance: _Instance, stream: int, src: int, dst: int, now_ns: int) -> None:
-        """A direct message from position ``src`` has reached ``dst``: its receive if posted."""
+    def machine_delivered(self, instance: _Instance, stream: int, src: int, dst: int, now_ns: int) -> None:
+        """A state machine's message from position ``src`` has reached ``dst``: its receive if posted."""
         slot = (stream, src, dst)
         if instance.posted.get(slot, 0):
             instance.posted[slot] -= 1
-            instance.direct[(stream, dst)].arrive(now_ns)
+            instance.machines[(stream, dst)].arrive(now_ns)
         else:
             instance.arrived[slot] = instance.arrived.get(slot, 0) + 1
 
     def stream_ended(
         self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int], *, last: bool = False
     ) -> None:
-        """A member's stream ended (direct's state machine says so), or (``last``) its last chunk of
+        """A member's stream ended (its state machine says so), or (``last``) its last chunk of
         a doubleBinaryTree collective, whose replay starts the member's chunks itself."""
         if last:
             instance.left[position] = 1
