@@ -259,7 +259,8 @@ class _Run:
             # every node completes exactly once; the network adds events of its own
             max_events=self.total + (NETWORK_EVENTS if aware else 0),
         )
-        self.callbacks: dict[int, Callable[[int], None]] = {}
+        # the network's pending callbacks by slot (the event's position), and the slots free again
+        self.callbacks: list[Callable[[int], None] | None] = []
         self.free_slots: list[int] = []
         self.links = LinkNetwork(network, self.schedule, keep_hops=keep_intervals) if aware else None
         self.contended = (
@@ -312,6 +313,7 @@ class _Run:
         seq_shift, time_shift = queue.seq_shift, queue.time_shift
         push, pop = heapq.heappush, heapq.heappop
         done = self.done
+        callbacks, free_slots = self.callbacks, self.free_slots
         starting = sorted(self.programs, reverse=True)
         now_ns = 0
         while starting or events:
@@ -324,7 +326,10 @@ class _Run:
                 state = ranks[(key >> pos_bits) & rank_mask]
                 now_ns = key >> time_shift
                 if state is None:  # an event of the network's (the callback rank has no state)
-                    self.run_callback(pos, now_ns)
+                    callback = callbacks[pos]
+                    callbacks[pos] = None
+                    free_slots.append(pos)
+                    callback(now_ns)  # type: ignore[misc]  # a pending slot holds its callback
                     continue
             action, slot, ready, busy = state.action, state.slot, state.ready, state.busy
             if pos >= 0:  # node ``pos`` completes
@@ -381,19 +386,18 @@ class _Run:
 
     def schedule(self, t_ns: int, callback: Callable[[int], None]) -> None:
         """Run ``callback(t_ns)`` at ``t_ns``, in push order with the ranks' events at that time."""
-        slot = self.free_slots.pop() if self.free_slots else len(self.callbacks)
+        if self.free_slots:
+            slot = self.free_slots.pop()
+            self.callbacks[slot] = callback
+        else:
+            slot = len(self.callbacks)
+            self.callbacks.append(callback)
         if slot >= CALLBACK_SLOTS:
             raise ChakraInputError(
                 f"more than {CALLBACK_SLOTS:,} network events pending at once",
                 hint="the congestion-aware model keeps every message's next hop as an event: simulate fewer ranks",
             )
-        self.callbacks[slot] = callback
         self.queue.push(t_ns, self.callback_rank, slot)
-
-    def run_callback(self, slot: int, now_ns: int) -> None:
-        callback = self.callbacks.pop(slot)
-        self.free_slots.append(slot)
-        callback(now_ns)
 
     def issue(self, state: RankState, pos: int, now_ns: int) -> None:
         """Issue a node that is not compute (compute is issued inline in :meth:`loop`)."""
