@@ -124,8 +124,10 @@ def main() -> int:
             rate = events / result["seconds"]
             ratio = result["peak_rss_bytes"] / size
             nodes = f"  {result['nodes']:,} nodes" if result["nodes"] else ""
-            judged = "" if case == "load" else (
-                f"  speed {verdict(rate >= TARGET_EVENTS_PER_S)}, memory {verdict(ratio <= TARGET_MEMORY_RATIO)}"
+            judged = (
+                ""
+                if case == "load"
+                else (f"  speed {verdict(rate >= TARGET_EVENTS_PER_S)}, memory {verdict(ratio <= TARGET_MEMORY_RATIO)}")
             )
             print(
                 f"{case:5} {result['seconds']:7.2f} s  {rate:10,.0f} events/s  "

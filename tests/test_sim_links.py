@@ -1,18 +1,18 @@
 """The congestion-aware network model (``--network-model congestion-aware``, :mod:`chakra.sim.links`):
 messages routed over the topology's links, one at a time per link, against ASTRA-sim's own
-congestion-aware build on the same workloads (issue 31: sends, receives and ring collectives on
-one-dimensional networks so far)."""
+congestion-aware build on the same workloads (issue 31: sends, receives and collectives in one
+phase; multi-dimensional networks, which that build does not take, by properties of their own)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import SIM_SYSTEM_JSON, make_node, require_shared, run_cli, write_et
 
-from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, load_network, load_system
@@ -131,10 +131,49 @@ def test_uncontended_messages_over_one_hop_take_what_the_unaware_model_says():
     assert arrived == [HOP_NS]
 
 
-def test_a_multi_dimensional_network_is_refused_with_the_model_named(tmp_path: Path):
-    network = NetworkConfig(("Ring", "Switch"), (2, 4), bandwidth_gbps=(50.0, 50.0), latency_ns=(500.0, 500.0))
-    with pytest.raises(ChakraInputError, match="congestion-aware network model takes one-dimensional networks"):
-        LinkNetwork(network, lambda t, callback: None)
+def _arrivals(network: NetworkConfig, messages: list[tuple[int, int, int]]) -> list[int]:
+    """When each message (source NPU, destination NPU, bytes), all sent at 0 in this order, arrives (ns)."""
+    events: list = []
+    links = LinkNetwork(network, lambda t, callback: events.append((t, callback)))
+    arrived: dict[int, int] = {}
+    for index, (src, dst, size) in enumerate(messages):
+        links.send(0, src, dst, size, lambda t, index=index: arrived.__setitem__(index, t))
+    while events:
+        events.sort(key=lambda event: event[0])
+        t, callback = events.pop(0)
+        callback(t)
+    return [arrived[index] for index in range(len(messages))]
+
+
+def _ring_by_switch(bandwidth_gbps: float = 50.0) -> NetworkConfig:
+    """Two NPUs in a Ring by four in a Switch: NPU = ring coordinate + 2 x switch coordinate."""
+    return NetworkConfig(("Ring", "Switch"), (2, 4), bandwidth_gbps=(bandwidth_gbps,) * 2, latency_ns=(500.0, 500.0))
+
+
+def test_a_message_crosses_the_dimensions_lowest_first():
+    links = LinkNetwork(_ring_by_switch(), lambda t, callback: None)
+    # NPU 0 = (0, 0) to NPU 7 = (1, 3): round the ring to NPU 1, then through the switch of NPU 1's line
+    assert links.route(0, 7) == [0, 1, 9, 7]
+    assert links.link_name((1, 9)) == "NPU 1 -> switch 1"
+
+
+def test_a_message_within_one_dimension_takes_that_dimensions_one_dimensional_time():
+    alone = NetworkConfig(("Switch",), (4,), bandwidth_gbps=(50.0,), latency_ns=(500.0,))
+    assert _arrivals(_ring_by_switch(), [(0, 2, MIB)]) == _arrivals(alone, [(0, 1, MIB)]) == [2 * HOP_NS]
+
+
+def test_each_line_of_a_switch_dimension_has_a_switch_of_its_own():
+    # 0 -> 2 and 1 -> 3 are in different lines: neither waits for the other
+    assert _arrivals(_ring_by_switch(), [(0, 2, MIB), (1, 3, MIB)]) == [2 * HOP_NS, 2 * HOP_NS]
+    # 0 -> 2 and 4 -> 2 share the down-link to NPU 2: the second waits until the first has been put
+    # on it (a hop less the 500 ns latency, which the two overlap)
+    assert _arrivals(_ring_by_switch(), [(0, 2, MIB), (4, 2, MIB)]) == [2 * HOP_NS, 3 * HOP_NS - 500]
+
+
+def test_more_bandwidth_never_delays_a_message_on_a_multi_dimensional_network():
+    messages = [(src, (src * 5 + 3) % 8, (src + 1) * MIB) for src in range(8)] + [(7, 0, MIB), (2, 5, 64)]
+    slow, fast = _arrivals(_ring_by_switch(25.0), messages), _arrivals(_ring_by_switch(100.0), messages)
+    assert all(f <= s for f, s in zip(fast, slow, strict=True)) and fast != slow
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "direct", "halvingDoubling", "doubleBinaryTree"])
@@ -155,20 +194,52 @@ def test_a_sample_of_the_grid_gives_the_aware_builds_cycles(algorithm: str, tmp_
     assert compared >= len(cases) // 2  # most runs complete (every one compared is exact)
 
 
-def test_a_multi_dimensional_network_is_refused_in_one_line_by_the_command(tmp_path: Path):
-    for rank in range(4):
-        node = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=MIB)
-        write_et(tmp_path / f"w.{rank}.et", [node])
+def test_sends_across_a_multi_dimensional_network_are_never_faster_than_the_unaware_model(tmp_path: Path):
+    """Store-and-forward over every link of the route costs at least the unaware model's per-hop sum."""
+    per_rank = {
+        0: [_send(1, 0, 7, MIB, 1), _send(2, 0, 6, MIB, 2)],
+        3: [_send(1, 3, 7, 4 * MIB, 3)],
+        6: [_recv(1, 0, 6, MIB, 2)],
+        7: [_recv(1, 0, 7, MIB, 1), _recv(2, 3, 7, 4 * MIB, 3)],
+    }
+    for rank in range(8):
+        write_et(tmp_path / f"w.{rank}.et", per_rank.get(rank, [_idle()]))
     (tmp_path / "sys.json").write_text(SYSTEM_JSON)
     network = tmp_path / "net.yml"
     network.write_text(
+        "topology: [ Ring, Switch ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
+    )
+    system, links = load_system(tmp_path / "sys.json"), load_network(network)
+    finish = {model: simulate_workload(tmp_path / "w", system, links, network_model=model) for model in NetworkModel}
+    aware, unaware = finish[NetworkModel.CONGESTION_AWARE].ranks, finish[NetworkModel.CONGESTION_UNAWARE].ranks
+    assert all(aware[rank].finish_ns >= unaware[rank].finish_ns for rank in per_rank)
+    assert aware[7].finish_ns > unaware[7].finish_ns  # 0 -> 7 and 3 -> 7 share NPU 7's down-link
+
+
+def _all_reduce_on_ring_by_switch(folder: Path, system_json: str) -> subprocess.CompletedProcess:
+    """``chakra simulate`` of a 1 MiB all-reduce on all four NPUs of a 2 x 2 Ring by Switch network."""
+    for rank in range(4):
+        node = make_node(1, type=COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=MIB)
+        write_et(folder / f"w.{rank}.et", [node])
+    (folder / "sys.json").write_text(system_json)
+    network = folder / "net.yml"
+    network.write_text(
         "topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n"
     )
-    done = run_cli(
-        "simulate", "--workload", str(tmp_path / "w"), "--system", str(tmp_path / "sys.json"), "--network",
+    return run_cli(
+        "simulate", "--workload", str(folder / "w"), "--system", str(folder / "sys.json"), "--network",
         str(network), "--network-model", "congestion-aware",
     )  # fmt: skip
-    assert done.returncode == 2 and "one-dimensional networks" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_collective_in_phases_over_several_dimensions_is_refused_in_one_line(tmp_path: Path):
+    done = _all_reduce_on_ring_by_switch(tmp_path, SYSTEM_JSON.replace('["ring"]', '["ring", "ring"]'))
+    assert done.returncode == 2 and "over 2 phases" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_collective_over_one_dimensions_lines_is_refused_in_one_line(tmp_path: Path):
+    done = _all_reduce_on_ring_by_switch(tmp_path, SYSTEM_JSON)  # one algorithm for two dimensions
+    assert done.returncode == 2 and "lines of dimension 0" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_sweep_runs_every_point_under_the_aware_model(tmp_path: Path):

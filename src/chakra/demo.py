@@ -161,8 +161,10 @@ def _convert_kineto_only(result: DemoResult, say: Callable[[str], None]) -> None
     for rank, fidelity in converted.fidelity.items():
         result.kineto_fidelity[rank] = fidelity.error
         shown = "-" if fidelity.error is None else f"{fidelity.error:+.1%}"
-        say(f"   rank {rank}: {converted.reports[rank].node_count:,} nodes, {converted.reports[rank].window}; "
-            f"replayed {shown} against the measured step (within {KINETO_FIDELITY_TOLERANCE:.0%} is the check)")
+        say(
+            f"   rank {rank}: {converted.reports[rank].node_count:,} nodes, {converted.reports[rank].window}; "
+            f"replayed {shown} against the measured step (within {KINETO_FIDELITY_TOLERANCE:.0%} is the check)"
+        )
 
 
 def _analyze(result: DemoResult, say: Callable[[str], None]) -> None:

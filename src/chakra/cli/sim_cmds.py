@@ -85,8 +85,8 @@ def simulate(
         "--network-model",
         case_sensitive=False,
         help="congestion-unaware: every message has its links to itself (ASTRA-sim's analytical backend); "
-        "congestion-aware: messages queue on shared links (its congestion-aware backend; one-dimensional "
-        "networks, sends and receives only so far).",
+        "congestion-aware: messages queue on shared links (its congestion-aware backend; collectives on "
+        "one-dimensional networks or in one phase so far).",
     ),
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each

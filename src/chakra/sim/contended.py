@@ -29,8 +29,10 @@ package's own congestion-unaware models (a warning counts them).
   (:class:`_HalvingDoublingStream`): each step's packet crosses the memory bus before its send, its
   reduction counted where that machine counts it;
 
-**Partial** (issue 31): one-dimensional networks (ASTRA-sim's congestion-aware backend has no other);
-multi-dimensional networks are refused in one line.
+**Partial** (issue 31): a collective runs in one phase over all its members' links; on a
+multi-dimensional network (:mod:`chakra.sim.links` routes messages over one, an extension of
+ASTRA-sim's congestion-aware backend, which has none) a collective's plan in phases per dimension is
+refused in one line.
 
 Example:
     runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
@@ -197,6 +199,13 @@ class ContendedCollectives:
         if len(plan) != 1:
             algorithms = ", ".join(phase.algorithm.name for phase in plan)
             raise _not_yet(f"the {algorithms} algorithms over {len(plan)} phases (one phase only)")
+        if plan[0].span.size != len(npus):
+            # ASTRA-sim's plan when the system file lists fewer algorithms than the network has
+            # dimensions: the collective runs over the first dimension's lines only
+            raise _not_yet(
+                f"a collective over the lines of dimension {plan[0].dim} of a multi-dimensional network "
+                f"({plan[0].span.size} of its {len(npus)} NPUs at a time)"
+            )
         algorithm = plan[0].algorithm
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus

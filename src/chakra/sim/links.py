@@ -1,12 +1,15 @@
 """Congestion-aware network: messages routed over the topology's links, one at a time per link.
 
 The model of ASTRA-sim's analytical congestion-aware backend (``astra-network-analytical``,
-``congestion_aware/``), for one-dimensional networks as that backend takes them:
+``congestion_aware/``), which takes one-dimensional networks; multi-dimensional ones are this
+package's extension of it (each dimension's lines built as that dimension's topology, a message
+crossing the dimensions whose coordinates differ in turn, the lowest first):
 
 * **Links** are one-way, each with its own first-in-first-out queue: a Ring has a link each way
   between neighbours, a FullyConnected network one per ordered pair of NPUs, a Switch an up-link and
-  a down-link per NPU to the switch, a device of its own (id ``npus``). Every link has the
-  dimension's bandwidth (GB/s read as 2^30 bytes per 10^9 ns) and latency (ns).
+  a down-link per NPU to the switch, a device of its own (ids after the NPUs', one per line of a
+  Switch dimension). Every link has its dimension's bandwidth (GB/s read as 2^30 bytes per 10^9 ns)
+  and latency (ns).
 * **Routes**: Ring the shorter way round, clockwise (rising ids) on a tie; Switch NPU -> switch ->
   NPU; FullyConnected the direct link.
 * **A message is one chunk**, sent store-and-forward: on each link it starts when the link is free
@@ -18,8 +21,7 @@ The model of ASTRA-sim's analytical congestion-aware backend (``astra-network-an
   message is queued first and the release starts it.
 
 The model schedules its events through the engine (``schedule(t_ns, callback)``), so they interleave
-with the ranks' in time and push order. Multi-dimensional networks are refused: ASTRA-sim's
-congestion-aware backend has none to compare with (yet: issue 31).
+with the ranks' in time and push order.
 
 Example:
     >>> from chakra.sim.config import NetworkConfig
@@ -35,6 +37,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from chakra.errors import ChakraInputError
 from chakra.sim.config import NetworkConfig
@@ -44,14 +47,15 @@ from chakra.sim.network import FULLY_CONNECTED, RING, SWITCH
 Schedule = Callable[[int, Callable[[int], None]], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Message:
-    """A message on its way: the devices still ahead of it (its current one first), and since when
-    it waits for the link ahead (ns)."""
+    """A message on its way: the links of its route (device pairs and links, in order), the one it
+    is at, and since when it waits for that link (ns)."""
 
     size_bytes: int
-    route: list[int]
+    hops: tuple[tuple[tuple[int, int], Link], ...]
     delivered: Callable[[int], None]
+    at: int = 0
     waiting_since_ns: int = 0
 
 
@@ -78,60 +82,105 @@ class Link:
 
 
 class LinkNetwork:
-    """The links of a one-dimensional network and the messages on them (module docstring)."""
+    """The links of a network and the messages on them (module docstring)."""
 
     def __init__(self, network: NetworkConfig, schedule: Schedule, *, keep_hops: bool = False):
-        if network.dims != 1:
-            raise ChakraInputError(
-                f"the congestion-aware network model takes one-dimensional networks; this one has {network.dims}",
-                path=network.path,
-                hint="use --network-model congestion-unaware for multi-dimensional networks",
-            )
-        self.topology = network.topology[0]
-        self.npus = network.npus_count[0]
+        self.network = network
         self.schedule = schedule
-        self.switch = self.npus  # the switch's device id, after the NPUs'
-        bandwidth, latency = network.bandwidth_bytes_per_ns(0), network.latency_ns[0]
-        self.links = {pair: Link(bandwidth, latency) for pair in self._pairs()}
+        self.npus = network.num_npus
+        self.lines: dict[tuple[int, tuple[int, ...]], int] = {}  # (dim, other coordinates) -> switch device
+        self.links: dict[tuple[int, int], Link] = {}
+        for dim in range(network.dims):
+            bandwidth, latency = network.bandwidth_bytes_per_ns(dim), network.latency_ns[dim]
+            for line in self._lines(dim):
+                for pair in self._pairs(dim, line):
+                    self.links[pair] = Link(bandwidth, latency)
+        self._routes: dict[tuple[int, int], tuple[tuple[tuple[int, int], Link], ...]] = {}
         #: with ``keep_hops``, every hop: (link, waiting since ns, start ns, released ns, bytes)
         self.hops: list[tuple[tuple[int, int], int, int, int, int]] | None = [] if keep_hops else None
 
-    def _pairs(self) -> list[tuple[int, int]]:
-        n = self.npus
-        if self.topology == RING:
-            return [(i, (i + 1) % n) for i in range(n)] + [((i + 1) % n, i) for i in range(n)]
-        if self.topology == SWITCH:
-            return [(i, self.switch) for i in range(n)] + [(self.switch, i) for i in range(n)]
-        if self.topology == FULLY_CONNECTED:
-            return [(a, b) for a in range(n) for b in range(n) if a != b]
+    def _lines(self, dim: int) -> list[list[int]]:
+        """The NPUs of each line of dimension ``dim`` (the same other coordinates), by coordinate."""
+        lines: dict[tuple[int, ...], list[int]] = {}
+        for npu in range(self.npus):
+            coords = self.network.coordinates(npu)
+            lines.setdefault(coords[:dim] + coords[dim + 1 :], []).append(npu)
+        return list(lines.values())
+
+    def _switch(self, dim: int, npu: int) -> int:
+        """The device id of the switch of ``npu``'s line in dimension ``dim`` (after the NPUs')."""
+        coords = self.network.coordinates(npu)
+        key = (dim, coords[:dim] + coords[dim + 1 :])
+        if key not in self.lines:
+            self.lines[key] = self.npus + len(self.lines)
+        return self.lines[key]
+
+    def _pairs(self, dim: int, line: list[int]) -> list[tuple[int, int]]:
+        n, topology = len(line), self.network.topology[dim]
+        if n == 1:
+            return []
+        if topology == RING:
+            return [(line[i], line[(i + 1) % n]) for i in range(n)] + [(line[(i + 1) % n], line[i]) for i in range(n)]
+        if topology == SWITCH:
+            switch = self._switch(dim, line[0])
+            return [(npu, switch) for npu in line] + [(switch, npu) for npu in line]
+        if topology == FULLY_CONNECTED:
+            return [(a, b) for a in line for b in line if a != b]
         raise ChakraInputError(
-            f"the congestion-aware network model cannot route a {self.topology!r} network",
+            f"the congestion-aware network model cannot route a {topology!r} network dimension",
+            path=self.network.path,
             hint=f"use one of {RING}, {SWITCH}, {FULLY_CONNECTED}",
         )
 
     def route(self, src: int, dst: int) -> list[int]:
-        """The devices a message from NPU ``src`` to NPU ``dst`` passes, both ends included."""
-        if self.topology == SWITCH:
-            return [src, self.switch, dst]
-        if self.topology == FULLY_CONNECTED or src == dst:
-            return [src, dst] if src != dst else [src]
-        n = self.npus
-        clockwise = (dst - src) % n
-        step = -1 if n - clockwise < clockwise else 1
-        return [(src + step * k) % n for k in range((clockwise if step == 1 else n - clockwise) + 1)]
+        """The devices a message from NPU ``src`` to NPU ``dst`` passes, both ends included: through
+        each dimension whose coordinate differs in turn, the lowest first (within a dimension as its
+        topology routes: a Ring the shorter way round, clockwise on a tie; a Switch through the line's
+        switch; FullyConnected directly)."""
+        path = [src]
+        current = list(self.network.coordinates(src))
+        target = self.network.coordinates(dst)
+        for dim, (a, b) in enumerate(zip(current, target, strict=True)):
+            if a == b:
+                continue
+            n, topology = self.network.npus_count[dim], self.network.topology[dim]
+
+            def npu_at(coordinate: int, dim: int = dim) -> int:
+                current[dim] = coordinate
+                return self._npu(current)
+
+            if topology == SWITCH:
+                path.append(self._switch(dim, path[-1]))
+                path.append(npu_at(b))
+            elif topology == FULLY_CONNECTED:
+                path.append(npu_at(b))
+            else:
+                clockwise = (b - a) % n
+                step, hops = (1, clockwise) if n - clockwise >= clockwise else (-1, n - clockwise)
+                path.extend(npu_at((a + step * k) % n) for k in range(1, hops + 1))
+        return path
+
+    def _npu(self, coords: list[int]) -> int:
+        npu, scale = 0, 1
+        for coordinate, count in zip(coords, self.network.npus_count, strict=True):
+            npu += coordinate * scale
+            scale *= count
+        return npu
 
     def send(self, now_ns: int, src: int, dst: int, size_bytes: int, delivered: Callable[[int], None]) -> None:
         """Send ``size_bytes`` from NPU ``src`` to NPU ``dst`` at ``now_ns``; ``delivered(t_ns)`` runs
         when it has arrived. A message to itself arrives at once."""
-        message = _Message(size_bytes, self.route(src, dst), delivered)
-        if len(message.route) == 1:
+        hops = self._routes.get((src, dst))
+        if hops is None:
+            hops = tuple((pair, self.links[pair]) for pair in pairwise(self.route(src, dst)))
+            self._routes[src, dst] = hops
+        if not hops:
             delivered(now_ns)
             return
-        self._offer(now_ns, message)
+        self._offer(now_ns, _Message(size_bytes, hops, delivered))
 
     def _offer(self, now_ns: int, message: _Message) -> None:
-        pair = (message.route[0], message.route[1])
-        link = self.links[pair]
+        link = message.hops[message.at][1]
         message.waiting_since_ns = now_ns
         if link.busy:
             link.waiting.append(message)
@@ -146,15 +195,13 @@ class LinkNetwork:
         link.busy_ns += held_ns
         link.messages += 1
         if self.hops is not None:
-            self.hops.append(
-                ((message.route[0], message.route[1]), message.waiting_since_ns, now_ns, now_ns + held_ns, size)
-            )
+            self.hops.append((message.hops[message.at][0], message.waiting_since_ns, now_ns, now_ns + held_ns, size))
         self.schedule(now_ns + link.hop_ns(size), lambda t_ns: self._arrived(t_ns, message))
         self.schedule(now_ns + held_ns, lambda t_ns: self._released(t_ns, link))
 
     def _arrived(self, now_ns: int, message: _Message) -> None:
-        message.route.pop(0)
-        if len(message.route) == 1:
+        message.at += 1
+        if message.at == len(message.hops):
             message.delivered(now_ns)
         else:
             self._offer(now_ns, message)
@@ -167,8 +214,11 @@ class LinkNetwork:
             self._transmit(now_ns, link, message)
 
     def device_name(self, device: int) -> str:
-        """``NPU 3``, or ``switch`` for a Switch network's switch."""
-        return "switch" if self.topology == SWITCH and device == self.switch else f"NPU {device}"
+        """``NPU 3``, or ``switch`` (a one-dimensional Switch network's), or ``switch 2`` (the third
+        line switch of a multi-dimensional one)."""
+        if device < self.npus:
+            return f"NPU {device}"
+        return "switch" if len(self.lines) == 1 else f"switch {device - self.npus}"
 
     def link_name(self, pair: tuple[int, int]) -> str:
         return f"{self.device_name(pair[0])} -> {self.device_name(pair[1])}"
