@@ -29,9 +29,13 @@ cycles equal ours. ASTRA-sim takes minutes on (b)'s 256 ranks, so that case is r
 ``--large`` (ours always). Targets (issue 14): end to end within 2x of the engine's own nodes/s; at
 least 3x faster than ASTRA-sim end to end (process wall times) on (a) and on (b) with 256 ranks; peak
 memory no more than ASTRA-sim's; the engine at least 500k nodes/s on one core; memory linear in the
-workload. ``--profile [CASE]`` samples one case with py-spy (cProfile when py-spy is missing), loading
-in process, and prints the functions with the most own time in the load and the simulate stages.
-Run: ``python benchmarks/sim_bench.py [--large]``.
+workload. ``--network-model congestion-aware`` measures the congestion-aware model instead, beside
+ASTRA-sim's congestion-aware binary (issue 31's target: 3x); that model does not yet run the
+collectives (b) plans in phases per dimension, and ASTRA-sim's aware build cannot build (a)'s Ring
+of two, so it takes (a) on a Switch of two by default. ``--profile [CASE]``
+samples one case with py-spy (cProfile when py-spy is missing), loading in process, and prints the
+functions with the most own time in the load and the simulate stages.
+Run: ``python benchmarks/sim_bench.py [--large] [--network-model congestion-aware]``.
 """
 
 from __future__ import annotations
@@ -55,18 +59,21 @@ if TYPE_CHECKING:
     from chakra.sim.run import WorkloadFiles
     from chakra.wire import AttrEncoder
 
+UNAWARE, AWARE = "congestion-unaware", "congestion-aware"  # chakra.sim.choices.NetworkModel's values
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-sim-bench"
 DEFAULT_REPEAT = 3  # fresh runs per case (best time kept)
 
 TARGET_NODES_PER_S = 500_000  # simulated nodes per second in the simulate stage, one core
 TARGET_E2E_SHARE = 0.5  # end-to-end nodes/s at least this share of the engine's own
 TARGET_ASTRA_RATIO = 3.0  # ASTRA-sim's wall time over ours, at least
-ASTRA_TARGET_CASES = ("a-2x500k", "b-256x10k")  # the cases the ratio target is set on
+ASTRA_TARGET_CASES = ("a-2x500k", "b-256x10k", "a-2x500k-switch")  # the cases the ratio target is set on
 LARGE_CASES = ("b-256x10k",)  # ASTRA-sim runs these only with --large
 LINEAR_TOLERANCE = 0.15  # RSS per node of the 64- and 256-rank runs may differ by this fraction
 ASTRA_SIM = (
     Path(__file__).resolve().parents[2] / "shared" / "astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Unaware"
 )
+ASTRA_SIM_AWARE = ASTRA_SIM.with_name("AstraSim_Analytical_Congestion_Aware")
+AWARE_CASES = ("a-2x500k-switch",)  # the cases the congestion-aware model runs (one-dimensional)
 ASTRA_TIMEOUT_S = 3600.0
 
 
@@ -93,11 +100,19 @@ class Workload(NamedTuple):
 
 
 class Case(NamedTuple):
-    """A measurement: the first ``ranks`` ranks of ``workload`` on a network of ``npus`` NPUs."""
+    """A measurement: the first ``ranks`` ranks of ``workload`` on a network of ``npus`` NPUs (of the
+    workload's topology, unless ``topology`` names another)."""
 
     workload: str
     ranks: int
     npus: tuple[int, ...]  # npus_count per dimension
+    topology: tuple[str, ...] | None = None
+
+    def network_topology(self) -> tuple[str, ...]:
+        return self.topology or WORKLOADS[self.workload].topology
+
+    def network_file(self) -> str:
+        return "network." + "_".join(self.network_topology()) + "." + "x".join(map(str, self.npus)) + ".yml"
 
 
 GROUP_SIZE = 8  # ranks per communicator group in (b)
@@ -109,6 +124,9 @@ CASES = {
     "a-2x500k": Case("a", 2, (2,)),
     "b-256x10k": Case("b", 256, (GROUP_SIZE, 32)),
     "b-64x10k": Case("b", 64, (GROUP_SIZE, 8)),
+    # (a) on a Switch: ASTRA-sim's congestion-aware build cannot build a Ring of two (it connects the
+    # two NPUs twice and fails an assertion)
+    "a-2x500k-switch": Case("a", 2, (2,), ("Switch",)),
 }
 LINEAR_CASES = ("b-64x10k", "b-256x10k")  # same graph per rank, 4x the ranks
 DEFAULT_PROFILE_CASE = "a-2x500k"
@@ -162,10 +180,6 @@ def _network_yaml(topology: tuple[str, ...], npus: tuple[int, ...]) -> str:
     )
 
 
-def _network_file(npus: tuple[int, ...]) -> str:
-    return "network." + "x".join(map(str, npus)) + ".yml"
-
-
 def _groups_file(case: Case) -> str:
     """All ranks: beside the rank files, where ``chakra simulate`` finds it; a subset: its own file."""
     full = case.ranks == WORKLOADS[case.workload].ranks
@@ -204,7 +218,9 @@ def rank_payloads(num_nodes: int, pg_name: str | None, enc: AttrEncoder) -> list
 def _workload_meta(name: str) -> dict[str, object]:
     """What the cached files were generated from: a mismatch regenerates them."""
     shape = [COLL_EVERY, CPU_EVERY, SUBGROUP_EVERY, COLL_BYTES, MIN_DURATION_US, DURATION_SPAN_US, DURATION_STRIDE]
-    cases = {case: list(CASES[case].npus) for case in CASES if CASES[case].workload == name}
+    cases = {
+        case: [list(spec.network_topology()), list(spec.npus)] for case, spec in CASES.items() if spec.workload == name
+    }
     workload = WORKLOADS[name]._asdict()
     return {**workload, "topology": list(workload["topology"]), "cases": cases, "shape": shape}
 
@@ -230,7 +246,7 @@ def ensure_workload(data_dir: Path, name: str, regenerate: bool) -> Path:
     (folder / SYSTEM_FILE).write_text(json.dumps(system, indent=1) + "\n")
     for case in CASES.values():
         if case.workload == name:
-            (folder / _network_file(case.npus)).write_text(_network_yaml(workload.topology, case.npus))
+            (folder / case.network_file()).write_text(_network_yaml(case.network_topology(), case.npus))
             if workload.grouped:
                 groups = {
                     str(g + 1): list(range(g * GROUP_SIZE, (g + 1) * GROUP_SIZE))
@@ -262,11 +278,15 @@ def case_files(case: str, data_dir: Path) -> tuple[WorkloadFiles, Path, Path]:
     groups = {k: list(v) for k, v in CommGroups.read(groups_path).items()} if groups_path else None
     ranks = {rank: folder / f"{TRACE_PREFIX}.{rank}.et" for rank in range(spec.ranks)}
     files = WorkloadFiles(folder / TRACE_PREFIX, ranks, groups, groups_path)
-    return files, folder / SYSTEM_FILE, folder / _network_file(spec.npus)
+    return files, folder / SYSTEM_FILE, folder / spec.network_file()
 
 
-def run_case(case: str, data_dir: Path, workers: int | None, cprofile_out: Path | None = None) -> dict[str, object]:
-    """Load and simulate one case in this (fresh) process; the figures as a JSON-ready dict."""
+def run_case(
+    case: str, data_dir: Path, workers: int | None, cprofile_out: Path | None = None, network_model: str = UNAWARE
+) -> dict[str, object]:
+    """Load and simulate one case in this (fresh) process under ``network_model``; the figures as a
+    JSON-ready dict."""
+    from chakra.sim.choices import NetworkModel
     from chakra.sim.config import load_network, load_system
     from chakra.sim.engine import simulate
     from chakra.sim.run import load_programs, load_workers
@@ -288,7 +308,9 @@ def run_case(case: str, data_dir: Path, workers: int | None, cprofile_out: Path 
     for program in programs.values():
         program.prepare()
     t2 = time.perf_counter()
-    result = simulate(programs, system, network, comm_groups=files.comm_groups)
+    result = simulate(
+        programs, system, network, comm_groups=files.comm_groups, network_model=NetworkModel(network_model)
+    )
     t3 = time.perf_counter()
     if profiler:
         profiler.disable()
@@ -317,12 +339,13 @@ def run_case(case: str, data_dir: Path, workers: int | None, cprofile_out: Path 
 # --- processes: wall time and peak memory ----------------------------------------------------
 
 
-def measure(case: str, data_dir: Path, repeat: int) -> dict:
+def measure(case: str, data_dir: Path, repeat: int, network_model: str = UNAWARE) -> dict:
     """``repeat`` fresh runs of ``case``: the best time of each stage, of end to end and of the process,
     and the highest peaks of memory."""
     runs = []
+    extra = ["--case", case, "--data-dir", str(data_dir), "--network-model", network_model]
     for _ in range(repeat):
-        ran = run_measured(child_argv(__file__, ["--case", case, "--data-dir", str(data_dir)]))
+        ran = run_measured(child_argv(__file__, extra))
         if ran.returncode:
             raise SystemExit(f"{case} failed ({ran.returncode}):\n{ran.output[-2000:]}")
         run = json.loads(ran.stdout.strip().splitlines()[-1])
@@ -503,8 +526,14 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the workloads are cached")
     parser.add_argument("--regenerate", action="store_true", help="generate the workloads again even when cached")
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="fresh runs per case (best time kept)")
-    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES), help="cases to run")
-    parser.add_argument("--astra-sim", type=Path, default=ASTRA_SIM, help="ASTRA-sim's congestion-unaware binary")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), help="cases to run (default: all the model runs)")
+    parser.add_argument(
+        "--network-model",
+        choices=(UNAWARE, AWARE),
+        default=UNAWARE,
+        help="the network model measured, beside ASTRA-sim's build of the same model",
+    )
+    parser.add_argument("--astra-sim", type=Path, help="ASTRA-sim's binary (default: its build of --network-model)")
     parser.add_argument("--no-astra-sim", action="store_true", help="do not run ASTRA-sim")
     parser.add_argument("--large", action="store_true", help=f"run ASTRA-sim on {', '.join(LARGE_CASES)} too (minutes)")
     parser.add_argument(
@@ -519,12 +548,15 @@ def main() -> int:
     parser.add_argument("--cprofile", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        print(json.dumps(run_case(args.case, args.data_dir, args.workers, args.cprofile)))
+        print(json.dumps(run_case(args.case, args.data_dir, args.workers, args.cprofile, args.network_model)))
         return 0
+    aware = args.network_model == AWARE
+    args.cases = args.cases or list(AWARE_CASES if aware else (case for case in CASES if case not in AWARE_CASES))
+    args.astra_sim = args.astra_sim or (ASTRA_SIM_AWARE if aware else ASTRA_SIM)
 
     for name in sorted({CASES[case].workload for case in args.cases}):
         ensure_workload(args.data_dir, name, args.regenerate)
-    results = {case: measure(case, args.data_dir, args.repeat) for case in args.cases}
+    results = {case: measure(case, args.data_dir, args.repeat, args.network_model) for case in args.cases}
     astra: dict[str, dict] = {}
     if not args.no_astra_sim:
         if not args.astra_sim.is_file():
@@ -534,6 +566,8 @@ def main() -> int:
                 if case not in LARGE_CASES or args.large:
                     print(f"running ASTRA-sim on {case}", file=sys.stderr)
                     astra[case] = run_astra(case, args.data_dir, args.astra_sim)
+    if aware:
+        print(f"network model: {AWARE}, beside {args.astra_sim.name}")
     report(results, astra, args.repeat)
     if args.profile:
         profile(args.profile, args.data_dir)
