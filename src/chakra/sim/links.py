@@ -16,9 +16,11 @@ crossing the dimensions whose coordinates differ in turn, the lowest first):
   (in arrival order), holds the link for ``trunc(m / B)`` ns and reaches the next device
   ``trunc(L + m / B)`` ns after it started, where it is offered to the next link at once. An
   uncontended message of ``h`` hops arrives after ``h · trunc(L + m / B)``.
-* **Order at one instant**: the engine's events run in the order they were scheduled; a hop
-  schedules its arrival before its link's release, as ASTRA-sim does, so at a tie the arriving
-  message is queued first and the release starts it.
+* **Order at one instant**: the engine's events run in the order they were scheduled. A message
+  offered to a link at the instant it is released starts at that instant, as in ASTRA-sim (where
+  the hop's arrival is scheduled before the link's release, so the message queues and the release
+  starts it). A link schedules its release only when a message waits for it: a free link is one whose
+  ``free_at_ns`` has passed (a quarter fewer events on a Llama step; the same cycles).
 
 The model schedules its events through the engine (``schedule(t_ns, callback)``), so they interleave
 with the ranks' in time and push order.
@@ -65,7 +67,7 @@ class Link:
 
     bytes_per_ns: float
     latency_ns: float
-    busy: bool = False
+    free_at_ns: int = 0  # when the message on it now has been put on it
     waiting: deque[_Message] = field(default_factory=deque)
     carried_bytes: int = 0
     busy_ns: int = 0  # time it carried a message (its serializations)
@@ -182,13 +184,14 @@ class LinkNetwork:
     def _offer(self, now_ns: int, message: _Message) -> None:
         link = message.hops[message.at][1]
         message.waiting_since_ns = now_ns
-        if link.busy:
+        if now_ns < link.free_at_ns or link.waiting:
+            if not link.waiting:
+                self.schedule(link.free_at_ns, lambda t_ns: self._released(t_ns, link))
             link.waiting.append(message)
         else:
             self._transmit(now_ns, link, message)
 
     def _transmit(self, now_ns: int, link: Link, message: _Message) -> None:
-        link.busy = True
         size = message.size_bytes
         held_ns = link.serialization_ns(size)
         link.carried_bytes += size
@@ -197,7 +200,7 @@ class LinkNetwork:
         if self.hops is not None:
             self.hops.append((message.hops[message.at][0], message.waiting_since_ns, now_ns, now_ns + held_ns, size))
         self.schedule(now_ns + link.hop_ns(size), lambda t_ns: self._arrived(t_ns, message))
-        self.schedule(now_ns + held_ns, lambda t_ns: self._released(t_ns, link))
+        link.free_at_ns = now_ns + held_ns
 
     def _arrived(self, now_ns: int, message: _Message) -> None:
         message.at += 1
@@ -207,11 +210,11 @@ class LinkNetwork:
             self._offer(now_ns, message)
 
     def _released(self, now_ns: int, link: Link) -> None:
-        link.busy = False
+        message = link.waiting.popleft()
+        link.queued_ns += now_ns - message.waiting_since_ns
+        self._transmit(now_ns, link, message)
         if link.waiting:
-            message = link.waiting.popleft()
-            link.queued_ns += now_ns - message.waiting_since_ns
-            self._transmit(now_ns, link, message)
+            self.schedule(link.free_at_ns, lambda t_ns: self._released(t_ns, link))
 
     def device_name(self, device: int) -> str:
         """``NPU 3``, or ``switch`` (a one-dimensional Switch network's), or ``switch 2`` (the third
