@@ -68,6 +68,14 @@ def _both(folder: Path, per_rank: dict[int, list], topology: str, npus: int) -> 
     return {r: s.finish_ns for r, s in ours.ranks.items()}, {r: a.finish_ns for r, a in theirs.ranks.items()}
 
 
+def _fan_out(folder: Path, destinations: tuple[int, ...], topology: str, npus: int):
+    """:func:`_both` of NPU 0 sending 1 MiB to each of ``destinations`` in turn, with no dependencies."""
+    per_rank = {0: [_send(tag, 0, dst, MIB, tag) for tag, dst in enumerate(destinations, start=1)]}
+    for tag, dst in enumerate(destinations, start=1):
+        per_rank[dst] = [_recv(1, 0, dst, MIB, tag)]
+    return _both(folder, per_rank, topology, npus)
+
+
 def test_a_message_three_hops_round_a_ring_is_forwarded_link_by_link(tmp_path: Path):
     ours, theirs = _both(tmp_path, {0: [_send(1, 0, 3, MIB, 5)], 3: [_recv(1, 0, 3, MIB, 5)]}, "Ring", 8)
     assert ours == theirs
@@ -84,12 +92,7 @@ def test_two_messages_on_one_link_queue_in_the_order_they_were_sent(tmp_path: Pa
 def test_the_sends_of_one_npu_leave_one_after_another_as_in_the_aware_build(tmp_path: Path):
     # 0 -> 3 clockwise and 0 -> 7 anticlockwise share no link, yet the second leaves when the first
     # has arrived (the unaware model sends them together)
-    per_rank = {
-        0: [_send(1, 0, 3, MIB, 1), _send(2, 0, 7, MIB, 2)],
-        3: [_recv(1, 0, 3, MIB, 1)],
-        7: [_recv(1, 0, 7, MIB, 2)],
-    }
-    ours, theirs = _both(tmp_path, per_rank, "Ring", 8)
+    ours, theirs = _fan_out(tmp_path, (3, 7), "Ring", 8)
     assert ours == theirs
     assert ours[3] == 3 * HOP_NS and ours[7] == 4 * HOP_NS
 
@@ -122,12 +125,7 @@ def test_a_ring_exchange_with_the_rank_two_hops_away_over_several_rounds(tmp_pat
 
 
 def test_a_fully_connected_network_gives_every_pair_its_own_link(tmp_path: Path):
-    per_rank = {
-        0: [_send(1, 0, 1, MIB, 1), _send(2, 0, 2, MIB, 1)],
-        1: [_recv(1, 0, 1, MIB, 1)],
-        2: [_recv(1, 0, 2, MIB, 1)],
-    }
-    ours, theirs = _both(tmp_path, per_rank, "FullyConnected", 4)
+    ours, theirs = _fan_out(tmp_path, (1, 2), "FullyConnected", 4)
     assert ours == theirs
 
 
