@@ -155,9 +155,15 @@ def convert_pytorch(
             progress=tell,
             rank=rank,
         )
+    _finish_conversion(result, report, as_json, check, result.fidelity_failures())
+
+
+def _finish_conversion(
+    result: WorkloadResult, report: Path | None, as_json: bool, check: bool, off: dict[int, float | None]
+) -> None:
+    """Show ``result`` (or write its report), then exit 1 under ``--check`` when ranks ``off`` failed it."""
     if not emit_results(result.to_dict(), report, as_json):
         _print_conversion(result)
-    off = result.fidelity_failures()
     if check and off:
         stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
         raise typer.Exit(EXIT_CHECKS_FAILED)
@@ -231,12 +237,7 @@ def convert_kineto(
             scheduler=scheduler,
             progress=tell,
         )
-    if not emit_results(result.to_dict(), report, as_json):
-        _print_conversion(result)
-    off = result.fidelity_failures(KINETO_FIDELITY_TOLERANCE)
-    if check and off:
-        stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
-        raise typer.Exit(EXIT_CHECKS_FAILED)
+    _finish_conversion(result, report, as_json, check, result.fidelity_failures(KINETO_FIDELITY_TOLERANCE))
 
 
 @convert_app.command("xla")

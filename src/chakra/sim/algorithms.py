@@ -623,6 +623,11 @@ class TreeReplay:
             else:
                 waiting()
 
+        self.carry(src, dst, arrive)
+
+    def carry(self, src: int, dst: int, arrive: Callable[[int], None]) -> None:
+        """Carry one message from member ``src`` to member ``dst``: ``arrive(t_ns)`` when it has
+        arrived, here the span's delay after now."""
         self.events.entry(self.now + self.span.delay(src, dst, self.size), arrive)
 
     def receive(self, dst: int, src: int, chunk: int, then: Callable[[], None]) -> None:

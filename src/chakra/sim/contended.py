@@ -449,17 +449,7 @@ class _TreeRun(TreeReplay):
     def reduce(self, member: int, then: Callable[[], None]) -> None:
         super().reduce(self.instance.npus[member], then)
 
-    def send(self, src: int, dst: int, chunk: int) -> None:
-        key = (src, dst, chunk)
-
-        def arrive(now: int) -> None:
-            self.now = now
-            waiting = self.messages.pop(key, None)
-            if waiting is None:
-                self.messages[key] = None  # taken when the receive is posted
-            else:
-                waiting()
-
+    def carry(self, src: int, dst: int, arrive: Callable[[int], None]) -> None:
         npus = self.instance.npus
         self.runner.links.send(self.now, npus[src], npus[dst], self.size, arrive)
 
