@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,3 +204,41 @@ def run_workload(
         return Outcome(case, {}, theirs, str(error))
     ours = {rank: AstraRank(s.finish_ns, s.astra_exposed_comm_ns) for rank, s in result.ranks.items()}
     return Outcome(case, ours, theirs)
+
+
+@contextmanager
+def links_that_never_queue() -> Iterator[None]:
+    """Within it, the congestion-aware model's links carry every message at once, in the
+    congestion-unaware model's time (``trunc(h·L + m/B)`` over the dimension where the NPUs differ):
+    its collectives then run their phases, queues and state machines message by message with no
+    contention, which must give the congestion-unaware model's cycles. A check of the message-level
+    machinery apart from the links, not a model users choose."""
+    from chakra.sim import links
+    from chakra.sim.network import message_delay_ns
+
+    def send(self, now_ns: int, src: int, dst: int, size_bytes: int, delivered: Callable[[int], None]) -> None:
+        self.schedule(now_ns + message_delay_ns(self.network, src, dst, size_bytes), delivered)
+
+    queued = links.LinkNetwork.send
+    links.LinkNetwork.send = send  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        links.LinkNetwork.send = queued  # type: ignore[method-assign]
+
+
+def finish_by_model(case: Case, folder: Path) -> dict[NetworkModel, dict[int, int] | str]:
+    """Every rank's finish (ns) of ``case`` in each of our network models, or why it was refused."""
+    from chakra.errors import ChakraError
+
+    prefix, system_path, network_path = write_case(case, folder)
+    finish: dict[NetworkModel, dict[int, int] | str] = {}
+    for model in NetworkModel:
+        try:
+            result = simulate_workload(
+                prefix, load_system(system_path), load_network(network_path), network_model=model
+            )
+            finish[model] = {rank: s.finish_ns for rank, s in result.ranks.items()}
+        except ChakraError as error:
+            finish[model] = str(error)
+    return finish

@@ -25,7 +25,18 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from astra_cases import ASTRA_BIN, CONGESTION_AWARE, CONGESTION_UNAWARE, Case, Outcome, run_case
+from astra_cases import (
+    ASTRA_BIN,
+    CONGESTION_AWARE,
+    CONGESTION_UNAWARE,
+    Case,
+    Outcome,
+    finish_by_model,
+    links_that_never_queue,
+    run_case,
+)
+
+from chakra.sim.choices import NetworkModel
 
 KIB, MIB = 1 << 10, 1 << 20
 COLLECTIVES = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
@@ -110,6 +121,32 @@ def case_class(case: Case) -> str:
     return f"{case.algorithm} {case.comm_type} {dims} {case.optimization if len(case.npus) > 1 else ''}".strip()
 
 
+def beyond_the_aware_build(cases: list[Case], folder: Path) -> dict[str, list[str]]:
+    """Our two models on ``cases`` (multi-dimensional, which ASTRA-sim's aware build refuses), by
+    outcome: ``unqueued exact`` (over links that never queue, the aware model's collectives give every
+    rank the unaware model's cycles, or both refuse), and with the real links ``never earlier`` (no
+    rank finishes before the unaware model says), ``last never earlier`` (some rank does, through
+    the queues' order, but the collective's last rank does not), ``refused`` (both refuse), and
+    ``broken`` (any other outcome)."""
+    outcomes: dict[str, list[str]] = defaultdict(list)
+    for i, case in enumerate(cases):
+        with links_that_never_queue():
+            unqueued = finish_by_model(case, folder / f"u{i}")
+        equal = unqueued[NetworkModel.CONGESTION_AWARE] == unqueued[NetworkModel.CONGESTION_UNAWARE]
+        both_refuse = all(isinstance(finish, str) for finish in unqueued.values())
+        outcomes["unqueued exact" if equal or both_refuse else "broken"].append(case.name)
+        finish = finish_by_model(case, folder / f"q{i}")
+        aware, unaware = finish[NetworkModel.CONGESTION_AWARE], finish[NetworkModel.CONGESTION_UNAWARE]
+        if isinstance(aware, str) or isinstance(unaware, str):
+            outcome = "refused" if isinstance(aware, str) and isinstance(unaware, str) else "broken"
+        elif all(aware[rank] >= unaware[rank] for rank in unaware):
+            outcome = "never earlier"
+        else:
+            outcome = "last never earlier" if max(aware.values()) >= max(unaware.values()) else "broken"
+        outcomes[outcome].append(case.name)
+    return outcomes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", type=int, default=None, help="run an evenly spread N of the grid")
@@ -170,6 +207,19 @@ def main() -> None:
         ]  # fmt: skip
     if args.json is not None:
         args.json.write_text(json.dumps(records, indent=1))
+    if aware:
+        beyond = sample([case for case in grid() if len(case.npus) > 1], args.sample)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="sim-multi-d-") as folder:
+            outcomes = beyond_the_aware_build(beyond, Path(folder))
+        elapsed_s = time.perf_counter() - started
+        print(f"{len(beyond)} multi-dimensional cases in {elapsed_s:.0f} s (ours only: the aware build refuses them)")
+        unqueued = len(outcomes["unqueued exact"])
+        print(f"{unqueued:5d}/{len(beyond):<5d} over links that never queue: the congestion-unaware cycles exactly")
+        for label in ("never earlier", "last never earlier", "refused", "broken"):
+            print(f"{len(outcomes[label]):5d}/{len(beyond):<5d} {label}")
+        for name in outcomes["broken"][: args.show]:
+            print(f"             {name}")
 
 
 if __name__ == "__main__":

@@ -552,22 +552,26 @@ class TreeReplay:
         return self.finish
 
     def start(self, member: int) -> None:
-        """The member's next chunk: its role in that chunk's tree decides the steps."""
+        """The member's next chunk, on the tree the alternation gives it."""
         chunk = self.next_chunk[member]
         self.next_chunk[member] += 1
-        tree = self.trees[(self.first_tree + chunk) % 2]
+        self.begin(member, chunk, root_max=(self.first_tree + chunk) % 2 == 0)
+
+    def begin(self, member: int, chunk: int, root_max: bool) -> None:
+        """The member's part of ``chunk`` on the ``RootMax`` or ``RootMin`` tree: its role decides the steps."""
+        tree = self.trees[0 if root_max else 1]
         up, children = tree.parent[member], [c for c in (tree.left[member], tree.right[member]) if c >= 0]
 
         def down() -> None:  # send the result to the children and end (no wait for their arrival)
             for child in children:
                 self.send(member, child, chunk)
-            self.end(member)
+            self.end(member, chunk)
 
         def from_parent() -> None:  # the parent's result arrived
             if children:
                 self.reduce(member, down)
             else:
-                self.bus(member, lambda: self.end(member))
+                self.bus(member, lambda: self.end(member, chunk))
 
         def up_and_wait() -> None:
             self.send(member, up, chunk)
@@ -589,7 +593,8 @@ class TreeReplay:
         for child in children:
             self.receive(member, child, chunk, lambda: self.reduce(member, after_reduction))
 
-    def end(self, member: int) -> None:
+    def end(self, member: int, chunk: int) -> None:
+        """The member's part of ``chunk`` ended: its next chunk starts."""
         self.done[member] += 1
         if self.done[member] == self.streams:
             self.finish[member] = self.now

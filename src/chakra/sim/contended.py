@@ -6,33 +6,35 @@ longer holds, so here every member runs its part in the simulation's own time, f
 issues the collective, and every message goes through the links:
 
 * the collective is split into ``K`` chunk streams of ``C`` bytes (:func:`~chakra.sim.collectives.
-  chunk_plan`); each member runs at most ``active-chunks-per-dimension`` of them at a time, first come
-  first served, starting the next when one ends (ASTRA-sim's dimension queue; one queue per member
-  and collective: streams of different collectives meet only on the links);
-* a stream's ring phase (``Ring.cc``): the member sends its first message ``d`` (the endpoint delay)
-  after the stream starts and posts the matching receive with it; receive ``k`` completes when both
-  the predecessor's ``k``-th message has arrived and the receive is posted; ``d`` later (plus the
+  chunk_plan`), each a list of phases (:func:`~chakra.sim.plans.native_plan`: one over all members or
+  a subgroup, or one per network dimension); a member runs each phase in its queue of that phase's
+  dimension, at most ``active-chunks-per-dimension`` streams at a time, first come first served, and
+  a stream that ends a phase joins the back of the next phase's queue (ASTRA-sim's scheduling, as
+  :mod:`chakra.sim.streams` describes it; one set of queues per member and collective: streams of
+  different collectives meet only on the links);
+* a phase is run by a *line* of members (those differing only in the phase's dimension, or all of
+  them), each starting its part when its own queue lets it:
+* a ring phase (``Ring.cc``): the member sends its first message ``d`` (the endpoint delay) after
+  the phase starts and posts the matching receive with it; receive ``k`` completes when both the
+  predecessor's ``k``-th message has arrived and the receive is posted; ``d`` later (plus the
   reduction ``t_red`` on the reduced steps) the member sends again, and after its last receive and
-  that delay the stream ends;
-* a stream's ``direct`` phase: each member's ``AllToAll`` state machine
-  (:class:`~chakra.sim.algorithms.DirectMember`, the one the congestion-unaware model replays), its
-  system events in ASTRA-sim's per-NPU buckets, its messages over the links;
-* a member's collective ends when its last stream does.
-
-Gather, scatter, broadcast, reduce and barrier, which ASTRA-sim does not simulate, keep this
-package's own congestion-unaware models (a warning counts them).
-
-* a stream's ``doubleBinaryTree`` phase: the replay of every member's chunks on the two alternating
-  trees (:class:`~chakra.sim.algorithms.TreeReplay`), members joining when they issue it;
-
-* a stream's ``halvingDoubling`` phase: ASTRA-sim's ``HalvingDoubling`` state machine
+  that delay the phase ends;
+* a ``direct`` phase: each member's ``AllToAll`` state machine (:class:`~chakra.sim.algorithms.
+  DirectMember`, the one the congestion-unaware model replays), its system events in ASTRA-sim's
+  per-NPU buckets, its messages over the links;
+* a ``halvingDoubling`` phase: ASTRA-sim's ``HalvingDoubling`` state machine
   (:class:`_HalvingDoublingStream`): each step's packet crosses the memory bus before its send, its
   reduction counted where that machine counts it;
+* a ``doubleBinaryTree`` phase: the member's part of the chunk on one of the two alternating trees
+  (:class:`~chakra.sim.algorithms.TreeReplay`, the trees chosen by :func:`~chakra.sim.plans.tree_roots`);
+* a member's collective ends when its last stream leaves its last phase.
 
-**Partial** (issue 31): a collective runs in one phase over all its members' links; on a
-multi-dimensional network (:mod:`chakra.sim.links` routes messages over one, an extension of
-ASTRA-sim's congestion-aware backend, which has none) a collective's plan in phases per dimension is
-refused in one line.
+On one-dimensional networks this is ASTRA-sim's congestion-aware build, cycle for cycle
+(``benchmarks/sim_vs_astra.py --congestion-aware``). Phases over several dimensions are this
+package's extension (that build refuses multi-dimensional networks): the same scheduling, with
+messages routed within each phase's dimension by :mod:`chakra.sim.links`. Gather, scatter,
+broadcast, reduce and barrier, which ASTRA-sim does not simulate, keep this package's own
+congestion-unaware models (a warning counts them).
 
 Example:
     runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
@@ -65,6 +67,7 @@ from chakra.sim.algorithms import (
     halving_doubling_steps,
     npu_span,
     ring_steps,
+    size_after,
 )
 from chakra.sim.collectives import (
     SUBGROUP_ENDPOINT_DELAY_NS,
@@ -73,8 +76,8 @@ from chakra.sim.collectives import (
 )
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.links import LinkNetwork
-from chakra.sim.matching import CollectiveMatcher
-from chakra.sim.plans import ALGORITHM_LIST, native_plan
+from chakra.sim.matching import CollectiveMatcher, Waiting
+from chakra.sim.plans import ALGORITHM_LIST, Phase, native_plan, phase_lines, tree_roots
 
 #: ``finished(rank, pos, t_ns)``: the engine's completion of a member's collective node.
 Finished = Callable[[int, int, int], None]
@@ -91,26 +94,59 @@ class _Step:
     reduction_ns: int
 
 
-@dataclass
-class _Instance:
-    """One collective (a group's turn) under way: its shape and every member's progress."""
+@dataclass(frozen=True)
+class _PhaseShape:
+    """One phase of a collective's chunk streams as its messages run it: the dimension queue it waits
+    in, the lines of members that run it together (member indexes by position; each member's line
+    and position), and its messages at the size the phase receives."""
 
-    npus: tuple[int, ...]  # members in ring order (group order), their NPU ids
-    comm_type: int
-    algorithm: Algorithm
-    local: bool  # a subgroup's members (ASTRA-sim's Local ring)
     phase_type: int
-    streams: int
+    algorithm: Algorithm
+    queue: int
+    lines: Sequence[Sequence[int]]
+    line_of: Sequence[int]
+    position_of: Sequence[int]
+    local: bool  # a subgroup's members (ASTRA-sim's Local ring)
+    reverse: bool  # ring and direct go anticlockwise (a localBWAware all-reduce's all-gather phases)
+    endpoint_ns: int
     steps: list[_Step]  # ring: a stream's steps in order (the state machines: none)
     message_bytes: int  # direct, tree: every message's size; halvingDoubling: the chunk's
-    endpoint_ns: int
     reduction_ns: int
-    positions: dict[int, int] = field(default_factory=dict)  # NPU -> position
-    node: dict[int, int] = field(default_factory=dict)  # position -> the member's node
-    waiting: dict[int, deque[int]] = field(default_factory=dict)  # position -> streams not started
-    running: dict[int, int] = field(default_factory=dict)
-    left: dict[int, int] = field(default_factory=dict)  # position -> streams not ended
-    # (stream, receiving position, step) -> "arrived" or "posted"
+    root_max: Callable[[int], bool]  # doubleBinaryTree: stream -> its chunk takes the RootMax tree
+
+
+@dataclass
+class _Instance:
+    """One collective (a group's turn) under way: its plan and every member's progress."""
+
+    key: tuple[int, int]  # (group, turn)
+    npus: tuple[int, ...]  # members in group order, their NPU ids
+    comm_type: int
+    streams: int
+    phases: list[_PhaseShape]
+    positions: dict[int, int] = field(default_factory=dict)  # NPU -> member index
+    node: dict[int, int] = field(default_factory=dict)  # member -> its node
+    # (member, queue) -> (stream, phase) waiting for the queue, and streams the queue runs
+    waiting: dict[tuple[int, int], deque[tuple[int, int]]] = field(default_factory=dict)
+    running: dict[tuple[int, int], int] = field(default_factory=dict)
+    left: dict[int, int] = field(default_factory=dict)  # member -> streams not through every phase
+    runs: dict[tuple[int, int], _Line] = field(default_factory=dict)  # (phase, line) -> its run
+    ended: int = 0
+    last_arrival_ns: int = 0
+    last_end_ns: int = 0
+
+
+@dataclass
+class _Line:
+    """One phase of a collective on one line of its members, every stream: the messages between
+    them and their state machines. Positions are the line's."""
+
+    instance: _Instance
+    phase: int
+    shape: _PhaseShape
+    members: Sequence[int]  # member indexes by position
+    npus: tuple[int, ...]  # NPU ids by position
+    # ring: (stream, receiving position, step) -> "arrived" or "posted"
     mailbox: dict[tuple[int, int, int], str] = field(default_factory=dict)
     # direct and halvingDoubling: (stream, source, destination position) -> messages there before
     # their receive, and receives posted before their message; each member's state machine per stream
@@ -118,10 +154,6 @@ class _Instance:
     posted: dict[tuple[int, int, int], int] = field(default_factory=dict)
     machines: dict[tuple[int, int], _DirectStream | _HalvingDoublingStream] = field(default_factory=dict)
     trees: _TreeRun | None = None  # doubleBinaryTree: the replay of every member's chunks
-    first_tree: int = 0  # doubleBinaryTree: the tree of the first chunk (0: RootMax)
-    ended: int = 0
-    last_arrival_ns: int = 0
-    last_end_ns: int = 0
 
 
 class ContendedCollectives:
@@ -165,6 +197,26 @@ class ContendedCollectives:
             for name, count in sorted(self.untaken.items())
         ]
 
+    def stuck(self) -> list[Waiting]:
+        """The members of collectives that never end: some member never issues it, or (every member
+        there) the chunk streams wait for each other in the dimension queues, as ASTRA-sim's do on
+        some localBWAware plans."""
+        waiting = []
+        for (group, turn), instance in self.instances.items():
+            absent = [npu for member, npu in enumerate(instance.npus) if member not in instance.node]
+            label = "world" if self.matcher.members[group] is None else f"group {group}"
+            if absent:
+                why = f"collective #{turn} of the {label}: ranks {absent[:8]} never issue it"
+            else:
+                why = (
+                    f"{_type_name(instance.comm_type)} #{turn} of the {label}, its chunk streams deadlocked in the "
+                    "dimension queues as ASTRA-sim's do (raise active-chunks-per-dimension or use baseline)"
+                )
+            for member, pos in instance.node.items():
+                if instance.left[member]:
+                    waiting.append((instance.npus[member], pos, why))
+        return waiting
+
     def arrive(self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int) -> None:
         """``rank`` issues its next collective on ``group`` at ``now_ns``: its part starts now."""
         turn = self.turns.get((rank, group), 0)
@@ -172,22 +224,22 @@ class ContendedCollectives:
         key = (group, turn)
         instance = self.instances.get(key)
         if instance is None:
-            instance = self.instances[key] = self._instance(comm_type, size_bytes, group)
+            instance = self.instances[key] = self._instance(key, comm_type, size_bytes, group)
             total = self.matcher.totals.setdefault(_type_name(comm_type), {"count": 0, "bytes": 0, "time_ns": 0})
             total["count"] += 1
             total["bytes"] += size_bytes
         instance.last_arrival_ns = now_ns
-        position = instance.positions[rank]
-        instance.node[position] = pos
-        instance.waiting[position] = deque(range(instance.streams))
-        instance.running[position] = 0
-        instance.left[position] = instance.streams
-        if instance.algorithm.name == DOUBLE_BINARY_TREE:
-            self._start_tree(instance, position, now_ns, key)
-            return
-        self._pump(instance, position, now_ns, key)
+        member = instance.positions[rank]
+        instance.node[member] = pos
+        for shape in instance.phases:
+            instance.waiting[(member, shape.queue)] = deque()
+            instance.running[(member, shape.queue)] = 0
+        first = instance.phases[0].queue
+        instance.waiting[(member, first)].extend((stream, 0) for stream in range(instance.streams))
+        instance.left[member] = instance.streams
+        self._pump(instance, member, first, now_ns)
 
-    def _instance(self, comm_type: int, size_bytes: int, group: int) -> _Instance:
+    def _instance(self, key: tuple[int, int], comm_type: int, size_bytes: int, group: int) -> _Instance:
         members = self.matcher.members[group]
         npus = tuple(members) if members is not None else tuple(range(self.network.num_npus))
         absent = [npu for npu in npus if npu not in self.present]
@@ -196,187 +248,182 @@ class ContendedCollectives:
         phase_type = REDUCE_SCATTER if comm_type == REDUCE_SCATTER_BLOCK else comm_type
         subgroup = npu_span(self.network, npus, SUBGROUP_ENDPOINT_DELAY_NS, symmetric=False, local=True)
         plan = native_plan(phase_type, subgroup if members is not None else None, self.system, self.network)
-        if len(plan) != 1:
-            algorithms = ", ".join(phase.algorithm.name for phase in plan)
-            raise _not_yet(f"the {algorithms} algorithms over {len(plan)} phases (one phase only)")
-        if plan[0].span.size != len(npus):
-            # ASTRA-sim's plan when the system file lists fewer algorithms than the network has
-            # dimensions: the collective runs over the first dimension's lines only
-            raise _not_yet(
-                f"a collective over the lines of dimension {plan[0].dim} of a multi-dimensional network "
-                f"({plan[0].span.size} of its {len(npus)} NPUs at a time)"
-            )
-        algorithm = plan[0].algorithm
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
         )
-        n = len(npus)
+        first_tree = 0
+        if len(npus) == self.network.num_npus and any(p.algorithm.name == DOUBLE_BINARY_TREE for p in plan):
+            # the two trees alternate over the chunks of every collective of a type on all NPUs
+            first_tree = self.trees_taken.get(comm_type, 0) % 2
+            self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
+        phases = []
+        size = chunk_bytes
+        for phase, root_max in zip(plan, tree_roots(plan, first_tree), strict=True):
+            phases.append(self._shape(phase, npus, size, root_max))
+            size = size_after(phase.phase_type, phase.algorithm, size, phase.span.size)
+        instance = _Instance(key, npus, comm_type, streams, phases)
+        instance.positions = {npu: member for member, npu in enumerate(npus)}
+        return instance
+
+    def _shape(
+        self, phase: Phase, npus: tuple[int, ...], size_bytes: int, root_max: Callable[[int], bool]
+    ) -> _PhaseShape:
+        """One phase of the plan over the collective's members, its chunk ``size_bytes`` on entry."""
+        lines, line_of, position_of = phase_lines(phase, npus, self.network)
+        n, kind, name = phase.span.size, phase.phase_type, phase.algorithm.name
 
         def t_red(message_bytes: int) -> int:
             return reduction_delay_ns(message_bytes, self.system.local_mem_bw_gbps)
 
         steps: list[_Step] = []
-        message = reduction = first_tree = 0
-        if algorithm.name == DIRECT:
-            message = chunk_bytes if phase_type == ALL_GATHER else chunk_bytes // n
-            reduction = t_red(message) if phase_type in (ALL_REDUCE, REDUCE_SCATTER) else 0
-        elif algorithm.name == HALVING_DOUBLING:
-            halving_doubling_steps(phase_type, n, chunk_bytes, t_red)  # refuses what ASTRA-sim cannot run
-            message = chunk_bytes
-        elif algorithm.name == DOUBLE_BINARY_TREE:
+        message = reduction = 0
+        if name == DIRECT:
+            message = size_bytes if kind == ALL_GATHER else size_bytes // n
+            reduction = t_red(message) if kind in (ALL_REDUCE, REDUCE_SCATTER) else 0
+        elif name == HALVING_DOUBLING:
+            halving_doubling_steps(kind, n, size_bytes, t_red)  # refuses what ASTRA-sim cannot run
+            message = size_bytes
+        elif name == DOUBLE_BINARY_TREE:
             if n & (n - 1):
                 raise _not_yet(f"doubleBinaryTree over {n} NPUs (ASTRA-sim's tree holds a power-of-two count)")
-            message, reduction = chunk_bytes, t_red(chunk_bytes)
-            if len(npus) == self.network.num_npus:
-                # the two trees alternate over the chunks of every collective of a type on all NPUs
-                first_tree = self.trees_taken.get(comm_type, 0) % 2
-                self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
+            message, reduction = size_bytes, t_red(size_bytes)
         else:  # ring
-            count, piece, reduced = ring_steps(phase_type, n, chunk_bytes)
-            successor = [(p + 1) % n for p in range(n)]
+            count, piece, reduced = ring_steps(kind, n, size_bytes)
+            to = [(p - 1) % n if phase.reverse else (p + 1) % n for p in range(n)]
             reduced_ns = t_red(piece) if reduced else 0
-            steps = [_Step(successor, piece, reduced_ns if k < reduced else 0) for k in range(count)]
-        endpoint_ns = SUBGROUP_ENDPOINT_DELAY_NS if members is not None else int(self.system.endpoint_delay_ns)
-        instance = _Instance(
-            npus, comm_type, algorithm, members is not None, phase_type, streams, steps, message, endpoint_ns,
-            reduction,
+            steps = [_Step(to, piece, reduced_ns if k < reduced else 0) for k in range(count)]
+        queue = phase.dim if phase.dim is not None else 0
+        return _PhaseShape(
+            kind, phase.algorithm, queue, lines, line_of, position_of, phase.span.local, phase.reverse,
+            phase.span.endpoint_ns, steps, message, reduction, root_max,
         )  # fmt: skip
-        instance.positions = {npu: p for p, npu in enumerate(npus)}
-        instance.first_tree = first_tree
-        return instance
 
-    def _pump(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
-        """Start the member's waiting streams while it runs fewer than the active limit."""
-        waiting = instance.waiting[position]
-        while waiting and instance.running[position] < self.system.active_chunks_per_dimension:
-            instance.running[position] += 1
-            self._start(instance, position, waiting.popleft(), now_ns, key)
+    def _pump(self, instance: _Instance, member: int, queue: int, now_ns: int) -> None:
+        """Start the member's streams waiting for ``queue`` while it runs fewer than the active limit
+        (ASTRA-sim's dimension queue: first come, first served)."""
+        slot = (member, queue)
+        waiting = instance.waiting[slot]
+        while waiting and instance.running[slot] < self.system.active_chunks_per_dimension:
+            instance.running[slot] += 1
+            stream, phase = waiting.popleft()
+            self._start(instance, member, stream, phase, now_ns)
 
-    def _start_tree(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
-        """A member joins a doubleBinaryTree collective: its chunks through the collective's replay."""
-        if instance.trees is None:
-            instance.trees = _TreeRun(self, instance, key)
-        instance.trees.join(position, now_ns)
-
-    def _start(self, instance: _Instance, position: int, stream: int, now_ns: int, key: tuple[int, int]) -> None:
-        """A stream starts on a member: the ring's first send ``d`` later, or its state machine."""
-        if instance.algorithm.name in (DIRECT, HALVING_DOUBLING):
-            member: _DirectStream | _HalvingDoublingStream = (
-                _DirectStream(self, instance, position, stream, key)
-                if instance.algorithm.name == DIRECT
-                else _HalvingDoublingStream(self, instance, position, stream, key)
+    def _start(self, instance: _Instance, member: int, stream: int, phase: int, now_ns: int) -> None:
+        """A member starts ``phase`` of ``stream`` on its line: the ring's first send ``d`` later, its
+        state machine, or its part of the chunk's tree."""
+        shape = instance.phases[phase]
+        line = shape.line_of[member]
+        run = instance.runs.get((phase, line))
+        if run is None:
+            members = shape.lines[line]
+            run = instance.runs[(phase, line)] = _Line(
+                instance, phase, shape, members, tuple(instance.npus[m] for m in members)
             )
-            instance.machines[(stream, position)] = member
-            self.events.entry(now_ns, member.start)
-            return
-        self.events.at(
-            instance.npus[position],
-            now_ns + instance.endpoint_ns,
-            lambda t: self._send(instance, position, stream, 0, t, key),
-        )
+        position = shape.position_of[member]
+        name = shape.algorithm.name
+        if name == DOUBLE_BINARY_TREE:
+            if run.trees is None:
+                run.trees = _TreeRun(self, run)
+            run.trees.now = now_ns
+            run.trees.begin(position, stream, shape.root_max(stream))
+        elif name in (DIRECT, HALVING_DOUBLING):
+            machine: _DirectStream | _HalvingDoublingStream = (
+                _DirectStream(self, run, position, stream)
+                if name == DIRECT
+                else _HalvingDoublingStream(self, run, position, stream)
+            )
+            run.machines[(stream, position)] = machine
+            self.events.entry(now_ns, machine.start)
+        else:
+            self.events.at(
+                run.npus[position], now_ns + shape.endpoint_ns, lambda t: self._send(run, position, stream, 0, t)
+            )
 
     def exchange(
-        self,
-        instance: _Instance,
-        stream: int,
-        position: int,
-        to: int,
-        source: int,
-        size_bytes: int,
-        now_ns: int,
+        self, run: _Line, stream: int, position: int, to: int, source: int, size_bytes: int, now_ns: int,
         arrive: Callable[[int], None],
-    ) -> None:
+    ) -> None:  # fmt: skip
         """A state machine's step: send ``size_bytes`` from ``position`` to ``to`` and post the receive
         of ``source``'s message; ``arrive(t)`` runs when that has come (at once, as a new event, if it
         came first, as ASTRA-sim's late receive does)."""
         self.links.send(
-            now_ns,
-            instance.npus[position],
-            instance.npus[to],
-            size_bytes,
-            lambda t: self.machine_delivered(instance, stream, position, to, t),
-        )
+            now_ns, run.npus[position], run.npus[to], size_bytes,
+            lambda t: self.machine_delivered(run, stream, position, to, t),
+        )  # fmt: skip
         slot = (stream, source, position)
-        if instance.arrived.get(slot, 0):
-            instance.arrived[slot] -= 1
+        if run.arrived.get(slot, 0):
+            run.arrived[slot] -= 1
             self.events.entry(now_ns, arrive)
         else:
-            instance.posted[slot] = instance.posted.get(slot, 0) + 1
+            run.posted[slot] = run.posted.get(slot, 0) + 1
 
-    def machine_delivered(self, instance: _Instance, stream: int, src: int, dst: int, now_ns: int) -> None:
+    def machine_delivered(self, run: _Line, stream: int, src: int, dst: int, now_ns: int) -> None:
         """A state machine's message from position ``src`` has reached ``dst``: its receive if posted."""
         slot = (stream, src, dst)
-        if instance.posted.get(slot, 0):
-            instance.posted[slot] -= 1
-            instance.machines[(stream, dst)].arrive(now_ns)
+        if run.posted.get(slot, 0):
+            run.posted[slot] -= 1
+            run.machines[(stream, dst)].arrive(now_ns)
         else:
-            instance.arrived[slot] = instance.arrived.get(slot, 0) + 1
+            run.arrived[slot] = run.arrived.get(slot, 0) + 1
 
-    def stream_ended(
-        self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int], *, last: bool = False
-    ) -> None:
-        """A member's stream ended (its state machine says so), or (``last``) its last chunk of
-        a doubleBinaryTree collective, whose replay starts the member's chunks itself."""
-        if last:
-            instance.left[position] = 1
-            instance.running[position] = 1
-        self._stream_ended(instance, position, now_ns, key)
-
-    def _send(
-        self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
-    ) -> None:
+    def _send(self, run: _Line, position: int, stream: int, step: int, now_ns: int) -> None:
         """Send step ``step`` of ``stream`` to the step's receiver and post the matching receive."""
-        plan = instance.steps[step]
+        plan = run.shape.steps[step]
         to = plan.to[position]
         self.links.send(
-            now_ns,
-            instance.npus[position],
-            instance.npus[to],
-            plan.message_bytes,
-            lambda t: self._delivered(instance, stream, to, step, t, key),
-        )
+            now_ns, run.npus[position], run.npus[to], plan.message_bytes,
+            lambda t: self._delivered(run, stream, to, step, t),
+        )  # fmt: skip
         slot = (stream, position, step)
-        if instance.mailbox.pop(slot, None) == "arrived":
-            self.schedule(now_ns, lambda t: self._received(instance, position, stream, step, t, key))
+        if run.mailbox.pop(slot, None) == "arrived":
+            self.schedule(now_ns, lambda t: self._received(run, position, stream, step, t))
         else:
-            instance.mailbox[slot] = "posted"
+            run.mailbox[slot] = "posted"
 
-    def _delivered(
-        self, instance: _Instance, stream: int, position: int, step: int, now_ns: int, key: tuple[int, int]
-    ) -> None:
+    def _delivered(self, run: _Line, stream: int, position: int, step: int, now_ns: int) -> None:
         slot = (stream, position, step)
-        if instance.mailbox.pop(slot, None) == "posted":
-            self._received(instance, position, stream, step, now_ns, key)
+        if run.mailbox.pop(slot, None) == "posted":
+            self._received(run, position, stream, step, now_ns)
         else:
-            instance.mailbox[slot] = "arrived"
+            run.mailbox[slot] = "arrived"
 
-    def _received(
-        self, instance: _Instance, position: int, stream: int, step: int, now_ns: int, key: tuple[int, int]
-    ) -> None:
-        npu, reduction_ns = instance.npus[position], instance.steps[step].reduction_ns
-        if step + 1 < len(instance.steps):
-            then: Callable[[int], None] = lambda t: self._send(instance, position, stream, step + 1, t, key)  # noqa: E731
+    def _received(self, run: _Line, position: int, stream: int, step: int, now_ns: int) -> None:
+        npu, reduction_ns = run.npus[position], run.shape.steps[step].reduction_ns
+        if step + 1 < len(run.shape.steps):
+            then: Callable[[int], None] = lambda t: self._send(run, position, stream, step + 1, t)  # noqa: E731
         else:
-            then = lambda t: self._stream_ended(instance, position, t, key)  # noqa: E731
+            then = lambda t: self.phase_ended(run, position, stream, t)  # noqa: E731
         # the memory bus (d), then the reduction: system events of the NPU, each in its bucket
+        endpoint_ns = run.shape.endpoint_ns
         if reduction_ns:
-            self.events.at(npu, now_ns + instance.endpoint_ns, lambda t: self.events.at(npu, t + reduction_ns, then))
+            self.events.at(npu, now_ns + endpoint_ns, lambda t: self.events.at(npu, t + reduction_ns, then))
         else:
-            self.events.at(npu, now_ns + instance.endpoint_ns, then)
+            self.events.at(npu, now_ns + endpoint_ns, then)
 
-    def _stream_ended(self, instance: _Instance, position: int, now_ns: int, key: tuple[int, int]) -> None:
-        instance.running[position] -= 1
-        instance.left[position] -= 1
-        if instance.left[position] == 0:
-            self.finished(instance.npus[position], instance.node[position], now_ns)
+    def phase_ended(self, run: _Line, position: int, stream: int, now_ns: int) -> None:
+        """The member at ``position`` of ``run``'s line ended its phase of ``stream``: the stream joins
+        the member's queue of the next phase, or ends; both queues start what waits for them."""
+        instance, phase = run.instance, run.phase
+        member = run.members[position]
+        queue = run.shape.queue
+        instance.running[(member, queue)] -= 1
+        if phase + 1 < len(instance.phases):
+            following = instance.phases[phase + 1].queue
+            instance.waiting[(member, following)].append((stream, phase + 1))
+            self._pump(instance, member, queue, now_ns)
+            self._pump(instance, member, following, now_ns)
+            return
+        instance.left[member] -= 1
+        if instance.left[member] == 0:
+            self.finished(instance.npus[member], instance.node[member], now_ns)
             instance.ended += 1
             instance.last_end_ns = max(instance.last_end_ns, now_ns)
             if instance.ended == len(instance.npus):
-                del self.instances[key]
+                del self.instances[instance.key]
                 total = self.matcher.totals[_type_name(instance.comm_type)]
                 total["time_ns"] += instance.last_end_ns - instance.last_arrival_ns
             return
-        self._pump(instance, position, now_ns, key)
+        self._pump(instance, member, queue, now_ns)
 
 
 class _EngineEvents(SystemEvents):
@@ -393,72 +440,57 @@ class _EngineEvents(SystemEvents):
 class _DirectStream(DirectMember):
     """One member's ``AllToAll`` state machine for one stream, its messages over the shared links."""
 
-    def __init__(self, runner: ContendedCollectives, instance: _Instance, position: int, stream: int, key):
-        n = len(instance.npus)
+    def __init__(self, runner: ContendedCollectives, run: _Line, position: int, stream: int):
+        shape = run.shape
         super().__init__(
-            instance.phase_type, n, instance.algorithm.window, instance.endpoint_ns, instance.reduction_ns, [],
-            runner.events, instance.npus[position], instance.local,
+            shape.phase_type, len(run.npus), shape.algorithm.window, shape.endpoint_ns, shape.reduction_ns, [],
+            runner.events, run.npus[position], shape.local,
         )  # fmt: skip
-        self.runner, self.instance, self.position, self.stream, self.key = runner, instance, position, stream, key
+        self.runner, self.run_on, self.position, self.stream = runner, run, position, stream
         self.finished = False
 
     def transmit(self, now: int, offset: int) -> None:
-        """Send to the member ``offset`` ahead and post the receive from the one ``offset`` behind."""
+        """Send to the member ``offset`` ahead and post the receive from the one ``offset`` behind
+        (the other way round on an anticlockwise phase)."""
         p, n = self.position, self.n
+        ahead = -offset if self.run_on.shape.reverse else offset
         self.runner.exchange(
-            self.instance,
-            self.stream,
-            p,
-            (p + offset) % n,
-            (p - offset) % n,
-            self.instance.message_bytes,
-            now,
+            self.run_on, self.stream, p, (p + ahead) % n, (p - ahead) % n, self.run_on.shape.message_bytes, now,
             self.arrive,
-        )
+        )  # fmt: skip
 
     def general(self, now: int) -> None:
         super().general(now)
         if self.end_ns >= 0 and not self.finished:
             self.finished = True
-            self.runner.stream_ended(self.instance, self.position, now, self.key)
+            self.runner.phase_ended(self.run_on, self.position, self.stream, now)
 
 
 class _TreeRun(TreeReplay):
-    """A doubleBinaryTree collective's chunks (:class:`~chakra.sim.algorithms.TreeReplay`), members
-    joining when they issue it, messages over the shared links, events in the engine's queue."""
+    """A doubleBinaryTree phase on one line (:class:`~chakra.sim.algorithms.TreeReplay`): each member
+    begins a chunk when its queue starts the stream, messages over the shared links, events in the
+    engine's queue."""
 
-    def __init__(self, runner: ContendedCollectives, instance: _Instance, key: tuple[int, int]):
-        n = len(instance.npus)
-        span = Span(n, instance.endpoint_ns, lambda a, b, size: 0, symmetric=False)
-        super().__init__(
-            span, instance.message_bytes, instance.streams, runner.system.active_chunks_per_dimension,
-            instance.first_tree, instance.reduction_ns,
-        )  # fmt: skip
+    def __init__(self, runner: ContendedCollectives, run: _Line):
+        n, shape = len(run.npus), run.shape
+        span = Span(n, shape.endpoint_ns, lambda a, b, size: 0, symmetric=False)
+        streams, active = run.instance.streams, runner.system.active_chunks_per_dimension
+        super().__init__(span, shape.message_bytes, streams, active, 0, shape.reduction_ns)
         self.events = runner.events
-        self.runner, self.instance, self.key = runner, instance, key
-
-    def join(self, member: int, now_ns: int) -> None:
-        """``member`` issues the collective: its first chunks start now."""
-        self.now = now_ns
-        for _ in range(min(self.active, self.streams)):
-            self.start(member)
+        self.runner, self.run_on = runner, run
 
     def bus(self, member: int, then: Callable[[], None]) -> None:
-        super().bus(self.instance.npus[member], then)
+        super().bus(self.run_on.npus[member], then)
 
     def reduce(self, member: int, then: Callable[[], None]) -> None:
-        super().reduce(self.instance.npus[member], then)
+        super().reduce(self.run_on.npus[member], then)
 
     def carry(self, src: int, dst: int, arrive: Callable[[int], None]) -> None:
-        npus = self.instance.npus
+        npus = self.run_on.npus
         self.runner.links.send(self.now, npus[src], npus[dst], self.size, arrive)
 
-    def end(self, member: int) -> None:
-        self.done[member] += 1
-        if self.done[member] == self.streams:
-            self.runner.stream_ended(self.instance, member, self.now, self.key, last=True)
-        if self.next_chunk[member] < self.streams:
-            self.start(member)
+    def end(self, member: int, chunk: int) -> None:
+        self.runner.phase_ended(self.run_on, member, chunk, self.now)
 
 
 class _HalvingDoublingStream:
@@ -470,16 +502,15 @@ class _HalvingDoublingStream:
     the packet; partners at distance 1, 2, 4, ... (all-gather: n/2, n/4, ...; all-reduce: up, then
     down again), each after the receive of the step before."""
 
-    def __init__(
-        self, runner: ContendedCollectives, instance: _Instance, position: int, stream: int, key: tuple[int, int]
-    ):
-        self.runner, self.instance, self.position, self.stream, self.key = runner, instance, position, stream, key
+    def __init__(self, runner: ContendedCollectives, run: _Line, position: int, stream: int):
+        self.runner, self.run_on, self.position, self.stream = runner, run, position, stream
         self.events = runner.events
-        self.npu = instance.npus[position]
-        self.n = n = len(instance.npus)
+        self.npu = run.npus[position]
+        self.n = n = len(run.npus)
+        self.endpoint_ns = run.shape.endpoint_ns
         levels = n.bit_length() - 1
-        kind = instance.phase_type
-        self.msg_bytes = instance.message_bytes if kind == ALL_GATHER else instance.message_bytes // 2
+        self.kind = kind = run.shape.phase_type
+        self.msg_bytes = run.shape.message_bytes if kind == ALL_GATHER else run.shape.message_bytes // 2
         self.offset = n // 2 if kind == ALL_GATHER else 1
         self.multiplier = 0.5 if kind == ALL_GATHER else 2.0
         self.stream_count = 2 * levels if kind == ALL_REDUCE else levels
@@ -507,7 +538,7 @@ class _HalvingDoublingStream:
 
     def insert(self, now: int) -> None:
         """``insert_packet`` and ``process_max_count``: queue the next step's packet and release it."""
-        kind = self.instance.phase_type
+        kind = self.kind
         if self.zero == 0 and self.non_zero == 0:
             self.zero, self.non_zero = 1, self.levels - 1
             self.toggle = not self.toggle
@@ -523,11 +554,11 @@ class _HalvingDoublingStream:
             reduction = reduction_delay_ns(size, self.runner.system.local_mem_bw_gbps)
             self.events.at(
                 self.npu,
-                now + self.instance.endpoint_ns,
+                now + self.endpoint_ns,
                 lambda t: self.events.at(self.npu, t + reduction, self.general),
             )
         else:
-            self.events.at(self.npu, now + self.instance.endpoint_ns, self.general)
+            self.events.at(self.npu, now + self.endpoint_ns, self.general)
         self.offset = int(self.offset * self.multiplier)
         self.msg_bytes = int(self.msg_bytes / self.multiplier)
         if self.offset == self.n and kind == ALL_REDUCE:
@@ -546,11 +577,11 @@ class _HalvingDoublingStream:
             self.free -= 1
         if self.stream_count == 0 and self.free == 1 and not self.ended:
             self.ended = True
-            self.runner.stream_ended(self.instance, self.position, now, self.key)
+            self.runner.phase_ended(self.run_on, self.position, self.stream, now)
 
     def _transmit(self, now: int, partner: int, size: int) -> None:
         """Send to ``partner`` and post the receive of its message of this step."""
-        self.runner.exchange(self.instance, self.stream, self.position, partner, partner, size, now, self.arrive)
+        self.runner.exchange(self.run_on, self.stream, self.position, partner, partner, size, now, self.arrive)
 
 
 def _type_name(comm_type: int) -> str:
@@ -560,5 +591,5 @@ def _type_name(comm_type: int) -> str:
 def _not_yet(what: str) -> ChakraInputError:
     return ChakraInputError(
         f"the congestion-aware network model does not simulate {what} yet",
-        hint="use --network-model congestion-unaware, or the ring algorithm on a one-dimensional network",
+        hint="use --network-model congestion-unaware",
     )

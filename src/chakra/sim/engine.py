@@ -510,6 +510,8 @@ class _Run:
     def stuck(self) -> SimulationStuck:
         """Who waits for what when no event is left but nodes are."""
         found: list[Waiting] = self.collectives.stuck() + self.messages.stuck()
+        if self.contended is not None:
+            found += self.contended.stuck()
         blocked = 0
         for state in self.ranks:
             if state is None:

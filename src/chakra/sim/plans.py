@@ -7,7 +7,7 @@ lines of NPUs and their dataflow; :func:`collective_parts` says which members a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chakra.errors import ChakraInputError
@@ -128,63 +128,101 @@ def line_phases(
 ) -> list[LinePhase]:
     """The plan as :mod:`chakra.sim.streams` runs it over ``npus``: each phase's queue (its dimension),
     lines (the NPUs differing only in that coordinate; a flat or subgroup phase: all, in order) and
-    dataflow at the size the phase receives.
-
-    doubleBinaryTree's two trees alternate per dimension (``DoubleBinaryTreeTopology::counter``, one per
-    dimension and collective type, advanced by every phase generated on it): a dimension with one phase
-    per stream continues the type's alternation (``first_tree``), one with two (localBWAware
-    reduce-scatter and all-gather) advances by two per stream, so its first phase takes ``RootMax`` and
-    its second ``RootMin`` every time.
+    dataflow at the size the phase receives (doubleBinaryTree's trees chosen by :func:`tree_roots`).
     """
-    per_dim: dict[int | None, int] = {}
-    for phase in plan:
-        per_dim[phase.dim] = per_dim.get(phase.dim, 0) + 1
-    seen: dict[int | None, int] = {}
+    roots = tree_roots(plan, first_tree)
     phases = []
     size_bytes = chunk_bytes
-    for phase in plan:
-        if phase.dim is None:
-            lines: list[list[int]] = [list(range(len(npus)))]
-            line_of, position_of = [0] * len(npus), list(range(len(npus)))
-        else:
-            keyed: dict[tuple[int, ...], int] = {}
-            lines, line_of, position_of = [], [], []
-            for i, npu in enumerate(npus):
-                coords = network.coordinates(npu)
-                key = coords[: phase.dim] + coords[phase.dim + 1 :]
-                if key not in keyed:
-                    keyed[key] = len(lines)
-                    lines.append([0] * network.npus_count[phase.dim])
-                lines[keyed[key]][coords[phase.dim]] = i
-                line_of.append(keyed[key])
-                position_of.append(coords[phase.dim])
-        on_dim = per_dim[phase.dim]
-        index = seen.get(phase.dim, 0)
-        seen[phase.dim] = index + 1
-        base = first_tree if on_dim == 1 else 0
+    for phase, root_max_of in zip(plan, roots, strict=True):
+        lines, line_of, position_of = phase_lines(phase, npus, network)
 
         def ends(
-            stream: int, inits: Sequence[int], phase: Phase = phase, size: int = size_bytes, on_dim: int = on_dim,
-            index: int = index, base: int = base,
+            stream: int, inits: Sequence[int], phase: Phase = phase, size: int = size_bytes,
+            root_max_of: Callable[[int], bool] = root_max_of,
         ) -> list[int]:  # fmt: skip
-            root_max = (base + stream * on_dim + index) % 2 == 0
             return member_ends_ns(
-                phase.phase_type, phase.algorithm, phase.span, size, t_red, inits, root_max, phase.reverse
+                phase.phase_type, phase.algorithm, phase.span, size, t_red, inits, root_max_of(stream), phase.reverse
             )
 
         lags = None
         if phase.algorithm.name == DOUBLE_BINARY_TREE:
 
             def lags(
-                stream: int, phase: Phase = phase, size: int = size_bytes, on_dim: int = on_dim, index: int = index,
-                base: int = base,
+                stream: int, phase: Phase = phase, size: int = size_bytes,
+                root_max_of: Callable[[int], bool] = root_max_of,
             ) -> list[int]:  # fmt: skip
-                return tree_lags_ns(phase.span, (base + stream * on_dim + index) % 2 == 0, t_red(size))
+                return tree_lags_ns(phase.span, root_max_of(stream), t_red(size))
 
         queue = phase.dim if phase.dim is not None else 0
         phases.append(LinePhase(queue, lines, line_of, position_of, ends, lags))
         size_bytes = size_after(phase.phase_type, phase.algorithm, size_bytes, phase.span.size)
     return phases
+
+
+def phase_lines(
+    phase: Phase, npus: Sequence[int], network: NetworkConfig
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """The lines of NPUs that run ``phase`` together, as indexes into ``npus``: each line's members by
+    position, and each NPU's line and position. A phase on a dimension has a line per slice of the
+    other dimensions (the NPUs differing only in that coordinate, by that coordinate); a flat or
+    subgroup phase has one line of every NPU, in order.
+
+    >>> from chakra.sim.config import NetworkConfig
+    >>> two_d = NetworkConfig(("Ring", "Ring"), (2, 2), (50.0, 50.0), (500.0, 500.0))
+    >>> on_dim_1 = Phase(0, Algorithm(RING), Span(2, 0, lambda a, b, size: 0, True), 1)
+    >>> phase_lines(on_dim_1, range(4), two_d)  # NPUs 0 and 2 differ in dimension 1 only
+    ([[0, 2], [1, 3]], [0, 1, 0, 1], [0, 0, 1, 1])
+    """
+    if phase.dim is None:
+        return [list(range(len(npus)))], [0] * len(npus), list(range(len(npus)))
+    keyed: dict[tuple[int, ...], int] = {}
+    lines: list[list[int]] = []
+    line_of, position_of = [], []
+    for i, npu in enumerate(npus):
+        coords = network.coordinates(npu)
+        key = coords[: phase.dim] + coords[phase.dim + 1 :]
+        if key not in keyed:
+            keyed[key] = len(lines)
+            lines.append([0] * network.npus_count[phase.dim])
+        lines[keyed[key]][coords[phase.dim]] = i
+        line_of.append(keyed[key])
+        position_of.append(coords[phase.dim])
+    return lines, line_of, position_of
+
+
+def tree_roots(plan: Sequence[Phase], first_tree: int) -> list[Callable[[int], bool]]:
+    """For each phase of ``plan``, whether stream ``s``'s chunk takes doubleBinaryTree's ``RootMax``
+    tree there (else ``RootMin``).
+
+    The two trees alternate per dimension (``DoubleBinaryTreeTopology::counter``, one per dimension
+    and collective type, advanced by every phase generated on it): a dimension with one phase per
+    stream continues the type's alternation (``first_tree``), one with two (localBWAware
+    reduce-scatter and all-gather) advances by two per stream, so its first phase takes ``RootMax``
+    and its second ``RootMin`` every time.
+
+    >>> ring = Span(2, 0, lambda a, b, size: 0, True)
+    >>> rs, ag = Phase(1, Algorithm(RING), ring, 0), Phase(2, Algorithm(RING), ring, 0)
+    >>> [[root(s) for s in range(3)] for root in tree_roots([rs, ag], first_tree=1)]
+    [[True, True, True], [False, False, False]]
+    >>> [root(s) for s in range(3) for root in tree_roots([rs], first_tree=1)]
+    [False, True, False]
+    """
+    per_dim: dict[int | None, int] = {}
+    for phase in plan:
+        per_dim[phase.dim] = per_dim.get(phase.dim, 0) + 1
+    seen: dict[int | None, int] = {}
+    roots: list[Callable[[int], bool]] = []
+    for phase in plan:
+        on_dim = per_dim[phase.dim]
+        index = seen.get(phase.dim, 0)
+        seen[phase.dim] = index + 1
+        base = first_tree if on_dim == 1 else 0
+
+        def root_max(stream: int, on_dim: int = on_dim, index: int = index, base: int = base) -> bool:
+            return (base + stream * on_dim + index) % 2 == 0
+
+        roots.append(root_max)
+    return roots
 
 
 def collective_parts(
