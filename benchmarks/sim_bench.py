@@ -30,9 +30,9 @@ cycles equal ours. ASTRA-sim takes minutes on (b)'s 256 ranks, so that case is r
 least 3x faster than ASTRA-sim end to end (process wall times) on (a) and on (b) with 256 ranks; peak
 memory no more than ASTRA-sim's; the engine at least 500k nodes/s on one core; memory linear in the
 workload. ``--network-model congestion-aware`` measures the congestion-aware model instead, beside
-ASTRA-sim's congestion-aware binary (issue 31's target: 3x); that model does not yet run the
-collectives (b) plans in phases per dimension, and ASTRA-sim's aware build cannot build (a)'s Ring
-of two, so it takes (a) on a Switch of two by default. ``--profile [CASE]``
+ASTRA-sim's congestion-aware binary (issue 31's target: 3x); that build refuses (b)'s
+multi-dimensional network and cannot build (a)'s Ring of two, so the comparison takes (a) on a
+Switch of two by default. ``--profile [CASE]``
 samples one case with py-spy (cProfile when py-spy is missing), loading in process, and prints the
 functions with the most own time in the load and the simulate stages.
 Run: ``python benchmarks/sim_bench.py [--large] [--network-model congestion-aware]``.

@@ -24,6 +24,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER
@@ -226,8 +227,13 @@ class SystemEvents:
         bucket = self.buckets.get((npu, time_ns))
         if bucket is None:
             bucket = self.buckets[(npu, time_ns)] = []
-            self.entry(time_ns, lambda now: self._run_bucket(npu, now))
+            self.entry(time_ns, partial(self._run_bucket, npu))
         bucket.append(call)
+
+    def later(self, npu: int, delay_ns: int, call: Call, now: int) -> None:
+        """At ``now``, the system event ``call`` of ``npu`` ``delay_ns`` later (a bundle's reduction
+        after its bus crossing)."""
+        self.at(npu, now + delay_ns, call)
 
     def _run_bucket(self, npu: int, now: int) -> None:
         for call in self.buckets[(npu, now)]:  # grows while it runs: zero-delay events join it
@@ -331,7 +337,7 @@ class DirectMember:
             self.non_zero -= 1
             reduce = self.phase_type == REDUCE_SCATTER or (self.phase_type == ALL_REDUCE and self.toggle)
         if reduce:
-            self.events.at(self.npu, now + self.d, lambda t: self.events.at(self.npu, t + self.t_red, self.general))
+            self.events.at(self.npu, now + self.d, partial(self.events.later, self.npu, self.t_red, self.general))
         else:
             self.events.at(self.npu, now + self.d, self.general)
 

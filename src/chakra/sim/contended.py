@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -115,6 +116,17 @@ class _PhaseShape:
     root_max: Callable[[int], bool]  # doubleBinaryTree: stream -> its chunk takes the RootMax tree
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A collective's shape, the same on every turn of its type, size and group."""
+
+    npus: tuple[int, ...]  # members in group order, their NPU ids
+    positions: dict[int, int]  # NPU -> member index
+    streams: int
+    trees: bool  # a phase runs doubleBinaryTree (its trees alternate from turn to turn)
+    phases: tuple[list[_PhaseShape], list[_PhaseShape]]  # by the first chunk's tree (0: RootMax)
+
+
 @dataclass
 class _Instance:
     """One collective (a group's turn) under way: its plan and every member's progress."""
@@ -124,7 +136,7 @@ class _Instance:
     comm_type: int
     streams: int
     phases: list[_PhaseShape]
-    positions: dict[int, int] = field(default_factory=dict)  # NPU -> member index
+    positions: dict[int, int]  # NPU -> member index
     node: dict[int, int] = field(default_factory=dict)  # member -> its node
     # (member, queue) -> (stream, phase) waiting for the queue, and streams the queue runs
     waiting: dict[tuple[int, int], deque[tuple[int, int]]] = field(default_factory=dict)
@@ -178,6 +190,7 @@ class ContendedCollectives:
         self.untaken: dict[str, int] = {}  # type name -> collectives timed without contention
         self.trees_taken: dict[int, int] = {}  # comm type -> doubleBinaryTree chunks so far
         self.instances: dict[tuple[int, int], _Instance] = {}
+        self.plans: dict[tuple[int, int, int], _Plan] = {}  # (comm type, bytes, group) -> its plan
 
     def takes(self, comm_type: int) -> bool:
         """Whether collectives of ``comm_type`` run here: the types ASTRA-sim simulates. This
@@ -240,6 +253,17 @@ class ContendedCollectives:
         self._pump(instance, member, first, now_ns)
 
     def _instance(self, key: tuple[int, int], comm_type: int, size_bytes: int, group: int) -> _Instance:
+        plan = self.plans.get((comm_type, size_bytes, group))
+        if plan is None:
+            plan = self.plans[(comm_type, size_bytes, group)] = self._plan(comm_type, size_bytes, group)
+        first_tree = 0
+        if plan.trees and len(plan.npus) == self.network.num_npus:
+            # the two trees alternate over the chunks of every collective of a type on all NPUs
+            first_tree = self.trees_taken.get(comm_type, 0) % 2
+            self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + plan.streams
+        return _Instance(key, plan.npus, comm_type, plan.streams, plan.phases[first_tree], plan.positions)
+
+    def _plan(self, comm_type: int, size_bytes: int, group: int) -> _Plan:
         members = self.matcher.members[group]
         npus = tuple(members) if members is not None else tuple(range(self.network.num_npus))
         absent = [npu for npu in npus if npu not in self.present]
@@ -251,19 +275,17 @@ class ContendedCollectives:
         chunk_bytes, streams = chunk_plan(
             comm_type, size_bytes, self.system.preferred_dataset_splits, self.network.num_npus
         )
-        first_tree = 0
-        if len(npus) == self.network.num_npus and any(p.algorithm.name == DOUBLE_BINARY_TREE for p in plan):
-            # the two trees alternate over the chunks of every collective of a type on all NPUs
-            first_tree = self.trees_taken.get(comm_type, 0) % 2
-            self.trees_taken[comm_type] = self.trees_taken.get(comm_type, 0) + streams
-        phases = []
-        size = chunk_bytes
-        for phase, root_max in zip(plan, tree_roots(plan, first_tree), strict=True):
-            phases.append(self._shape(phase, npus, size, root_max))
-            size = size_after(phase.phase_type, phase.algorithm, size, phase.span.size)
-        instance = _Instance(key, npus, comm_type, streams, phases)
-        instance.positions = {npu: member for member, npu in enumerate(npus)}
-        return instance
+        by_first_tree: list[list[_PhaseShape]] = []
+        for first_tree in (0, 1):
+            phases = []
+            size = chunk_bytes
+            for phase, root_max in zip(plan, tree_roots(plan, first_tree), strict=True):
+                phases.append(self._shape(phase, npus, size, root_max))
+                size = size_after(phase.phase_type, phase.algorithm, size, phase.span.size)
+            by_first_tree.append(phases)
+        trees = any(phase.algorithm.name == DOUBLE_BINARY_TREE for phase in plan)
+        positions = {npu: member for member, npu in enumerate(npus)}
+        return _Plan(npus, positions, streams, trees, (by_first_tree[0], by_first_tree[1]))
 
     def _shape(
         self, phase: Phase, npus: tuple[int, ...], size_bytes: int, root_max: Callable[[int], bool]
@@ -336,7 +358,7 @@ class ContendedCollectives:
             self.events.entry(now_ns, machine.start)
         else:
             self.events.at(
-                run.npus[position], now_ns + shape.endpoint_ns, lambda t: self._send(run, position, stream, 0, t)
+                run.npus[position], now_ns + shape.endpoint_ns, partial(self._send, run, position, stream, 0)
             )
 
     def exchange(
@@ -348,7 +370,7 @@ class ContendedCollectives:
         came first, as ASTRA-sim's late receive does)."""
         self.links.send(
             now_ns, run.npus[position], run.npus[to], size_bytes,
-            lambda t: self.machine_delivered(run, stream, position, to, t),
+            partial(self.machine_delivered, run, stream, position, to),
         )  # fmt: skip
         slot = (stream, source, position)
         if run.arrived.get(slot, 0):
@@ -372,11 +394,11 @@ class ContendedCollectives:
         to = plan.to[position]
         self.links.send(
             now_ns, run.npus[position], run.npus[to], plan.message_bytes,
-            lambda t: self._delivered(run, stream, to, step, t),
+            partial(self._delivered, run, stream, to, step),
         )  # fmt: skip
         slot = (stream, position, step)
         if run.mailbox.pop(slot, None) == "arrived":
-            self.schedule(now_ns, lambda t: self._received(run, position, stream, step, t))
+            self.schedule(now_ns, partial(self._received, run, position, stream, step))
         else:
             run.mailbox[slot] = "posted"
 
@@ -390,13 +412,13 @@ class ContendedCollectives:
     def _received(self, run: _Line, position: int, stream: int, step: int, now_ns: int) -> None:
         npu, reduction_ns = run.npus[position], run.shape.steps[step].reduction_ns
         if step + 1 < len(run.shape.steps):
-            then: Callable[[int], None] = lambda t: self._send(run, position, stream, step + 1, t)  # noqa: E731
+            then: Callable[[int], None] = partial(self._send, run, position, stream, step + 1)
         else:
-            then = lambda t: self.phase_ended(run, position, stream, t)  # noqa: E731
+            then = partial(self.phase_ended, run, position, stream)
         # the memory bus (d), then the reduction: system events of the NPU, each in its bucket
         endpoint_ns = run.shape.endpoint_ns
         if reduction_ns:
-            self.events.at(npu, now_ns + endpoint_ns, lambda t: self.events.at(npu, t + reduction_ns, then))
+            self.events.at(npu, now_ns + endpoint_ns, partial(self.events.later, npu, reduction_ns, then))
         else:
             self.events.at(npu, now_ns + endpoint_ns, then)
 
@@ -431,10 +453,7 @@ class _EngineEvents(SystemEvents):
 
     def __init__(self, schedule: Schedule):
         super().__init__()
-        self.schedule = schedule
-
-    def entry(self, time_ns: int, call: Callable[[int], None]) -> None:
-        self.schedule(time_ns, call)
+        self.entry = schedule  # type: ignore[method-assign,assignment]  # the engine's queue: no call between
 
 
 class _DirectStream(DirectMember):
@@ -555,7 +574,7 @@ class _HalvingDoublingStream:
             self.events.at(
                 self.npu,
                 now + self.endpoint_ns,
-                lambda t: self.events.at(self.npu, t + reduction, self.general),
+                partial(self.events.later, self.npu, reduction, self.general),
             )
         else:
             self.events.at(self.npu, now + self.endpoint_ns, self.general)

@@ -259,9 +259,11 @@ class _Run:
             # every node completes exactly once; the network adds events of its own
             max_events=self.total + (NETWORK_EVENTS if aware else 0),
         )
+        self.callback_key = self.queue.rank_key(self.callback_rank)
         # the network's pending callbacks by slot (the event's position), and the slots free again
         self.callbacks: list[Callable[[int], None] | None] = []
         self.free_slots: list[int] = []
+        self.schedule = self._scheduler()
         self.links = LinkNetwork(network, self.schedule, keep_hops=keep_intervals) if aware else None
         self.contended = (
             ContendedCollectives(
@@ -384,20 +386,30 @@ class _Run:
                 issue(state, pop(receives), now_ns)
         self.done = done
 
-    def schedule(self, t_ns: int, callback: Callable[[int], None]) -> None:
-        """Run ``callback(t_ns)`` at ``t_ns``, in push order with the ranks' events at that time."""
-        if self.free_slots:
-            slot = self.free_slots.pop()
-            self.callbacks[slot] = callback
-        else:
-            slot = len(self.callbacks)
-            self.callbacks.append(callback)
-        if slot >= CALLBACK_SLOTS:
-            raise ChakraInputError(
-                f"more than {CALLBACK_SLOTS:,} network events pending at once",
-                hint="the congestion-aware model keeps every message's next hop as an event: simulate fewer ranks",
-            )
-        self.queue.push(t_ns, self.callback_rank, slot)
+    def _scheduler(self) -> Callable[[int, Callable[[int], None]], None]:
+        """``schedule(t_ns, callback)``: run ``callback(t_ns)`` at ``t_ns``, in push order with the
+        ranks' events at that time. The congestion-aware model's hot path: a closure over the queue's
+        fields, :meth:`EventQueue.push` inline."""
+        queue, callbacks, free_slots = self.queue, self.callbacks, self.free_slots
+        heap, next_seq, push = queue.heap, queue.next_seq, heapq.heappush
+        time_shift, seq_shift, callback_key = queue.time_shift, queue.seq_shift, self.callback_key
+
+        def schedule(t_ns: int, callback: Callable[[int], None]) -> None:
+            if free_slots:
+                slot = free_slots.pop()
+                callbacks[slot] = callback
+            else:
+                slot = len(callbacks)
+                if slot >= CALLBACK_SLOTS:
+                    raise ChakraInputError(
+                        f"more than {CALLBACK_SLOTS:,} network events pending at once",
+                        hint="the congestion-aware model keeps every message's next hop as an event: "
+                        "simulate fewer ranks",
+                    )
+                callbacks.append(callback)
+            push(heap, (t_ns << time_shift) | (next_seq() << seq_shift) | callback_key | slot)
+
+        return schedule
 
     def issue(self, state: RankState, pos: int, now_ns: int) -> None:
         """Issue a node that is not compute (compute is issued inline in :meth:`loop`)."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import pairwise
 
 from chakra.errors import ChakraInputError
@@ -186,35 +187,35 @@ class LinkNetwork:
         message.waiting_since_ns = now_ns
         if now_ns < link.free_at_ns or link.waiting:
             if not link.waiting:
-                self.schedule(link.free_at_ns, lambda t_ns: self._released(t_ns, link))
+                self.schedule(link.free_at_ns, partial(self._released, link))
             link.waiting.append(message)
         else:
             self._transmit(now_ns, link, message)
 
     def _transmit(self, now_ns: int, link: Link, message: _Message) -> None:
         size = message.size_bytes
-        held_ns = link.serialization_ns(size)
+        held_ns = int(size / link.bytes_per_ns)  # Link.serialization_ns and hop_ns inline: the hot path
         link.carried_bytes += size
         link.busy_ns += held_ns
         link.messages += 1
         if self.hops is not None:
             self.hops.append((message.hops[message.at][0], message.waiting_since_ns, now_ns, now_ns + held_ns, size))
-        self.schedule(now_ns + link.hop_ns(size), lambda t_ns: self._arrived(t_ns, message))
+        self.schedule(now_ns + int(link.latency_ns + size / link.bytes_per_ns), partial(self._arrived, message))
         link.free_at_ns = now_ns + held_ns
 
-    def _arrived(self, now_ns: int, message: _Message) -> None:
+    def _arrived(self, message: _Message, now_ns: int) -> None:
         message.at += 1
         if message.at == len(message.hops):
             message.delivered(now_ns)
         else:
             self._offer(now_ns, message)
 
-    def _released(self, now_ns: int, link: Link) -> None:
+    def _released(self, link: Link, now_ns: int) -> None:
         message = link.waiting.popleft()
         link.queued_ns += now_ns - message.waiting_since_ns
         self._transmit(now_ns, link, message)
         if link.waiting:
-            self.schedule(link.free_at_ns, lambda t_ns: self._released(t_ns, link))
+            self.schedule(link.free_at_ns, partial(self._released, link))
 
     def device_name(self, device: int) -> str:
         """``NPU 3``, or ``switch`` (a one-dimensional Switch network's), or ``switch 2`` (the third
