@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from chakra.errors import ChakraInputError
+from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE
+from chakra.sim.collectives import collective_times
 from chakra.sim.config import (
     NetworkConfig,
     RemoteMemoryConfig,
@@ -39,7 +41,6 @@ REFERENCE_SYSTEM: dict[str, Any] = {
 #: The smallest system file ASTRA-sim can run: only the keys without a usable default.
 MINIMAL_SYSTEM: dict[str, Any] = {
     "scheduling-policy": "FIFO",
-    "collective-optimization": "baseline",
     "preferred-dataset-splits": 1,
 }
 
@@ -165,11 +166,32 @@ def test_endpoint_delay_is_scaled_by_injection_scale_only_when_the_file_gives_it
 # System JSON: errors
 
 
+def test_a_system_file_without_collective_optimization_plans_one_dimension_as_baseline(tmp_path):
+    # ASTRA-sim's custom-collective example has none: ASTRA-sim leaves it uninitialised, harmless there
+    system = load_system(
+        write_system(tmp_path, {**MINIMAL_SYSTEM, "all-reduce-implementation": ["ring"], "local-mem-bw": 50})
+    )
+    ring = NetworkConfig(("Ring",), (8,), (50.0,), (500.0,))
+
+    assert system.collective_optimization is None
+    assert collective_times(ALL_REDUCE, 1 << 20, None, system, ring).longest_ns > 0
+
+
+def test_a_system_file_without_collective_optimization_cannot_plan_an_all_reduce_over_two_dimensions(tmp_path):
+    system = load_system(
+        write_system(tmp_path, {**MINIMAL_SYSTEM, "all-reduce-implementation": ["ring", "ring"], "local-mem-bw": 50})
+    )
+    two_d = NetworkConfig(("Ring", "Ring"), (2, 4), (50.0, 50.0), (500.0, 500.0))
+
+    message = input_error(collective_times, ALL_REDUCE, 1 << 20, None, system, two_d)
+
+    assert "collective-optimization" in message and "stalls" in message and str(system.path) in message
+
+
 @pytest.mark.parametrize(
     ("key", "why"),
     [
         ("scheduling-policy", "uninitialised"),
-        ("collective-optimization", "no default"),
         ("preferred-dataset-splits", "divide by zero"),
     ],
 )

@@ -246,6 +246,15 @@ class SystemEvents:
             call(now)
 
 
+class ScheduledEvents(SystemEvents):
+    """:class:`SystemEvents` whose global entries go to another queue: ``schedule(t_ns, call)`` (the
+    engine's, so the buckets' events interleave with everything else in time and push order)."""
+
+    def __init__(self, schedule: Callable[[int, Call], None]):
+        super().__init__()
+        self.entry = schedule  # type: ignore[method-assign,assignment]  # the queue itself: no call between
+
+
 # --- direct (AllToAll.cc over Ring.cc) ----------------------------------------------------------
 
 

@@ -147,6 +147,17 @@ CACHE_ENTRIES = 4096
 
 #: Every type's protobuf name, for messages.
 _TYPE_NAMES = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
+
+
+def type_name(comm_type: int) -> str:
+    """A collective type's protobuf name (its number when it has none), as the totals and messages say it.
+
+    >>> type_name(0), type_name(42)
+    ('ALL_REDUCE', '42')
+    """
+    return _TYPE_NAMES.get(comm_type, str(comm_type))
+
+
 #: Collectives whose phases reduce received data (they need ``local-mem-bw``).
 REDUCING_TYPES = frozenset({ALL_REDUCE, REDUCE, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK})
 #: Every ``CollectiveCommType`` (0–9).
@@ -469,7 +480,7 @@ def astra_compat_refusal(comm_type: int, system: SystemConfig) -> tuple[str, str
     when it can (always, with the switch off: this package models every type)."""
     if not system.astra_compat or comm_type not in ASTRA_REFUSED_TYPES:
         return None
-    name = _TYPE_NAMES.get(comm_type, str(comm_type))
+    name = type_name(comm_type)
     return (
         f"is a {name} collective, which ASTRA-sim refuses (Unsupported collective comm type)",
         "set chakra-astra-compat to 0 to simulate it with this package's model, or rewrite it "

@@ -37,7 +37,7 @@ broadcast, reduce and barrier, which ASTRA-sim does not simulate, keep this pack
 congestion-unaware models (a warning counts them).
 
 Example:
-    runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present)
+    runner = ContendedCollectives(matcher, system, network, links, schedule, finished, present, events)
     runner.arrive(rank, pos, now_ns, comm_type, size_bytes, group)   # from the engine's issue
 """
 
@@ -54,7 +54,6 @@ from chakra.schema.protobuf.et_def_pb2 import (
     ALL_REDUCE,
     REDUCE_SCATTER,
     REDUCE_SCATTER_BLOCK,
-    CollectiveCommType,
 )
 from chakra.sim.algorithms import (
     DIRECT,
@@ -74,6 +73,7 @@ from chakra.sim.collectives import (
     SUBGROUP_ENDPOINT_DELAY_NS,
     chunk_plan,
     reduction_delay_ns,
+    type_name,
 )
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.links import LinkNetwork
@@ -180,12 +180,14 @@ class ContendedCollectives:
         schedule: Schedule,
         finished: Finished,
         present: frozenset[int],
+        events: SystemEvents,
     ):
+        """``events``: ASTRA-sim's per-NPU buckets of system events over the engine's queue
+        (:class:`~chakra.sim.algorithms.ScheduledEvents`), shared with the engine's other models."""
         self.matcher, self.system, self.network = matcher, system, network
         self.links, self.schedule, self.finished = links, schedule, finished
         self.present = present
-        # ASTRA-sim's per-NPU buckets of system events, over the engine's queue (the state machines')
-        self.events = _EngineEvents(schedule)
+        self.events = events
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.untaken: dict[str, int] = {}  # type name -> collectives timed without contention
         self.trees_taken: dict[int, int] = {}  # comm type -> doubleBinaryTree chunks so far
@@ -201,7 +203,7 @@ class ContendedCollectives:
 
     def uncontended(self, comm_type: int) -> None:
         """A collective of a type :meth:`takes` refuses is timed without contention."""
-        self.untaken[_type_name(comm_type)] = self.untaken.get(_type_name(comm_type), 0) + 1
+        self.untaken[type_name(comm_type)] = self.untaken.get(type_name(comm_type), 0) + 1
 
     def warnings(self) -> list[str]:
         return [
@@ -222,7 +224,7 @@ class ContendedCollectives:
                 why = f"collective #{turn} of the {label}: ranks {absent[:8]} never issue it"
             else:
                 why = (
-                    f"{_type_name(instance.comm_type)} #{turn} of the {label}, its chunk streams deadlocked in the "
+                    f"{type_name(instance.comm_type)} #{turn} of the {label}, its chunk streams deadlocked in the "
                     "dimension queues as ASTRA-sim's do (raise active-chunks-per-dimension or use baseline)"
                 )
             for member, pos in instance.node.items():
@@ -238,7 +240,7 @@ class ContendedCollectives:
         instance = self.instances.get(key)
         if instance is None:
             instance = self.instances[key] = self._instance(key, comm_type, size_bytes, group)
-            total = self.matcher.totals.setdefault(_type_name(comm_type), {"count": 0, "bytes": 0, "time_ns": 0})
+            total = self.matcher.totals.setdefault(type_name(comm_type), {"count": 0, "bytes": 0, "time_ns": 0})
             total["count"] += 1
             total["bytes"] += size_bytes
         instance.last_arrival_ns = now_ns
@@ -442,18 +444,10 @@ class ContendedCollectives:
             instance.last_end_ns = max(instance.last_end_ns, now_ns)
             if instance.ended == len(instance.npus):
                 del self.instances[instance.key]
-                total = self.matcher.totals[_type_name(instance.comm_type)]
+                total = self.matcher.totals[type_name(instance.comm_type)]
                 total["time_ns"] += instance.last_end_ns - instance.last_arrival_ns
             return
         self._pump(instance, member, queue, now_ns)
-
-
-class _EngineEvents(SystemEvents):
-    """:class:`~chakra.sim.algorithms.SystemEvents` whose global entries are the engine's events."""
-
-    def __init__(self, schedule: Schedule):
-        super().__init__()
-        self.entry = schedule  # type: ignore[method-assign,assignment]  # the engine's queue: no call between
 
 
 class _DirectStream(DirectMember):
@@ -601,10 +595,6 @@ class _HalvingDoublingStream:
     def _transmit(self, now: int, partner: int, size: int) -> None:
         """Send to ``partner`` and post the receive of its message of this step."""
         self.runner.exchange(self.run_on, self.stream, self.position, partner, partner, size, now, self.arrive)
-
-
-def _type_name(comm_type: int) -> str:
-    return CollectiveCommType.Name(comm_type) if comm_type in CollectiveCommType.values() else str(comm_type)
 
 
 def _not_yet(what: str) -> ChakraInputError:

@@ -38,14 +38,17 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.sim.algorithms import ScheduledEvents
 from chakra.sim.choices import NetworkModel
 from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.contended import ContendedCollectives
+from chakra.sim.custom import CustomCollectives
 from chakra.sim.events import EventQueue
 from chakra.sim.links import LinkNetwork
 from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
 from chakra.sim.memory import MemoryQueues
+from chakra.sim.network import UnqueuedNetwork
 from chakra.sim.program import (
     COMMUNICATING_ACTIONS,
     DO_COLLECTIVE,
@@ -251,13 +254,15 @@ class _Run:
         self.memory = MemoryQueues(remote_memory)
         self.total = sum(len(p) for p in programs.values())
         aware = network_model is NetworkModel.CONGESTION_AWARE
-        # the network's own events (a message's hops) run on a rank of their own after the last
+        # messages one by one (the aware model's, custom algorithms') run as callbacks of the engine's
+        # queue, on a rank of their own after the last
+        callbacks = aware or bool(system.custom_implementations)
         self.callback_rank = max(programs, default=0) + 1
         self.queue = EventQueue(
             max_rank=self.callback_rank,
-            max_positions=max([len(p) for p in programs.values()] + [CALLBACK_SLOTS if aware else 1]),
+            max_positions=max([len(p) for p in programs.values()] + [CALLBACK_SLOTS if callbacks else 1]),
             # every node completes exactly once; the network adds events of its own
-            max_events=self.total + (NETWORK_EVENTS if aware else 0),
+            max_events=self.total + (NETWORK_EVENTS if callbacks else 0),
         )
         self.callback_key = self.queue.rank_key(self.callback_rank)
         # the network's pending callbacks by slot (the event's position), and the slots free again
@@ -265,6 +270,12 @@ class _Run:
         self.free_slots: list[int] = []
         self.schedule = self._scheduler()
         self.links = LinkNetwork(network, self.schedule, keep_hops=keep_intervals) if aware else None
+        # ASTRA-sim's per-NPU buckets of system events, shared by the models that run event by event
+        self.system_events = ScheduledEvents(self.schedule)
+
+        def finished(rank: int, pos: int, t_ns: int) -> None:
+            self.queue.push(t_ns, rank, pos)
+
         self.contended = (
             ContendedCollectives(
                 self.collectives,
@@ -272,10 +283,25 @@ class _Run:
                 network,
                 self.links,
                 self.schedule,
-                lambda rank, pos, t_ns: self.queue.push(t_ns, rank, pos),
+                finished,
                 frozenset(programs),
+                self.system_events,
             )
             if self.links is not None
+            else None
+        )
+        self.custom = (
+            CustomCollectives(
+                self.collectives,
+                system,
+                network,
+                self.links if self.links is not None else UnqueuedNetwork(network, self.schedule),
+                self.system_events,
+                self.schedule,
+                finished,
+                comm_groups,
+            )
+            if system.custom_implementations
             else None
         )
         self.ranks: list[RankState | None] = [None] * (self.callback_rank + 1)
@@ -454,6 +480,9 @@ class _Run:
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
             try:
+                if self.custom is not None and self.custom.takes(comm_type):
+                    self.custom.arrive(rank, pos, now_ns, comm_type, size, group)
+                    return
                 if self.contended is not None and self.contended.takes(comm_type):
                     self.contended.arrive(rank, pos, now_ns, comm_type, size, group)
                     return
@@ -524,6 +553,8 @@ class _Run:
         found: list[Waiting] = self.collectives.stuck() + self.messages.stuck()
         if self.contended is not None:
             found += self.contended.stuck()
+        if self.custom is not None:
+            found += self.custom.stuck()
         blocked = 0
         for state in self.ranks:
             if state is None:

@@ -24,8 +24,7 @@ from collections import defaultdict, deque
 from collections.abc import Collection, Mapping, Sequence
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
-from chakra.sim.collectives import CollectiveTimes, collective_times
+from chakra.sim.collectives import CollectiveTimes, collective_times, type_name
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.plans import collective_parts
 from chakra.table import DEFAULT_GROUP_ID
@@ -99,7 +98,6 @@ class CollectiveMatcher:
         self._parts: dict[tuple[int, int], list[frozenset[int]] | None] = {}
         self._done: dict[tuple[int, int], set[int]] = {}
         self._trees: dict[int, int] = defaultdict(int)  # type -> doubleBinaryTree trees taken (default group)
-        self._type_names = {value: CollectiveCommType.Name(value) for value in CollectiveCommType.values()}
         self.totals: dict[str, dict[str, int]] = {}  # type name -> count, bytes, time_ns
         self.warnings: list[str] = []
 
@@ -197,7 +195,7 @@ class CollectiveMatcher:
         if last:
             if everyone:
                 self._trees[comm_type] += times.trees
-            total = self.totals.setdefault(self._type_names.get(comm_type, str(comm_type)), dict.fromkeys(_TOTALS, 0))
+            total = self.totals.setdefault(type_name(comm_type), dict.fromkeys(_TOTALS, 0))
             total["count"] += 1
             total["bytes"] += size_bytes
             total["time_ns"] += times.longest_ns - (last_ns - first_ns)

@@ -19,6 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 from chakra.errors import ChakraInputError
 from chakra.sim.config import NetworkConfig
 
@@ -76,3 +79,33 @@ def message_delay_ns(network: NetworkConfig, src: int, dst: int, size_bytes: int
         if a != b:
             return hop_delay_ns(network, dim, dimension_hops(network, dim, a, b), size_bytes)
     return 0  # distinct ids with equal coordinates cannot happen for ids inside the network
+
+
+#: ``schedule(t_ns, callback)``: run ``callback(t_ns)`` at ``t_ns`` (the engine's event queue).
+Schedule = Callable[[int, Callable[[int], None]], None]
+
+
+class MessageNetwork(Protocol):
+    """What carries one message at a time through the engine's queue: the congestion-unaware
+    :class:`UnqueuedNetwork` or the congestion-aware :class:`~chakra.sim.links.LinkNetwork`."""
+
+    def send(self, now_ns: int, src: int, dst: int, size_bytes: int, delivered: Callable[[int], None]) -> None:
+        """Send ``size_bytes`` from NPU ``src`` to NPU ``dst`` at ``now_ns``; ``delivered(t_ns)`` on arrival."""
+
+
+class UnqueuedNetwork:
+    """The congestion-unaware network one message at a time: each arrives :func:`message_delay_ns`
+    after it is sent, whatever else is in flight (as ASTRA-sim's unaware backend sends a message).
+
+    >>> from chakra.sim.config import NetworkConfig
+    >>> events = []
+    >>> ring = UnqueuedNetwork(NetworkConfig(("Ring",), (8,), (50.0,), (500.0,)), lambda t, call: events.append(t))
+    >>> ring.send(100, 0, 3, 1 << 20, print); events
+    [21131]
+    """
+
+    def __init__(self, network: NetworkConfig, schedule: Schedule):
+        self.network, self.schedule = network, schedule
+
+    def send(self, now_ns: int, src: int, dst: int, size_bytes: int, delivered: Callable[[int], None]) -> None:
+        self.schedule(now_ns + message_delay_ns(self.network, src, dst, size_bytes), delivered)

@@ -64,6 +64,15 @@ def default_group_plan(phase_type: int, system: SystemConfig, network: NetworkCo
         span = npu_span(network, tuple(range(network.num_npus)), endpoint_ns, symmetric=True)
         return [Phase(phase_type, flat, span, None)]
     optimization = system.collective_optimization
+    if optimization is None:
+        if phase_type == ALL_REDUCE and len(involved) > 1:
+            raise ChakraInputError(
+                "the system configuration has no collective-optimization: ASTRA-sim leaves it uninitialised, "
+                "and an all-reduce over several network dimensions stalls on it",
+                path=system.path,
+                hint='add "collective-optimization": "baseline" (or "localBWAware")',
+            )
+        optimization = BASELINE  # one dimension: both plan alike
     if optimization not in (BASELINE, LOCAL_BW_AWARE):
         raise ChakraInputError(
             f"unknown collective-optimization {optimization!r}", hint=f"use {BASELINE} or {LOCAL_BW_AWARE}"

@@ -63,16 +63,22 @@ _ALGORITHM = re.compile(
 #: Keys that have no usable default in ASTRA-sim (§4.1, §7): key -> (why it is needed, how to add it).
 REQUIRED_KEYS = {
     "scheduling-policy": ("ASTRA-sim leaves the chunk scheduling policy uninitialised without it", '"LIFO"'),
-    "collective-optimization": ("ASTRA-sim has no default multi-dimensional all-reduce plan", '"baseline"'),
     "preferred-dataset-splits": ("ASTRA-sim would divide by zero when it splits a collective into chunks", "4"),
 }
+#: ``collective-optimization`` left out: ASTRA-sim leaves it uninitialised, which only a native
+#: all-reduce over several network dimensions reads (it stalls there); elsewhere both values plan alike.
+NO_COLLECTIVE_OPTIMIZATION = None
+#: Collective type -> the system key naming a custom algorithm for it: a list of one path prefix of
+#: per-rank Chakra ETs (``PREFIX.{position}.et``), ASTRA-sim's ``CustomAlgorithm``.
+CUSTOM_IMPLEMENTATION_KEYS = {name: key + "-custom" for name, key in IMPLEMENTATION_KEYS.items()}
 
 #: Every system key ASTRA-sim reads or documents (§4.1); others are kept but reported as unknown.
 KNOWN_SYSTEM_KEYS = frozenset(
     {
         *REQUIRED_KEYS,
+        "collective-optimization",
         *IMPLEMENTATION_KEYS.values(),
-        *(key + "-custom" for key in IMPLEMENTATION_KEYS.values()),
+        *CUSTOM_IMPLEMENTATION_KEYS.values(),
         "per-node-custom-implementation",
         "active-chunks-per-dimension",
         "endpoint-delay",
@@ -120,7 +126,7 @@ class SystemFile(msgspec.Struct, rename="kebab", kw_only=True):
     """The keys of a system file the simulator reads, typed as ASTRA-sim's JSON reader takes them."""
 
     scheduling_policy: str
-    collective_optimization: str
+    collective_optimization: str | None = NO_COLLECTIVE_OPTIMIZATION
     preferred_dataset_splits: Annotated[
         ChunkCount, msgspec.Meta(description="the chunks a collective is split into, each simulated on its own")
     ]
@@ -138,6 +144,20 @@ class SystemFile(msgspec.Struct, rename="kebab", kw_only=True):
     reduce_scatter_implementation: Algorithms | None = None
     all_gather_implementation: Algorithms | None = None
     all_to_all_implementation: Algorithms | None = None
+    all_reduce_implementation_custom: list[str] | None = None
+    reduce_scatter_implementation_custom: list[str] | None = None
+    all_gather_implementation_custom: list[str] | None = None
+    all_to_all_implementation_custom: list[str] | None = None
+
+    def custom_implementations(self) -> dict[str, list[str]]:
+        """Collective type name -> its custom algorithm list as written, for the types the file gives one."""
+        lists = {
+            "ALL_REDUCE": self.all_reduce_implementation_custom,
+            "REDUCE_SCATTER": self.reduce_scatter_implementation_custom,
+            "ALL_GATHER": self.all_gather_implementation_custom,
+            "ALL_TO_ALL": self.all_to_all_implementation_custom,
+        }
+        return {name: names for name, names in lists.items() if names is not None}
 
     def implementations(self) -> dict[str, list[str]]:
         """Collective type name -> its algorithm list, for the types the file gives one."""
@@ -161,7 +181,7 @@ class SystemConfig:
     """
 
     scheduling_policy: str
-    collective_optimization: str
+    collective_optimization: str | None
     implementations: dict[str, tuple[str, ...]]
     preferred_dataset_splits: int
     active_chunks_per_dimension: int = DEFAULT_ACTIVE_CHUNKS_PER_DIMENSION
@@ -172,6 +192,9 @@ class SystemConfig:
     replay_only: bool = False
     trace_enabled: bool = False
     astra_compat: bool = False
+    #: collective type name -> the path prefix of its custom algorithm's per-rank ETs, resolved
+    #: (:func:`resolve_custom_prefix`); a custom algorithm takes precedence over the type's native list
+    custom_implementations: dict[str, Path] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     unknown_keys: tuple[str, ...] = ()
@@ -239,8 +262,10 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
     }
     return SystemConfig(
         scheduling_policy=source.choice("scheduling-policy", typed.scheduling_policy, SCHEDULING_POLICIES),
-        collective_optimization=source.choice(
-            "collective-optimization", typed.collective_optimization, COLLECTIVE_OPTIMIZATIONS
+        collective_optimization=(
+            source.choice("collective-optimization", typed.collective_optimization, COLLECTIVE_OPTIMIZATIONS)
+            if typed.collective_optimization is not None
+            else NO_COLLECTIVE_OPTIMIZATION
         ),
         implementations=implementations,
         preferred_dataset_splits=typed.preferred_dataset_splits,
@@ -252,6 +277,10 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
         replay_only=bool(typed.replay_only),
         trace_enabled=bool(typed.trace_enabled),
         astra_compat=bool(typed.chakra_astra_compat),
+        custom_implementations={
+            name: resolve_custom_prefix(source, CUSTOM_IMPLEMENTATION_KEYS[name], prefixes, path)
+            for name, prefixes in typed.custom_implementations().items()
+        },
         raw=raw,
         path=path,
         unknown_keys=tuple(key for key in raw if key not in KNOWN_SYSTEM_KEYS | CHAKRA_SYSTEM_KEYS),
@@ -269,3 +298,35 @@ def _known_algorithms(source: ConfigSource, key: str, names: list[str]) -> tuple
                 hint=f"use {', '.join(ALGORITHM_NAMES)} (N = a positive window, e.g. direct8)",
             )
     return tuple(names)
+
+
+def resolve_custom_prefix(source: ConfigSource, key: str, prefixes: list[str], system_path: Path) -> Path:
+    """The path prefix of a custom algorithm's per-rank ETs: the list's one entry (ASTRA-sim throws
+    "There should be 1 Chakra ET only" otherwise). ASTRA-sim reads a relative prefix from its working
+    directory; where that has no rank-0 file the folders above the system file are tried in turn
+    (ASTRA-sim's example names its prefix from the repository's root), and the working directory's
+    path is kept when none has it (the run then says the file is missing, as ASTRA-sim does).
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / "algo").mkdir(); (root / "algo" / "ring.0.et").write_bytes(b"")
+    0
+    >>> (root / "system").mkdir()
+    >>> system = root / "system" / "s.json"
+    >>> where = ConfigSource(system, WHAT, frozenset(), {})
+    >>> resolve_custom_prefix(where, "all-reduce-implementation-custom", ["algo/ring"], system) == root / "algo/ring"
+    True
+    """
+    if len(prefixes) != 1:
+        raise source.error(
+            f"{key} lists {len(prefixes)} entries; ASTRA-sim takes exactly one path prefix of per-rank ETs "
+            '(it throws "There should be 1 Chakra ET only")',
+            hint=f'give "{key}": ["path/to/algorithm"] for files path/to/algorithm.0.et, .1.et, ...',
+        )
+    prefix = Path(prefixes[0])
+    if prefix.is_absolute():
+        return prefix
+    for base in (Path.cwd(), *system_path.resolve().parents):
+        if (base / prefix).with_name(prefix.name + ".0.et").is_file():
+            return base / prefix
+    return Path.cwd() / prefix
