@@ -10,7 +10,8 @@ among the sorted members of a communicator group, as ASTRA-sim's ``CustomAlgorit
   when none of its algorithm's nodes is left (the collective node completes then);
 * algorithm ranks (``comm_src``, ``comm_dst``) are positions in the group, mapped to NPUs through
   the group's members;
-* nodes issue as their dependencies finish, those freed together in ascending id order;
+* nodes issue as their dependencies finish, those freed together in the order ASTRA-sim's feeder
+  hands them out (:mod:`chakra.sim.feeder_order`);
 * a SEND carries its own ``comm_size`` (the workload node's size is ignored) to its peer's NPU over
   the network model in use (each message its congestion-unaware delay, or the congestion-aware
   links), and finishes when the message arrives;
@@ -25,10 +26,6 @@ bytes (ASTRA-sim's collective waits for chunks the algorithm never runs: it neve
 missing rank file or one without nodes (ASTRA-sim exits), nodes of other types (never finished), a
 peer outside the group (ASTRA-sim reads past its member list), a group file listing its members
 unsorted (ASTRA-sim's positions and peers then disagree).
-
-Where ASTRA-sim issues nodes freed together in the order of a hash set (ties of identical
-receives, over 13 children of one node), this package issues them by id: the same on every
-algorithm its tools write, where nodes free one or two at a time.
 
 Example:
     runner = CustomCollectives(matcher, system, network, transport, events, schedule, finished, groups)
@@ -48,9 +45,11 @@ from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, REDUCE_SCATTER, REDUCE
 from chakra.sim.algorithms import SystemEvents
 from chakra.sim.collectives import type_name
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.feeder_order import FeederOrder, HashedSet
 from chakra.sim.matching import CollectiveMatcher, Waiting
 from chakra.sim.network import MessageNetwork, Schedule
-from chakra.sim.program import DO_COMPUTE, DO_RECV, DO_SEND, RankProgram, load_rank
+from chakra.sim.program import DO_COMPUTE, DO_RECV, DO_SEND, RankProgram, program_of
+from chakra.table import load_table
 
 #: ASTRA-sim's front end maps a message's tag into its native space as ``tag % 500000000``.
 TAG_SPACE = 500_000_000
@@ -74,16 +73,28 @@ class _Instance:
     last_end_ns: int = 0
 
 
+@dataclass(frozen=True)
+class _Algorithm:
+    """One rank file of a custom algorithm, read and checked: its program (positions in id order)
+    and the order its feeder frees nodes in (positions)."""
+
+    program: RankProgram
+    free_at_start: HashedSet  # node ids
+    children: list[list[int]]  # position -> children's positions, in the order they are freed
+    position_of: dict[int, int]  # node id -> position
+
+
 @dataclass
 class _Run:
     """One member's run of its algorithm in one collective."""
 
     instance: _Instance
     key: tuple[int, int]  # (group, turn)
-    program: RankProgram
+    algorithm: _Algorithm
     npus: Sequence[int]  # algorithm rank -> NPU
     npu: int
     node: int  # the member's collective node in its workload
+    free: HashedSet  # node ids freed and not issued yet
     deps_left: list[int] = field(default_factory=list)
     in_flight: int = 0
 
@@ -108,7 +119,7 @@ class CustomCollectives:
         self.prefixes = {
             CollectiveCommType.Value(name): prefix for name, prefix in system.custom_implementations.items()
         }
-        self.programs: dict[Path, RankProgram] = {}
+        self.algorithms: dict[Path, _Algorithm] = {}
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.instances: dict[tuple[int, int], _Instance] = {}
         self.live: dict[int, _Run] = {}  # id -> the runs under way, for stuck()
@@ -146,12 +157,13 @@ class CustomCollectives:
             total["bytes"] += size_bytes
         instance.last_arrival_ns = now_ns
         position = members.index(rank) if members is not None else rank
-        program = self._program(self.prefixes[_phase_type(comm_type)], position, len(npus))
-        run = _Run(instance, (group, turn), program, npus, rank, pos, list(program.dep_count))
+        algorithm = self._algorithm(self.prefixes[_phase_type(comm_type)], position, len(npus))
+        run = _Run(
+            instance, (group, turn), algorithm, npus, rank, pos, algorithm.free_at_start.copy(),
+            list(algorithm.program.dep_count),
+        )  # fmt: skip
         self.live[id(run)] = run
-        for node, left in enumerate(run.deps_left):
-            if not left:
-                self._issue(run, node, now_ns)
+        self._issue_free(run, now_ns)
 
     def _peers(self, group: int, members: tuple[int, ...] | None) -> Sequence[int]:
         """Algorithm rank -> NPU: the group's members as its file lists them (the world: the ranks)."""
@@ -167,12 +179,12 @@ class CustomCollectives:
             )
         return members
 
-    def _program(self, prefix: Path, position: int, ranks: int) -> RankProgram:
+    def _algorithm(self, prefix: Path, position: int, ranks: int) -> _Algorithm:
         """The algorithm's ET of ``position``, read once and checked as ASTRA-sim would run it."""
         path = prefix.with_name(f"{prefix.name}.{position}.et")
-        program = self.programs.get(path)
-        if program is not None:
-            return program
+        algorithm = self.algorithms.get(path)
+        if algorithm is not None:
+            return algorithm
         if not path.is_file():
             raise ChakraInputError(
                 f"the custom algorithm has no file for position {position}: ASTRA-sim exits "
@@ -180,7 +192,15 @@ class CustomCollectives:
                 path=path,
                 hint=f"write one ET per rank of the group, {prefix.name}.0.et to {prefix.name}.{ranks - 1}.et",
             )
-        program = load_rank(path, rank=position).prepare()
+        table = load_table(path, position)
+        if table.graph.missing_deps:
+            raise ChakraInputError(
+                f"{len(table.graph.missing_deps)} dependencies on node ids not in the file: ASTRA-sim's feeder "
+                "refuses the custom algorithm's file and exits",
+                path=path,
+                hint="make every data_deps and ctrl_deps id name a node of the same file",
+            )
+        program = program_of(table, position).prepare()
         if not len(program):
             raise ChakraInputError(
                 'the custom algorithm\'s file has no nodes: ASTRA-sim exits ("No dependancy free nodes found")',
@@ -207,12 +227,28 @@ class CustomCollectives:
                     path=path,
                     hint="use an algorithm written for the group's size, or run the collective on a group that size",
                 )
-        self.programs[path] = program
-        return program
+        graph = table.graph
+        file_ids = graph.ids.tolist()
+        parents = [[file_ids[dep] for dep in graph.parents(pos).tolist()] for pos in range(len(file_ids))]
+        feeder = FeederOrder(file_ids, parents)
+        position_of = {node_id: pos for pos, node_id in enumerate(program.ids)}
+        children = [[position_of[child] for child in feeder.children[node_id]] for node_id in program.ids]
+        algorithm = self.algorithms[path] = _Algorithm(program, feeder.free_at_start, children, position_of)
+        return algorithm
+
+    def _issue_free(self, run: _Run, now_ns: int) -> None:
+        """Issue every node freed and not issued yet, in the feeder's order (``issue_dep_free_nodes``)."""
+        free = run.free
+        if not len(free):
+            return
+        position_of = run.algorithm.position_of
+        for node_id in list(free):
+            free.erase(node_id)
+            self._issue(run, position_of[node_id], now_ns)
 
     def _issue(self, run: _Run, node: int, now_ns: int) -> None:
         """Issue one node of the member's algorithm (``CustomAlgorithm::issue``)."""
-        program = run.program
+        program = run.algorithm.program
         action = program.action[node]
         run.in_flight += 1
         if action == DO_COMPUTE:
@@ -246,11 +282,12 @@ class CustomCollectives:
     def _done(self, run: _Run, node: int, now_ns: int) -> None:
         """A node finished: the nodes it frees issue, and the member's collective ends with its last node."""
         run.in_flight -= 1
-        deps_left = run.deps_left
-        for child in run.program.children[node]:
+        deps_left, ids = run.deps_left, run.algorithm.program.ids
+        for child in run.algorithm.children[node]:
             deps_left[child] -= 1
             if not deps_left[child]:
-                self._issue(run, child, now_ns)
+                run.free.insert(ids[child])
+        self._issue_free(run, now_ns)
         if run.in_flight:
             return
         del self.live[id(run)]
@@ -268,7 +305,7 @@ class CustomCollectives:
         waiting = []
         for run in self.live.values():
             posted = [key for key, runs in self.posted.items() if any(r is run for r, _ in runs)]
-            why = f"its custom {type_name(run.instance.comm_type)} algorithm ({run.program.path.name})"
+            why = f"its custom {type_name(run.instance.comm_type)} algorithm ({run.algorithm.program.path.name})"
             if posted:
                 src, _dst, tag, size = posted[0]
                 why += f", whose receive of {size} bytes from NPU {src} (tag {tag}) is never sent"
