@@ -144,6 +144,58 @@ def print_written(written: list[WrittenWorkload], out_dir: Path) -> None:
     stdout.print(f"wrote {len(written)} workloads ({file_count} files) to {out_dir}")
 
 
+@generate_app.command("collective")
+def collective(
+    output: Path = typer.Option(..., "-o", "--output", help="Prefix of the rank files: PREFIX.{rank}.et."),
+    algorithm: str = typer.Option(
+        "ring", "--algorithm", help="ring, bidirectional-ring, direct, halving-doubling or double-binary-tree."
+    ),
+    collective_name: str = typer.Option(
+        "all-reduce", "--collective", help="all-reduce, reduce-scatter, all-gather or all-to-all."
+    ),
+    ranks: int = typer.Option(8, "--ranks", help="Ranks of the algorithm (the collective's group size)."),
+    size: str = typer.Option(
+        "1MiB", "--size", help="The collective's comm_size (all-gather: each rank's part): 512, 64KiB, 1MiB, ..."
+    ),
+    local_mem_bw: float = typer.Option(
+        50.0, "--local-mem-bw", help="GB/s of the local reductions (each a COMP node of whole µs)."
+    ),
+) -> None:
+    """Write a collective algorithm as per-rank ETs of SEND, RECV and COMP nodes, to edit and simulate.
+
+    The files are what ASTRA-sim's custom collectives take: name the prefix in the system file as
+    "all-reduce-implementation-custom": ["PREFIX"] (or the all-gather, reduce-scatter, all-to-all
+    key), with "preferred-dataset-splits": 1, and chakra simulate (either network model) or
+    ASTRA-sim runs it for every collective of that type.
+
+    Example: chakra generate collective -o algo/ring --algorithm ring --collective all-reduce --ranks 8
+    --size 1MiB
+    """
+    from chakra.generate.collective import AlgorithmSpec, algorithm_ranks, write_algorithm
+    from chakra.generate.sizes import parse_size
+    from chakra.schema.protobuf.et_def_pb2 import COMM_SEND_NODE, COMP_NODE
+
+    spec = AlgorithmSpec(algorithm, collective_name, ranks, parse_size(size, what="--size"), local_mem_bw)
+    nodes = algorithm_ranks(spec)
+    written = write_algorithm(output, spec, nodes)
+    rows: dict[tuple[int, int, int, int], list[int]] = defaultdict(list)  # equal ranks on one row
+    for rank, rank_nodes in enumerate(nodes):
+        sends = [node for node in rank_nodes if node.type == COMM_SEND_NODE]
+        sent = sum(attr.int64_val for node in sends for attr in node.attr if attr.name == "comm_size")
+        reductions = sum(node.type == COMP_NODE for node in rank_nodes)
+        rows[(len(rank_nodes), len(sends), sent, reductions)].append(rank)
+    table = Table(title=f"{spec.algorithm} {spec.collective}: {output}.{{rank}}.et", title_justify="left")
+    for column in ("ranks", "nodes", "sends", "bytes sent", "reductions"):
+        table.add_column(column, justify="right")
+    for (count, sends_count, sent, reductions), members in rows.items():
+        label = str(members[0]) if len(members) == 1 else f"{len(members)} ranks ({members[0]}-{members[-1]})"
+        table.add_row(label, f"{count:,}", f"{sends_count:,}", f"{sent:,}", f"{reductions:,}")
+    print_table(table)
+    stdout.print(f"wrote {len(written.paths)} files; in the system file: ", end="")
+    key = f"{spec.collective}-implementation-custom"
+    stdout.print(Text(f'"{key}": ["{output}"], "preferred-dataset-splits": 1'), soft_wrap=True)
+
+
 def _csv_ints(value: str | None, what: str) -> tuple[int, ...] | None:
     if value is None:
         return None

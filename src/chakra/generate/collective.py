@@ -157,9 +157,12 @@ def algorithm_ranks(spec: AlgorithmSpec) -> list[list[Node]]:
     return [rank.nodes for rank in ranks]
 
 
-def write_algorithm(prefix: str | Path, spec: AlgorithmSpec) -> trace.WrittenWorkload:
-    """Write ``spec``'s ranks as ``PREFIX.{rank}.et`` (atomically, through the core writer)."""
-    ranks = algorithm_ranks(spec)
+def write_algorithm(
+    prefix: str | Path, spec: AlgorithmSpec, ranks: list[list[Node]] | None = None
+) -> trace.WrittenWorkload:
+    """Write ``spec``'s ranks (``ranks`` when already built) as ``PREFIX.{rank}.et``, atomically,
+    through the core writer, the algorithm and collective in the files' metadata."""
+    ranks = ranks if ranks is not None else algorithm_ranks(spec)
     metadata = GlobalMetadata(version=io.FORMAT_VERSION)
     for key, value in (("algorithm", spec.algorithm), ("collective", spec.collective)):
         attr = metadata.attr.add()

@@ -64,10 +64,13 @@ def run_astra_sim(
     remote_memory: PathLike | None = None,
     comm_groups: PathLike | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    cwd: PathLike | None = None,
 ) -> AstraRun:
     """Run ASTRA-sim's ``binary`` on ``workload`` (the prefix of ``PREFIX.{rank}.et``) with the given
     system JSON and network YAML; ``comm_groups`` defaults to ``PREFIX.comm_groups.json`` when it
-    exists and defines a group. Raises :class:`ChakraInputError` when the binary cannot be run."""
+    exists and defines a group; ``cwd`` is the folder it runs in (it reads a custom algorithm's
+    relative prefix from there; default a temporary one). Raises :class:`ChakraInputError` when the
+    binary cannot be run."""
     binary, prefix = Path(binary).resolve(), Path(workload).resolve()
     if not binary.is_file():
         raise ChakraInputError("ASTRA-sim binary not found", path=binary, hint="build ASTRA-sim or give its path")
@@ -86,7 +89,9 @@ def run_astra_sim(
         if groups.is_file() and groups.read_text().strip() not in ("", "{}"):
             command.append(f"--comm-group-configuration={groups}")
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=folder)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout_s, cwd=cwd if cwd is not None else folder
+            )
         except subprocess.TimeoutExpired as expired:
             output = _text(expired.stdout) + _text(expired.stderr)
             return AstraRun(-1, _finished(output), _tail(output), timed_out=True)
