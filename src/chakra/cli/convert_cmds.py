@@ -617,3 +617,40 @@ def _print_events(result: WorkloadResult) -> None:
                 reasons.append(fate.split(": ", 1)[-1])
         table.add_row(cat, *(f"{kinds[k]:,}" for k in ("converted", "folded", "dropped")), "; ".join(reasons))
     print_table(table)
+
+
+@convert_app.command("msccl")
+def convert_msccl_cmd(
+    program: Path = typer.Argument(..., help="An MSCCL XML program (MSCCLang's output): <algo> with a <gpu> per rank."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{gpu}.et."),
+    size: str = typer.Option(
+        ..., "--size", help="The collective's comm_size: 512, 64KiB, 1MiB, ... (split into the GPU's i_chunks)."
+    ),
+    collective: str | None = typer.Option(
+        None, "--collective", help="allreduce, allgather, reducescatter, alltoall, ... (default: the program's coll)."
+    ),
+) -> None:
+    """Convert an MSCCL XML program to the per-rank ETs of a custom collective.
+
+    The nodes are those of ASTRA-sim's collectiveapi converter (SEND, RECV and the reductions of
+    receive-reduce-copy steps, ids, names, sizes and dependencies alike); its fused steps become
+    their parts. Name the prefix in the system file as "all-reduce-implementation-custom":
+    ["PREFIX"] (or the other types' keys) with "preferred-dataset-splits": 1.
+
+    Example: chakra convert msccl allreduce_ring.xml -o algo/ring --size 1MiB
+    """
+    from chakra.generate.sizes import parse_size
+    from chakra.msccl import convert_msccl
+
+    conversion = convert_msccl(program, output, parse_size(size, what="--size"), collective)
+    table = Table(title=f"{output}.{{gpu}}.et ({conversion.collective})", title_justify="left")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("ranks (GPUs)", f"{conversion.ranks:,}")
+    counts = sorted(set(conversion.nodes_per_rank.values()))
+    table.add_row("nodes per rank", "-".join(f"{count:,}" for count in (counts[0], counts[-1])) if len(counts) > 1
+                  else f"{counts[0]:,}")  # fmt: skip
+    for kind, count in sorted(conversion.steps.items()):
+        table.add_row(f"{kind} steps", f"{count:,}")
+    print_table(table)
+    stdout.print(f"wrote {len(conversion.written.paths)} files")

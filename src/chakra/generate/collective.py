@@ -74,8 +74,6 @@ REDUCTION_MEMORY_PASSES = 3
 #: The reduction's memory bandwidth when none is given: ASTRA-sim's custom-collective example system's.
 DEFAULT_LOCAL_MEM_BW_GBPS = 50.0
 NS_PER_US = 1000
-NS_PER_S = 1e9
-BYTES_PER_GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -122,12 +120,13 @@ class _Rank:
 
 
 def reduction_us(size_bytes: int, local_mem_bw_gbps: float) -> int:
-    """The COMP node's whole µs for reducing ``size_bytes``: ``3 · m / bw``, truncated.
+    """The COMP node's whole µs for reducing ``size_bytes``: ``3 · trunc(m / bw)`` ns, truncated to µs
+    (the rule ASTRA-sim's MSCCL converter writes at 50 GB/s; GB/s are bytes per ns).
 
-    >>> reduction_us(131072, 50.0)  # 7.86 µs
+    >>> reduction_us(131072, 50.0)  # 3 · 2621 ns
     7
     """
-    return int(REDUCTION_MEMORY_PASSES * size_bytes / (local_mem_bw_gbps * BYTES_PER_GB) * NS_PER_S) // NS_PER_US
+    return int(REDUCTION_MEMORY_PASSES * int(size_bytes / local_mem_bw_gbps) / NS_PER_US)
 
 
 def algorithm_ranks(spec: AlgorithmSpec) -> list[list[Node]]:
