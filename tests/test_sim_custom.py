@@ -186,3 +186,26 @@ def test_a_generated_ring_all_gather_equals_the_built_in_ring_without_endpoint_d
     times = [simulate_workload(workload, system, network).finish_ns for system in (custom, load_system(built_in))]
 
     assert times[0] == times[1]
+
+
+def test_a_per_node_algorithm_runs_that_node_alone_and_the_others_natively(tmp_path: Path):
+    write_algorithm(tmp_path / "algo" / "direct", AlgorithmSpec("direct", "all-reduce", 8, MIB))
+    (tmp_path / "per_node.yml").write_text(f"1: {tmp_path / 'algo' / 'direct'}\n")
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, "local-mem-bw": 50,
+                                  "endpoint-delay": 10, "all-reduce-implementation": ["ring"],
+                                  "per-node-custom-implementation": str(tmp_path / "per_node.yml")}))  # fmt: skip
+    two = {rank: [new_node(node, f"ar{node}", COMM_COLL_NODE, data_deps=[node - 1] if node else [], is_cpu_op=False,
+                           comm_type=ALL_REDUCE, comm_size=MIB) for node in (0, 1)] for rank in range(8)}  # fmt: skip
+    write_workload(tmp_path / "w", two)
+    (tmp_path / "alone").mkdir()
+    custom_alone = _custom_system(tmp_path / "alone", "all-reduce", tmp_path / "algo" / "direct")
+
+    ours, theirs = _both(tmp_path / "w", system, _network(tmp_path, "Ring", 8), NetworkModel.CONGESTION_UNAWARE)
+
+    assert ours == theirs
+    native = simulate_workload(_one_collective(tmp_path / "one", "all-reduce", MIB, 8), load_system(system),
+                               load_network(_network(tmp_path, "Ring", 8))).finish_ns  # fmt: skip
+    direct = simulate_workload(_one_collective(tmp_path / "one", "all-reduce", MIB, 8), load_system(custom_alone),
+                               load_network(_network(tmp_path, "Ring", 8))).finish_ns  # fmt: skip
+    assert set(ours.values()) == {native + direct}

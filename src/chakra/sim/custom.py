@@ -1,7 +1,8 @@
 """Collectives run by algorithms written as Chakra ETs: ASTRA-sim's custom collectives.
 
 A system file's ``all-reduce-implementation-custom`` (``all-gather``, ``reduce-scatter`` and
-``all-to-all`` likewise) names a path prefix of per-rank ETs of SEND, RECV and COMP nodes, the form
+``all-to-all`` likewise; ``per-node-custom-implementation`` per workload node) names a path prefix
+of per-rank ETs of SEND, RECV and COMP nodes, the form
 collective-algorithm languages (MSCCLang, TACOS) are compiled to. Each member of a collective of
 that type runs ``PREFIX.{position}.et``, its position being its rank on the world, or its index
 among the sorted members of a communicator group, as ASTRA-sim's ``CustomAlgorithm`` runs it:
@@ -49,7 +50,7 @@ from chakra.sim.feeder_order import FeederOrder, HashedSet
 from chakra.sim.matching import CollectiveMatcher, Waiting
 from chakra.sim.network import MessageNetwork, Schedule
 from chakra.sim.program import DO_COMPUTE, DO_RECV, DO_SEND, RankProgram, program_of
-from chakra.table import load_table
+from chakra.table import DEFAULT_GROUP_ID, load_table
 
 #: ASTRA-sim's front end maps a message's tag into its native space as ``tag % 500000000``.
 TAG_SPACE = 500_000_000
@@ -119,6 +120,10 @@ class CustomCollectives:
         self.prefixes = {
             CollectiveCommType.Value(name): prefix for name, prefix in system.custom_implementations.items()
         }
+        self.per_node = system.per_node_custom
+        # (rank, group, type) -> the algorithm of a communicator group's collectives of a type: ASTRA-sim
+        # fixes a group's plan by its first collective of that type (CommunicatorGroup::get_collective_plan)
+        self.group_plans: dict[tuple[int, int, int], Path | None] = {}
         self.algorithms: dict[Path, _Algorithm] = {}
         self.turns: dict[tuple[int, int], int] = {}  # (rank, group) -> collectives issued
         self.instances: dict[tuple[int, int], _Instance] = {}
@@ -126,12 +131,24 @@ class CustomCollectives:
         self.arrived: dict[MessageKey, int] = {}  # messages there before their receive
         self.posted: dict[MessageKey, deque[tuple[_Run, int]]] = {}  # receives waiting for their message
 
-    def takes(self, comm_type: int) -> bool:
-        """Whether the system file gives collectives of ``comm_type`` a custom algorithm."""
-        return _phase_type(comm_type) in self.prefixes
+    def algorithm_for(self, rank: int, comm_type: int, node_id: int, group: int) -> Path | None:
+        """The prefix of the custom algorithm ``rank``'s collective node ``node_id`` runs, or ``None``
+        for the native algorithms: ``per-node-custom-implementation``'s entry for the node, else the
+        type's custom algorithm (``CollectiveImplLookup``); on a communicator group, the choice of
+        the rank's first collective of the type there."""
+        kind = _phase_type(comm_type)
+        if group == DEFAULT_GROUP_ID:
+            return self.per_node.get(node_id, self.prefixes.get(kind))
+        key = (rank, group, kind)
+        if key not in self.group_plans:
+            self.group_plans[key] = self.per_node.get(node_id, self.prefixes.get(kind))
+        return self.group_plans[key]
 
-    def arrive(self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int) -> None:
-        """``rank`` issues its next collective on ``group`` at ``now_ns``: its algorithm starts now."""
+    def arrive(
+        self, rank: int, pos: int, now_ns: int, comm_type: int, size_bytes: int, group: int, prefix: Path
+    ) -> None:
+        """``rank`` issues its next collective on ``group`` at ``now_ns``: the algorithm ``prefix``
+        (:meth:`algorithm_for`) starts now."""
         if self.system.preferred_dataset_splits != 1:
             raise ChakraInputError(
                 f"a custom algorithm with preferred-dataset-splits {self.system.preferred_dataset_splits}: "
@@ -157,7 +174,7 @@ class CustomCollectives:
             total["bytes"] += size_bytes
         instance.last_arrival_ns = now_ns
         position = members.index(rank) if members is not None else rank
-        algorithm = self._algorithm(self.prefixes[_phase_type(comm_type)], position, len(npus))
+        algorithm = self._algorithm(prefix, position, len(npus))
         run = _Run(
             instance, (group, turn), algorithm, npus, rank, pos, algorithm.free_at_start.copy(),
             list(algorithm.program.dep_count),

@@ -256,7 +256,8 @@ class _Run:
         aware = network_model is NetworkModel.CONGESTION_AWARE
         # messages one by one (the aware model's, custom algorithms') run as callbacks of the engine's
         # queue, on a rank of their own after the last
-        callbacks = aware or bool(system.custom_implementations)
+        custom = bool(system.custom_implementations or system.per_node_custom)
+        callbacks = aware or custom
         self.callback_rank = max(programs, default=0) + 1
         self.queue = EventQueue(
             max_rank=self.callback_rank,
@@ -301,7 +302,7 @@ class _Run:
                 finished,
                 comm_groups,
             )
-            if system.custom_implementations
+            if custom
             else None
         )
         self.ranks: list[RankState | None] = [None] * (self.callback_rank + 1)
@@ -480,8 +481,13 @@ class _Run:
                 queue.push(now_ns + (program.time_ns[pos] or MIN_NODE_NS), rank, pos)
                 return
             try:
-                if self.custom is not None and self.custom.takes(comm_type):
-                    self.custom.arrive(rank, pos, now_ns, comm_type, size, group)
+                algorithm = (
+                    self.custom.algorithm_for(rank, comm_type, program.ids[pos], group)
+                    if self.custom is not None
+                    else None
+                )
+                if algorithm is not None and self.custom is not None:
+                    self.custom.arrive(rank, pos, now_ns, comm_type, size, group, algorithm)
                     return
                 if self.contended is not None and self.contended.takes(comm_type):
                     self.contended.arrive(rank, pos, now_ns, comm_type, size, group)

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from chakra.documents import parse_yaml, read_text
 from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.config.overrides import check_override_keys
 from chakra.sim.config.reading import ConfigSource, NonNegative, read_json_object
@@ -148,6 +149,7 @@ class SystemFile(msgspec.Struct, rename="kebab", kw_only=True):
     reduce_scatter_implementation_custom: list[str] | None = None
     all_gather_implementation_custom: list[str] | None = None
     all_to_all_implementation_custom: list[str] | None = None
+    per_node_custom_implementation: str | None = None
 
     def custom_implementations(self) -> dict[str, list[str]]:
         """Collective type name -> its custom algorithm list as written, for the types the file gives one."""
@@ -195,6 +197,9 @@ class SystemConfig:
     #: collective type name -> the path prefix of its custom algorithm's per-rank ETs, resolved
     #: (:func:`resolve_custom_prefix`); a custom algorithm takes precedence over the type's native list
     custom_implementations: dict[str, Path] = field(default_factory=dict)
+    #: workload node id -> the custom algorithm its collective runs, whatever its type
+    #: (``per-node-custom-implementation``: a YAML map; it takes precedence over every other setting)
+    per_node_custom: dict[int, Path] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     unknown_keys: tuple[str, ...] = ()
@@ -281,6 +286,11 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
             name: resolve_custom_prefix(source, CUSTOM_IMPLEMENTATION_KEYS[name], prefixes, path)
             for name, prefixes in typed.custom_implementations().items()
         },
+        per_node_custom=(
+            read_per_node_custom(source, typed.per_node_custom_implementation, path)
+            if typed.per_node_custom_implementation is not None
+            else {}
+        ),
         raw=raw,
         path=path,
         unknown_keys=tuple(key for key in raw if key not in KNOWN_SYSTEM_KEYS | CHAKRA_SYSTEM_KEYS),
@@ -330,3 +340,35 @@ def resolve_custom_prefix(source: ConfigSource, key: str, prefixes: list[str], s
         if (base / prefix).with_name(prefix.name + ".0.et").is_file():
             return base / prefix
     return Path.cwd() / prefix
+
+
+def read_per_node_custom(source: ConfigSource, name: str, system_path: Path) -> dict[int, Path]:
+    """``per-node-custom-implementation``: a YAML file mapping workload node ids to custom algorithm
+    prefixes, found as ASTRA-sim finds it (its working directory, else the folders above the system
+    file); each prefix resolved as :func:`resolve_custom_prefix` does, also from the YAML's folder."""
+    key = "per-node-custom-implementation"
+    relative = Path(name)
+    candidates = (
+        [relative]
+        if relative.is_absolute()
+        else [base / relative for base in (Path.cwd(), *system_path.resolve().parents)]
+    )
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise source.error(
+            f"{key} names {name!r}, which is not a file (ASTRA-sim reads it from its working directory)",
+            hint="give the path of a YAML map from workload node ids to custom algorithm prefixes",
+        )
+    document = parse_yaml(read_text(found, "per-node custom implementation file"), found, "per-node custom "
+                          "implementation file", hint="write node_id: path/to/algorithm, one per line")  # fmt: skip
+    if not isinstance(document, dict) or not all(isinstance(node, int) for node in document):
+        raise ChakraInputError(
+            "a per-node custom implementation file must map integer node ids to path prefixes "
+            "(ASTRA-sim throws on anything else)",
+            path=found,
+            hint="write node_id: path/to/algorithm, one per line",
+        )
+    where = ConfigSource(found, "per-node custom implementation file", frozenset(), {})
+    return {
+        node: resolve_custom_prefix(where, f"node {node}", [str(prefix)], found) for node, prefix in document.items()
+    }
