@@ -82,8 +82,8 @@ def test_the_command_writes_a_file_per_rank_and_says_what_the_system_file_needs(
     assert sorted(p.name for p in (tmp_path / "algo").iterdir()) == sorted(f"dbt.{r}.et" for r in range(16))
     assert '"all-reduce-implementation-custom"' in done.stdout and '"preferred-dataset-splits": 1' in done.stdout
     metadata, _nodes = io.read(tmp_path / "algo" / "dbt.0.et")
-    assert {attr.name: attr.string_val for attr in metadata.attr} == {
-        "algorithm": "double-binary-tree", "collective": "all-reduce"
+    assert {attr.name: attr.string_val or attr.int64_val for attr in metadata.attr} == {
+        "algorithm": "double-binary-tree", "collective": "all-reduce", "size_bytes": 4 * MIB
     }  # fmt: skip
 
 

@@ -54,6 +54,28 @@ def _fmt_us(us: int | None) -> str:
     return f"{us:,} µs"
 
 
+#: A metadata value longer than this (or of several lines: a whole program, a generator's spec) gets
+#: one line in the table, its start and its size; --json gives it whole.
+METADATA_SHOWN_CHARS = 80
+
+
+def _one_line(value: str) -> str:
+    """``value`` as one line of the table: whole when short, else its start and its size.
+
+    >>> _one_line("1.0.2")
+    '1.0.2'
+    >>> _one_line("<algo>\\n  <gpu/>\\n" + "x" * 100)[:40]
+    '<algo> <gpu/> xxxxxxxxxxxxxxxxxxxxxxxxxx'
+    >>> _one_line("<algo>\\n  <gpu/>\\n" + "x" * 100)[-48:]
+    '(116 characters, 3 lines; --json shows it whole)'
+    """
+    if len(value) <= METADATA_SHOWN_CHARS and "\n" not in value:
+        return value
+    lines = value.count("\n") + 1
+    start = " ".join(value.split())[:METADATA_SHOWN_CHARS]
+    return f"{start}… ({len(value):,} characters, {lines:,} lines; --json shows it whole)"
+
+
 def _render_summary(s: TraceSummary, *, ranks: str | None = None) -> None:
     """One file's summary, or a workload's (``ranks``: the ranks it adds up; no attribute coverage)."""
     head = Table.grid(padding=(0, 2))
@@ -61,7 +83,7 @@ def _render_summary(s: TraceSummary, *, ranks: str | None = None) -> None:
     head.add_row("ranks" if ranks is not None else "rank", ranks or (str(s.rank) if s.rank is not None else "-"))
     head.add_row("version", Text(s.version or "(empty)"))
     for key, value in s.metadata.items():
-        head.add_row(Text(f"metadata.{key}"), Text(str(value)))
+        head.add_row(Text(f"metadata.{key}"), Text(_one_line(str(value))))
     head.add_row("nodes", f"{s.num_nodes:,}")
     head.add_row("deps", f"{s.num_data_deps:,} data, {s.num_ctrl_deps:,} ctrl")
     head.add_row(

@@ -160,12 +160,15 @@ def write_algorithm(
     prefix: str | Path, spec: AlgorithmSpec, ranks: list[list[Node]] | None = None
 ) -> trace.WrittenWorkload:
     """Write ``spec``'s ranks (``ranks`` when already built) as ``PREFIX.{rank}.et``, atomically,
-    through the core writer, the algorithm and collective in the files' metadata."""
+    through the core writer, the algorithm, collective and size in the files' metadata (what
+    ``chakra validate --target custom-collective`` checks the messages against)."""
     ranks = ranks if ranks is not None else algorithm_ranks(spec)
     metadata = GlobalMetadata(version=io.FORMAT_VERSION)
     for key, value in (("algorithm", spec.algorithm), ("collective", spec.collective)):
         attr = metadata.attr.add()
         attr.name, attr.string_val = key, value
+    size = metadata.attr.add()
+    size.name, size.int64_val = "size_bytes", spec.size_bytes
     return trace.write_workload(prefix, dict(enumerate(ranks)), metadata=metadata)
 
 

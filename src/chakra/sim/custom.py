@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, CollectiveCommType
 from chakra.sim.algorithms import SystemEvents
@@ -50,7 +52,7 @@ from chakra.sim.feeder_order import FeederOrder, HashedSet
 from chakra.sim.matching import CollectiveMatcher, Waiting
 from chakra.sim.network import MessageNetwork, Schedule
 from chakra.sim.program import DO_COMPUTE, DO_RECV, DO_SEND, RankProgram, program_of
-from chakra.table import DEFAULT_GROUP_ID, load_table
+from chakra.table import DEFAULT_GROUP_ID, MISSING, load_table
 
 #: ASTRA-sim's front end maps a message's tag into its native space as ``tag % 500000000``.
 TAG_SPACE = 500_000_000
@@ -216,6 +218,14 @@ class CustomCollectives:
                 "refuses the custom algorithm's file and exits",
                 path=path,
                 hint="make every data_deps and ctrl_deps id name a node of the same file",
+            )
+        untagged = np.flatnonzero(table.comm.tag == MISSING)
+        if len(untagged):
+            node = int(table.ids[int(table.comm.pos[untagged[0]])])
+            raise ChakraInputError(
+                f"node {node} has no comm_tag: ASTRA-sim's feeder throws on a custom algorithm's message without one",
+                path=path,
+                hint="give every SEND and RECV its comm_tag (chakra validate --target custom-collective lists them)",
             )
         program = program_of(table, position).prepare()
         if not len(program):

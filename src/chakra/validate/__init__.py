@@ -83,13 +83,13 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def _target(target: Target | str | None) -> bool:
-    """Whether ``target`` is ASTRA-sim; ``ValueError`` for a target that is not known."""
+def _target(target: Target | str | None) -> Target | None:
+    """``target`` as a :class:`Target`; ``ValueError`` for a target that is not known."""
     if target is None:
-        return False
+        return None
     if target not in TARGETS:  # a Target is a str equal to its value
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    return True
+    return Target(target)
 
 
 def _validate(
@@ -101,9 +101,15 @@ def _validate(
 ) -> tuple[list[Finding], RankSummary]:
     from chakra.validate.rank import check_rank
 
-    astra = _target(target)
+    chosen = _target(target)
     out = Collector(rank, limit_per_code)
-    summary = check_rank(table, out, astra=astra, rank=rank, groups_defined=set(comm_groups or {}), path=table.path)
+    summary = check_rank(
+        table, out, astra=chosen is Target.ASTRA_SIM, rank=rank, groups_defined=set(comm_groups or {}), path=table.path
+    )
+    if chosen is Target.CUSTOM_COLLECTIVE:
+        from chakra.validate.custom import check_custom_rank
+
+        check_custom_rank(table, out, summary)
     return out.result(), summary
 
 
@@ -206,7 +212,10 @@ def iter_validate_set(
             summaries[rank] = summary
         yield rank, findings
     groups = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()}) if workload.comm_groups else None
-    yield None, cross_rank_findings(workload.missing_ranks, groups, summaries, _target(target), limit_per_code)
+    yield None, cross_rank_findings(
+        workload.missing_ranks, groups, summaries, _target(target) is Target.ASTRA_SIM, limit_per_code,
+        custom=_target(target) is Target.CUSTOM_COLLECTIVE, ranks=len(workload.ranks) + len(workload.missing_ranks),
+    )  # fmt: skip
 
 
 def validate_set(

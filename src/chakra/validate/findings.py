@@ -19,6 +19,8 @@ class Target(str, Enum):
     """A consumer whose own failure modes ``chakra validate --target`` adds to the checks."""
 
     ASTRA_SIM = "astra-sim"
+    #: the per-rank ETs of a custom collective algorithm (ASTRA-sim's CustomAlgorithm)
+    CUSTOM_COLLECTIVE = "custom-collective"
 
 
 TARGETS = tuple(t.value for t in Target)

@@ -59,6 +59,11 @@ class RankSummary:
     #: per default-group collective in issue order, how many collectives of other groups came before it
     #: (broadcasts, which ASTRA-sim replays, left out)
     world_after: tuple[int, ...] = ()
+    #: --target custom-collective (chakra.validate.custom): the highest algorithm rank a message names,
+    #: the bytes the rank receives, and the collective and size its metadata names
+    highest_peer: int = -1
+    received_bytes: int = 0
+    collective: tuple[str, int] | None = None
 
 
 def group_label(group: int, pg_name: str) -> str:

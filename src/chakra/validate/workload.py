@@ -16,8 +16,12 @@ def cross_rank_findings(
     summaries: dict[int, RankSummary],
     astra: bool,
     limit: int | None,
+    *,
+    custom: bool = False,
+    ranks: int = 0,
 ) -> list[Finding]:
-    """The cross-rank findings of ranks ``summaries`` (``missing``: ranks without a file)."""
+    """The cross-rank findings of ranks ``summaries`` (``missing``: ranks without a file); ``custom``:
+    the files are a custom collective algorithm of ``ranks`` ranks (:mod:`chakra.validate.custom`)."""
     out = Collector(None, limit)
     if missing:
         out.add(
@@ -30,6 +34,10 @@ def cross_rank_findings(
     _check_collectives(summaries, comm_groups, out)
     if astra:
         _check_world_tags(summaries, out)
+    if custom:
+        from chakra.validate.custom import custom_cross_rank
+
+        custom_cross_rank(summaries, ranks, out)
     return out.result()
 
 
