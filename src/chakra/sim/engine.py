@@ -37,10 +37,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
+
 from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.algorithms import ScheduledEvents
 from chakra.sim.choices import NetworkModel
-from chakra.sim.collectives import astra_compat_refusal, p2p_time_ns, replays_duration
+from chakra.sim.collectives import REDUCING_TYPES, astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.contended import ContendedCollectives
 from chakra.sim.custom import CustomCollectives
@@ -322,6 +324,11 @@ class _Run:
             for r, p in programs.items()
             if p.missing_deps
         ]
+        if system.local_mem_bw_gbps == 0 and any(_reduces(p) for p in programs.values()):
+            self.warnings.append(
+                "local-mem-bw is 0 or missing: reductions take no time, as in ASTRA-sim's binaries (its "
+                "size / 0 overflows); set local-mem-bw (GB/s) to time them"
+            )
 
     def loop(self, progress: Callable[[int, int], None] | None) -> None:
         """Run until no event is left.
@@ -579,3 +586,10 @@ class _Run:
             waiting,
             hint="run chakra validate --target astra-sim on the workload",
         )
+
+
+def _reduces(program: RankProgram) -> bool:
+    """Whether ``program`` has a collective that reduces (it needs ``local-mem-bw``)."""
+    columns = program.columns
+    collective = columns.action[columns.comm_pos] == DO_COLLECTIVE
+    return bool(np.isin(columns.comm_type[collective], list(REDUCING_TYPES)).any())

@@ -134,8 +134,9 @@ def _finite(value: Any) -> bool:
 
 
 def _whole_floats_as_integers(raw: Mapping[str, Any], schema: type[msgspec.Struct]) -> dict[str, Any]:
-    """``raw`` with ``4.0`` as ``4`` where the schema wants an integer: ASTRA-sim's JSON reader converts
-    such a number (a fraction it would truncate, and the schema refuses)."""
+    """``raw`` with ``4.0`` as ``4``, and true and false as 1 and 0, where the schema wants an
+    integer: ASTRA-sim's JSON reader converts such values (measured: ``"roofline-enabled": true``
+    runs as 1; a fraction it would truncate, and the schema refuses)."""
     integer_keys = {
         key
         for key, declared in _fields(schema).items()
@@ -143,7 +144,9 @@ def _whole_floats_as_integers(raw: Mapping[str, Any], schema: type[msgspec.Struc
         or (isinstance(bare, msgspec.inspect.LiteralType) and all(isinstance(v, int) for v in bare.values))
     }
     return {
-        key: int(value) if key in integer_keys and isinstance(value, float) and value.is_integer() else value
+        key: int(value)
+        if key in integer_keys and (isinstance(value, bool) or (isinstance(value, float) and value.is_integer()))
+        else value
         for key, value in raw.items()
     }
 

@@ -110,7 +110,8 @@ KNOWN_SYSTEM_KEYS = frozenset(
 ASTRA_COMPAT_KEY = "chakra-astra-compat"
 CHAKRA_SYSTEM_KEYS = frozenset({ASTRA_COMPAT_KEY})
 
-#: A 0-or-1 switch: ASTRA-sim tests ``value != 0``, and JSON true/false are not numbers there.
+#: A 0-or-1 switch: ASTRA-sim tests ``value != 0``; true and false read as 1 and 0
+#: (:mod:`chakra.sim.config.reading`).
 Flag = Literal[0, 1]
 #: An ``*-implementation`` list: one algorithm name per network dimension.
 Algorithms = Annotated[list[str], msgspec.Meta(min_length=1, examples=[["ring"]])]
@@ -261,6 +262,13 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
                     hint=f'give "{key}" (e.g. "peak-perf": 900, "local-mem-bw": 1600 as in ASTRA-sim\'s examples) '
                     'or set "roofline-enabled": 0',
                 )
+    if raw.get("model-shared-bus") in (1, 1.0, True):
+        # ASTRA-sim then times every packet's crossing of the NPU-memory bus with its LogGP model
+        raise source.error(
+            "model-shared-bus 1 (ASTRA-sim's shared NPU-memory bus, timed by its LogGP model with L, o, g and G) "
+            "is not modelled by this simulator yet",
+            hint='use "model-shared-bus": 0 (ASTRA-sim\'s default, and every example system\'s)',
+        )
     implementations = {
         name: _known_algorithms(source, IMPLEMENTATION_KEYS[name], names)
         for name, names in typed.implementations().items()
