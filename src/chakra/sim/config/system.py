@@ -267,7 +267,7 @@ def load_system(path: PathLike, overrides: Mapping[str, Any] | None = None) -> S
         raise source.error(
             "model-shared-bus 1 (ASTRA-sim's shared NPU-memory bus, timed by its LogGP model with L, o, g and G) "
             "is not modelled by this simulator yet",
-            hint='use "model-shared-bus": 0 (ASTRA-sim\'s default, and every example system\'s)',
+            hint="use \"model-shared-bus\": 0 (ASTRA-sim's default, and every example system's)",
         )
     implementations = {
         name: _known_algorithms(source, IMPLEMENTATION_KEYS[name], names)
