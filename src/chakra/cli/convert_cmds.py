@@ -630,12 +630,9 @@ def convert_msccl_cmd(
         None, "--collective", help="allreduce, allgather, reducescatter, alltoall, ... (default: the program's coll)."
     ),
 ) -> None:
-    """Convert an MSCCL XML program to the per-rank ETs of a custom collective.
-
-    The nodes are those of ASTRA-sim's collectiveapi converter (SEND, RECV and the reductions of
-    receive-reduce-copy steps, ids, names, sizes and dependencies alike); its fused steps become
-    their parts. Name the prefix in the system file as "all-reduce-implementation-custom":
-    ["PREFIX"] (or the other types' keys) with "preferred-dataset-splits": 1.
+    """Convert an MSCCL XML program to the per-rank ETs of a custom collective, node by node as
+    ASTRA-sim's collectiveapi converter writes them (fused steps as their parts). Name the prefix in
+    the system file: "all-reduce-implementation-custom": ["PREFIX"], "preferred-dataset-splits": 1.
 
     Example: chakra convert msccl allreduce_ring.xml -o algo/ring --size 1MiB
     """
@@ -643,14 +640,10 @@ def convert_msccl_cmd(
     from chakra.msccl import convert_msccl
 
     conversion = convert_msccl(program, output, parse_size(size, what="--size"), collective)
-    table = Table(title=f"{output}.{{gpu}}.et ({conversion.collective})", title_justify="left")
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    table.add_row("ranks (GPUs)", f"{conversion.ranks:,}")
     counts = sorted(set(conversion.nodes_per_rank.values()))
-    table.add_row("nodes per rank", "-".join(f"{count:,}" for count in (counts[0], counts[-1])) if len(counts) > 1
-                  else f"{counts[0]:,}")  # fmt: skip
-    for kind, count in sorted(conversion.steps.items()):
-        table.add_row(f"{kind} steps", f"{count:,}")
-    print_table(table)
-    stdout.print(f"wrote {len(conversion.written.paths)} files")
+    nodes = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,}"
+    steps = ", ".join(f"{count:,} {kind}" for kind, count in sorted(conversion.steps.items()))
+    stdout.print(
+        f"wrote {len(conversion.written.paths)} files {output}.{{gpu}}.et ({conversion.collective}): {nodes} nodes "
+        f"per rank, from {steps} steps"
+    )

@@ -20,7 +20,6 @@ message arrived runs as a new entry of the current time (``CommonNetworkApi::sim
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from functools import partial
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER
 from chakra.sim.config import NetworkConfig
+from chakra.sim.events import Call, SystemEvents
 from chakra.sim.network import dimension_hops, hop_delay_ns, message_delay_ns
 
 #: Algorithm names of the system configuration (§4.1), without the ``one`` prefix of flat variants.
@@ -47,8 +47,6 @@ PHASE_NAMES: dict[int, str] = {
 
 #: ``t_red``: ns to reduce a received message of the given bytes.
 ReductionCost = Callable[[int], int]
-#: A callback of the replays, called with the current time in ns.
-Call = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -204,55 +202,6 @@ def ring_phase_ns(phase_type: int, span: Span, size_bytes: int, t_red: Reduction
     links_ns = [span.delay(p, (p + 1) % n, message) for p in range(n)]
     reduction_ns = reduced * t_red(message) if reduced else 0
     return d + steps * d + reduction_ns + _longest_chain_ns(links_ns, steps)
-
-
-# --- the replays' event queue -------------------------------------------------------------------
-
-
-class SystemEvents:
-    """ASTRA-sim's global event queue with per-NPU buckets (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.queue: list[tuple[int, int, Call]] = []
-        self.entries = 0
-        self.buckets: dict[tuple[int, int], list[Call]] = {}  # (npu, time) -> calls
-
-    def entry(self, time_ns: int, call: Call) -> None:
-        """A global entry: a message arrival, a late receive."""
-        self.entries += 1
-        heapq.heappush(self.queue, (time_ns, self.entries, call))
-
-    def at(self, npu: int, time_ns: int, call: Call) -> None:
-        """A system event of ``npu`` (``Sys::register_event``): joins that NPU's bucket of ``time_ns``."""
-        bucket = self.buckets.get((npu, time_ns))
-        if bucket is None:
-            bucket = self.buckets[(npu, time_ns)] = []
-            self.entry(time_ns, partial(self._run_bucket, npu))
-        bucket.append(call)
-
-    def later(self, npu: int, delay_ns: int, call: Call, now: int) -> None:
-        """At ``now``, the system event ``call`` of ``npu`` ``delay_ns`` later (a bundle's reduction
-        after its bus crossing)."""
-        self.at(npu, now + delay_ns, call)
-
-    def _run_bucket(self, npu: int, now: int) -> None:
-        for call in self.buckets[(npu, now)]:  # grows while it runs: zero-delay events join it
-            call(now)
-        del self.buckets[(npu, now)]
-
-    def run(self) -> None:
-        while self.queue:
-            now, _, call = heapq.heappop(self.queue)
-            call(now)
-
-
-class ScheduledEvents(SystemEvents):
-    """:class:`SystemEvents` whose global entries go to another queue: ``schedule(t_ns, call)`` (the
-    engine's, so the buckets' events interleave with everything else in time and push order)."""
-
-    def __init__(self, schedule: Callable[[int, Call], None]):
-        super().__init__()
-        self.entry = schedule  # type: ignore[method-assign,assignment]  # the queue itself: no call between
 
 
 # --- direct (AllToAll.cc over Ring.cc) ----------------------------------------------------------

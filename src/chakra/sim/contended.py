@@ -62,7 +62,6 @@ from chakra.sim.algorithms import (
     Algorithm,
     DirectMember,
     Span,
-    SystemEvents,
     TreeReplay,
     halving_doubling_steps,
     npu_span,
@@ -76,6 +75,7 @@ from chakra.sim.collectives import (
     type_name,
 )
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.events import SystemEvents
 from chakra.sim.links import LinkNetwork
 from chakra.sim.matching import CollectiveMatcher, Waiting
 from chakra.sim.plans import ALGORITHM_LIST, Phase, native_plan, phase_lines, tree_roots

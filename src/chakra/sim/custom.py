@@ -45,9 +45,9 @@ import numpy as np
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, CollectiveCommType
-from chakra.sim.algorithms import SystemEvents
 from chakra.sim.collectives import type_name
 from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.events import SystemEvents
 from chakra.sim.feeder_order import FeederOrder, HashedSet
 from chakra.sim.matching import CollectiveMatcher, Waiting
 from chakra.sim.network import MessageNetwork, Schedule

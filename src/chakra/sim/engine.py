@@ -40,13 +40,12 @@ from typing import cast
 import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.sim.algorithms import ScheduledEvents
 from chakra.sim.choices import NetworkModel
 from chakra.sim.collectives import REDUCING_TYPES, astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.contended import ContendedCollectives
 from chakra.sim.custom import CustomCollectives
-from chakra.sim.events import EventQueue
+from chakra.sim.events import EventQueue, ScheduledEvents
 from chakra.sim.links import LinkNetwork
 from chakra.sim.matching import CollectiveMatcher, MessageMatcher, Waiting
 from chakra.sim.memory import MemoryQueues

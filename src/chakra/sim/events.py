@@ -1,4 +1,6 @@
-"""The event queue of the simulator: node completions in time order, each event one int.
+"""The event queue of the simulator (node completions in time order, each event one int), and
+ASTRA-sim's system events with their per-NPU buckets (:class:`SystemEvents`, for the replays and the
+message-level models).
 
 An event -- node ``pos`` of ``rank`` completes at ``t_ns`` -- is the int
 ``t_ns << time_shift | seq << seq_shift | rank << pos_bits | pos``, so the heap compares ints, not
@@ -18,6 +20,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
+from functools import partial
+
+#: A callback of the system events: called with the time in ns.
+Call = Callable[[int], None]
 
 
 class EventQueue:
@@ -52,3 +59,53 @@ class EventQueue:
 
     def __len__(self) -> int:
         return len(self.heap)
+
+
+class SystemEvents:
+    """ASTRA-sim's global event queue with per-NPU buckets of system events (``Sys::register_event``):
+    a call registered for an NPU and a time joins that NPU's bucket of the time, which one global
+    entry runs, in registration order (calls registered while it runs join it); messages' arrivals
+    are global entries of their own. The replays of :mod:`chakra.sim.algorithms` run on one; the
+    message-level models on :class:`ScheduledEvents`, over the engine's queue."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[int, int, Call]] = []
+        self.entries = 0
+        self.buckets: dict[tuple[int, int], list[Call]] = {}  # (npu, time) -> calls
+
+    def entry(self, time_ns: int, call: Call) -> None:
+        """A global entry: a message arrival, a late receive."""
+        self.entries += 1
+        heapq.heappush(self.queue, (time_ns, self.entries, call))
+
+    def at(self, npu: int, time_ns: int, call: Call) -> None:
+        """A system event of ``npu`` (``Sys::register_event``): joins that NPU's bucket of ``time_ns``."""
+        bucket = self.buckets.get((npu, time_ns))
+        if bucket is None:
+            bucket = self.buckets[(npu, time_ns)] = []
+            self.entry(time_ns, partial(self._run_bucket, npu))
+        bucket.append(call)
+
+    def later(self, npu: int, delay_ns: int, call: Call, now: int) -> None:
+        """At ``now``, the system event ``call`` of ``npu`` ``delay_ns`` later (a bundle's reduction
+        after its bus crossing)."""
+        self.at(npu, now + delay_ns, call)
+
+    def _run_bucket(self, npu: int, now: int) -> None:
+        for call in self.buckets[(npu, now)]:  # grows while it runs: zero-delay events join it
+            call(now)
+        del self.buckets[(npu, now)]
+
+    def run(self) -> None:
+        while self.queue:
+            now, _, call = heapq.heappop(self.queue)
+            call(now)
+
+
+class ScheduledEvents(SystemEvents):
+    """:class:`SystemEvents` whose global entries go to another queue: ``schedule(t_ns, call)`` (the
+    engine's, so the buckets' events interleave with everything else in time and push order)."""
+
+    def __init__(self, schedule: Callable[[int, Call], None]):
+        super().__init__()
+        self.entry = schedule  # type: ignore[method-assign,assignment]  # the queue itself: no call between
