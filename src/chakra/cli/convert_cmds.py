@@ -617,33 +617,3 @@ def _print_events(result: WorkloadResult) -> None:
                 reasons.append(fate.split(": ", 1)[-1])
         table.add_row(cat, *(f"{kinds[k]:,}" for k in ("converted", "folded", "dropped")), "; ".join(reasons))
     print_table(table)
-
-
-@convert_app.command("msccl")
-def convert_msccl_cmd(
-    program: Path = typer.Argument(..., help="An MSCCL XML program (MSCCLang's output): <algo> with a <gpu> per rank."),
-    output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{gpu}.et."),
-    size: str = typer.Option(
-        ..., "--size", help="The collective's comm_size: 512, 64KiB, 1MiB, ... (split into the GPU's i_chunks)."
-    ),
-    collective: str | None = typer.Option(
-        None, "--collective", help="allreduce, allgather, reducescatter, alltoall, ... (default: the program's coll)."
-    ),
-) -> None:
-    """Convert an MSCCL XML program to the per-rank ETs of a custom collective, node by node as
-    ASTRA-sim's collectiveapi converter writes them (fused steps as their parts). Name the prefix in
-    the system file: "all-reduce-implementation-custom": ["PREFIX"], "preferred-dataset-splits": 1.
-
-    Example: chakra convert msccl allreduce_ring.xml -o algo/ring --size 1MiB
-    """
-    from chakra.generate.sizes import parse_size
-    from chakra.msccl import convert_msccl
-
-    conversion = convert_msccl(program, output, parse_size(size, what="--size"), collective)
-    counts = sorted(set(conversion.nodes_per_rank.values()))
-    nodes = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,}"
-    steps = ", ".join(f"{count:,} {kind}" for kind, count in sorted(conversion.steps.items()))
-    stdout.print(
-        f"wrote {len(conversion.written.paths)} files {output}.{{gpu}}.et ({conversion.collective}): {nodes} nodes "
-        f"per rank, from {steps} steps"
-    )

@@ -18,6 +18,7 @@ from chakra import __version__
 from chakra.cli import (
     adapt_cmds,
     analyze_cmds,
+    collective_cmds,
     convert_cmds,
     generate_cmds,
     inspect_cmds,
@@ -62,6 +63,7 @@ COMMAND_GROUPS = (
     adapt_cmds,
     convert_cmds,
     generate_cmds,
+    collective_cmds,
     sim_cmds,
     analyze_cmds,
     replay_cmds,

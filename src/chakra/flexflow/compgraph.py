@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, parse_record, position_error, read_dot
 from chakra.flexflow.strategy import MAX_DEVICES
+from chakra.table import MAX_COMM_BYTES, MAX_DUR_NS
+
+#: The longest cost a node can take, in the file's ms: the node table's longest duration.
+MAX_COST_MS = MAX_DUR_NS / 1e6
 
 #: FlexFlow's parallel operators: they move data between partitionings.
 PARALLEL_OPS = frozenset({"Repartition", "Combine", "Replicate", "Reduction"})
@@ -90,8 +94,13 @@ def compgraph_of(dot: DotGraph) -> dict[str, CompOp]:
         try:
             runtime = [float(x) for x in costs.get(RUNTIME_ROW, [])]
             memory = [int(float(x)) for x in costs.get(MEMORY_ROW, [])]
-        except ValueError:
+        except (ValueError, OverflowError):
             raise position_error(dot.path, node.line, node.column, f"{node.name}: a cost is not a number") from None
+        if any(not 0 <= size <= MAX_COMM_BYTES for size in memory) or any(not 0 <= ms <= MAX_COST_MS for ms in runtime):
+            raise position_error(
+                dot.path, node.line, node.column,
+                f"{node.name}: a cost is negative or past what a node holds ({MAX_COMM_BYTES:,} bytes, 2^62 ns)",
+            )  # fmt: skip
         ops[name] = CompOp(
             name, op_type, guid, tuple(meta), devices,
             *(runtime + [None] * (3 - len(runtime)))[:3],  # type: ignore[arg-type]

@@ -40,6 +40,7 @@ from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, DotNode, parse_record, position_error, read_dot
 from chakra.flexflow.strategy import MAX_DEVICES
 from chakra.graph import CycleError, graph_from_arrays, topological_order
+from chakra.table import MAX_DUR_NS
 
 #: The largest transfer a label may give (comm_size is an int64).
 MAX_BYTES = (1 << 63) - 1
@@ -183,8 +184,10 @@ def _time_ns(text: object, unit_ns: int, node: DotNode, path: str, what: str) ->
         value = float(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise position_error(path, node.line, node.column, f"{what} of {node.name} is not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise position_error(path, node.line, node.column, f"{what} of {node.name} is {text!r}: not a time")
+    if not math.isfinite(value) or value < 0 or value * unit_ns > MAX_DUR_NS:
+        raise position_error(
+            path, node.line, node.column, f"{what} of {node.name} is {text!r}: not a time (at most 2^62 ns)"
+        )
     return value * unit_ns
 
 

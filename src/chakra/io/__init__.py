@@ -30,6 +30,7 @@ from chakra.io.framing import (
     encode_varint,
     frame,
     open_decompressed,
+    read_decompressed,
 )
 from chakra.io.reader import DecodedRecords, EtReader, read, read_metadata, stream
 from chakra.io.writer import AtomicFile, EtWriter, write
@@ -53,6 +54,7 @@ __all__ = [
     "frame",
     "open_decompressed",
     "read",
+    "read_decompressed",
     "read_metadata",
     "stream",
     "write",

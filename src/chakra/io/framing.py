@@ -127,6 +127,20 @@ class _ClosingStream:
             self._raw.close()
 
 
+def read_decompressed(path: PathLike, *, what: str) -> bytes:
+    """All the bytes of ``path``, decompressed when it is gzip or zstd (:func:`open_decompressed`);
+    a truncated or corrupt compressed file is a :class:`ChakraFormatError` naming it."""
+    stream, _ = open_decompressed(path, what=what)
+    try:
+        return stream.read()
+    except DECOMPRESS_ERRORS as exc:
+        raise ChakraFormatError(
+            f"cannot decompress: {exc}", path=path, hint="the compressed file is truncated or corrupt"
+        ) from None
+    finally:
+        stream.close()
+
+
 def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[BinaryIO, int | None]:
     """Open ``path`` for binary reading, decompressing gzip or zstd (by suffix, else by magic number).
 

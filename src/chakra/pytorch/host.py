@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from chakra.collector import gc_paused
-from chakra.errors import ChakraFormatError
+from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.jsonfile import position_of, read_json_bytes
 
 PathLike = str | Path
@@ -204,7 +204,15 @@ class HostTrace:
             if node.name == PROCESS_GROUP_NODE:
                 values = node.inputs.values()
                 if values and isinstance(values[0], str):
-                    groups = _decode_any(values[0].encode())
+                    try:
+                        groups = _decode_any(values[0].encode())
+                    except msgspec.DecodeError as exc:
+                        raise ChakraInputError(
+                            f"node {node.id} ({PROCESS_GROUP_NODE}) holds process groups that are not JSON: {exc}",
+                            path=self.path,
+                            hint="its first input is the JSON list PyTorch's observer writes; re-record the trace "
+                            "or remove the node to convert without its groups",
+                        ) from None
                     return groups if isinstance(groups, list) else []
         return []
 

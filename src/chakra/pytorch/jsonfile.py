@@ -21,13 +21,7 @@ T = TypeVar("T")
 def read_json_bytes(path: Path, what: str) -> bytes:
     """The bytes of a JSON file, decompressed when it is gzip or zstd; ``what`` names the expected
     file kind in errors."""
-    stream, _ = io.open_decompressed(path, what=what)
-    try:
-        return stream.read()
-    except io.DECOMPRESS_ERRORS as exc:
-        raise ChakraFormatError(f"cannot decompress: {exc}", path=path, hint="the compressed file is corrupt") from None
-    finally:
-        stream.close()
+    return io.read_decompressed(path, what=what)
 
 
 def decode_json(data: bytes, decode: Callable[[bytes], T], *, path: Path, kind: str, hint: str) -> T:

@@ -161,9 +161,17 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
     host_nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
     activities: list[DeviceActivity] = []
-    for node in raw.nodes:
+    for index, node in enumerate(raw.nodes):
         if node.cat is None:
-            host_node = host_node_from_record(node)
+            try:
+                host_node = host_node_from_record(node)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise ChakraFormatError(
+                    f"not a linked trace: its attrs: {exc}",
+                    path=path,
+                    node_index=index,
+                    hint="expected the JSON chakra_trace_link writes: attrs as a list of {name, type, value}",
+                ) from None
             host_nodes.append(host_node)
             if node.ts is not None and node.inclusive_dur is not None:
                 thread = node.kineto_tid if node.kineto_tid is not None else host_node.tid

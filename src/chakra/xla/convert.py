@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from chakra import io
 from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
-from chakra.errors import ChakraInputError, PathLike
+from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -256,7 +256,12 @@ class _Emitter:
         set_attr(node, "is_cpu_op", False)
         set_attr(node, "stream", DEVICE_STREAM)
         for key, value in attrs.items():
-            set_attr(node, key, value)
+            try:
+                set_attr(node, key, value)
+            except AttrKindError as exc:  # a size past int64: a shape no device holds
+                raise ChakraInputError(
+                    f"{name}: {exc}", path=self.module.path, hint="the module's shapes are damaged: dump it again"
+                ) from None
         self.nodes.append(node)
         return node.id
 

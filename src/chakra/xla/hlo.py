@@ -80,12 +80,7 @@ def load_module(path: PathLike) -> HloModule:
     Raises :class:`ChakraFormatError` naming the file for bytes that are not one (truncated, another
     kind of protobuf, text).
     """
-    stream, _ = io.open_decompressed(path, what="an HLO module")
-    try:
-        data = stream.read()
-    finally:
-        stream.close()
-    return module_from_bytes(data, path=path)
+    return module_from_bytes(io.read_decompressed(path, what="an HLO module"), path=path)
 
 
 def module_from_bytes(data: bytes, *, path: PathLike | None = None) -> HloModule:
