@@ -88,6 +88,10 @@ def astra_group_id_note(group: int) -> str | None:
     )
 
 
+#: The highest rank a groups file may name: ASTRA-sim reads ranks as C++ ``int``.
+MAX_RANK = (1 << 31) - 1
+
+
 @dataclass(frozen=True)
 class CommGroups(Mapping[int, tuple[int, ...]]):
     """Group id -> member ranks (global, sorted as given). An empty member list means every rank, as
@@ -143,6 +147,13 @@ class CommGroups(Mapping[int, tuple[int, ...]]):
                 )
             if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
                 raise ChakraInputError(f"group {key}: ranks = {ranks!r} must be a list of integers", path=path)
+            outside = next((r for r in ranks if not 0 <= r <= MAX_RANK), None)
+            if outside is not None:
+                raise ChakraInputError(
+                    f"group {key} names rank {outside:,}, which no workload has (ranks are 0 to {MAX_RANK:,})",
+                    path=path,
+                    hint="list the ranks of the workload's files (PREFIX.{rank}.et)",
+                )
             groups[int(key)] = tuple(ranks)
         return cls(groups)
 

@@ -254,6 +254,9 @@ def convert_xla_cmd(
         False, "--check", help="Replay each device with its measured durations; exit 1 if off by more than 10 %."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
+    max_size: str = typer.Option(
+        "4GiB", "--max-size", help="Refuse to write more than this (estimated before converting): 64GiB, 500MB."
+    ),
 ) -> None:
     """Convert an XLA program (a JAX step, TensorFlow with jit_compile) to one Chakra ET per device.
 
@@ -263,6 +266,7 @@ def convert_xla_cmd(
 
     Example: chakra convert xla step.hlo.pb -o out/step --profile prof/ --check
     """
+    from chakra.generate.sizes import parse_size
     from chakra.xla.convert import FIDELITY_TOLERANCE, convert_module, replay_devices, write_xla_workload
     from chakra.xla.hlo import load_module
     from chakra.xla.profile import load_profile
@@ -271,7 +275,9 @@ def convert_xla_cmd(
         raise ChakraInputError("--check needs --profile", hint="the fidelity check compares with measured times")
     with busy(f"converting {module.name}"):
         measured = load_profile(profile) if profile is not None else None
-        conversion = convert_module(load_module(module), devices, measured)
+        conversion = convert_module(
+            load_module(module), devices, measured, max_bytes=parse_size(max_size, what="--max-size")
+        )
         written = write_xla_workload(conversion, output)
     fidelity = replay_devices(written) if check else {}
     report = {

@@ -99,6 +99,9 @@ def sample_cmd(
         None, "--ranks", help="Ranks, the data-parallel groups widened (default: as fitted)."
     ),
     seed: int = typer.Option(0, "--seed", help="The seed of the draws."),
+    max_size: str = typer.Option(
+        "4GiB", "--max-size", help="Refuse to write more than this (estimated before sampling): 64GiB, 500MB."
+    ),
     compare: Path | None = typer.Option(None, "--compare", help="Compare the sample with this workload (its source)."),
     system: Path | None = SYSTEM_OPTION,
     network: Path | None = NETWORK_OPTION,
@@ -110,13 +113,17 @@ def sample_cmd(
 
     Example: chakra synth sample job.synth.json -o synthetic/job --layers 2x --ranks 16 --seed 3
     """
+    from chakra.generate.sizes import parse_size
     from chakra.generate.synth.model import load_model
     from chakra.generate.synth.sample import LayerScale, sample_workload
 
     scale = LayerScale.parse(layers) if layers is not None else None
     model = load_model(model_path)
     with busy(f"sampling {model_path}"):
-        result = sample_workload(model, out, steps=steps, layers=scale, ranks=ranks, seed=seed)
+        result = sample_workload(
+            model, out, steps=steps, layers=scale, ranks=ranks, seed=seed,
+            max_bytes=parse_size(max_size, what="--max-size"),
+        )  # fmt: skip
     data: dict[str, object] = result.to_dict()
     fidelity = None
     if compare is not None:

@@ -42,6 +42,7 @@ from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
+from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -167,12 +168,26 @@ def module_devices(module: HloModule) -> int:
     return highest + 1
 
 
-def convert_module(module: HloModule, devices: int | None = None, profile: Profile | None = None) -> XlaConversion:
+def convert_module(
+    module: HloModule,
+    devices: int | None = None,
+    profile: Profile | None = None,
+    *,
+    max_bytes: int | None = MAX_OUTPUT_BYTES,
+) -> XlaConversion:
     """Every device's nodes for ``module`` (``devices``: default :func:`module_devices`), with the
-    starts and durations ``profile`` measured on each device when one is given."""
+    starts and durations ``profile`` measured on each device when one is given. Refused before any
+    work when the files would take more than ``max_bytes`` (``None``: no limit; the estimate of
+    :func:`estimated_nodes`)."""
     count = devices if devices is not None else module_devices(module)
     if count < 1:
         raise ChakraInputError(f"devices must be at least 1, got {count}", path=module.path)
+    nodes = estimated_nodes(module)
+    check_output_size(
+        count * (nodes * NODE_BYTES_ESTIMATE + FILE_BYTES_ESTIMATE), max_bytes,
+        f"{count:,} device{'s' if count != 1 else ''} of about {nodes:,} nodes each (loops unrolled)", path=module.path,
+        check="--devices and the loops' known_trip_count",
+    )  # fmt: skip
     group_ids: dict[tuple[int, ...], int] = {}
     conversion = XlaConversion(module, count, {}, CommGroups())
     for instruction in module.instructions.values():
@@ -189,6 +204,37 @@ def convert_module(module: HloModule, devices: int | None = None, profile: Profi
     conversion.step_run = run
     conversion.groups = CommGroups({gid: members for members, gid in group_ids.items()})
     return conversion
+
+
+#: About what an emitted node takes in its file at most (its name, ids, dependencies, attributes),
+#: and a file without nodes (its metadata): the --max-size estimate.
+NODE_BYTES_ESTIMATE = 256
+FILE_BYTES_ESTIMATE = 256
+
+
+def estimated_nodes(module: HloModule) -> int:
+    """The nodes one device's program emits at most: each instruction once, a called computation's
+    once per call, a ``while`` loop of known trip count's body once per iteration (before anything
+    is unrolled: a trip count of 10^12 counts, it does not run)."""
+    counted: dict[int, int] = {}
+
+    def count(computation: HloComputationProto) -> int:
+        if computation.id in counted:
+            return counted[computation.id]
+        counted[computation.id] = 0  # a computation reached again through itself adds nothing
+        total = 0
+        for instruction in computation.instructions:
+            trips = trip_count(instruction) if instruction.opcode == "while" else None
+            if trips is not None:
+                total += max(trips, 0) * count(while_body(module, instruction))
+            elif instruction.opcode == "call" and instruction.called_computation_ids:
+                total += count(module.computations[instruction.called_computation_ids[0]])
+            else:
+                total += 1
+        counted[computation.id] = total
+        return total
+
+    return count(module.entry)
 
 
 def _device_nodes(

@@ -114,7 +114,36 @@ def module_from_bytes(data: bytes, *, path: PathLike | None = None) -> HloModule
                 path=path,
                 hint="the file is damaged: dump the module again",
             )
+    for computation in proto.computations:
+        _refuse_cycles(computation, path)
     return HloModule(str(path) if path is not None else None, proto, computations, entry, instructions, order)
+
+
+def _refuse_cycles(computation: HloComputationProto, path: PathLike | None) -> None:
+    """A computation's instructions must not wait for each other in a circle (through operands and
+    control predecessors): a damaged module, which nothing could run."""
+    members = {instruction.id: instruction for instruction in computation.instructions}
+    waits = {i.id: [o for o in (*i.operand_ids, *i.control_predecessor_ids) if o in members] for i in members.values()}
+    users: dict[int, list[int]] = {node: [] for node in members}
+    for node, sources in waits.items():
+        for source in sources:
+            users[source].append(node)
+    left = {node: len(sources) for node, sources in waits.items()}
+    ready = [node for node, count in left.items() if count == 0]
+    while ready:
+        node = ready.pop()
+        for user in users[node]:
+            left[user] -= 1
+            if left[user] == 0:
+                ready.append(user)
+    circle = [members[node].name for node, count in left.items() if count > 0]
+    if circle:
+        raise ChakraFormatError(
+            f"instructions of {computation.name} wait for each other in a circle ({', '.join(circle[:4])}"
+            f"{', ...' if len(circle) > 4 else ''})",
+            path=path,
+            hint="the file is damaged: dump the module again",
+        )
 
 
 def _parse(data: bytes, path: PathLike | None) -> HloModuleProto:

@@ -32,6 +32,7 @@ from pathlib import Path
 import msgspec
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.groups import MAX_RANK
 from chakra.io.writer import AtomicFile
 from chakra.share.opclass import CLASSES
 
@@ -190,6 +191,15 @@ def load_model(path: PathLike) -> SynthModel:
             path=where, hint="fit the model again with this chakra",
         )  # fmt: skip
     try:
-        return msgspec.json.decode(data, type=SynthModel)
+        model = msgspec.json.decode(data, type=SynthModel)
     except msgspec.ValidationError as error:
         raise ChakraInputError(str(error), path=where, hint="fit the model again") from None
+    for source in model.sources:
+        if not 1 <= source.ranks <= MAX_RANK + 1 or source.nodes < 0:
+            raise ChakraInputError(
+                f"the model says it was fitted to {source.ranks:,} ranks of {source.nodes:,} nodes, which no "
+                f"workload has (ranks 1 to {MAX_RANK + 1:,})",
+                path=where,
+                hint="the file is damaged: fit the model again",
+            )
+    return model

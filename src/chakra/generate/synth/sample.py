@@ -40,6 +40,7 @@ from chakra.generate.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program
 from chakra.groups import CommGroups
 from chakra.io import FORMAT_VERSION
 from chakra.io.framing import frame
+from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -53,6 +54,9 @@ from chakra.trace import WorkloadWriter
 from chakra.wire import AttrEncoder, encode_node
 
 NS_PER_US = 1000
+#: Bytes a sampled node takes in its file at least, about: the --max-size estimate (a lower bound, so
+#: only samples sure to be too large are refused).
+NODE_BYTES_ESTIMATE = 32
 #: The first tag of the transfers between a pair of ranks (then one more per transfer, in order).
 FIRST_TAG = 1
 _COMM_TYPES = frozenset({COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE})
@@ -392,10 +396,18 @@ def sample_workload(
     ranks: int | None = None,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    max_bytes: int | None = MAX_OUTPUT_BYTES,
 ) -> SampleReport:
-    """Write a workload sampled from ``model`` at ``out`` (see the module's docstring)."""
+    """Write a workload sampled from ``model`` at ``out`` (see the module's docstring); refused before
+    any work when the ranks alone would take more than ``max_bytes`` (``None``: no limit)."""
     if steps is not None and steps < 1:
         raise ChakraInputError(f"--steps {steps} is not a positive count", hint="e.g. --steps 4")
+    new_ranks = ranks if ranks is not None else model.world_size
+    fitted = sum(source.nodes for source in model.sources) // max(sum(source.ranks for source in model.sources), 1)
+    check_output_size(
+        new_ranks * (max(fitted, 1) * NODE_BYTES_ESTIMATE), max_bytes, f"{new_ranks:,} ranks of about {fitted:,} nodes",
+        check="--ranks",
+    )  # fmt: skip
     world = plan_world(model, ranks)
     sampler = _Sampler(model, world, steps, layers, seed)
     with WorkloadWriter(out, progress=progress) as writer:

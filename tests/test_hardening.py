@@ -1,0 +1,197 @@
+"""The newer commands on damaged or absurd inputs (issue 33): one line naming the file, exit 2, in
+seconds, nothing written. Each case here once hung, escaped as a traceback, was accepted without a
+word, or failed without naming the file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from helpers import host_node, kineto_op, no_hang, run_cli, write_allreduce_workload, write_trace_pair
+
+from chakra.xla.hlo import load_module
+
+REPO = Path(__file__).resolve().parents[1]
+XLA_MODULE = REPO / "tests" / "data" / "xla" / "tf_dense_relu.after_optimizations.hlo.pb"
+FLEXFLOW = REPO / "tests" / "data" / "flexflow"
+THREAD_ROOT = {"id": 1, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 0,
+               "attrs": [{"name": "rf_id", "value": 0}, {"name": "tid", "value": 1}]}  # fmt: skip
+
+
+def _refused(done, path: Path, *words: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and str(path) in done.stderr
+    for word in words:
+        assert word in " ".join(done.stderr.split())
+
+
+def _nothing_written(folder: Path) -> None:
+    assert not folder.exists() or not any(folder.iterdir())
+
+
+# -- PyTorch host traces ---------------------------------------------------------------------------
+
+
+def _host_with_bad_process_groups(folder: Path) -> tuple[Path, Path]:
+    groups = host_node(2, "## process_group:init ##", 5)
+    groups["inputs"] = {"values": ["{not json ["], "shapes": [[]], "types": ["String"]}
+    groups["outputs"] = {"values": [], "shapes": [], "types": []}
+    return write_trace_pair(
+        folder, [THREAD_ROOT, groups, host_node(3, "aten::mm", 6)], [kineto_op("aten::mm", 6, 10, 5)]
+    )
+
+
+def test_process_groups_that_are_not_json_are_one_line_naming_the_host_trace(tmp_path: Path):
+    host, device = _host_with_bad_process_groups(tmp_path)
+    for device_args in (["--device", str(device)], []):
+        done = run_cli("convert", "pytorch", "--host", str(host), *device_args, "-o", str(tmp_path / "out" / "job"))
+        _refused(done, host, "process groups that are not JSON")
+    _nothing_written(tmp_path / "out")
+
+
+def test_a_linked_trace_whose_attrs_are_text_is_one_line_naming_it(tmp_path: Path, capsys):
+    from chakra.cli.dropin import converter_main
+
+    mm = host_node(3, "aten::mm", 6)
+    mm["attrs"] = "oops"
+    host, _ = write_trace_pair(tmp_path, [THREAD_ROOT, mm], [kineto_op("aten::mm", 6, 10, 5)])
+
+    with pytest.raises(SystemExit) as exited:
+        converter_main(["PyTorch", "--input", str(host), "--output", str(tmp_path / "out.et")])
+
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and str(host) in err and "node #1" in err
+    assert not (tmp_path / "out.et").exists()
+
+
+# -- FlexFlow --------------------------------------------------------------------------------------
+
+
+def test_a_flexflow_task_ending_past_any_time_is_one_line(tmp_path: Path):
+    graph = tmp_path / "tg.dot"
+    graph.write_text((FLEXFLOW / "mlp2.taskgraph.dot").read_text().replace("{ 0 | 0.5 }", "{ 0 | 1e308 }", 1))
+
+    done = run_cli("convert", "flexflow", str(graph), "--strategy", str(FLEXFLOW / "mlp2.strategy"), "-o",
+                   str(tmp_path / "out" / "a"))  # fmt: skip
+
+    _refused(done, graph, "line 2", "not a time")
+    _nothing_written(tmp_path / "out")
+
+
+def test_a_flexflow_operator_of_more_bytes_than_a_node_holds_is_one_line(tmp_path: Path):
+    graph = tmp_path / "cg.dot"
+    graph.write_text((FLEXFLOW / "mlp2.compgraph.dot").read_text().replace("{ 8192 | 4096 | 16384 }",
+                                                                           "{ 8192 | 1e30 | 16384 }"))  # fmt: skip
+
+    done = run_cli("convert", "flexflow", str(FLEXFLOW / "mlp2.taskgraph.dot"), "--compgraph", str(graph), "-o",
+                   str(tmp_path / "out" / "b"))  # fmt: skip
+
+    _refused(done, graph, "past what a node holds")
+
+
+# -- XLA -------------------------------------------------------------------------------------------
+
+
+def _changed_module(folder: Path, name: str, change) -> Path:
+    proto = load_module(XLA_MODULE).proto
+    entry = next(c for c in proto.computations if c.id == proto.entry_computation_id)
+    change({i.opcode: i for i in entry.instructions})
+    path = folder / name
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def test_a_truncated_compressed_module_is_one_line_naming_it(tmp_path: Path):
+    module = tmp_path / "m.pb.gz"
+    module.write_bytes(gzip.compress(XLA_MODULE.read_bytes())[:200])
+
+    done = run_cli("convert", "xla", str(module), "-o", str(tmp_path / "out" / "m"))
+
+    _refused(done, module, "cannot decompress")
+
+
+def test_an_all_reduce_of_more_bytes_than_int64_names_the_module(tmp_path: Path):
+    def huge(by_opcode) -> None:
+        by_opcode["fusion"].opcode = "all-reduce"
+        del by_opcode["fusion"].shape.dimensions[:]
+        by_opcode["fusion"].shape.dimensions.append(1 << 62)
+
+    module = _changed_module(tmp_path, "huge.hlo.pb", huge)
+
+    done = run_cli("convert", "xla", str(module), "-o", str(tmp_path / "out" / "h"), "--devices", "2")
+
+    _refused(done, module, "does not fit int64_val")
+
+
+def test_a_loop_of_a_trillion_iterations_is_refused_before_it_is_unrolled(tmp_path: Path):
+    def looped(by_opcode) -> None:
+        loop = by_opcode["fusion"]
+        loop.opcode = "while"
+        loop.backend_config = b'{"known_trip_count":{"n":"1000000000000"}}'
+
+    module = _changed_module(tmp_path, "loop.hlo.pb", looped)
+
+    with no_hang(20):
+        done = run_cli("convert", "xla", str(module), "-o", str(tmp_path / "out" / "l"))
+
+    _refused(done, module, "4,000,000,000,003 nodes", "--max-size")
+    _nothing_written(tmp_path / "out")
+
+
+def test_a_hundred_million_devices_are_refused_before_converting(tmp_path: Path):
+    with no_hang(20):
+        done = run_cli("convert", "xla", str(XLA_MODULE), "-o", str(tmp_path / "out" / "d"), "--devices", "100000000")
+
+    _refused(done, XLA_MODULE, "100,000,000 devices", "--max-size")
+
+
+def test_instructions_that_wait_for_each_other_are_refused(tmp_path: Path):
+    module = _changed_module(tmp_path, "cycle.hlo.pb", lambda by: by["dot"].operand_ids.append(by["fusion"].id))
+
+    done = run_cli("convert", "xla", str(module), "-o", str(tmp_path / "out" / "c"))
+
+    _refused(done, module, "wait for each other in a circle")
+
+
+# -- groups and synthetic models -------------------------------------------------------------------
+
+
+def test_a_groups_file_naming_an_impossible_rank_is_refused(tmp_path: Path):
+    write_allreduce_workload(tmp_path, "job", 4)
+    groups = tmp_path / "job.comm_groups.json"
+    groups.write_text(json.dumps({"1": [0, 10**20]}))
+
+    done = run_cli("adapt", str(tmp_path / "job"), "-o", str(tmp_path / "out" / "job"), "--target", "astra-sim")
+
+    _refused(done, groups, "names rank 100,000,000,000,000,000,000")
+
+
+def _fitted(tmp_path: Path) -> Path:
+    write_allreduce_workload(tmp_path, "job", 4)
+    model = tmp_path / "job.synth.json"
+    done = run_cli("synth", "fit", str(tmp_path / "job"), "-o", str(model))
+    assert done.returncode == 0, done.stderr
+    return model
+
+
+def test_a_sample_of_a_hundred_million_ranks_is_refused_before_sampling(tmp_path: Path):
+    model = _fitted(tmp_path)
+
+    with no_hang(20):
+        done = run_cli("synth", "sample", str(model), "-o", str(tmp_path / "out" / "s"), "--ranks", "100000000")
+
+    assert done.returncode == 2 and "100,000,000 ranks" in done.stderr and "--max-size" in done.stderr
+    _nothing_written(tmp_path / "out")
+
+
+def test_a_model_claiming_a_trillion_fitted_ranks_is_refused(tmp_path: Path):
+    model = _fitted(tmp_path)
+    data = json.loads(model.read_text())
+    data["sources"][0]["ranks"] = 10**12
+    model.write_text(json.dumps(data))
+
+    done = run_cli("synth", "sample", str(model), "-o", str(tmp_path / "out" / "s"))
+
+    _refused(done, model, "1,000,000,000,000 ranks")
