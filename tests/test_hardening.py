@@ -9,8 +9,18 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import host_node, kineto_op, no_hang, run_cli, write_allreduce_workload, write_trace_pair
+from helpers import (
+    host_node,
+    kineto_op,
+    make_node,
+    no_hang,
+    run_cli,
+    write_allreduce_workload,
+    write_et,
+    write_trace_pair,
+)
 
+from chakra.schema.protobuf.et_def_pb2 import MEM_LOAD_NODE
 from chakra.xla.hlo import load_module
 
 REPO = Path(__file__).resolve().parents[1]
@@ -195,3 +205,17 @@ def test_a_model_claiming_a_trillion_fitted_ranks_is_refused(tmp_path: Path):
     done = run_cli("synth", "sample", str(model), "-o", str(tmp_path / "out" / "s"))
 
     _refused(done, model, "1,000,000,000,000 ranks")
+
+
+# -- simulate --------------------------------------------------------------------------------------
+
+
+def test_a_remote_memory_node_without_memory_expansion_names_its_rank_file(tmp_path: Path):
+    for rank in range(2):
+        node = make_node(7, "load", MEM_LOAD_NODE, is_cpu_op=False, tensor_size=1 << 20)
+        write_et(tmp_path / f"w.{rank}.et", [node])
+    system, network = REPO / "examples" / "astra" / "system.json", REPO / "examples" / "astra" / "ring2.yml"
+
+    done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(network))
+
+    _refused(done, tmp_path / "w.0.et", "node 7 (load) is a remote-memory access", "(none given)")

@@ -468,10 +468,13 @@ class _Run:
             queue.push(now_ns, rank, pos)
         elif action == DO_MEMORY:
             if not self.memory.enabled:
+                configured = self.memory.config.path
                 raise ChakraInputError(
                     f"rank {rank} node {program.ids[pos]} ({program.names[pos]}) is a remote-memory access, "
-                    "but the remote memory configuration has no memory expansion",
-                    path=self.memory.config.path,
+                    "but the remote memory configuration"
+                    + (f" ({configured})" if configured is not None else " (none given)")
+                    + " has no memory expansion",
+                    path=program.path,
                     hint="pass --remote-memory with a memory-type such as PER_NPU_MEMORY_EXPANSION",
                 )
             queue.push(self.memory.access(rank, now_ns, program.memory_bytes.get(pos, 0)), rank, pos)
