@@ -196,6 +196,16 @@ def test_a_sample_of_a_hundred_million_ranks_is_refused_before_sampling(tmp_path
     _nothing_written(tmp_path / "out")
 
 
+def test_a_sample_of_a_billion_steps_is_refused_before_sampling(tmp_path: Path):
+    model = _fitted(tmp_path)
+
+    with no_hang(20):
+        done = run_cli("synth", "sample", str(model), "-o", str(tmp_path / "out" / "s"), "--steps", "1000000000")
+
+    assert done.returncode == 2 and "--steps" in done.stderr and "--max-size" in done.stderr
+    _nothing_written(tmp_path / "out")
+
+
 def test_a_model_claiming_a_trillion_fitted_ranks_is_refused(tmp_path: Path):
     model = _fitted(tmp_path)
     data = json.loads(model.read_text())

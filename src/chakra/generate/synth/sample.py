@@ -227,6 +227,23 @@ def _expand(blocks: list[Run | Loop], steps: int | None, layers: LayerScale | No
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def expanded_nodes(blocks: list[Run | Loop], steps: int | None, layers: LayerScale | None) -> int:
+    """How many nodes :func:`_expand` makes of ``blocks`` (a program without a step loop, ``steps``
+    times), counted without making them."""
+    total = 0
+    for block in blocks:
+        if isinstance(block, Run):
+            total += len(block.symbols)
+            continue
+        count = block.count
+        if block.role == STEP and steps is not None:
+            count = steps
+        elif block.role == LAYER and layers is not None:
+            count = layers.apply(block.count)
+        total += count * expanded_nodes(block.body, steps, layers)
+    return total
+
+
 def _has_step(blocks: list[Run | Loop]) -> bool:
     return any(isinstance(b, Loop) and b.role == STEP for b in blocks)
 
@@ -403,10 +420,16 @@ def sample_workload(
     if steps is not None and steps < 1:
         raise ChakraInputError(f"--steps {steps} is not a positive count", hint="e.g. --steps 4")
     new_ranks = ranks if ranks is not None else model.world_size
-    fitted = sum(source.nodes for source in model.sources) // max(sum(source.ranks for source in model.sources), 1)
+    per_rank = max(
+        (
+            expanded_nodes(program.body, steps, layers) * (steps if steps and not _has_step(program.body) else 1)
+            for program in model.programs
+        ),
+        default=0,
+    )
     check_output_size(
-        new_ranks * (max(fitted, 1) * NODE_BYTES_ESTIMATE), max_bytes, f"{new_ranks:,} ranks of about {fitted:,} nodes",
-        check="--ranks",
+        new_ranks * max(per_rank, 1) * NODE_BYTES_ESTIMATE, max_bytes,
+        f"{new_ranks:,} ranks of up to {per_rank:,} nodes", check="--ranks, --steps and --layers",
     )  # fmt: skip
     world = plan_world(model, ranks)
     sampler = _Sampler(model, world, steps, layers, seed)
