@@ -14,27 +14,9 @@ from chakra.msccl import convert_msccl
 
 MIB = 1 << 20
 #: Two GPUs: a send after a nop that carries a dependency on another threadblock, a receive-reduce-copy
-#: that waits for a step of the first threadblock.
-TWO_THREADBLOCKS = """<algo name="t" proto="Simple" nchannels="1" ngpus="2" coll="allreduce" inplace="1">
-  <gpu id="0" i_chunks="4" o_chunks="0" s_chunks="0">
-    <tb id="0" send="1" recv="-1" chan="0">
-      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="2" depid="-1" deps="-1" hasdep="0"/>
-      <step s="1" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="1" deps="0" hasdep="0"/>
-      <step s="2" type="s" srcbuf="i" srcoff="2" dstbuf="i" dstoff="2" cnt="1" depid="1" deps="1" hasdep="0"/>
-    </tb>
-    <tb id="1" send="-1" recv="1" chan="1">
-      <step s="0" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="1"/>
-      <step s="1" type="rrc" srcbuf="i" srcoff="2" dstbuf="i" dstoff="2" cnt="1" depid="0" deps="0" hasdep="1"/>
-    </tb>
-  </gpu>
-  <gpu id="1" i_chunks="4" o_chunks="0" s_chunks="0">
-    <tb id="0" send="0" recv="0" chan="0">
-      <step s="0" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="2" depid="-1" deps="-1" hasdep="0"/>
-      <step s="1" type="rrs" srcbuf="i" srcoff="2" dstbuf="i" dstoff="2" cnt="1" depid="-1" deps="-1" hasdep="0"/>
-    </tb>
-  </gpu>
-</algo>
-"""
+#: that waits for a step of the first threadblock, a fused receive-reduce-send (tests/data/msccl).
+TWO_THREADBLOCKS = (Path(__file__).resolve().parent / "data" / "msccl" / "two_threadblocks.xml").read_text()
+
 
 
 def _example() -> Path:

@@ -3,10 +3,10 @@
 Each case takes a valid input (an ``.et`` file plain, gzip or zstd; a PyTorch host trace; a Kineto
 trace; an ASTRA-sim text workload; a system JSON, network YAML and communicator-group file; an LLM
 spec; the JSON ``dejsonize`` reads; a TensorFlow recording's run metadata and profile; an XLA
-module; an output path that cannot be written), damages it the way
-disks, editors and hand edits do (truncation, flipped bits, inserted or repeated bytes, a key
-deleted, a value of the wrong kind or size), runs the command that reads it, and checks what a
-user relies on:
+module; FlexFlow's files; an MSCCL program; a custom collective algorithm's rank file; an output
+path that cannot be written), damages it the way disks, editors and hand edits do (truncation,
+flipped bits, inserted or repeated bytes, a key deleted, a value of the wrong kind or size), runs
+the command that reads it, and checks what a user relies on:
 
 * no traceback, and an exit code of 0, 1 (checks failed) or 2 (bad input), within
   :data:`HANG_LIMIT_S`;
@@ -45,6 +45,8 @@ from helpers import (
     write_trace_pair,
 )
 
+from chakra.generate.collective import AlgorithmSpec, write_algorithm
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "astra"
 #: The seed every case is drawn from: change it to explore, keep it to reproduce.
@@ -67,6 +69,7 @@ ODD_TOKENS = ["-1", "0", "99999999999999999999", "nan", "1e999", "two", "", "[",
 #: A real XLA module (dumped by TensorFlow 2.21, tests/data/xla/README.md).
 XLA_MODULE = REPO / "tests" / "data" / "xla" / "tf_dense_relu.after_optimizations.hlo.pb"
 FLEXFLOW = REPO / "tests" / "data" / "flexflow"
+MSCCL_PROGRAM = REPO / "tests" / "data" / "msccl" / "two_threadblocks.xml"
 TEXT_WORKLOAD = "DATA\n2\na -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 1000 0\nb -1 11 NONE 0 21 NONE 0 31 ALLREDUCE 2000 0\n"
 SMALL_SPEC = "model: {preset: llama3-8b, layers: 2, seq_len: 256}\nparallel: {tp: 2}\nglobal_batch: 2\n"
 
@@ -277,6 +280,23 @@ def flexflow_case(rng: random.Random, folder: Path, damaged_file: str) -> Case:
     return Case([*command, "--check"], target)
 
 
+def msccl_case(rng: random.Random, folder: Path) -> Case:
+    program = folder / "program.xml"
+    program.write_text(damage_text(rng, MSCCL_PROGRAM.read_text()))
+    return Case(["convert", "msccl", str(program), "-o", f"{folder}/out/a", "--size", "1MiB"], program)
+
+
+def custom_algorithm_case(rng: random.Random, folder: Path) -> Case:
+    """A custom collective algorithm (per-rank ETs) with one rank file damaged, run by simulate."""
+    write_algorithm(folder / "algo" / "ring", AlgorithmSpec("ring", "all-reduce", 2, 1 << 16))
+    target = folder / "algo" / f"ring.{rng.randrange(2)}.et"
+    target.write_bytes(damage_bytes(rng, target.read_bytes()))
+    system = folder / "custom.json"
+    system.write_text(json.dumps({"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, "local-mem-bw": 50,
+                                  "all-reduce-implementation-custom": [str(folder / "algo" / "ring")]}))  # fmt: skip
+    return Case(_simulate(_workload(folder), system=system), target)
+
+
 KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et": lambda rng, folder: et_case(rng, folder, ".et"),
     "et.gz": lambda rng, folder: et_case(rng, folder, ".et.gz"),
@@ -295,6 +315,8 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "flexflow task graph": lambda rng, folder: flexflow_case(rng, folder, "mlp2.taskgraph.dot"),
     "flexflow strategy": lambda rng, folder: flexflow_case(rng, folder, "mlp2.strategy"),
     "flexflow labelled graph": lambda rng, folder: flexflow_case(rng, folder, "mlp2.labelled.dot"),
+    "msccl program": msccl_case,
+    "custom algorithm": custom_algorithm_case,
 }
 
 
