@@ -3,8 +3,8 @@
 Each case takes a valid input (an ``.et`` file plain, gzip or zstd; a PyTorch host trace; a Kineto
 trace; an ASTRA-sim text workload; a system JSON, network YAML and communicator-group file; an LLM
 spec; the JSON ``dejsonize`` reads; a TensorFlow recording's run metadata and profile; an XLA
-module; FlexFlow's files; an MSCCL program; a custom collective algorithm's rank file; an output
-path that cannot be written), damages it the way disks, editors and hand edits do (truncation,
+module; FlexFlow's files; an MSCCL program; a custom collective algorithm's rank file; a synthetic
+workload model; an output path that cannot be written), damages it the way disks, editors and hand edits do (truncation,
 flipped bits, inserted or repeated bytes, a key deleted, a value of the wrong kind or size), runs
 the command that reads it, and checks what a user relies on:
 
@@ -297,6 +297,25 @@ def custom_algorithm_case(rng: random.Random, folder: Path) -> Case:
     return Case(_simulate(_workload(folder), system=system), target)
 
 
+#: A model fitted once to the fuzzed workload (fitting takes a second; every case damages a copy).
+_FITTED: dict[str, str] = {}
+
+
+def synth_model_case(rng: random.Random, folder: Path) -> Case:
+    if "model" not in _FITTED:
+        source = folder / "source"
+        source.mkdir()
+        fitted = folder / "fitted.synth.json"
+        done = run_cli("synth", "fit", str(_workload(source)), "-o", str(fitted))
+        assert done.returncode == 0, done.stderr
+        _FITTED["model"] = fitted.read_text()
+        shutil.rmtree(source)
+        fitted.unlink()
+    model = folder / "job.synth.json"
+    model.write_text(damage_json_file(rng, _FITTED["model"]))
+    return Case(["synth", "sample", str(model), "-o", f"{folder}/out/s"], model)
+
+
 KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et": lambda rng, folder: et_case(rng, folder, ".et"),
     "et.gz": lambda rng, folder: et_case(rng, folder, ".et.gz"),
@@ -317,6 +336,7 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "flexflow labelled graph": lambda rng, folder: flexflow_case(rng, folder, "mlp2.labelled.dot"),
     "msccl program": msccl_case,
     "custom algorithm": custom_algorithm_case,
+    "synth model": synth_model_case,
 }
 
 

@@ -202,4 +202,73 @@ def load_model(path: PathLike) -> SynthModel:
                 path=where,
                 hint="the file is damaged: fit the model again",
             )
+    problem = model_problem(model)
+    if problem is not None:
+        raise ChakraInputError(f"the model is inconsistent: {problem}", path=where, hint="fit the model again")
     return model
+
+
+#: The largest value a model's count, size or time may hold: the node table's int64 sums stay whole.
+MAX_VALUE = 1 << 62
+#: The most copies a loop of the model may make of its body.
+MAX_LOOP_COUNT = 1 << 31
+
+
+def model_problem(model: SynthModel) -> str | None:
+    """What makes ``model`` impossible to sample (an index past its list, a value past any workload's),
+    or ``None``: a damaged file is refused before sampling reads it."""
+    world, symbols = model.world_size, model.symbols
+    if not world:
+        return "it binds no ranks"
+    for i, symbol in enumerate(symbols):
+        if not 0 <= symbol.key < len(model.keys):
+            return f"symbol {i} names key {symbol.key} of {len(model.keys)}"
+        if not 0 <= symbol.comm_size <= MAX_VALUE or abs(symbol.peer) >= world:
+            return f"symbol {i} has comm_size {symbol.comm_size} and peer {symbol.peer}"
+        if any(not 0 <= back <= MAX_VALUE for back in (*symbol.data, *symbol.ctrl)):
+            return f"symbol {i} has a dependency offset past any workload"
+    for p, program in enumerate(model.programs):
+        problem = _program_problem(program, symbols)
+        if problem is not None:
+            return f"program {p}: {problem}"
+    for rank, binding in enumerate(model.ranks):
+        if not 0 <= binding.program < len(model.programs):
+            return f"rank {rank} runs program {binding.program} of {len(model.programs)}"
+        slots = model.programs[binding.program].group_slots
+        if len(binding.groups) != slots:
+            return f"rank {rank} binds {len(binding.groups)} groups to its program's {slots} slots"
+    for group in model.groups:
+        if any(not 0 <= member < world for member in group.members):
+            return f"group {group.id} names ranks outside the model's {world}"
+    dp = model.data_parallel
+    if dp is not None and not (dp.stride >= 1 and dp.size >= 1 and dp.stride * dp.size <= world):
+        return f"its data-parallel axis (stride {dp.stride}, size {dp.size}) does not fit its {world} ranks"
+    return None
+
+
+def _program_problem(program: Program, symbols: list[Symbol]) -> str | None:
+    if len(program.atoms) != len(program.atom_cells) or program.atom_cells != sorted(program.atom_cells):
+        return "its atoms and their cells do not match"
+    for atoms in program.atoms:
+        triples = (atoms.dur_ns, atoms.num_ops, atoms.tensor_size)
+        if not atoms.dur_ns or len({len(values) for values in triples}) != 1:
+            return "a class has no atoms, or lists of different lengths"
+        if any(abs(value) > MAX_VALUE for values in triples for value in values):
+            return "an atom holds a value past any workload"
+    stack: list[Run | Loop] = list(program.body)
+    while stack:
+        block = stack.pop()
+        if isinstance(block, Loop):
+            if not 0 <= block.count <= MAX_LOOP_COUNT or block.role not in (STEP, LAYER, REPEAT):
+                return f"a {block.role!r} loop of {block.count} copies"
+            stack.extend(block.body)
+            continue
+        for index in block.symbols:
+            if not 0 <= index < len(symbols):
+                return f"it names symbol {index} of {len(symbols)}"
+            symbol = symbols[index]
+            if symbol.track != NONE and not 0 <= symbol.track < len(program.tracks):
+                return f"symbol {index} runs on track {symbol.track} of {len(program.tracks)}"
+            if symbol.group != NONE and not 0 <= symbol.group < program.group_slots:
+                return f"symbol {index} uses group slot {symbol.group} of {program.group_slots}"
+    return None
