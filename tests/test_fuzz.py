@@ -183,6 +183,7 @@ def _et_commands(prefix: Path, damaged: Path, folder: Path) -> list[list[str]]:
         ["report", str(damaged), "-o", str(folder / "out" / "report.html"), "--workers", "1"],
         ["adapt", str(prefix), "-o", str(folder / "out" / "job"), "--target", "astra-sim"],
         ["anonymize", str(prefix), "-o", str(folder / "out" / "anonymized"), "--key", "k"],
+        ["synth", "fit", str(prefix), "-o", str(folder / "out" / "job.synth.json")],
         _simulate(prefix),
     ]
 
@@ -212,6 +213,14 @@ def kineto_case(rng: random.Random, folder: Path) -> Case:
     host, device = _host_trace(folder)
     device.write_text(damage_json_file(rng, device.read_text()))
     return Case(["convert", "pytorch", "--host", str(host), "--device", str(device), "-o", f"{folder}/out/job"], device)
+
+
+def kineto_alone_case(rng: random.Random, folder: Path) -> Case:
+    """A damaged profiler trace converted on its own (``convert kineto``, no host trace)."""
+    host, device = _host_trace(folder)
+    host.unlink()
+    device.write_text(damage_json_file(rng, device.read_text()))
+    return Case(["convert", "kineto", str(device), "-o", f"{folder}/out/job"], device)
 
 
 def text_case(rng: random.Random, folder: Path) -> Case:
@@ -294,7 +303,8 @@ def custom_algorithm_case(rng: random.Random, folder: Path) -> Case:
     system = folder / "custom.json"
     system.write_text(json.dumps({"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, "local-mem-bw": 50,
                                   "all-reduce-implementation-custom": [str(folder / "algo" / "ring")]}))  # fmt: skip
-    return Case(_simulate(_workload(folder), system=system), target)
+    validate = ["validate", str(folder / "algo" / "ring"), "--target", "custom-collective"]
+    return Case(rng.choice([_simulate(_workload(folder), system=system), validate]), target)
 
 
 #: A model fitted once to the fuzzed workload (fitting takes a second; every case damages a copy).
@@ -322,6 +332,7 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et.zst": lambda rng, folder: et_case(rng, folder, ".et.zst"),
     "host trace": host_case,
     "kineto": kineto_case,
+    "kineto alone": kineto_alone_case,
     "text workload": text_case,
     "system json": system_case,
     "network yaml": network_case,
