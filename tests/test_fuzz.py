@@ -184,7 +184,14 @@ def _et_commands(prefix: Path, damaged: Path, folder: Path) -> list[list[str]]:
         ["adapt", str(prefix), "-o", str(folder / "out" / "job"), "--target", "astra-sim"],
         ["anonymize", str(prefix), "-o", str(folder / "out" / "anonymized"), "--key", "k"],
         ["synth", "fit", str(prefix), "-o", str(folder / "out" / "job.synth.json")],
-        _simulate(prefix),
+        ["synth", "compare", str(prefix), str(prefix)],
+        ["analyze", "summary", str(damaged)],
+        ["analyze", "ranks", str(prefix), "--workers", "1"],
+        ["analyze", "diff", str(damaged), str(damaged)],
+        ["viz", "graph", str(damaged), "-o", str(folder / "out" / "graph.dot")],
+        ["viz", "timeline", str(prefix), "-o", str(folder / "out" / "timeline.json")],
+        [*_simulate(prefix), "--timeline", str(folder / "out" / "sim.json")],
+        ["sweep", *_simulate(prefix)[1:], "--axis", "bandwidth-scale=1,2", "--workers", "1"],
     ]
 
 
@@ -349,6 +356,52 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "custom algorithm": custom_algorithm_case,
     "synth model": synth_model_case,
 }
+
+
+#: Commands of ``chakra --help`` no damaged input of this suite reaches, and why.
+NOT_FUZZED = {
+    "generate micro": "it reads no file: its options are all it takes",
+    "generate collective": "it reads no file: its options are all it takes",
+    "replay": "it starts a process per rank; tests/test_replay.py gives it damaged workloads",
+}
+
+
+def _commands() -> set[str]:
+    """Every command of ``chakra --help``, as its words (``convert xla``)."""
+    import click
+    import typer
+
+    from chakra.cli.main import app
+
+    def walk(command: click.Command, words: tuple[str, ...]) -> Iterator[str]:
+        if hasattr(command, "list_commands"):  # a group (typer's own Group class)
+            context = click.Context(command)
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                assert sub is not None
+                yield from walk(sub, (*words, name))
+        else:
+            yield " ".join(words)
+
+    return set(walk(typer.main.get_command(app), ()))
+
+
+def _fuzzed(folder: Path) -> set[str]:
+    """The commands the cases and the output checks run (each case kind built a few times)."""
+    argvs = _et_commands(folder / "job", folder / "job.0.et", folder) + _writers(folder / "job", folder / "out")
+    for kind, build in KINDS.items():
+        for number in range(3):
+            case_folder = folder / f"{kind}-{number}"
+            (case_folder / "out").mkdir(parents=True, exist_ok=True)
+            argvs.append(build(random.Random(f"{SEED}:{kind}:{number}"), case_folder).argv)
+    commands = _commands()
+    return {next(" ".join(a[:n]) for n in (2, 1) if " ".join(a[:n]) in commands) for a in argvs}
+
+
+def test_every_command_of_chakra_help_gets_a_damaged_input_or_says_why_not(tmp_path: Path):
+    commands = _commands()
+    assert set(NOT_FUZZED) <= commands
+    assert commands - set(NOT_FUZZED) <= _fuzzed(tmp_path), sorted(commands - set(NOT_FUZZED) - _fuzzed(tmp_path))
 
 
 # ---- running and checking ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     host_node,
+    kineto_launch,
     kineto_op,
     make_node,
     no_hang,
@@ -229,3 +230,15 @@ def test_a_remote_memory_node_without_memory_expansion_names_its_rank_file(tmp_p
     done = run_cli("simulate", "--workload", str(tmp_path / "w"), "--system", str(system), "--network", str(network))
 
     _refused(done, tmp_path / "w.0.et", "node 7 (load) is a remote-memory access", "(none given)")
+
+
+def test_a_kineto_event_whose_correlation_is_not_a_number_joins_nothing(tmp_path: Path):
+    # found by tests/test_fuzz.py with seed 5: a damaged correlation was used as a dictionary key
+    launch = kineto_launch(101, 1)
+    launch["args"]["correlation"] = {"x": []}
+    host, device = write_trace_pair(tmp_path, [THREAD_ROOT, host_node(2, "aten::mm", 10)],
+                                    [kineto_op("aten::mm", 10, 100.0, 20.0), launch])  # fmt: skip
+
+    done = run_cli("convert", "pytorch", "--host", str(host), "--device", str(device), "-o", str(tmp_path / "o" / "j"))
+
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -151,17 +151,22 @@ class KinetoEvent(msgspec.Struct, gc=False):
 
     @property
     def external_id(self) -> int | None:
-        return self.args.get("External id")
+        return self._id_arg("External id")
 
     @property
     def correlation(self) -> int | None:
-        return self.args.get("correlation")
+        return self._id_arg("correlation")
 
     @property
     def rf_id(self) -> int | None:
         """``Record function id``: joins to the host trace's ``rf_id`` (0/absent when no observer ran)."""
-        value = self.args.get("Record function id")
+        value = self._id_arg("Record function id")
         return value if value else None
+
+    def _id_arg(self, name: str) -> int | None:
+        """An id argument; one that is not an integer (a damaged file) joins nothing, as if absent."""
+        value = self.args.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class _KinetoFile(msgspec.Struct):

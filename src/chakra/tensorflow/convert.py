@@ -292,10 +292,11 @@ class _Context:
 
 def _rendezvous(node: NodeDef) -> tuple[str, str, str]:
     """A transfer's rendezvous key: (send device, receive device, tensor name)."""
+    # a damaged recording may hold bytes that are not UTF-8: they still key the rendezvous
     return (
-        node.attr["send_device"].s.decode(),
-        node.attr["recv_device"].s.decode(),
-        node.attr["tensor_name"].s.decode(),
+        node.attr["send_device"].s.decode(errors="replace"),
+        node.attr["recv_device"].s.decode(errors="replace"),
+        node.attr["tensor_name"].s.decode(errors="replace"),
     )
 
 
