@@ -18,7 +18,6 @@ MIB = 1 << 20
 TWO_THREADBLOCKS = (Path(__file__).resolve().parent / "data" / "msccl" / "two_threadblocks.xml").read_text()
 
 
-
 def _example() -> Path:
     return require_shared(Path("..") / "astra-sim" / "examples" / "system" / "custom_collectives"
                           / "custom_ring_allreduce_8npus_1MB")  # fmt: skip
