@@ -117,10 +117,6 @@ def _compare_with_built_in(output: Path, spec: AlgorithmSpec, network_path: Path
         note("why they differ: " + "; ".join(compared.reasons))
 
 
-#: The collectives whose algorithms reduce what they receive.
-COLLECTIVE_REDUCING = (0, 7)  # ALL_REDUCE, REDUCE_SCATTER (CollectiveCommType)
-
-
 @convert_app.command("msccl")
 def convert_msccl_cmd(
     program: Path = typer.Argument(..., help="An MSCCL XML program (MSCCLang's output): <algo> with a <gpu> per rank."),

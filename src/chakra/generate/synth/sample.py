@@ -210,17 +210,23 @@ class _Expanded:
     chain_parent: np.ndarray
 
 
+def _copies(loop: Loop, steps: int | None, layers: LayerScale | None) -> int:
+    """How many times a sample runs ``loop``'s body: ``steps`` for the step loop, the scaled count
+    for a layer loop, else its own count."""
+    if loop.role == STEP and steps is not None:
+        return steps
+    if loop.role == LAYER and layers is not None:
+        return layers.apply(loop.count)
+    return loop.count
+
+
 def _expand(blocks: list[Run | Loop], steps: int | None, layers: LayerScale | None, counts: list[int]) -> np.ndarray:
     parts = []
     for block in blocks:
         if isinstance(block, Run):
             parts.append(np.asarray(block.symbols, dtype=np.int64))
             continue
-        count = block.count
-        if block.role == STEP and steps is not None:
-            count = steps
-        elif block.role == LAYER and layers is not None:
-            count = layers.apply(block.count)
+        count = _copies(block, steps, layers)
         if block.role == LAYER:
             counts.append(count)
         parts.append(np.tile(_expand(block.body, steps, layers, counts), count))
@@ -228,20 +234,13 @@ def _expand(blocks: list[Run | Loop], steps: int | None, layers: LayerScale | No
 
 
 def expanded_nodes(blocks: list[Run | Loop], steps: int | None, layers: LayerScale | None) -> int:
-    """How many nodes :func:`_expand` makes of ``blocks`` (a program without a step loop, ``steps``
-    times), counted without making them."""
-    total = 0
-    for block in blocks:
-        if isinstance(block, Run):
-            total += len(block.symbols)
-            continue
-        count = block.count
-        if block.role == STEP and steps is not None:
-            count = steps
-        elif block.role == LAYER and layers is not None:
-            count = layers.apply(block.count)
-        total += count * expanded_nodes(block.body, steps, layers)
-    return total
+    """How many nodes :func:`_expand` makes of ``blocks``, counted without making them."""
+    return sum(
+        len(block.symbols)
+        if isinstance(block, Run)
+        else _copies(block, steps, layers) * expanded_nodes(block.body, steps, layers)
+        for block in blocks
+    )
 
 
 def _has_step(blocks: list[Run | Loop]) -> bool:
