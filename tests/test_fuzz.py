@@ -192,6 +192,7 @@ def _et_commands(prefix: Path, damaged: Path, folder: Path) -> list[list[str]]:
         ["viz", "timeline", str(prefix), "-o", str(folder / "out" / "timeline.json")],
         [*_simulate(prefix), "--timeline", str(folder / "out" / "sim.json")],
         ["sweep", *_simulate(prefix)[1:], "--axis", "bandwidth-scale=1,2", "--workers", "1"],
+        ["replay", str(prefix), "--dry-run"],
     ]
 
 
@@ -362,8 +363,6 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
 NOT_FUZZED = {
     "generate micro": "it reads no file: its options are all it takes",
     "generate collective": "it reads no file: its options are all it takes",
-    "replay": "it starts a process per rank, too slow for a case of this suite; it reads its ranks through "
-    "the node table every fuzzed command reads (chakra.replay.program)",
 }
 
 

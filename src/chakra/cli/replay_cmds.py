@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stage_progress, stderr, stdout
 
 if TYPE_CHECKING:
     from chakra.replay.launch import OverlapStudy, ReplaySettings, WorkloadReplay
@@ -56,6 +56,11 @@ def replay_cmd(
     ),
     network: Path | None = typer.Option(None, "--network", help="The network of the --system prediction."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Read and check every rank, count what each would issue and what would hang (exit 1); start no process.",
+    ),
 ) -> None:
     """Replay a workload on this machine: one process per rank (gloo), every node issued in dependency order.
 
@@ -64,6 +69,10 @@ def replay_cmd(
     what), exit 1. Each rank's step is compared with its recorded span, or with the simulator's
     prediction on --system/--network when the ET has no times; time per node kind is put beside
     the recorded durations, and every kind of collective gets nccl-tests' algbw and busbw.
+
+    --dry-run reads every rank as a replay would, counts per rank what it would issue, and reports
+    what would hang from the counts alone (members of a group issuing different numbers of
+    collectives, sends without their receives); exit 1 when it finds any.
 
     Example: chakra replay out/job --compute duration --iterations 5 --check --timeline replay.json
     """
@@ -79,6 +88,9 @@ def replay_cmd(
         raise typer.BadParameter(f"one of {', '.join(BACKENDS)}", param_hint="--backend")
     if (system is None) != (network is None):
         raise typer.BadParameter("give both --system and --network, or neither", param_hint="--system")
+    if dry_run:
+        _dry_run(workload, report, as_json)
+        return
     settings = ReplaySettings(ComputeMode(compute), compute_scale, comm, warmup, iterations,
                               timeout_s=timeout_s, timeline=timeline is not None, backend=backend)  # fmt: skip
     if under_launcher():  # torchrun started this rank: run it here, rank 0 reports
@@ -127,6 +139,31 @@ def _replay_here(workload: Path, settings: ReplaySettings, overlap: bool) -> tup
         stderr.print(f"error: {hang}")
         raise typer.Exit(EXIT_CHECKS_FAILED) from None
     return result, study
+
+
+def _dry_run(workload: Path, report: Path | None, as_json: bool) -> None:
+    """What a replay of ``workload`` would issue, per rank, and what would hang it (exit 1)."""
+    from chakra.replay.plan import plan_workload
+
+    with stage_progress() as tell:
+        plan = plan_workload(workload, progress=tell)
+    problems = plan.problems()
+    if not emit_results(plan.to_dict(), report, as_json):
+        table = Table(title=f"what a replay of {plan.prefix} would issue per iteration ({len(plan.groups)} groups)")
+        for column in ("rank", "nodes", "compute", "collectives", "sends", "receives", "largest message bytes",
+                       "recorded span µs"):  # fmt: skip
+            table.add_column(column, justify="right")
+        for rank, one in plan.ranks.items():
+            span = "-" if one.recorded_span_us is None else f"{one.recorded_span_us:,.1f}"
+            table.add_row(str(rank), f"{one.nodes:,}", f"{one.compute:,}", f"{one.collectives:,}", f"{one.sends:,}",
+                          f"{one.recvs:,}", f"{one.largest_message_bytes:,}", span)  # fmt: skip
+        print_table(table)
+        if not problems:
+            stdout.print("no hang predicted from the counts (an order mismatch shows only when run)")
+    for problem in problems:
+        stderr.print(f"would hang: {problem}")
+    if problems:
+        raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
 def _print_replay(result: WorkloadReplay, compute: str, comm: bool) -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from chakra.replay.program import Kind, RankProgram
+from chakra.replay.program import Kind, RankProgram, replayed_group
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -321,8 +321,8 @@ class Issuer:
 
     # ---- communication ---------------------------------------------------------------------------
     def _group(self, step: int) -> tuple[Any, tuple[int, ...]]:
-        gid = int(self.program.group[step])
-        if gid in (DEFAULT_GROUP_ID, MISSING) or gid not in self.groups:
+        gid = replayed_group(int(self.program.group[step]), self.groups)
+        if gid == DEFAULT_GROUP_ID:
             return None, tuple(range(self.dist.get_world_size()))
         return self.groups[gid], self.members[gid]
 

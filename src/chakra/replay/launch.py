@@ -47,8 +47,8 @@ from chakra.replay.measure import (
     kind_times,
     total_kind_times,
 )
+from chakra.replay.plan import plan_workload
 from chakra.replay.program import Kind, rank_program
-from chakra.trace import TraceSet
 
 #: How long every rank may stand still before the replay is declared hung (s).
 DEFAULT_TIMEOUT_S = 60.0
@@ -205,14 +205,10 @@ def replay_workload(
         raise ChakraInputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
     if backend == "nccl":  # refused here, before any rank starts, rather than by every rank
         choose_backend(backend, 1)
-    traces = TraceSet.discover(Path(workload))
-    ranks = sorted(traces.ranks)
-    if ranks != list(range(len(ranks))):
-        raise ChakraInputError(f"ranks {ranks[:8]} are not 0..{len(ranks) - 1}", path=traces.prefix,
-                               hint="replay needs every rank file of the workload")  # fmt: skip
-    for rank in ranks:  # refuse a bad file here, with its name, before any process starts
-        rank_program(traces.ranks[rank], rank)
-    groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
+    plan = plan_workload(workload)  # refuses a bad file here, with its name, before any process starts
+    ranks = sorted(plan.ranks)
+    paths = {rank: Path(one.path) for rank, one in plan.ranks.items()}
+    groups = plan.groups
     world = len(ranks)
     context = mp.get_context("spawn")
     progress = context.Array("q", world * SLOTS, lock=False)
@@ -225,7 +221,7 @@ def replay_workload(
     processes = [
         context.Process(
             target=_rank_main,
-            args=(rank, world, port, str(traces.ranks[rank]), groups, settings, progress, results),
+            args=(rank, world, port, str(paths[rank]), groups, settings, progress, results),
             daemon=True,
         )
         for rank in ranks
@@ -233,10 +229,10 @@ def replay_workload(
     for process in processes:
         process.start()
     try:
-        outcome = _watch(processes, progress, results, world, timeout_s, traces.ranks)
+        outcome = _watch(processes, progress, results, world, timeout_s, paths)
     finally:
         _stop(processes)
-    replay = WorkloadReplay(str(traces.prefix), compute, comm)
+    replay = WorkloadReplay(plan.prefix, compute, comm)
     replay.ranks = dict(sorted(outcome.items()))
     return replay
 

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -24,7 +25,7 @@ import numpy as np
 from chakra.errors import PathLike
 from chakra.graph import TieBreak, topological_order
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE
-from chakra.table import COMPUTE, MISSING, load_table
+from chakra.table import COMPUTE, DEFAULT_GROUP_ID, MISSING, load_table
 
 
 class Kind(IntEnum):
@@ -65,6 +66,18 @@ class RankProgram:
     def parents(self, step: int) -> np.ndarray:
         """Issue steps of the nodes the node at ``step`` depends on."""
         return self.parent_step[self.parent_ptr[step] : self.parent_ptr[step + 1]]
+
+
+def replayed_group(group_id: int, defined: Container[int]) -> int:
+    """The group a replay issues a collective recorded on ``group_id`` on: that group where the
+    workload defines it (``defined``: its group ids), else every rank (:data:`DEFAULT_GROUP_ID`).
+
+    >>> replayed_group(3, {3, 4}), replayed_group(7, {3, 4}), replayed_group(MISSING, {3, 4})
+    (3, -1, -1)
+    """
+    if group_id in (DEFAULT_GROUP_ID, MISSING) or group_id not in defined:
+        return DEFAULT_GROUP_ID
+    return group_id
 
 
 def rank_program(path: PathLike, rank: int) -> RankProgram:
