@@ -18,6 +18,7 @@ from helpers import (
     run_cli,
     write_allreduce_workload,
     write_et,
+    write_tf_recording,
     write_trace_pair,
 )
 
@@ -259,3 +260,25 @@ def test_replay_refuses_a_truncated_rank_file_by_name_before_starting_a_rank(tmp
         done = run_cli("replay", str(prefix), "--compute", "none")
 
     _refused(done, damaged)
+
+
+def test_a_tensorflow_transfer_keyed_by_bytes_that_are_not_utf8_still_pairs_its_send_and_receive(tmp_path: Path):
+    # found by tests/test_fuzz.py with seed 5: decoding the rendezvous key raised UnicodeDecodeError
+    from chakra.schema.tensorflow.tf_subset_pb2 import RunMetadata
+    from chakra.table import load_table
+
+    recording = write_tf_recording(tmp_path / "rec")
+    metadata = RunMetadata.FromString((recording / "run_metadata.pb").read_bytes())
+    for graph in metadata.function_graphs[0].partition_graphs:
+        for node in graph.node:
+            if node.op in ("_Send", "_Recv"):
+                node.attr["tensor_name"].s = b"edge_\xff\xfe_ar"
+    (recording / "run_metadata.pb").write_bytes(metadata.SerializeToString())
+
+    done = run_cli("convert", "tensorflow", str(recording), "-o", str(tmp_path / "out" / "job"))
+
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    validated = run_cli("validate", str(tmp_path / "out" / "job"))
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    peers = [load_table(tmp_path / "out" / f"job.{rank}.et").comm for rank in (0, 1)]
+    assert [len(p.pos) for p in peers] == [2, 2]
