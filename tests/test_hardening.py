@@ -63,6 +63,19 @@ def test_process_groups_that_are_not_json_are_one_line_naming_the_host_trace(tmp
     _nothing_written(tmp_path / "out")
 
 
+def test_process_groups_that_are_not_json_are_one_line_through_the_dropin_converter(tmp_path: Path, capsys):
+    from chakra.cli.dropin import converter_main
+
+    host, _ = _host_with_bad_process_groups(tmp_path)
+
+    with pytest.raises(SystemExit) as exited:
+        converter_main(["PyTorch", "--input", str(host), "--output", str(tmp_path / "out.et")])
+
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and str(host) in err, err
+    assert not (tmp_path / "out.et").exists()
+
+
 def test_a_linked_trace_whose_attrs_are_text_is_one_line_naming_it(tmp_path: Path, capsys):
     from chakra.cli.dropin import converter_main
 
@@ -170,14 +183,23 @@ def test_instructions_that_wait_for_each_other_are_refused(tmp_path: Path):
 # -- groups and synthetic models -------------------------------------------------------------------
 
 
-def test_a_groups_file_naming_an_impossible_rank_is_refused(tmp_path: Path):
+@pytest.mark.parametrize(
+    "command",
+    [["adapt", "-o", "{out}/job", "--target", "astra-sim"], ["anonymize", "-o", "{out}/job", "--key", "k"],
+     ["synth", "fit", "-o", "{out}/job.synth.json"]],
+    ids=["adapt", "anonymize", "synth fit"],
+)  # fmt: skip
+def test_a_groups_file_naming_an_impossible_rank_is_refused(tmp_path: Path, command: list[str]):
     write_allreduce_workload(tmp_path, "job", 4)
     groups = tmp_path / "job.comm_groups.json"
     groups.write_text(json.dumps({"1": [0, 10**20]}))
+    words = [w.format(out=tmp_path / "out") for w in command]
+    at = 2 if command[0] == "synth" else 1
 
-    done = run_cli("adapt", str(tmp_path / "job"), "-o", str(tmp_path / "out" / "job"), "--target", "astra-sim")
+    done = run_cli(*words[:at], str(tmp_path / "job"), *words[at:])
 
     _refused(done, groups, "names rank 100,000,000,000,000,000,000")
+    _nothing_written(tmp_path / "out")
 
 
 def _fitted(tmp_path: Path) -> Path:
