@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -26,6 +28,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DEFAULT_WORKERS = 2
 STEPS = 6
 WORKER_TIMEOUT_S = 600
+#: Recordings tried when TensorFlow aborts a worker (see :func:`launch`).
+ATTEMPTS = 3
 #: The model: per-worker batch, input, hidden and output widths. The batch makes a step some 80 ms
 #: here, so that the executor's thread wake-ups (a few a step, up to milliseconds each on a busy
 #: machine, and in no op) stay small beside it: with a 64-row batch (6 ms steps) the replay of a
@@ -45,7 +49,27 @@ def _free_ports(count: int) -> list[int]:
 
 
 def launch(out: Path, workers: int) -> None:
-    """Start every worker and wait for all of them; a failed worker fails the run."""
+    """Start every worker and wait for all of them; a failed worker fails the run, except that a run
+    TensorFlow itself aborted is tried again (:data:`ATTEMPTS` in all)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        codes = _run_workers(out, workers)
+        failed = [task for task, code in enumerate(codes) if code != 0]
+        if not failed:
+            return
+        # TensorFlow's runtime now and then aborts a worker in native code ("double free or
+        # corruption", seen in CI runs, a signal rather than an error of this script): the run is
+        # then incomplete through no fault of the model, and a fresh one records it
+        aborted = all(codes[task] < 0 for task in failed)
+        if not aborted or attempt == ATTEMPTS:
+            raise SystemExit(f"workers {failed} failed (exit codes {[codes[t] for t in failed]})")
+        print(f"workers {failed} were killed by signals {[-codes[t] for t in failed]}; recording again",
+              file=sys.stderr)  # fmt: skip
+        for task in range(workers):  # a profile of the failed run beside the new one would be read too
+            shutil.rmtree(out / f"worker{task}", ignore_errors=True)
+
+
+def _run_workers(out: Path, workers: int) -> list[int]:
+    """Every worker's exit code (negative: killed by that signal); the others are stopped when one dies."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(workers)]}
     processes = []
     for task in range(workers):
@@ -53,9 +77,20 @@ def launch(out: Path, workers: int) -> None:
         env = {**os.environ, "TF_CONFIG": json.dumps(config)}
         command = [sys.executable, __file__, str(out), "--task", str(task)]
         processes.append(subprocess.Popen(command, env=env))
-    failed = [task for task, p in enumerate(processes) if p.wait(timeout=WORKER_TIMEOUT_S) != 0]
-    if failed:
-        raise SystemExit(f"workers {failed} failed")
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while True:
+        codes = [p.poll() for p in processes]
+        if all(code == 0 for code in codes) or any(code not in (None, 0) for code in codes):
+            break  # all done, or one died: the others would wait for its collectives until the deadline
+        if time.monotonic() >= deadline:
+            for p in processes:
+                p.kill()
+            raise SystemExit(f"the workers did not finish in {WORKER_TIMEOUT_S} s")
+        time.sleep(0.2)
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+    return [p.wait() for p in processes]
 
 
 def work(out: Path, task: int) -> None:
