@@ -143,10 +143,10 @@ def _replay_here(workload: Path, settings: ReplaySettings, overlap: bool) -> tup
 
 def _dry_run(workload: Path, report: Path | None, as_json: bool) -> None:
     """What a replay of ``workload`` would issue, per rank, and what would hang it (exit 1)."""
-    from chakra.replay.plan import plan_workload
+    from chakra.replay.preflight import plan_replay
 
     with stage_progress() as tell:
-        plan = plan_workload(workload, progress=tell)
+        plan = plan_replay(workload, progress=tell)
     problems = plan.problems()
     if not emit_results(plan.to_dict(), report, as_json):
         table = Table(title=f"what a replay of {plan.prefix} would issue per iteration ({len(plan.groups)} groups)")

@@ -47,7 +47,7 @@ from chakra.replay.measure import (
     kind_times,
     total_kind_times,
 )
-from chakra.replay.plan import plan_workload
+from chakra.replay.preflight import plan_replay
 from chakra.replay.program import Kind, rank_program
 
 #: How long every rank may stand still before the replay is declared hung (s).
@@ -205,7 +205,7 @@ def replay_workload(
         raise ChakraInputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
     if backend == "nccl":  # refused here, before any rank starts, rather than by every rank
         choose_backend(backend, 1)
-    plan = plan_workload(workload)  # refuses a bad file here, with its name, before any process starts
+    plan = plan_replay(workload)  # refuses a bad file here, with its name, before any process starts
     ranks = sorted(plan.ranks)
     paths = {rank: Path(one.path) for rank, one in plan.ranks.items()}
     groups = plan.groups

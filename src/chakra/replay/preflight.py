@@ -1,6 +1,6 @@
 """What a replay would run, read and checked without starting a process (``chakra replay --dry-run``).
 
-:func:`plan_workload` reads every rank of a workload as :func:`chakra.replay.launch.replay_workload`
+:func:`plan_replay` reads every rank of a workload as :func:`chakra.replay.launch.replay_workload`
 does before it starts one (each file through :func:`chakra.replay.program.rank_program`, so a bad
 one is refused with its name) and counts what each rank would issue. It also looks for what would
 make the replay hang, from counts alone:
@@ -15,7 +15,7 @@ Counts are the check: two members issuing the same number of collectives in anot
 hang, which only running them shows.
 
 Example:
-    plan = plan_workload("out/job")
+    plan = plan_replay("out/job")
     plan.ranks[0].collectives, plan.problems()    # 277, [] for a workload that would not hang
 """
 
@@ -36,7 +36,7 @@ from chakra.trace import TraceSet
 
 
 @dataclass(frozen=True)
-class RankPlan:
+class RankReplayPlan:
     """What one rank would issue per iteration."""
 
     rank: int
@@ -66,12 +66,12 @@ class RankPlan:
 
 
 @dataclass
-class WorkloadPlan:
+class ReplayPlan:
     """Every rank's plan, and the workload's communicator groups (id -> member ranks)."""
 
     prefix: str
     groups: dict[int, tuple[int, ...]]
-    ranks: dict[int, RankPlan] = field(default_factory=dict)
+    ranks: dict[int, RankReplayPlan] = field(default_factory=dict)
 
     def problems(self) -> list[str]:
         """What would hang the replay, one sentence each (empty when the counts agree)."""
@@ -112,7 +112,7 @@ class WorkloadPlan:
         }
 
 
-def plan_workload(workload: PathLike, *, progress: Callable[[str, int, int], None] | None = None) -> WorkloadPlan:
+def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None] | None = None) -> ReplayPlan:
     """Every rank of ``workload`` (a prefix, its folder or one file) read and counted; raises
     :class:`chakra.errors.ChakraInputError` naming the file a replay would refuse. ``progress`` is
     told ``("reading ranks", done, total)`` after each rank.
@@ -123,7 +123,7 @@ def plan_workload(workload: PathLike, *, progress: Callable[[str, int, int], Non
     >>> spec = WorkloadSpec(PRESETS["llama3-8b"], ParallelSpec(tp=2, pp=2, dp=2), HARDWARE_PRESETS["h100"],
     ...                     global_batch=8)
     >>> prefix = generate_llm(spec, f"{tempfile.mkdtemp()}/llama").prefix
-    >>> plan = plan_workload(prefix)
+    >>> plan = plan_replay(prefix)
     >>> len(plan.ranks), plan.ranks[0].collectives_by_group, plan.ranks[0].sends_to, plan.problems()
     (8, {1: 260, 5: 17}, {4: 4}, [])
     """
@@ -133,15 +133,15 @@ def plan_workload(workload: PathLike, *, progress: Callable[[str, int, int], Non
         raise ChakraInputError(f"ranks {ranks[:8]} are not 0..{len(ranks) - 1}", path=traces.prefix,
                                hint="replay needs every rank file of the workload")  # fmt: skip
     groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
-    plan = WorkloadPlan(str(traces.prefix), groups)
+    plan = ReplayPlan(str(traces.prefix), groups)
     for done, rank in enumerate(ranks, 1):
-        plan.ranks[rank] = rank_plan(rank_program(traces.ranks[rank], rank), rank)
+        plan.ranks[rank] = rank_replay_plan(rank_program(traces.ranks[rank], rank), rank)
         if progress is not None:
             progress("reading ranks", done, len(ranks))
     return plan
 
 
-def rank_plan(program: RankProgram, rank: int) -> RankPlan:
+def rank_replay_plan(program: RankProgram, rank: int) -> RankReplayPlan:
     """What ``program`` (rank ``rank``'s) would issue, counted.
 
     >>> import numpy as np
@@ -151,7 +151,7 @@ def rank_plan(program: RankProgram, rank: int) -> RankPlan:
     ...     np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([-1, 64, 8]),
     ...     np.array([-1, 1, -1]), np.array([-1, -1, 1]), np.zeros(3, np.int64), np.zeros(3, np.int64), [],
     ...     np.zeros(4, np.int64), np.zeros(0, np.int64), None)
-    >>> plan = rank_plan(program, 0)
+    >>> plan = rank_replay_plan(program, 0)
     >>> plan.collectives_by_group, plan.sends_to, plan.largest_message_bytes
     ({1: 1}, {1: 1}, 64)
     """
@@ -161,7 +161,7 @@ def rank_plan(program: RankProgram, rank: int) -> RankPlan:
     groups = np.where(program.group[collective] == MISSING, DEFAULT_GROUP_ID, program.group[collective])
     sizes = program.comm_size[comm]
     sizes = sizes[sizes != MISSING]
-    return RankPlan(
+    return RankReplayPlan(
         rank=rank,
         path=program.path,
         nodes=len(program),

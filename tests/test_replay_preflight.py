@@ -1,4 +1,4 @@
-"""``chakra replay --dry-run`` (chakra.replay.plan): what a replay would issue, and what would hang
+"""``chakra replay --dry-run`` (chakra.replay.preflight): what a replay would issue, and what would hang
 it, read from the rank files without starting a process."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from helpers import allreduce_rank_nodes, chain, make_metadata, make_node, run_c
 
 from chakra.groups import CommGroups
 from chakra.paths import COMM_GROUPS_SUFFIX
-from chakra.replay.plan import plan_workload
+from chakra.replay.preflight import plan_replay
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
 
 RANKS = 4
@@ -70,14 +70,14 @@ def test_a_member_that_skips_a_collective_is_predicted_to_hang(tmp_path: Path, n
 
 def test_a_collective_on_a_group_the_rank_is_not_a_member_of_is_predicted_to_hang(tmp_path: Path, no_processes):
     prefix = write_allreduce_workload(tmp_path, num_ranks=RANKS, comm_groups={5: [0, 1]})
-    assert plan_workload(prefix).problems() == ["ranks [2, 3] issue collectives on group 5 without being its members"]
+    assert plan_replay(prefix).problems() == ["ranks [2, 3] issue collectives on group 5 without being its members"]
 
 
 def test_a_collective_on_a_group_the_workload_does_not_define_runs_on_every_rank(tmp_path: Path):
     for rank in range(RANKS):  # a groups file without group 9: the replay issues it on every rank
         write_et(tmp_path / f"job.{rank}.et", allreduce_rank_nodes(rank, pg_name="9"), make_metadata(rank=rank))
     CommGroups({5: (0, 1)}).write(tmp_path / f"job{COMM_GROUPS_SUFFIX}")
-    assert plan_workload(tmp_path / "job").problems() == []
+    assert plan_replay(tmp_path / "job").problems() == []
 
 
 def test_a_send_without_its_receive_is_predicted_to_hang(tmp_path: Path, no_processes):
@@ -91,7 +91,7 @@ def test_a_send_without_its_receive_is_predicted_to_hang(tmp_path: Path, no_proc
 def test_a_matched_send_and_receive_predict_no_hang(tmp_path: Path):
     write_et(tmp_path / "job.0.et", _transfer(0, 1, COMM_SEND_NODE), make_metadata(rank=0))
     write_et(tmp_path / "job.1.et", _transfer(1, 0, COMM_RECV_NODE), make_metadata(rank=1))
-    plan = plan_workload(tmp_path / "job")
+    plan = plan_replay(tmp_path / "job")
     assert (plan.ranks[0].sends_to, plan.ranks[1].recvs_from, plan.problems()) == ({1: 1}, {0: 1}, [])
 
 
