@@ -16,7 +16,6 @@ from chakra.analyze.breakdown import (
     operator_stats,
     top_operators,
 )
-from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -27,6 +26,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     METADATA_NODE,
 )
 from chakra.table import COMMUNICATION, load_table, table_from_nodes
+from chakra.workload import open_workload
 
 T0 = 1_000  # µs: the first recorded start of the hand-built traces; times below are relative to it
 
@@ -253,7 +253,7 @@ def test_top_operators_rejects_an_unknown_ranking(overlapping):
 def gloo_rank0(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory):
     prefix = tmp_path_factory.mktemp("breakdown_gloo") / "job"
     convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), prefix)
-    return load_workload(prefix, workers=1).tables[0]
+    return open_workload(prefix).tables[0]
 
 
 def test_a_converted_gloo_rank_breaks_down_consistently(gloo_rank0):

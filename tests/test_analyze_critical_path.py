@@ -10,11 +10,11 @@ from helpers import chain, make_node, write_et
 
 from chakra import io
 from chakra.analyze.critical_path import critical_path
-from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE
 from chakra.table import NodeTable, load_table, table_from_nodes
+from chakra.workload import open_workload
 
 #: The upstream trace's known ctrl/data cycle (reference/chakra-format.md, "cycles").
 UPSTREAM_CYCLE_IDS = {3317, 3318}
@@ -183,7 +183,7 @@ def test_the_upstream_trace_has_a_critical_path_through_its_data_deps(upstream_e
 def gloo_rank0(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory):
     prefix = tmp_path_factory.mktemp("critical_path_gloo") / "job"
     convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), prefix)
-    return load_workload(prefix, workers=1).tables[0]
+    return open_workload(prefix).tables[0]
 
 
 def test_a_converted_gloo_rank_has_a_critical_path(gloo_rank0):

@@ -16,11 +16,11 @@ from chakra.analyze.diff import (
     diff_tables,
     diff_workloads,
 )
-from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, MEM_LOAD_NODE
 from chakra.table import load_table
+from chakra.workload import open_workload
 
 T0_US = 1_000_000
 
@@ -121,8 +121,8 @@ def write_ranks(folder: Path, prefix: str, spans_us: dict[int, int]) -> Path:
 def test_a_workload_step_compares_the_slowest_ranks_and_sums_operators_over_ranks(tmp_path):
     # a: rank 1 is slowest (30 µs); b: rank 0 is (40 µs) -> the step grew by 10 µs;
     # op x: 10 + 30 = 40 µs in a, 40 + 20 = 60 µs in b
-    a = load_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
-    b = load_workload(write_ranks(tmp_path, "b", {0: 40, 1: 20}))
+    a = open_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
+    b = open_workload(write_ranks(tmp_path, "b", {0: 40, 1: 20}))
     d = diff_workloads(a, b)
     assert (d.rank_a, d.rank_b, d.delta_span_ns) == (1, 0, 10_000)
     (op,) = d.ops
@@ -130,16 +130,16 @@ def test_a_workload_step_compares_the_slowest_ranks_and_sums_operators_over_rank
 
 
 def test_a_workload_rank_compares_that_rank_of_each(tmp_path):
-    a = load_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
-    b = load_workload(write_ranks(tmp_path, "b", {0: 40, 1: 20}))
+    a = open_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
+    b = open_workload(write_ranks(tmp_path, "b", {0: 40, 1: 20}))
     d = diff_workloads(a, b, rank=1)
     assert (d.rank_a, d.rank_b, d.delta_span_ns) == (1, 1, -10_000)
     assert [op.status for op in d.faster()] == [FASTER]
 
 
 def test_a_rank_missing_from_a_workload_is_an_input_error(tmp_path):
-    a = load_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
-    b = load_workload(write_ranks(tmp_path, "b", {0: 40}))
+    a = open_workload(write_ranks(tmp_path, "a", {0: 10, 1: 30}))
+    b = open_workload(write_ranks(tmp_path, "b", {0: 40}))
     with pytest.raises(ChakraInputError, match="no rank 1"):
         diff_workloads(a, b, rank=1)
 
@@ -165,7 +165,7 @@ def test_a_real_gpu_trace_diffed_with_itself_is_all_unchanged(tmp_path):
 def test_a_real_gloo_job_diffed_with_itself_is_all_unchanged(gloo_traces: Path, tmp_path: Path):
     prefix = tmp_path / "job"
     convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), prefix)
-    workload = load_workload(prefix)
+    workload = open_workload(prefix)
     d = diff_workloads(workload, workload)
     assert_identical(d)
     assert d.span_a_ns > 0 and d.rank_a == d.rank_b

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from helpers import make_node, write_et
 
-from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, COMM_COLL_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 from chakra.table import COMMUNICATION, COMPUTE, NO_COMM_TYPE, NO_TRACK, OTHER, load_table
+from chakra.workload import open_workload
 
 
 def test_nodes_get_their_category_track_and_duration(tmp_path):
@@ -53,6 +53,6 @@ def test_sends_keep_their_peer_and_tag(tmp_path):
 def test_a_workload_loads_every_rank(tmp_path):
     for rank in range(3):
         write_et(tmp_path / f"w.{rank}.et", [make_node(1, duration_micros=rank + 1)])
-    workload = load_workload(tmp_path / "w", workers=1)
+    workload = open_workload(tmp_path / "w")
     assert workload.ranks == [0, 1, 2]
     assert [int(np.sum(workload.tables[r].dur_ns)) for r in workload.ranks] == [1000, 2000, 3000]

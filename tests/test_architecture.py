@@ -26,6 +26,8 @@ CORE = (
     "graph",
     "validate",
     "jsonize",
+    "parallel",
+    "workload",
 )
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from chakra.analyze.across import MAX_LISTED_RANKS
-from chakra.analyze.workload import load_workload
+from chakra.workload import open_workload
 
 #: More ranks than a table lists one by one.
 MANY_RANKS = 40
@@ -104,7 +104,7 @@ def test_simulate_groups_ranks_and_prints_astra_sims_lines_on_request(same_ranks
 def test_a_named_rank_file_loads_that_file_alone(distinct_ranks: Path, tmp_path: Path):
     prefix = write_allreduce_workload(tmp_path, "job", 4)
     Path(f"{prefix}.1.et").write_bytes(b"\xff not a trace")  # would fail if it were read
-    workload = load_workload(f"{prefix}.3.et", workers=1)
+    workload = open_workload(f"{prefix}.3.et")
     assert workload.ranks == [3] and workload.missing == ()
 
 

@@ -18,12 +18,12 @@ from chakra.analyze.breakdown import breakdown
 from chakra.analyze.ranks import compare_ranks
 from chakra.analyze.replay import replay_file
 from chakra.analyze.summary import summarize_file
-from chakra.analyze.workload import load_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, Node
 from chakra.table import COMPUTE, Slot, load_table
 from chakra.trace import TraceSet
 from chakra.validate import validate_file, validate_set
 from chakra.viz import graph, timeline
+from chakra.workload import open_workload
 
 # -- a flag written as text: is_cpu_op = string_val "false" on a node of thread 3 -------------------
 
@@ -81,7 +81,7 @@ def test_pictures_keep_a_text_false_flag_when_cpu_ops_are_collapsed(text_flag_tr
 
 
 def test_timelines_draw_a_text_false_flag_on_its_thread(text_flag_trace):
-    events = timeline.trace_events(load_workload(text_flag_trace.parent / "w"))
+    events = timeline.trace_events(open_workload(text_flag_trace.parent / "w"))
 
     threads = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert threads == {"thread 3"}
@@ -124,7 +124,7 @@ def test_validate_accepts_a_spaced_pg_name_of_a_defined_group(tmp_path):
 def test_rank_comparison_matches_a_spaced_pg_name_with_the_plain_one(tmp_path):
     prefix = spaced_group_workload(tmp_path)
 
-    comparison = compare_ranks(load_workload(prefix))
+    comparison = compare_ranks(open_workload(prefix))
 
     assert comparison.unmatched == 0 and [c.group for c in comparison.collectives] == ["1"]
 
@@ -157,7 +157,7 @@ def test_a_report_replays_each_rank_once(tmp_path, monkeypatch):
     schedule = replay.schedule_starts
     monkeypatch.setattr(replay, "schedule_starts", lambda *args: calls.append(1) or schedule(*args))
 
-    report_data(load_workload(prefix, workers=1))
+    report_data(open_workload(prefix))
 
     assert len(calls) == 4
 

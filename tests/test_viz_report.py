@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import make_node, write_et
 
-from chakra.analyze.workload import load_workload
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
 from chakra.viz.report import write_report
+from chakra.workload import open_workload
 
 #: Where the screenshot is kept for people to look at (CI keeps the folder as an artifact).
 ARTIFACTS = Path(os.environ.get("CHAKRA_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
@@ -47,7 +47,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
 def gloo_report(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report")
     convert_workload(str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), out / "job")
-    return write_report(load_workload(out / "job", workers=1), out / "report.html")
+    return write_report(open_workload(out / "job"), out / "report.html")
 
 
 def test_the_report_renders_every_plot_in_chromium(gloo_report: Path):
@@ -95,7 +95,7 @@ def test_a_workload_without_start_times_is_reported_from_its_replay(tmp_path: Pa
             make_node(3, type=COMP_NODE, duration_micros=5, is_cpu_op=False, data_deps=[2]),
         ]  # fmt: skip
         write_et(tmp_path / f"w.{rank}.et", nodes)
-    html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    html = write_report(open_workload(tmp_path / "w"), tmp_path / "r.html").read_text()
     assert "replay timing" in html
     assert "Critical path of rank" in html
     assert "Stragglers unknown" in html and "record no start times" in html
@@ -108,7 +108,7 @@ def test_the_report_says_untimed_communication_is_left_to_the_simulator(tmp_path
             make_node(2, type=COMM_COLL_NODE, comm_type=ALL_REDUCE, comm_size=1024, is_cpu_op=False, data_deps=[1]),
         ]
         write_et(tmp_path / f"w.{rank}.et", nodes)
-    html = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    html = write_report(open_workload(tmp_path / "w"), tmp_path / "r.html").read_text()
     assert "2 communication nodes have no recorded duration" in html
 
 
@@ -143,7 +143,7 @@ def test_operators_ranked_alike_by_total_and_exclusive_time_get_one_table(tmp_pa
         make_node(i, f"op{i}", COMP_NODE, start_time_micros=10 * i + 1, duration_micros=9 - i, tid=1) for i in range(3)
     ]
     write_et(tmp_path / "w.0.et", ops)
-    page = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    page = write_report(open_workload(tmp_path / "w"), tmp_path / "r.html").read_text()
     assert "<p>by total time</p>" in page and "<p>by exclusive time</p>" not in page
     assert "these operators come in the same order" in page
 
@@ -152,5 +152,5 @@ def test_a_trace_with_nesting_shows_both_operator_tables(tmp_path: Path):
     outer = make_node(1, "outer", COMP_NODE, start_time_micros=10, duration_micros=100, tid=1, is_cpu_op=True)
     inner = make_node(2, "inner", COMP_NODE, start_time_micros=20, duration_micros=90, tid=1, is_cpu_op=True)
     write_et(tmp_path / "w.0.et", [outer, inner])
-    page = write_report(load_workload(tmp_path / "w", workers=1), tmp_path / "r.html").read_text()
+    page = write_report(open_workload(tmp_path / "w"), tmp_path / "r.html").read_text()
     assert "by total time" in page and "by exclusive time" in page

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from helpers import make_node, run_cli, write_et
 
-from chakra.analyze.workload import load_workload
 from chakra.errors import ChakraInputError
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
@@ -21,6 +20,7 @@ from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
 from chakra.table import load_table
 from chakra.viz.timeline import trace_events, write_simulation_timeline, write_trace_timeline
+from chakra.workload import open_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, RING2 = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
@@ -70,7 +70,7 @@ def _recorded_workload(folder: Path) -> Path:
 
 @pytest.fixture
 def recorded(tmp_path: Path) -> list[dict]:
-    return trace_events(load_workload(_recorded_workload(tmp_path)))
+    return trace_events(open_workload(_recorded_workload(tmp_path)))
 
 
 def test_times_are_microseconds_since_the_earliest_start_of_any_rank(recorded: list[dict]):
@@ -109,7 +109,7 @@ def test_events_carry_the_node_id_category_and_collective(recorded: list[dict]):
 
 def test_nodes_without_a_start_are_counted_and_logged_not_drawn(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     with caplog.at_level(logging.WARNING, logger="chakra.viz.timeline"):
-        counts = write_trace_timeline(load_workload(_recorded_workload(tmp_path)), tmp_path / "t.json")
+        counts = write_trace_timeline(open_workload(_recorded_workload(tmp_path)), tmp_path / "t.json")
     assert (counts.timed, counts.untimed) == ({0: 3, 1: 1}, {0: 1, 1: 1})
     assert counts.to_dict()["untimed_total"] == 2
     assert "2 node(s) record no start time" in caplog.text
@@ -118,7 +118,7 @@ def test_nodes_without_a_start_are_counted_and_logged_not_drawn(tmp_path: Path, 
 
 
 def test_the_written_file_holds_the_same_events_for_an_independent_json_reader(tmp_path: Path):
-    workload = load_workload(_recorded_workload(tmp_path))
+    workload = open_workload(_recorded_workload(tmp_path))
     write_trace_timeline(workload, tmp_path / "t.json")
     document = json.loads((tmp_path / "t.json").read_text())
     assert document["displayTimeUnit"] == "ns"
@@ -127,7 +127,7 @@ def test_the_written_file_holds_the_same_events_for_an_independent_json_reader(t
 
 def test_a_file_written_in_several_chunks_is_one_valid_json_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr("chakra.viz.timeline.WRITE_CHUNK_EVENTS", 1)
-    workload = load_workload(_recorded_workload(tmp_path))
+    workload = open_workload(_recorded_workload(tmp_path))
     write_trace_timeline(workload, tmp_path / "t.json")
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"] == trace_events(workload)
 
@@ -142,7 +142,7 @@ def test_one_table_is_one_process_named_after_its_rank(tmp_path: Path):
 def test_a_workload_without_start_times_is_refused_with_a_hint_to_simulate(tmp_path: Path):
     write_et(tmp_path / "job.0.et", [make_node(1, duration_micros=5)])
     with pytest.raises(ChakraInputError, match=r"no node .* records start_time_micros.*chakra simulate --timeline"):
-        write_trace_timeline(load_workload(tmp_path / "job"), tmp_path / "t.json")
+        write_trace_timeline(open_workload(tmp_path / "job"), tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
 
 
@@ -159,7 +159,7 @@ def gloo_workload(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def test_a_live_gloo_recording_draws_every_timed_node(gloo_workload: Path, tmp_path: Path):
-    workload = load_workload(gloo_workload)
+    workload = open_workload(gloo_workload)
     counts = write_trace_timeline(workload, tmp_path / "gloo.json")
     events = json.loads((tmp_path / "gloo.json").read_text())["traceEvents"]
     first_us = min(int(t.start_us[t.start_us > 0].min()) for t in workload.tables.values())

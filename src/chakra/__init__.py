@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chakra.errors import AttrKindError, ChakraError, ChakraFormatError, ChakraInputError
+    from chakra.groups import CommGroups
     from chakra.schema.protobuf.et_def_pb2 import (
         AttributeProto,
         CollectiveCommType,
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
         Node,
         NodeType,
     )
+    from chakra.table import NodeTable
     from chakra.trace import Trace, TraceSet
+    from chakra.workload import RankResults, Workload
+    from chakra.workload import open_workload as open
 
 __version__ = "0.1.0"
 
@@ -40,7 +44,14 @@ _EXPORTS = {
     "NodeType": _PROTOBUF,
     "Trace": "chakra.trace",
     "TraceSet": "chakra.trace",
+    "CommGroups": "chakra.groups",
+    "NodeTable": "chakra.table",
+    "Workload": "chakra.workload",
+    "RankResults": "chakra.workload",
+    "open": "chakra.workload",
 }
+#: Re-exported names that their module defines under another name.
+_RENAMED = {"open": "open_workload"}
 
 __all__ = [
     "AttrKindError",
@@ -49,13 +60,18 @@ __all__ = [
     "ChakraFormatError",
     "ChakraInputError",
     "CollectiveCommType",
+    "CommGroups",
     "GlobalMetadata",
     "IOInfo",
     "Node",
+    "NodeTable",
     "NodeType",
+    "RankResults",
     "Trace",
     "TraceSet",
+    "Workload",
     "__version__",
+    "open",
 ]
 
 
@@ -63,7 +79,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'chakra' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
     # cached: later reads are plain attribute reads
     globals()[name] = value
     return value

@@ -172,12 +172,12 @@ def _analyze(result: DemoResult, say: Callable[[str], None]) -> None:
     from chakra.analyze.breakdown import breakdown
     from chakra.analyze.critical_path import critical_path
     from chakra.analyze.ranks import compare_ranks
-    from chakra.analyze.workload import load_workload
     from chakra.viz.report import write_report
     from chakra.viz.timeline import write_trace_timeline
+    from chakra.workload import open_workload
 
     job = result.out / "job"
-    workload = load_workload(job, workers=1)
+    workload = open_workload(job)
     for rank, table in sorted(workload.tables.items()):
         b = breakdown(table)
         path = critical_path(table)

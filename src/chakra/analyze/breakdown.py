@@ -284,7 +284,7 @@ def breakdown_and_top(
     table: NodeTable, *, timing: str = TIMING_AUTO, n: int = DEFAULT_TOP, by: str = BY_TOTAL
 ) -> tuple[Breakdown, list[OperatorStat]]:
     """:func:`breakdown` and :func:`top_operators` of one table together: what a workload command
-    keeps of each rank (:func:`chakra.analyze.workload.map_workload`) once the table is gone."""
+    keeps of each rank (:meth:`chakra.workload.Workload.map`) once the table is gone."""
     return breakdown(table, timing=timing), top_operators(table, n, by=by, timing=timing)
 
 

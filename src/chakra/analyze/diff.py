@@ -31,7 +31,7 @@ added, removed, or got faster or slower.
   anywhere shows).
 
 Example:
-    d = diff_workloads(load_workload("before"), load_workload("after"))
+    d = diff_workloads(chakra.open("before"), chakra.open("after"))
     d.delta_span_ns, d.explained, [op.name for op in d.slower()[:5]]
 """
 
@@ -42,9 +42,9 @@ from dataclasses import asdict, dataclass, field
 
 from chakra.analyze.breakdown import TIMING_AUTO, Breakdown, OperatorStat, breakdown, operator_stats
 from chakra.analyze.frames import to_frame
-from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError
 from chakra.table import NodeTable
+from chakra.workload import Workload
 
 #: An operator is faster or slower only if its total time changed by at least this fraction of
 #: ``a``'s: repeated steps of one job differ by a few per cent (clock, cache and scheduling jitter),

@@ -34,11 +34,11 @@ the two halves of the straggler analysis on their own.
   mean is 0); 0.25 means the heaviest rank carries 25 % more than the average one.
 
 A workload too large to hold in memory compares from each rank's :class:`RankDigest`, made where the
-rank's table is loaded: ``found = map_workload(rank_digest, "job")`` then
+rank's table is loaded: ``found = chakra.open("job").map(rank_digest)`` then
 ``compare_digests(found.results, found.comm_groups)``.
 
 Example:
-    comparison = compare_ranks(load_workload("job"))
+    comparison = compare_ranks(chakra.open("job"))
     comparison.slowest_rank, comparison.imbalance["compute"], comparison.stragglers[:1]
 """
 
@@ -52,11 +52,11 @@ import numpy as np
 from chakra.analyze.across import rank_ranges
 from chakra.analyze.breakdown import TIMING_AUTO, UNSPECIFIED_COLLECTIVE, Breakdown, breakdown
 from chakra.analyze.frames import to_frame
-from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, NO_COMM_TYPE, NS_PER_US, NodeTable
+from chakra.workload import Workload
 
 #: The name this module reports for the group of every rank (``pg_name`` "" or "0", chakra.groups).
 DEFAULT_GROUP = "0"
@@ -366,7 +366,7 @@ def compare_ranks(workload: Workload, *, timing: str = TIMING_AUTO) -> RankCompa
     imbalance, and the collectives matched across ranks with their stragglers (from recorded starts).
 
     Example:
-        c = compare_ranks(load_workload("job"))
+        c = compare_ranks(chakra.open("job"))
         c.slowest_rank, c.imbalance["span"], [s.rank for s in c.stragglers]
     """
     return compare_digests(_digests(workload, timing), workload.comm_groups)
@@ -374,7 +374,7 @@ def compare_ranks(workload: Workload, *, timing: str = TIMING_AUTO) -> RankCompa
 
 def compare_digests(digests: dict[int, RankDigest], groups: CommGroups | None = None) -> RankComparison:
     """:func:`compare_ranks` from each rank's :class:`RankDigest` (``digests[rank]``) and the
-    workload's communicator groups: what :func:`chakra.analyze.workload.map_workload` returns for
+    workload's communicator groups: what :meth:`chakra.workload.Workload.map` returns for
     :func:`rank_digest`, without any table in memory."""
     if not digests:
         raise ChakraInputError("the workload has no ranks", hint="check the prefix")

@@ -24,8 +24,8 @@ from chakra.viz.choices import PlotKind
 if TYPE_CHECKING:
     from chakra.analyze.breakdown import Breakdown, OperatorStat
     from chakra.analyze.ranks import RankComparison, RankDigest
-    from chakra.analyze.workload import RankResults, Workload
     from chakra.table import NodeTable
+    from chakra.workload import RankResults, Workload
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -70,13 +70,11 @@ def _load(
     where: str, workers: int | None = None, scheduler: str | None = None, ranks: list[int] | None = None
 ) -> Workload:
     """Load a workload (``ranks``: only those), saying which ranks it lacks."""
-    from chakra.analyze.workload import load_workload
+    from chakra.workload import open_workload
 
     with progress_bar() as bar:
         task = bar.add_task("loading ranks", total=None)
-        workload = load_workload(
-            where,
-            ranks=ranks,
+        workload = open_workload(where, ranks).load(
             workers=workers,
             scheduler=scheduler,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -143,14 +141,12 @@ def _breakdowns(
     from functools import partial
 
     from chakra.analyze.breakdown import breakdown_and_top
-    from chakra.analyze.workload import map_workload
+    from chakra.workload import open_workload
 
     with progress_bar() as bar:
         task = bar.add_task("analysing ranks", total=None)
-        found = map_workload(
+        found = open_workload(where, None if rank is None else [rank]).map(
             partial(breakdown_and_top, timing=timing.value, n=top, by=by.value),
-            where,
-            ranks=None if rank is None else [rank],
             workers=workers,
             scheduler=scheduler,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -319,13 +315,12 @@ def _digests(
     from functools import partial
 
     from chakra.analyze.ranks import compare_digests, rank_digest
-    from chakra.analyze.workload import map_workload
+    from chakra.workload import open_workload
 
     with progress_bar() as bar:
         task = bar.add_task("analysing ranks", total=None)
-        found = map_workload(
+        found = open_workload(where).map(
             partial(rank_digest, timing=timing.value),
-            where,
             workers=workers,
             scheduler=scheduler,
             progress=lambda done, total: bar.update(task, completed=done, total=total),

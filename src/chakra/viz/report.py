@@ -10,7 +10,7 @@ many plots the browser rendered (``data-plots-rendered`` on ``<body>``), so a he
 check the page.
 
 Example:
-    workload = load_workload("out/job")
+    workload = chakra.open("out/job")
     write_report(workload, "report.html")
 """
 
@@ -38,13 +38,13 @@ from chakra.analyze.breakdown import (
 )
 from chakra.analyze.critical_path import CriticalPath, critical_path
 from chakra.analyze.ranks import RankComparison, RankDigest, compare_digests, compare_ranks, rank_digest
-from chakra.analyze.workload import Workload, load_workload, map_workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.graph import CycleError, cycle_text
 from chakra.groups import CommGroups
 from chakra.table import NodeTable
 from chakra.viz import plots
 from chakra.viz.choices import PlotKind
+from chakra.workload import Workload, open_workload
 
 #: Rows in the operator and slack tables, and bars in the critical-path plot.
 DEFAULT_TOP = 15
@@ -171,17 +171,17 @@ def report_data_of(
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReportData:
-    """:func:`report_data` of the workload at ``where`` (as :func:`chakra.analyze.workload.load_workload`
+    """:func:`report_data` of the workload at ``where`` (as :func:`chakra.workload.open_workload`
     reads it), each rank analysed where its table is loaded and the table dropped: only the slowest
     rank's table is loaded again, for its critical path. Memory holds a few tables whatever the ranks."""
-    found = map_workload(
-        partial(rank_part, timing=timing, top=top), where, workers=workers, scheduler=scheduler, progress=progress
+    found = open_workload(where).map(
+        partial(rank_part, timing=timing, top=top), workers=workers, scheduler=scheduler, progress=progress
     )
     for rank, part in found.results.items():
         part.rank = rank
 
     def slowest_table(rank: int) -> NodeTable:
-        return load_workload(where, ranks=None if Path(where).is_file() else [rank], workers=1).table(rank)
+        return open_workload(where).table(rank)
 
     return _assemble(found.prefix, found.results, found.comm_groups, slowest_table, timing, top)
 

@@ -21,7 +21,7 @@ event (``ph: "X"``) per node, named after the node, with its id in ``args``. Chr
   divided by 1000.
 
 Example:
-    write_trace_timeline(load_workload("out/job"), "job.trace.json")
+    write_trace_timeline(chakra.open("out/job"), "job.trace.json")
     result = simulate_workload("out/job", system, network, keep_intervals=True)
     write_simulation_timeline(result, "job.sim.trace.json")
 """
@@ -39,11 +39,11 @@ import orjson
 
 from chakra import io
 from chakra.analyze.frames import to_frame
-from chakra.analyze.workload import Workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.sim.engine import SLOT_NAMES, SimResult
 from chakra.table import CATEGORY_NAMES, COMMUNICATION, NO_COMM_TYPE, NodeTable
+from chakra.workload import Workload
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def trace_events(workload: Workload | Mapping[int, NodeTable] | NodeTable) -> li
     :class:`ChakraInputError` when no node records a start time.
 
     Example:
-        events = trace_events(load_workload("out/job"))
+        events = trace_events(chakra.open("out/job"))
         events[-1]["ts"], events[-1]["dur"]                  # µs since the first start, µs
     """
     _, events, streams = _trace_parts(workload)

@@ -129,9 +129,9 @@ def _rank_figures(table: NodeTable) -> _RankFigures:
 
 
 def _figures(prefix: PathLike, system: PathLike | None, network: PathLike | None) -> _Figures:
-    from chakra.analyze.workload import map_workload
+    from chakra.workload import open_workload
 
-    found = map_workload(_rank_figures, prefix)
+    found = open_workload(prefix).map(_rank_figures)
     figures = _Figures(ranks=len(found.results))
     for times, bytes_by, nodes_by, critical_ns, durations in found.results.values():
         for key, value in times.items():

@@ -1,7 +1,7 @@
 """Learning a synthetic-workload model (:mod:`chakra.generate.synth.model`) from real workloads.
 
 :func:`fit_workload` reads every rank's node table (in worker processes, through
-:func:`chakra.analyze.workload.map_workload`) and turns each node into a *symbol*: its class (node
+:meth:`chakra.workload.Workload.map`) and turns each node into a *symbol*: its class (node
 type, coarse operator class, CPU or device, collective type, power of two of its size), its track
 (threads and streams renumbered in order of appearance), its collective bytes, group slot and peer
 offset, and how many positions back its parents are. Then:
@@ -255,7 +255,7 @@ def _tracks(table: NodeTable) -> tuple[np.ndarray, list[int]]:
 
 def fit_workload(prefixes: Sequence[PathLike], *, workers: int | None = None) -> tuple[SynthModel, FitReport]:
     """Fit a model on one or more workloads: structure from the first, distributions from all."""
-    from chakra.analyze.workload import map_workload
+    from chakra.workload import open_workload
 
     if not prefixes:
         raise ChakraInputError("no workload to fit", hint="give at least one PREFIX")
@@ -267,7 +267,7 @@ def fit_workload(prefixes: Sequence[PathLike], *, workers: int | None = None) ->
     structure: list[RankFit] = []
     comm_groups: CommGroups | None = None
     for index, prefix in enumerate(prefixes):
-        found = map_workload(fit_rank, prefix, workers=workers)
+        found = open_workload(prefix).map(fit_rank, workers=workers)
         fits = [found.results[r] for r in sorted(found.results)]
         if found.missing:
             raise ChakraInputError(
