@@ -56,8 +56,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from harness import child_argv, peak_rss_bytes, pin_to_one_core, pyspy, run_measured, verdict
 
 if TYPE_CHECKING:
-    from chakra.sim.run import WorkloadFiles
     from chakra.wire import AttrEncoder
+    from chakra.workload import Workload
 
 UNAWARE, AWARE = "congestion-unaware", "congestion-aware"  # chakra.sim.choices.NetworkModel's values
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-sim-bench"
@@ -267,17 +267,17 @@ def ensure_workload(data_dir: Path, name: str, regenerate: bool) -> Path:
 # --- measurement (child process) -------------------------------------------------------------
 
 
-def case_files(case: str, data_dir: Path) -> tuple[WorkloadFiles, Path, Path]:
+def case_files(case: str, data_dir: Path) -> tuple[Workload, Path, Path]:
     """The case's workload (the first ``ranks`` ranks of its files, its groups), system and network files."""
     from chakra.groups import CommGroups
-    from chakra.sim.run import WorkloadFiles
+    from chakra.workload import Workload
 
     spec = CASES[case]
     folder = data_dir / spec.workload
     groups_path = folder / _groups_file(spec) if WORKLOADS[spec.workload].grouped else None
-    groups = {k: list(v) for k, v in CommGroups.read(groups_path).items()} if groups_path else None
+    groups = CommGroups.read(groups_path) if groups_path else None
     ranks = {rank: folder / f"{TRACE_PREFIX}.{rank}.et" for rank in range(spec.ranks)}
-    files = WorkloadFiles(folder / TRACE_PREFIX, ranks, groups, groups_path)
+    files = Workload(folder / TRACE_PREFIX, ranks, groups, comm_groups_path=groups_path)
     return files, folder / SYSTEM_FILE, folder / spec.network_file()
 
 

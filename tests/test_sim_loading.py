@@ -41,8 +41,9 @@ from chakra.sim.program import (
     RankProgram,
     load_rank,
 )
-from chakra.sim.run import find_workload, load_programs, load_workers, simulate_workload
+from chakra.sim.run import load_programs, load_workers, open_simulated, simulate_workload
 from chakra.table import DEFAULT_GROUP_ID
+from chakra.workload import open_workload
 
 RANK = 3
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
@@ -190,7 +191,7 @@ def assert_same_programs(left: dict[int, RankProgram], right: dict[int, RankProg
 
 
 def test_loading_in_worker_processes_gives_the_programs_of_one_process(llm_workload: Path):
-    files = find_workload(llm_workload)
+    files = open_simulated(llm_workload)
     in_process = load_programs(files, workers=1)
     in_workers = load_programs(files, workers=2)
     assert sorted(in_process) == list(range(8))
@@ -207,7 +208,7 @@ def test_a_parallel_load_simulates_as_an_in_process_one(llm_workload: Path, tmp_
 
 
 def test_programs_sent_back_simulate_as_loaded_ones(llm_workload: Path, tmp_path: Path):
-    files = find_workload(llm_workload)
+    files = open_simulated(llm_workload)
     loaded = load_programs(files, workers=1)
     sent = {rank: pickle.loads(pickle.dumps(program)) for rank, program in loaded.items()}
     system, network = load_system(EXAMPLES / "system.json"), switch_network(tmp_path, 8)
@@ -221,17 +222,17 @@ def test_a_bad_rank_fails_the_parallel_load_with_its_file(tmp_path: Path):
     for rank, nodes in enumerate((good, bad, good)):
         write_et(tmp_path / f"w.{rank}.et", nodes)
     with pytest.raises(ChakraInputError, match="has no comm_size") as raised:
-        load_programs(find_workload(tmp_path / "w"), workers=2)
+        load_programs(open_simulated(tmp_path / "w"), workers=2)
     assert raised.value.path is not None and Path(raised.value.path).name == "w.1.et"
 
 
 def test_small_workloads_load_in_process_large_ones_in_workers(llm_workload: Path, monkeypatch: pytest.MonkeyPatch):
-    files = find_workload(llm_workload)
+    files = open_simulated(llm_workload)
     assert load_workers(files) == 1  # a few KiB: starting processes would cost more
     monkeypatch.setattr(sim_run, "WORKER_START_S", 0.0)  # workers that cost nothing to start
     monkeypatch.setattr(sim_run, "usable_cpus", lambda: 4)
     assert load_workers(files) == 4
     monkeypatch.setattr(sim_run, "usable_cpus", lambda: 64)
     assert load_workers(files) == 8  # at most one per rank
-    single = sim_run.WorkloadFiles(files.prefix, {0: files.ranks[0]}, None)
+    single = open_workload(f"{llm_workload}.0.et")
     assert load_workers(single) == 1

@@ -66,8 +66,9 @@ class Workload:
 
     ``prefix`` is the workload's ``PREFIX`` (the file's path for one file named alone); ``files``
     maps each opened rank to its file; ``missing`` lists the ranks below the highest one of the
-    workload that have no file (ASTRA-sim needs one per NPU). ``single_file`` is set when one file
-    was named on its own (no workload around it was looked at).
+    workload that have no file (ASTRA-sim needs one per NPU). ``comm_groups_path`` is the file the
+    groups were read from (errors name it). ``single_file`` is set when one file was named on its own
+    (no workload around it was looked at).
     """
 
     def __init__(
@@ -77,12 +78,14 @@ class Workload:
         comm_groups: CommGroups | None = None,
         missing: Iterable[int] = (),
         *,
+        comm_groups_path: Path | None = None,
         single_file: bool = False,
         tables: dict[int, NodeTable] | None = None,
     ):
         self.prefix = str(prefix)
         self.files = dict(sorted(files.items()))
         self.comm_groups = comm_groups
+        self.comm_groups_path = comm_groups_path if comm_groups is not None else None
         self.missing = tuple(missing)
         self.single_file = single_file
         self._tables: dict[int, NodeTable] = dict(tables or {})
@@ -94,6 +97,13 @@ class Workload:
         """A workload of tables already in memory (built, not read; ``files`` are their paths)."""
         files = {rank: Path(table.path or f"{prefix}.{rank}.et") for rank, table in tables.items()}
         return cls(prefix, files, comm_groups, missing, tables=tables)
+
+    def with_comm_groups(self, comm_groups: CommGroups | None, path: Path | None = None) -> Workload:
+        """The same rank files with other communicator groups (``path``: their file), the tables
+        loaded so far shared."""
+        other = Workload(self.prefix, self.files, comm_groups, self.missing, comm_groups_path=path,
+                         single_file=self.single_file, tables=self._tables)  # fmt: skip
+        return other
 
     @property
     def ranks(self) -> list[int]:
@@ -201,7 +211,8 @@ def open_workload(where: PathLike, ranks: Iterable[int] | None = None, *, whole:
         raise ChakraInputError(f"no files {prefix.name}.{{rank}}.et found", path=prefix.parent,
                                hint="a workload is PREFIX.0.et, PREFIX.1.et, ...")  # fmt: skip
     missing = [r for r in range(max(files) + 1) if r not in files]
-    return Workload(prefix, _chosen(files, ranks, prefix), _groups_beside(prefix), missing)
+    groups, groups_file = _groups_beside(prefix)
+    return Workload(prefix, _chosen(files, ranks, prefix), groups, missing, comm_groups_path=groups_file)
 
 
 def _open_file(path: Path, ranks: Iterable[int] | None) -> Workload:
@@ -213,8 +224,8 @@ def _open_file(path: Path, ranks: Iterable[int] | None) -> Workload:
         raise ChakraInputError(f"{path.name} holds rank {rank} only", path=path,
                                hint="pass the workload PREFIX to open other ranks")  # fmt: skip
     prefix = prefix_of(path)
-    groups = _groups_beside(prefix) if prefix is not None else None
-    return Workload(path, {rank: path}, groups, single_file=True)
+    groups, groups_file = _groups_beside(prefix) if prefix is not None else (None, None)
+    return Workload(path, {rank: path}, groups, comm_groups_path=groups_file, single_file=True)
 
 
 def _open_glob(pattern: str, ranks: Iterable[int] | None) -> Workload:
@@ -228,7 +239,8 @@ def _open_glob(pattern: str, ranks: Iterable[int] | None) -> Workload:
     files = {int(m.group("rank")): p for p, m in matched if m}
     every = rank_files(prefix)
     missing = [r for r in range(max(every) + 1) if r not in every]
-    return Workload(prefix, _chosen(files, ranks, prefix), _groups_beside(prefix), missing)
+    groups, groups_file = _groups_beside(prefix)
+    return Workload(prefix, _chosen(files, ranks, prefix), groups, missing, comm_groups_path=groups_file)
 
 
 def _find_prefix(where: Path) -> Path:
@@ -272,6 +284,7 @@ def _chosen(files: dict[int, Path], ranks: Iterable[int] | None, prefix: Path) -
     return {rank: files[rank] for rank in wanted}
 
 
-def _groups_beside(prefix: Path) -> CommGroups | None:
+def _groups_beside(prefix: Path) -> tuple[CommGroups | None, Path | None]:
+    """The groups of ``PREFIX.comm_groups.json`` and that file, if there is one."""
     found = groups_path(prefix)
-    return CommGroups.read(found) if found.is_file() else None
+    return (CommGroups.read(found), found) if found.is_file() else (None, None)

@@ -1,6 +1,6 @@
 """Simulate a workload on disk: find its rank files and groups, load them, run the engine.
 
-The steps apart (:func:`find_workload`, :func:`check_network_covers`, :func:`load_programs`) are
+The steps apart (:func:`open_simulated`, :func:`check_network_covers`, :func:`load_programs`) are
 for callers that run one workload many times, as sweeps do: load once, simulate at every point.
 
 Example:
@@ -12,20 +12,18 @@ Example:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
-from chakra.paths import groups_path
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.matching import check_groups
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimResult
-from chakra.trace import TraceSet
+from chakra.workload import Workload, open_workload
 
 #: ASTRA-sim's convention: a comm-group path containing this means "no groups" (§1).
 NO_GROUPS_MARKER = "empty"
@@ -42,60 +40,48 @@ RESULT_SHARE = 0.5
 WORKER_MARGIN = 0.8
 
 
-@dataclass(frozen=True)
-class WorkloadFiles:
-    """A workload on disk: its prefix, each rank's file, and its communicator groups (group id -> ranks)
-    with the file they came from."""
-
-    prefix: Path
-    ranks: dict[int, Path]
-    comm_groups: dict[int, list[int]] | None
-    comm_groups_path: Path | None = None
-
-
-def find_workload(workload: PathLike, comm_groups_path: PathLike | None = None) -> WorkloadFiles:
-    """The rank files of ``PREFIX.{rank}.et`` (a prefix, a folder or one file) and the groups:
-    ``comm_groups_path`` (a path containing ``empty``: none), else ``PREFIX.comm_groups.json`` beside them."""
-    traces = TraceSet.discover(Path(workload))
+def open_simulated(workload: PathLike, comm_groups_path: PathLike | None = None) -> Workload:
+    """The workload of ``PREFIX.{rank}.et`` (a prefix, a folder or one of its files: every rank) with
+    the groups the simulator uses: ``comm_groups_path`` (a path containing ``empty``: none), else
+    ``PREFIX.comm_groups.json`` beside the files."""
+    opened = open_workload(workload, whole=True)
     if comm_groups_path is not None and NO_GROUPS_MARKER in str(comm_groups_path):
-        return WorkloadFiles(traces.prefix, dict(traces.ranks), None)
+        return opened.with_comm_groups(None)
     if comm_groups_path is not None:
-        groups = {k: list(v) for k, v in CommGroups.read(comm_groups_path).items()}
-        return WorkloadFiles(traces.prefix, dict(traces.ranks), groups, Path(comm_groups_path))
-    beside = groups_path(traces.prefix) if traces.comm_groups is not None else None
-    return WorkloadFiles(traces.prefix, dict(traces.ranks), traces.comm_groups, beside)
+        return opened.with_comm_groups(CommGroups.read(comm_groups_path), Path(comm_groups_path))
+    return opened
 
 
-def check_network_covers(files: WorkloadFiles, network: NetworkConfig) -> None:
+def check_network_covers(workload: Workload, network: NetworkConfig) -> None:
     """Raise unless every NPU of ``network`` has its rank file (ASTRA-sim stops on a missing one) and
     every group's ranks are NPUs of the network."""
-    check_groups(files.comm_groups, network.num_npus, files.comm_groups_path)
-    missing = [r for r in range(network.num_npus) if r not in files.ranks]
+    check_groups(workload.comm_groups, network.num_npus, workload.comm_groups_path)
+    missing = [r for r in range(network.num_npus) if r not in workload.files]
     if missing:
         shown = ", ".join(map(str, missing[:MISSING_SHOWN])) + (" ..." if len(missing) > MISSING_SHOWN else "")
         raise ChakraInputError(
             f"the network has {network.num_npus} NPUs but ranks {shown} have no ET file",
-            path=files.prefix,
+            path=workload.prefix,
             hint="give every rank its PREFIX.{rank}.et, or a network whose npus_count matches the workload",
         )
 
 
 def load_programs(
-    files: WorkloadFiles, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False, workers: int | None = None
+    workload: Workload, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False, workers: int | None = None
 ) -> dict[int, RankProgram]:
     """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`load_rank`).
 
     Ranks load in ``workers`` local processes (:func:`chakra.parallel.map_ranks`), which hand back each
     program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
     """
-    tasks = [(str(path), rank, cpu_per_thread, gpu_per_stream) for rank, path in sorted(files.ranks.items())]
+    tasks = [(str(path), rank, cpu_per_thread, gpu_per_stream) for rank, path in sorted(workload.files.items())]
     if workers is None:
-        workers = load_workers(files)
+        workers = load_workers(workload)
     programs = map_ranks(_load_task, tasks, workers=workers, description="load")
     return {program.rank: program for program in programs}
 
 
-def load_workers(files: WorkloadFiles) -> int:
+def load_workers(workload: Workload) -> int:
     """How many processes load ``files`` best: one per usable CPU (at most one per rank) when their
     estimated time beats this process's alone by :data:`WORKER_MARGIN`, else one (this process).
 
@@ -104,10 +90,10 @@ def load_workers(files: WorkloadFiles) -> int:
     come back with its program (:data:`RESULT_SHARE` of its load time): a few ranks, however large,
     load faster here; hundreds of ranks, in workers.
     """
-    workers = min(len(files.ranks), usable_cpus())
+    workers = min(len(workload.files), usable_cpus())
     if workers < 2:
         return 1
-    rank_s = [LOAD_S_PER_FILE + _file_size(path) / LOAD_BYTES_PER_S for path in files.ranks.values()]
+    rank_s = [LOAD_S_PER_FILE + _file_size(path) / LOAD_BYTES_PER_S for path in workload.files.values()]
     serial_s, largest_s = sum(rank_s), max(rank_s)
     parallel_s = WORKER_START_S + max(serial_s / workers, largest_s) + RESULT_SHARE * largest_s
     return workers if parallel_s < WORKER_MARGIN * serial_s else 1
@@ -151,20 +137,20 @@ def simulate_workload(
     messages crossing the network as ``network_model`` says.
 
     Every rank the network has must have its file; groups come from ``comm_groups_path``, else
-    ``PREFIX.comm_groups.json`` beside the files (:func:`find_workload`).
+    ``PREFIX.comm_groups.json`` beside the files (:func:`open_simulated`).
     ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`; ``load_workers``:
     the processes that load the ranks (:func:`load_programs`).
     """
-    files = find_workload(workload, comm_groups_path)
-    check_network_covers(files, network)
-    programs = load_programs(files, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream, workers=load_workers)
+    opened = open_simulated(workload, comm_groups_path)
+    check_network_covers(opened, network)
+    programs = load_programs(opened, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream, workers=load_workers)
     return simulate(
         programs,
         system,
         network,
         remote_memory=remote_memory,
-        comm_groups=files.comm_groups,
-        comm_groups_path=files.comm_groups_path,
+        comm_groups=opened.comm_groups,
+        comm_groups_path=opened.comm_groups_path,
         compute_scale=compute_scale,
         keep_intervals=keep_intervals,
         network_model=network_model,

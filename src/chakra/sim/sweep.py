@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra.errors import ChakraInputError, PathLike
+from chakra.groups import CommGroups
 from chakra.io import AtomicFile
 from chakra.parallel import map_ranks
 from chakra.sim import config
@@ -37,7 +38,7 @@ from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimulationStuck
-from chakra.sim.run import check_network_covers, find_workload
+from chakra.sim.run import check_network_covers, open_simulated
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
 #: The axes that scale the workload or network rather than override a configuration key.
@@ -204,7 +205,7 @@ class _PointTask:
     configurations (read and checked in the caller) and the point (all picklable)."""
 
     rank_files: tuple[_RankFile, ...]
-    comm_groups: dict[int, list[int]] | None
+    comm_groups: CommGroups | None
     system: SystemConfig
     network: NetworkConfig
     remote_memory: RemoteMemoryConfig
@@ -234,16 +235,17 @@ def run_sweep(
     point. A workload that cannot finish raises :class:`~chakra.sim.results.SimulationStuck` naming
     the point.
     """
-    files = find_workload(workload, comm_groups_path)
+    opened = open_simulated(workload, comm_groups_path)
     remote_memory = config.load_remote_memory(remote_memory_path)
     rank_files = tuple(
-        (rank, str(path), (stat := path.stat()).st_size, stat.st_mtime_ns) for rank, path in sorted(files.ranks.items())
+        (rank, str(path), (stat := path.stat()).st_size, stat.st_mtime_ns)
+        for rank, path in sorted(opened.files.items())
     )
     tasks = []
     for point in points:
         system, network = _load_configs(system_path, network_path, point)
-        check_network_covers(files, network)
-        tasks.append(_PointTask(rank_files, files.comm_groups, system, network, remote_memory, point, network_model))
+        check_network_covers(opened, network)
+        tasks.append(_PointTask(rank_files, opened.comm_groups, system, network, remote_memory, point, network_model))
     try:
         return map_ranks(
             _run_point, tasks, workers=workers, scheduler=scheduler, progress=progress, description="sweep"
