@@ -65,8 +65,8 @@ def prepare(data: Path) -> tuple[Path, Path, Path]:
 def nodes_of(prefix: Path) -> int:
     """Nodes of the whole workload (the rank files summed, by ``chakra.analyze.summary``)."""
     script = (
-        "import sys; from chakra.analyze.summary import summarize_file; from chakra.trace import TraceSet; "
-        "print(sum(summarize_file(p).num_nodes for p in TraceSet.discover(sys.argv[1]).ranks.values()))"
+        "import sys; from chakra.analyze.summary import summarize_file; from chakra.workload import open_workload; "
+        "print(sum(summarize_file(p).num_nodes for p in open_workload(sys.argv[1]).files.values()))"
     )
     out = subprocess.run([sys.executable, "-c", script, str(prefix)], check=True, capture_output=True, text=True)
     return int(out.stdout)

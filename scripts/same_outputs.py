@@ -144,7 +144,13 @@ def fingerprint(case: Case) -> dict[str, str]:
             if done.returncode != 2 and "--json" in argv:
                 printed = Path(out / f".stdout{number}.json")
                 printed.write_text(done.stdout)
-                found[f"stdout:{number}"] = hashlib.sha256(_canonical_json(printed, out)).hexdigest()
+                try:
+                    found[f"stdout:{number}"] = hashlib.sha256(_canonical_json(printed, out)).hexdigest()
+                except json.JSONDecodeError:
+                    raise SystemExit(
+                        f"{case.name}: chakra {' '.join(argv)} printed no JSON (exit "
+                        f"{done.returncode}):\n{done.stderr[-2000:]}"
+                    ) from None
                 printed.unlink()
         for path in sorted(p for p in out.rglob("*") if p.is_file()):
             data = _canonical_json(path, out) if path.suffix == ".json" else path.read_bytes()

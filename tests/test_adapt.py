@@ -22,8 +22,8 @@ from chakra.attrs import get_attr
 from chakra.groups import CommGroups, process_groups_values
 from chakra.pytorch.workload import convert_workload
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, CollectiveCommType, Node, NodeType
-from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
+from chakra.workload import open_workload
 
 COLL, COMP = NodeType.COMM_COLL_NODE, NodeType.COMP_NODE
 
@@ -50,7 +50,7 @@ def _metadata(node_id: int, groups: dict[int, tuple[int, ...]]) -> Node:
 
 
 def _astra_problems(prefix: Path) -> list[str]:
-    findings = validate_set(TraceSet.discover(prefix), target="astra-sim")
+    findings = validate_set(open_workload(prefix, whole=True), target="astra-sim")
     return [f"{f.code}: {f.message}" for f in findings if f.severity in (ERROR, WARNING)]
 
 
@@ -205,7 +205,7 @@ def _pair_then_world(tmp_path: Path) -> Path:
 
 
 def test_uneven_subgroup_collectives_before_a_world_one_are_an_astra_sim_error(tmp_path: Path):
-    codes = {f.code for f in validate_set(TraceSet.discover(_pair_then_world(tmp_path)), target="astra-sim")}
+    codes = {f.code for f in validate_set(open_workload(_pair_then_world(tmp_path), whole=True), target="astra-sim")}
     assert "astra-world-collective-tags" in codes
 
 
@@ -250,7 +250,7 @@ def test_every_finding_adapt_fixes_names_it_and_is_gone_after_it(tmp_path: Path)
         make_node(8, "c10d::allreduce_(0)", COLL, [7], is_cpu_op=True),
     ]
     write_et(tmp_path / "w.0.et.gz", nodes)
-    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim", limit_per_code=None)
+    findings = validate_set(open_workload(tmp_path / "w", whole=True), target="astra-sim", limit_per_code=None)
     flagged = [f for f in findings if f.severity in (ERROR, WARNING)]
     assert {f.code for f in flagged} == {
         "astra-compressed", "astra-metadata-node", "astra-invalid-node", "astra-unsupported-collective",
@@ -310,7 +310,7 @@ def test_every_shared_host_trace_converted_and_adapted_for_astra_sim_validates_c
     host: str, device: str | None, tmp_path
 ):
     convert_workload(str(require_shared(host)), str(require_shared(device)) if device else None, tmp_path / "x")
-    before = Counter(f.code for f in validate_set(TraceSet.discover(tmp_path / "x"), target="astra-sim",
+    before = Counter(f.code for f in validate_set(open_workload(tmp_path / "x", whole=True), target="astra-sim",
                                                   limit_per_code=None) if f.severity == ERROR)  # fmt: skip
     changes = adapt_workload(tmp_path / "x", tmp_path / "astra", Target.ASTRA_SIM).changes.counts
     # the report lists what validate refused, one change per finding

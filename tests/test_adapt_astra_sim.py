@@ -20,8 +20,8 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 from chakra.sim.config import load_network, load_system
 from chakra.sim.config.system import ASTRA_COMPAT_KEY
 from chakra.sim.run import simulate_workload
-from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
+from chakra.workload import open_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, NETWORK = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
@@ -119,7 +119,7 @@ def test_every_collective_of_the_nested_job_is_written_as_the_type_that_ran(nest
 
 
 def test_the_adapted_nested_job_validates_clean_for_astra_sim(nested):
-    findings = validate_set(TraceSet.discover(nested[1]), target="astra-sim")
+    findings = validate_set(open_workload(nested[1], whole=True), target="astra-sim")
     assert [f.code for f in findings if f.severity in (ERROR, WARNING)] == []
 
 

@@ -117,10 +117,10 @@ def test_help_texts_quoting_the_library_are_filled_in_when_shown():
 def test_the_package_reexports_resolve_on_first_use():
     import chakra
     from chakra.schema.protobuf.et_def_pb2 import Node
-    from chakra.trace import TraceSet
+    from chakra.workload import Workload, open_workload
 
-    assert chakra.Node is Node and chakra.TraceSet is TraceSet
-    assert {"Node", "Trace", "__version__"} <= set(dir(chakra))
+    assert chakra.Node is Node and chakra.Workload is Workload and chakra.open is open_workload
+    assert {"Node", "Trace", "open", "__version__"} <= set(dir(chakra))
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = chakra.nothing  # type: ignore[attr-defined]
 

@@ -33,8 +33,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
-from chakra.trace import TraceSet
 from chakra.validate import astra_group_id_note, validate_set
+from chakra.workload import open_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 
@@ -303,7 +303,7 @@ def test_size_one_dimensions_get_no_groups_and_no_collectives(tmp_path: Path):
 def test_every_file_validates_clean_for_astra_sim(tmp_path: Path):
     spec = spec_of(TINY_MOE, tp=2, pp=2, dp=2, ep=2, sp=True, zero=1)
     result = generate_llm(spec, tmp_path / "w")
-    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim")
+    findings = validate_set(open_workload(tmp_path / "w", whole=True), target="astra-sim")
     assert [f for f in findings if f.severity != "note"] == []
     assert result.world_size == 8
 
@@ -380,7 +380,7 @@ def fast_network(tmp_path: Path):
 def test_generated_training_workloads_validate_and_finish_in_the_simulator(tmp_path: Path, fast_network, name: str):
     spec = spec_of(**WORKLOADS[name])  # type: ignore[arg-type]
     result = generate_llm(spec, tmp_path / "w")
-    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim")
+    findings = validate_set(open_workload(tmp_path / "w", whole=True), target="astra-sim")
     assert [f for f in findings if f.severity != "note"] == []
     sim = simulate_workload(tmp_path / "w", load_system(EXAMPLES / "system.json"), fast_network(result.world_size))
     assert len(sim.ranks) == result.world_size and sim.finish_ns > 0
@@ -433,7 +433,7 @@ def test_pipelined_inference_sends_tokens_back_and_finishes_in_the_simulator(tmp
     token_recvs = [n.name for n in first if n.type == COMM_RECV_NODE]
     assert token_recvs == ["decode1.token.recv", "decode2.token.recv", "decode3.token.recv"]
     assert not [n for n in first if n.type == COMM_COLL_NODE and n.name.startswith("grad")]
-    findings = validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim")
+    findings = validate_set(open_workload(tmp_path / "w", whole=True), target="astra-sim")
     assert [f for f in findings if f.severity != "note"] == []
     sim = simulate_workload(tmp_path / "w", load_system(EXAMPLES / "system.json"), fast_network(4))
     assert len(sim.ranks) == 4

@@ -28,8 +28,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, load_system
 from chakra.sim.run import simulate_workload
-from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
+from chakra.workload import open_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM = EXAMPLES / "system.json"
@@ -79,7 +79,7 @@ def test_every_family_has_a_file_per_rank(written, family: str):
     item = written[family]
     assert [p.name for p in item.paths] == [f"{family}.{rank}.et" for rank in range(NUM_RANKS)]
     assert all(p.exists() for p in item.paths)
-    assert TraceSet.discover(item.prefix).num_ranks == NUM_RANKS
+    assert len(open_workload(item.prefix)) == NUM_RANKS
 
 
 @pytest.mark.parametrize("family", list(micro.FAMILIES))
@@ -204,19 +204,19 @@ def test_two_dependent_nodes_depend_and_independent_ones_do_not(written):
     ],
 )
 def test_family_validates_clean_for_astra_sim(written, family: str):
-    assert _problems(validate_set(TraceSet.discover(written[family].prefix), target="astra-sim")) == []
+    assert _problems(validate_set(open_workload(written[family].prefix, whole=True), target="astra-sim")) == []
 
 
 @pytest.mark.parametrize("family", [f for f, spec in micro.FAMILIES.items() if spec.astra_sim == micro.ASTRA_ABORTS])
 def test_the_metadata_family_is_clean_but_an_error_for_astra_sim(written, family: str):
-    workload = TraceSet.discover(written[family].prefix)
+    workload = open_workload(written[family].prefix, whole=True)
     assert _problems(validate_set(workload)) == []
     assert {code for code, _ in _problems(validate_set(workload, target="astra-sim"))} == {"astra-metadata-node"}
 
 
 @pytest.mark.parametrize("family", [f for f, spec in micro.FAMILIES.items() if spec.astra_sim == micro.ASTRA_REFUSES])
 def test_refused_family_is_clean_but_flagged_for_astra_sim(written, family: str):
-    workload = TraceSet.discover(written[family].prefix)
+    workload = open_workload(written[family].prefix, whole=True)
     assert _problems(validate_set(workload)) == []
     codes = {code for code, _ in _problems(validate_set(workload, target="astra-sim"))}
     assert codes == {"astra-unsupported-collective"}
@@ -237,13 +237,13 @@ def test_send_and_recv_families_are_the_two_halves_of_the_ring(written, tmp_path
     prefix = _merge_halves(written, tmp_path)
     for rank in range(NUM_RANKS):
         assert _nodes(prefix.with_name(f"merged.{rank}.et")) == _nodes(written["send_recv_ring"].paths[rank])
-    assert _problems(validate_set(TraceSet.discover(prefix), target="astra-sim")) == []
+    assert _problems(validate_set(open_workload(prefix, whole=True), target="astra-sim")) == []
     assert len(_simulate(prefix).ranks) == NUM_RANKS
 
 
 @pytest.mark.parametrize("family", HALVES)
 def test_each_half_alone_is_reported_unmatched(written, family: str):
-    codes = {code for code, _ in _problems(validate_set(TraceSet.discover(written[family].prefix)))}
+    codes = {code for code, _ in _problems(validate_set(open_workload(written[family].prefix, whole=True)))}
     assert codes == {"unmatched-p2p"}
 
 
@@ -267,7 +267,7 @@ def test_roofline_times_a_compute_node_like_its_duration(written):
 @pytest.mark.parametrize("num_npus", [2, 3, 5])
 def test_send_recv_pair_matches_for_even_and_odd_rank_counts(tmp_path: Path, num_npus: int):
     item = micro.write_workload(tmp_path, micro.send_recv_pair(micro.MicroParams(num_npus=num_npus)))
-    assert _problems(validate_set(TraceSet.discover(item.prefix), target="astra-sim")) == []
+    assert _problems(validate_set(open_workload(item.prefix, whole=True), target="astra-sim")) == []
     assert len(_simulate(item.prefix, num_npus).ranks) == num_npus
 
 
@@ -289,10 +289,10 @@ def test_sweep_writes_one_workload_per_combination(tmp_path: Path):
     assert "ALL_REDUCE.1MiB.4r" in names and "ALL_GATHER.1KiB.2r" in names
     for item in written:
         collective, size_text, count_text = item.workload.name.split(".")
-        workload = TraceSet.discover(item.prefix)
-        assert workload.num_ranks == int(count_text.removesuffix("r"))
-        for _, trace in workload:
-            (node,) = trace.nodes
+        workload = open_workload(item.prefix)
+        assert len(workload) == int(count_text.removesuffix("r"))
+        for rank in workload.ranks:
+            (node,) = workload.trace(rank).nodes
             assert get_attr(node, "comm_type") == CollectiveCommType.Value(collective)
             assert get_attr(node, "comm_size") == micro.parse_size(size_text)
 
@@ -355,7 +355,7 @@ def test_rewriting_with_fewer_ranks_leaves_one_consistent_workload(tmp_path: Pat
     micro.generate(tmp_path, ["ALL_REDUCE"], micro.MicroParams(num_npus=4))
     (item,) = micro.generate(tmp_path, ["ALL_REDUCE"], micro.MicroParams(num_npus=2))
     assert [p.name for p in item.removed_stale] == ["ALL_REDUCE.2.et", "ALL_REDUCE.3.et"]
-    assert TraceSet.discover(item.prefix).num_ranks == 2
+    assert len(open_workload(item.prefix)) == 2
 
 
 def test_a_workload_with_groups_gets_its_comm_groups_file(tmp_path: Path):
@@ -363,7 +363,7 @@ def test_a_workload_with_groups_gets_its_comm_groups_file(tmp_path: Path):
     workload.comm_groups = {1: [0, 1]}
     item = micro.write_workload(tmp_path, workload)
     assert item.comm_groups_path == tmp_path / "ALL_REDUCE.comm_groups.json"
-    assert TraceSet.discover(item.prefix).comm_groups == {1: [0, 1]}
+    assert dict(open_workload(item.prefix).comm_groups or {}) == {1: (0, 1)}
 
 
 def test_unknown_family_suggests_the_close_name():

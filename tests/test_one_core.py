@@ -20,7 +20,6 @@ from chakra.analyze.replay import replay_file
 from chakra.analyze.summary import summarize_file
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, Node
 from chakra.table import COMPUTE, Slot, load_table
-from chakra.trace import TraceSet
 from chakra.validate import validate_file, validate_set
 from chakra.viz import graph, timeline
 from chakra.workload import open_workload
@@ -118,7 +117,7 @@ def test_the_table_reads_a_spaced_pg_name_as_its_group(tmp_path):
 def test_validate_accepts_a_spaced_pg_name_of_a_defined_group(tmp_path):
     prefix = spaced_group_workload(tmp_path)
 
-    assert validate_set(TraceSet.discover(prefix), target="astra-sim") == []
+    assert validate_set(open_workload(prefix, whole=True), target="astra-sim") == []
 
 
 def test_rank_comparison_matches_a_spaced_pg_name_with_the_plain_one(tmp_path):
@@ -175,10 +174,10 @@ def plant_stale_workload(prefix: Path, ranks: int) -> None:
 
 
 def assert_only_ranks(prefix: Path, ranks: int) -> None:
-    workload = TraceSet.discover(prefix)
+    workload = open_workload(prefix, whole=True)
     assert sorted(workload.ranks) == list(range(ranks))
     for rank in range(ranks):
-        assert all(node.name != "stale" for node in io.read(workload.ranks[rank])[1])
+        assert all(node.name != "stale" for node in io.read(workload.files[rank])[1])
     assert not list(prefix.parent.glob("*.staged")) and not list(prefix.parent.glob("*.tmp"))
 
 

@@ -39,8 +39,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
     REDUCE_SCATTER,
     Node,
 )
-from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
+from chakra.workload import open_workload
 
 #: What examples/collect_gloo.py moves each step (4-byte floats, 2 ranks): comm_type -> comm_size.
 #: all_reduce of world*4 floats; all_gather: per-rank input of 4 floats; reduce_scatter: the full
@@ -60,7 +60,7 @@ def _comm_nodes(path: Path) -> list[Node]:
 
 def _problems(prefix: Path | str, severities: tuple[str, ...] = (ERROR, WARNING)) -> list[str]:
     """Codes of the findings ``chakra validate --target astra-sim`` reports for a workload."""
-    findings = validate_set(TraceSet.discover(prefix), target="astra-sim")
+    findings = validate_set(open_workload(prefix, whole=True), target="astra-sim")
     return [f"{f.code}: {f.message}" for f in findings if f.severity in severities]
 
 
@@ -127,7 +127,7 @@ def test_ranks_agree_on_the_order_of_collectives(gloo_workload):
 
 
 def test_the_faithful_workload_is_refused_for_astra_sim_with_chakra_adapt_as_the_fix(gloo_workload):
-    findings = validate_set(TraceSet.discover(gloo_workload.prefix), target="astra-sim")
+    findings = validate_set(open_workload(gloo_workload.prefix, whole=True), target="astra-sim")
     errors = {f.code for f in findings if f.severity == ERROR}
     assert errors == {"astra-metadata-node", "astra-unsupported-collective"}
     assert all("chakra adapt" in f.hint for f in findings if f.severity == ERROR)

@@ -45,8 +45,8 @@ from chakra.share.leakage import StringSet, find_leaks
 from chakra.share.opclass import CLASSES
 from chakra.share.rules import THREAD_ATTRS
 from chakra.table import load_table
-from chakra.trace import TraceSet
 from chakra.validate import validate_set
+from chakra.workload import open_workload
 
 SECRET = "ProjectNightingale"
 #: A generated workload small enough to check node by node (chakra generate llm).
@@ -270,17 +270,17 @@ KEPT_COLUMNS = ("ids", "node_type", "dur_ns", "comm_type", "comm_size", "num_ops
 
 
 def _finding_codes(prefix: Path, target: str | None) -> Counter[tuple[str, str]]:
-    findings = validate_set(TraceSet.discover(prefix), target=target, limit_per_code=None)
+    findings = validate_set(open_workload(prefix, whole=True), target=target, limit_per_code=None)
     return Counter((f.severity, f.code) for f in findings)
 
 
 def _assert_kept(before_prefix: Path, after_prefix: Path, *, input_compressed: bool = False) -> None:
     """Every rank's kept columns and dependencies equal, and the same findings for every target (but
     ASTRA-sim's refusal of a compressed input: the output is written plain)."""
-    before, after = TraceSet.discover(before_prefix), TraceSet.discover(after_prefix)
+    before, after = open_workload(before_prefix, whole=True), open_workload(after_prefix, whole=True)
     assert sorted(before.ranks) == sorted(after.ranks)
-    for rank, path in before.ranks.items():
-        old, new = load_table(path), load_table(after.ranks[rank])
+    for rank, path in before.files.items():
+        old, new = load_table(path), load_table(after.files[rank])
         for column in KEPT_COLUMNS:
             assert (getattr(new, column) == getattr(old, column)).all(), column
         assert (new.graph.dep_pos == old.graph.dep_pos).all()

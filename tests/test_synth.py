@@ -29,7 +29,7 @@ from chakra.generate.synth.motifs import Literal, Repeat, tandem_grammar
 from chakra.generate.synth.sample import LayerScale, sample_workload
 from chakra.share.leakage import StringSet, find_leaks
 from chakra.table import load_table
-from chakra.trace import TraceSet
+from chakra.workload import open_workload
 
 SYSTEM = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
 #: A Llama 3 8B step on 8 ranks (TP 2 x PP 2 x DP 2), and the same model with twice the layers.
@@ -131,7 +131,7 @@ def test_a_gloo_job_widened_to_more_ranks_validates_simulates_and_keeps_per_rank
 def test_an_llm_step_widened_along_data_parallelism_widens_its_groups(llm: Path, tmp_path: Path, ranks: int) -> None:
     sample = _fit_and_sample(llm, tmp_path / "wide", ranks=ranks, seed=1)
     assert run_cli("validate", str(sample)).returncode == 0
-    groups = TraceSet.discover(sample).comm_groups
+    groups = open_workload(sample, whole=True).comm_groups
     tp, pp = LLM_SPEC["parallel"]["tp"], LLM_SPEC["parallel"]["pp"]
     sizes = sorted(len(members) for members in groups.values())
     assert sizes.count(tp) == ranks // tp  # tensor-parallel pairs copied per replica

@@ -27,8 +27,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.config import load_network, load_system
 from chakra.sim.run import simulate_workload
 from chakra.text import TextConversion, convert_text, parse_text_workload
-from chakra.trace import TraceSet
 from chakra.validate import ERROR, WARNING, validate_set
+from chakra.workload import open_workload
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "text"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
@@ -530,7 +530,7 @@ def test_every_parallelism_validates_for_astra_sim_and_simulates(tmp_path: Path,
     text, model_parallel = KINDS[kind]
     conversion = _convert(tmp_path, text, npus=4, passes=2, mp=model_parallel)
     assert conversion.parallelism == kind
-    findings = validate_set(TraceSet.discover(conversion.prefix), target="astra-sim")
+    findings = validate_set(open_workload(conversion.prefix, whole=True), target="astra-sim")
     assert [f for f in findings if f.severity in (ERROR, WARNING)] == []
     result = simulate_workload(conversion.prefix, load_system(SYSTEM), network_2x2)
     assert sorted(result.ranks) == [0, 1, 2, 3] and result.finish_ns > 0

@@ -1,17 +1,17 @@
-"""chakra.trace: one rank as a Trace, a multi-rank workload as a TraceSet, ASTRA-sim comm group files."""
+"""chakra.trace: one rank as a Trace, ASTRA-sim comm group files (a workload opened: tests/test_workload.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_allreduce_workload, write_et
+from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, write_et
 
 from chakra import io
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, GlobalMetadata, Node
-from chakra.trace import Trace, TraceSet, rank_of
+from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+from chakra.trace import Trace, rank_of
 
 # ---------------------------------------------------------------------------------------------
 # Trace: loading and saving
@@ -179,110 +179,7 @@ def test_rank_is_read_from_prefix_dot_rank_dot_et(name, rank):
 
 
 # ---------------------------------------------------------------------------------------------
-# TraceSet discovery
-
-
-def test_discover_from_the_prefix(allreduce_workload):
-    workload = TraceSet.discover(allreduce_workload)
-
-    assert workload.prefix == allreduce_workload
-    assert workload.num_ranks == len(workload) == 4
-    assert workload.ranks == {r: allreduce_workload.parent / f"workload.{r}.et" for r in range(4)}
-
-
-def test_discover_from_a_directory_holding_one_workload(allreduce_workload):
-    assert TraceSet.discover(allreduce_workload.parent).prefix == allreduce_workload
-
-
-def test_discover_from_one_member_file(allreduce_workload):
-    workload = TraceSet.discover(allreduce_workload.parent / "workload.2.et")
-
-    assert workload.prefix == allreduce_workload
-    assert sorted(workload.ranks) == [0, 1, 2, 3]
-
-
-def test_discover_finds_compressed_rank_files(tmp_path):
-    prefix = write_allreduce_workload(tmp_path, "zipped", 2, suffix=".et.gz")
-
-    workload = TraceSet.discover(prefix)
-
-    assert sorted(workload.ranks) == [0, 1]
-    assert len(workload.load(1)) == 3
-
-
-def test_discover_ignores_other_workloads_beside_the_prefix(tmp_path):
-    write_allreduce_workload(tmp_path, "llama", 2)
-    write_allreduce_workload(tmp_path, "llama2", 3)
-
-    assert TraceSet.discover(tmp_path / "llama").num_ranks == 2
-    assert TraceSet.discover(tmp_path / "llama2").num_ranks == 3
-
-
-def test_discover_refuses_a_directory_with_several_workloads(tmp_path):
-    write_allreduce_workload(tmp_path, "a", 1)
-    write_allreduce_workload(tmp_path, "b", 1)
-
-    with pytest.raises(ChakraInputError, match="found: a, b"):
-        TraceSet.discover(tmp_path)
-
-
-def test_discover_refuses_a_directory_without_workload(tmp_path):
-    (tmp_path / "notes.txt").write_text("x")
-
-    with pytest.raises(ChakraInputError, match="found: none"):
-        TraceSet.discover(tmp_path)
-
-
-def test_discover_refuses_a_prefix_without_files(tmp_path):
-    with pytest.raises(ChakraInputError, match="no files"):
-        TraceSet.discover(tmp_path / "nothing")
-
-
-def test_discover_refuses_a_rank_present_both_plain_and_compressed(tmp_path):
-    write_allreduce_workload(tmp_path, "w", 2)
-    write_et(tmp_path / "w.1.et.gz", chain(1))
-
-    with pytest.raises(ChakraInputError, match="rank 1 exists twice"):
-        TraceSet.discover(tmp_path / "w")
-
-
-def test_iterating_a_trace_set_loads_each_rank_in_rank_order(tmp_path):
-    for rank in (10, 2, 1):  # ranks sort numerically, not as text
-        write_et(tmp_path / f"w.{rank}.et", chain(rank))
-
-    workload = TraceSet.discover(tmp_path / "w")
-
-    assert [(rank, len(trace), trace.rank) for rank, trace in workload] == [(1, 1, 1), (2, 2, 2), (10, 10, 10)]
-
-
-def test_missing_ranks_are_the_gaps_below_the_highest_rank(tmp_path):
-    for rank in (0, 2, 5):
-        write_et(tmp_path / f"w.{rank}.et", chain(1))
-
-    assert TraceSet.discover(tmp_path / "w").missing_ranks == [1, 3, 4]
-
-
-def test_a_complete_workload_has_no_missing_ranks(allreduce_workload):
-    assert TraceSet.discover(allreduce_workload).missing_ranks == []
-
-
-def test_allreduce_workload_helper_writes_one_collective_per_rank(allreduce_workload):
-    for _, trace in TraceSet.discover(allreduce_workload):
-        assert [n.type for n in trace.topological_order()].count(COMM_COLL_NODE) == 1
-
-
-# ---------------------------------------------------------------------------------------------
 # Comm groups
-
-
-def test_discover_reads_the_comm_groups_file_beside_the_ranks(tmp_path):
-    prefix = write_allreduce_workload(tmp_path, "w", 4, comm_groups={1: [0, 1], 2: [2, 3]})
-
-    assert TraceSet.discover(prefix).comm_groups == {1: [0, 1], 2: [2, 3]}
-
-
-def test_a_workload_without_comm_groups_file_has_none(allreduce_workload):
-    assert TraceSet.discover(allreduce_workload).comm_groups is None
 
 
 def test_comm_groups_are_written_in_astra_sim_format_and_read_back(tmp_path):
@@ -329,21 +226,6 @@ def test_bad_comm_groups_files_are_input_errors(tmp_path, content, message):
 def test_a_missing_comm_groups_file_is_an_input_error(tmp_path):
     with pytest.raises(ChakraInputError, match="no such"):
         CommGroups.read(tmp_path / "absent.json")
-
-
-def test_a_directory_in_place_of_the_comm_groups_file_is_an_input_error(tmp_path):
-    write_et(tmp_path / "w.0.et", chain(1))
-    (tmp_path / "w.comm_groups.json").mkdir()
-
-    with pytest.raises(ChakraInputError, match="is a directory"):
-        TraceSet.discover(tmp_path / "w")
-
-
-def test_trace_set_can_be_built_directly():
-    workload = TraceSet("runs/w", {1: "runs/w.1.et", 0: "runs/w.0.et"}, {1: [0, 1]})
-
-    assert list(workload.ranks) == [0, 1]
-    assert "2 ranks" in repr(workload)
 
 
 def test_repr_names_the_path_and_node_count(tmp_path):

@@ -12,19 +12,20 @@ from chakra.attrs import get_attr
 from chakra.errors import ChakraFormatError
 from chakra.schema.protobuf import et_def_pb2
 from chakra.src.third_party.utils import protolib
-from chakra.trace import Trace, TraceSet
+from chakra.trace import Trace
 from chakra.validate import validate_set
+from chakra.workload import open_workload
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "upstream_style_allreduce.py"
 
 
 def test_upstream_style_script_writes_a_clean_8_rank_allreduce_workload(tmp_path: Path):
     subprocess.run([sys.executable, str(EXAMPLE), str(tmp_path), "--npus", "8"], check=True)
-    workload = TraceSet.discover(tmp_path / "all_reduce")
-    assert sorted(workload.ranks) == list(range(8))
+    workload = open_workload(tmp_path / "all_reduce")
+    assert workload.ranks == list(range(8))
     assert validate_set(workload, target="astra-sim") == []
-    for _, trace in workload:
-        allreduce = trace.node(2)
+    for rank in workload.ranks:
+        allreduce = workload.trace(rank).node(2)
         assert get_attr(allreduce, "comm_size") == 1 << 20
         assert list(allreduce.data_deps) == [1]
 

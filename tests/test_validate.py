@@ -10,7 +10,7 @@ from helpers import make_node
 
 from chakra.groups import CommGroups, group_id
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType, GlobalMetadata, Node, NodeType
-from chakra.trace import Trace, TraceSet
+from chakra.trace import Trace
 from chakra.validate import (
     ERROR,
     INFO,
@@ -20,6 +20,7 @@ from chakra.validate import (
     validate_set,
     validate_trace,
 )
+from chakra.workload import Workload, open_workload
 
 
 def _codes(findings, severity=None):
@@ -251,10 +252,10 @@ def test_unparsable_file_is_one_format_error(tmp_path: Path):
     assert finding.code == "format" and finding.severity == ERROR
 
 
-def _write_workload(tmp_path: Path, per_rank: dict[int, list[Node]]) -> TraceSet:
+def _write_workload(tmp_path: Path, per_rank: dict[int, list[Node]]) -> Workload:
     for rank, nodes in per_rank.items():
         _trace(*nodes).save(tmp_path / f"w.{rank}.et")
-    return TraceSet.discover(tmp_path / "w")
+    return open_workload(tmp_path / "w", whole=True)
 
 
 def _p2p(node_id: int, kind: int, src: int, dst: int, size: int = 64, tag: int = 0) -> Node:
@@ -284,7 +285,7 @@ def test_ranks_issuing_different_collectives_are_reported(tmp_path: Path):
 def test_collectives_of_a_subgroup_are_compared_among_its_members_only(tmp_path: Path):
     _write_workload(tmp_path, {0: [_allreduce(0, pg_name="1")], 1: [_allreduce(0, pg_name="1")], 2: [_comp(0)]})
     CommGroups({1: [0, 1]}).write(tmp_path / "w.comm_groups.json")
-    assert validate_set(TraceSet.discover(tmp_path / "w"), target="astra-sim") == []
+    assert validate_set(open_workload(tmp_path / "w", whole=True), target="astra-sim") == []
 
 
 def _gather(node_id: int, *deps: int, **attrs) -> Node:
@@ -378,7 +379,7 @@ def test_demo_workload_is_clean(tmp_path: Path, target):
     from handmade import build_workload
 
     prefix = build_workload(tmp_path)
-    findings = validate_set(TraceSet.discover(prefix), target=target)
+    findings = validate_set(open_workload(prefix, whole=True), target=target)
     assert count_by_severity(findings)[ERROR] == 0, findings
 
 
@@ -393,7 +394,7 @@ def test_streaming_validation_finds_what_in_memory_validation_finds(upstream_et:
 
 def test_a_corrupt_rank_is_a_format_error_and_the_others_are_still_checked(tmp_path: Path):
     workload = _write_workload(tmp_path, {0: [_allreduce(0)], 1: [_allreduce(0)]})
-    path = workload.ranks[1]
+    path = workload.files[1]
     path.write_bytes(path.read_bytes()[:-2])
     (finding,) = validate_set(workload)
     assert (finding.rank, finding.code) == (1, "format")

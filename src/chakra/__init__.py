@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         NodeType,
     )
     from chakra.table import NodeTable
-    from chakra.trace import Trace, TraceSet
+    from chakra.trace import Trace
     from chakra.workload import RankResults, Workload
     from chakra.workload import open_workload as open
 
@@ -43,7 +43,6 @@ _EXPORTS = {
     "Node": _PROTOBUF,
     "NodeType": _PROTOBUF,
     "Trace": "chakra.trace",
-    "TraceSet": "chakra.trace",
     "CommGroups": "chakra.groups",
     "NodeTable": "chakra.table",
     "Workload": "chakra.workload",
@@ -68,7 +67,6 @@ __all__ = [
     "NodeType",
     "RankResults",
     "Trace",
-    "TraceSet",
     "Workload",
     "__version__",
     "open",

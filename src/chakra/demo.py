@@ -129,8 +129,8 @@ def _record(result: DemoResult, say: Callable[[str], None]) -> None:
 def _convert(result: DemoResult, say: Callable[[str], None]) -> None:
     """Convert it as it ran, check it against the measured time, and validate it"""
     from chakra.pytorch.workload import FIDELITY_TOLERANCE, convert_workload
-    from chakra.trace import TraceSet
     from chakra.validate import ERROR, validate_set
+    from chakra.workload import open_workload
 
     recorded, job = result.out / "recorded", result.out / "job"
     say(f"   $ chakra convert pytorch --host '{recorded}/host.{{rank}}.json' "
@@ -144,9 +144,9 @@ def _convert(result: DemoResult, say: Callable[[str], None]) -> None:
             f"{fidelity.predicted_span_us / US_PER_MS:,.1f} ms against {measured_ms:,.1f} ms measured ({shown}; "
             f"within {FIDELITY_TOLERANCE:.0%} is the check)")  # fmt: skip
     _convert_kineto_only(result, say)
-    findings = validate_set(TraceSet.discover(job))
+    findings = validate_set(open_workload(job, whole=True))
     result.validate_errors = sum(f.severity == ERROR for f in findings)
-    for_astra = sum(f.severity == ERROR for f in validate_set(TraceSet.discover(job), target="astra-sim"))
+    for_astra = sum(f.severity == ERROR for f in validate_set(open_workload(job, whole=True), target="astra-sim"))
     say(f"   $ chakra validate {job}: {result.validate_errors} errors; for ASTRA-sim {for_astra} more "
         "(what it cannot take: adapted in step 4)")  # fmt: skip
 

@@ -1,5 +1,5 @@
-"""The trace model: :class:`Trace` (one rank's file), :class:`TraceSet` (a multi-rank workload) and
-:class:`WorkloadWriter`, the one way every producer writes a workload.
+"""The trace model: :class:`Trace` (one rank's file) and :class:`WorkloadWriter`, the one way every
+producer writes a workload (a workload is opened by :func:`chakra.workload.open_workload`).
 
 A workload on disk is ``PREFIX.{rank}.et`` (optionally ``.gz``/``.zst``) plus, where communicator
 groups exist, ``PREFIX.comm_groups.json`` in ASTRA-sim's format (:mod:`chakra.groups`).
@@ -7,8 +7,6 @@ groups exist, ``PREFIX.comm_groups.json`` in ASTRA-sim's format (:mod:`chakra.gr
 Example:
     trace = Trace.load("llama.0.et")
     trace.node(42).name
-    workload = TraceSet.discover("runs/llama")       # llama.0.et, llama.1.et, ...
-    for rank, trace in workload: ...
     with WorkloadWriter("out/job") as writer:        # out/job.0.et, out/job.1.et, groups
         writer.write_nodes(0, nodes0)
         writer.write_nodes(1, nodes1)
@@ -168,95 +166,6 @@ class Trace:
 
     def durations_us(self) -> np.ndarray:
         return self.graph().dur_us
-
-
-def comm_groups_beside(path: PathLike) -> CommGroups | None:
-    """The groups of ``PREFIX.comm_groups.json`` next to a ``PREFIX.{rank}.et`` file, if there is one."""
-    prefix = prefix_of(path)
-    found = groups_path(prefix) if prefix is not None else None
-    return CommGroups.read(found) if found is not None and found.is_file() else None
-
-
-class TraceSet:
-    """One workload: ``ranks`` maps rank -> file of ``PREFIX.{rank}.et``; ``comm_groups`` if present.
-
-    Traces are loaded on demand (``load(rank)`` or iteration), one at a time.
-    """
-
-    def __init__(
-        self, prefix: str | Path, ranks: dict[int, Path], comm_groups: Mapping[int, Iterable[int]] | None = None
-    ):
-        self.prefix = Path(prefix)
-        self.ranks = dict(sorted(ranks.items()))
-        self.comm_groups: dict[int, list[int]] | None = (
-            {k: list(v) for k, v in comm_groups.items()} if comm_groups is not None else None
-        )
-
-    @classmethod
-    def discover(cls, where: str | Path) -> TraceSet:
-        """Find a workload from its prefix (``dir/llama``), one of its files, or a directory holding one workload."""
-        where = Path(where)
-        if where.is_dir():
-            prefixes = {m.group("prefix") for p in where.iterdir() if (m := RANK_FILE.match(p.name))}
-            if len(prefixes) != 1:
-                found = ", ".join(sorted(prefixes)) or "none"
-                raise ChakraInputError(
-                    f"expected one workload PREFIX.{{rank}}.et in the directory, found: {found}",
-                    path=where,
-                    hint="pass the prefix, e.g. DIR/PREFIX",
-                )
-            prefix = where / prefixes.pop()
-        else:
-            prefix = prefix_of(where) or where
-        directory = prefix.parent if str(prefix.parent) else Path(".")
-        ranks = _rank_files(directory, prefix.name)
-        if not ranks:
-            raise ChakraInputError(
-                f"no files {prefix.name}.{{rank}}.et found",
-                path=directory,
-                hint="a workload is PREFIX.0.et, PREFIX.1.et, ...",
-            )
-        groups_file = groups_path(prefix)
-        return cls(prefix, ranks, CommGroups.read(groups_file) if groups_file.exists() else None)
-
-    @property
-    def num_ranks(self) -> int:
-        return len(self.ranks)
-
-    @property
-    def missing_ranks(self) -> list[int]:
-        """Ranks below the highest one that have no file (ASTRA-sim needs one file per NPU)."""
-        if not self.ranks:
-            return []
-        return [r for r in range(max(self.ranks) + 1) if r not in self.ranks]
-
-    def load(self, rank: int) -> Trace:
-        return Trace.load(self.ranks[rank])
-
-    def __iter__(self) -> Iterator[tuple[int, Trace]]:
-        for rank in self.ranks:
-            yield rank, self.load(rank)
-
-    def __len__(self) -> int:
-        return len(self.ranks)
-
-    def __repr__(self) -> str:
-        return f"<TraceSet {self.prefix}: {len(self.ranks)} ranks>"
-
-
-def _rank_files(directory: Path, name: str) -> dict[int, Path]:
-    """Rank -> ``directory/name.{rank}.et`` (compressed too); a rank found twice is an error."""
-    ranks: dict[int, Path] = {}
-    if not directory.is_dir():
-        return ranks
-    for p in directory.iterdir():
-        m = RANK_FILE.match(p.name)
-        if m and m.group("prefix") == name:
-            rank = int(m.group("rank"))
-            if rank in ranks:
-                raise ChakraInputError(f"rank {rank} exists twice ({ranks[rank].name}, {p.name})", path=directory)
-            ranks[rank] = p
-    return ranks
 
 
 # -- writing a workload ----------------------------------------------------------------------------
@@ -534,10 +443,8 @@ def write_workload(
 __all__ = [
     "COMM_GROUPS_SUFFIX",
     "Trace",
-    "TraceSet",
     "WorkloadWriter",
     "WrittenWorkload",
-    "comm_groups_beside",
     "groups_path",
     "new_node",
     "prefix_of",

@@ -287,4 +287,4 @@ def _chosen(files: dict[int, Path], ranks: Iterable[int] | None, prefix: Path) -
 def _groups_beside(prefix: Path) -> tuple[CommGroups | None, Path | None]:
     """The groups of ``PREFIX.comm_groups.json`` and that file, if there is one."""
     found = groups_path(prefix)
-    return (CommGroups.read(found), found) if found.is_file() else (None, None)
+    return (CommGroups.read(found), found) if found.exists() else (None, None)

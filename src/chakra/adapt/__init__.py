@@ -31,8 +31,9 @@ from chakra.groups import DEFAULT_PG_NAMES, CommGroups
 from chakra.io.writer import output_error
 from chakra.parallel import map_ranks
 from chakra.paths import groups_path
-from chakra.trace import TraceSet, WorkloadWriter
+from chakra.trace import WorkloadWriter
 from chakra.validate.findings import Target
+from chakra.workload import Workload, open_workload
 
 __all__ = [
     "CHANGE_TEXT",
@@ -77,14 +78,14 @@ def adapt_workload(
     replaced only once every rank is written). ``progress(stage, done, total)`` hears of each rank.
     """
     rules = rules_for(target)
-    workload = TraceSet.discover(Path(source))
+    workload = open_workload(source, whole=True)
 
     def tell(stage: str) -> Callable[[int, int], None] | None:
         return (lambda done, total: progress(stage, done, total)) if progress else None
 
     plans: list[RankPlan] = map_ranks(
         _plan_one,
-        [(rank, str(path), rules) for rank, path in workload.ranks.items()],
+        [(rank, str(path), rules) for rank, path in workload.files.items()],
         workers=workers,
         scheduler=scheduler,
         progress=tell("planning"),
@@ -106,7 +107,7 @@ def adapt_workload(
         )
         existing = groups_file = None
         if workload.comm_groups is not None:
-            existing = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()})
+            existing = workload.comm_groups
             groups_file = groups_path(workload.prefix)
         if moved or world:
             writer.groups = (existing or CommGroups()).merged(moved).merged(world)
@@ -131,7 +132,7 @@ def adapt_workload(
 
 
 def _explicit_world_group(
-    plans: list[RankPlan], workload: TraceSet, moved: dict[int, tuple[int, ...]]
+    plans: list[RankPlan], workload: Workload, moved: dict[int, tuple[int, ...]]
 ) -> dict[int, tuple[int, ...]]:
     """Where the ranks issue different numbers of other groups' collectives before the same
     collective of the default group (ASTRA-sim hangs there: its tags for the default group count a
@@ -146,14 +147,14 @@ def _explicit_world_group(
         for pos in plan.world_pos.tolist():
             plan.edits.setdefault(pos, NodeEdit()).pg_name = str(world_id)
         plan.changes.add(Change.WORLD_GROUP, count=len(plan.world_pos))
-    return {world_id: tuple(range(max(workload.ranks) + 1))}
+    return {world_id: tuple(range(max(workload.files) + 1))}
 
 
-def _groups_of_metadata(plans: list[RankPlan], workload: TraceSet) -> dict[int, tuple[int, ...]]:
+def _groups_of_metadata(plans: list[RankPlan], workload: Workload) -> dict[int, tuple[int, ...]]:
     """The process groups the ranks' METADATA nodes define, as the comm groups file writes them: the
     default group left out (it is every rank without a definition), an empty member list (every rank)
     written out in full."""
-    world = tuple(range(max(workload.ranks) + 1)) if workload.ranks else ()
+    world = tuple(range(max(workload.files) + 1)) if workload.files else ()
     groups: dict[int, tuple[int, ...]] = {}
     for plan in plans:
         for group, members in plan.groups.items():

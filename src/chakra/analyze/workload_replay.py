@@ -17,7 +17,7 @@ This is the fidelity check of producers whose transfers carry their time (FlexFl
 with the ranks' recorded starts on one clock, ``measured_span_us`` is the recorded makespan.
 
 Example:
-    result = replay_workload({rank: load_table(path) for rank, path in TraceSet.discover("out/mlp").ranks.items()})
+    result = replay_workload(chakra.open("out/mlp").tables)
     result.predicted_span_us, result.measured_span_us, result.matched
 """
 

@@ -96,20 +96,20 @@ def _one_rank(where: str, rank: int | None) -> NodeTable:
     """One rank's table: ``where`` is a file, or a workload of which ``rank`` (default: the lowest) is
     taken; only that rank's file is read."""
     from chakra.table import load_table
-    from chakra.trace import TraceSet
+    from chakra.workload import open_workload
 
     path = Path(where)
     if path.is_file() and (rank is None or rank_of(path) == rank):
         with busy(f"loading {path.name}"):
             return load_table(path)
-    traces = TraceSet.discover(where)
-    chosen = min(traces.ranks) if rank is None else rank
-    if chosen not in traces.ranks:
-        raise ChakraInputError(f"the workload has no rank {chosen} (ranks {sorted(traces.ranks)})", path=traces.prefix)
+    traces = open_workload(where, whole=True)
+    chosen = min(traces.files) if rank is None else rank
+    if chosen not in traces.files:
+        raise ChakraInputError(f"the workload has no rank {chosen} (ranks {sorted(traces.files)})", path=traces.prefix)
     if rank is None and chosen != 0:
         note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
-    with busy(f"loading {traces.ranks[chosen].name}"):
-        return load_table(traces.ranks[chosen], chosen)
+    with busy(f"loading {traces.files[chosen].name}"):
+        return load_table(traces.files[chosen], chosen)
 
 
 def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:

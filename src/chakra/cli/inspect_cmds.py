@@ -27,7 +27,7 @@ from chakra.validate import (
 # only when one runs, so start-up imports only its vocabulary.
 if TYPE_CHECKING:
     from chakra.analyze.summary import TraceSummary
-    from chakra.trace import TraceSet
+    from chakra.workload import Workload
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
@@ -137,7 +137,7 @@ def info(
     from chakra.analyze.summary import summarize_file
 
     targets = _targets_of(inputs)
-    files = [p for item in targets for p in ([item] if isinstance(item, Path) else item.ranks.values())]
+    files = [p for item in targets for p in ([item] if isinstance(item, Path) else item.files.values())]
     summaries: dict[Path, TraceSummary] = {}
     with progress_bar() as progress:
         task = progress.add_task("reading", total=len(files))
@@ -153,18 +153,18 @@ def info(
         if isinstance(item, Path):
             _render_summary(summaries[item])
         else:
-            _render_workload(item, [summaries[p] for p in item.ranks.values()], per_rank)
+            _render_workload(item, [summaries[p] for p in item.files.values()], per_rank)
 
 
-def _render_workload(traces: TraceSet, summaries: list[TraceSummary], per_rank: bool) -> None:
+def _render_workload(traces: Workload, summaries: list[TraceSummary], per_rank: bool) -> None:
     from chakra.analyze.across import rank_ranges
     from chakra.analyze.summary import combine_summaries
     from chakra.cli.rank_view import rank_table
 
-    ranks = sorted(traces.ranks)
+    ranks = sorted(traces.files)
     _render_summary(combine_summaries(summaries, path=traces.prefix), ranks=rank_ranges(ranks))
-    if traces.missing_ranks:
-        stdout.print(Text(f"missing ranks: {rank_ranges(traces.missing_ranks)}", style="yellow"))
+    if traces.missing:
+        stdout.print(Text(f"missing ranks: {rank_ranges(traces.missing)}", style="yellow"))
     rows = {
         s.rank if s.rank is not None else r: (s.num_nodes, s.total_dur_us, s.comm_size_total, s.span_us)
         for r, s in zip(ranks, summaries, strict=True)
@@ -220,17 +220,17 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
     print_table(table)
 
 
-def _targets_of(inputs: list[Path]) -> list[Path | TraceSet]:
+def _targets_of(inputs: list[Path]) -> list[Path | Workload]:
     """Each input is a file (checked alone) or a workload prefix/directory (checked across ranks)."""
-    from chakra.trace import TraceSet
+    from chakra.workload import open_workload
 
-    out: list[Path | TraceSet] = []
+    out: list[Path | Workload] = []
     for item in inputs:
         if item.is_file():
             out.append(item)
             continue
         try:
-            out.append(TraceSet.discover(item))
+            out.append(open_workload(item, whole=True))
         except ChakraInputError:
             if not item.exists():
                 raise ChakraInputError(
@@ -279,7 +279,7 @@ def validate(
                 continue
             mine: list[tuple[str, list[Finding]]] = []
             for rank, findings in iter_validate_set(item, target=target, limit_per_code=limit):
-                name = str(item.ranks[rank]) if rank is not None else f"{item.prefix} (across ranks)"
+                name = str(item.files[rank]) if rank is not None else f"{item.prefix} (across ranks)"
                 mine.append((name, findings))
                 progress.advance(task)
             results.extend(mine)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.replay.launch import RankReplay, ReplaySettings, WorkloadReplay, choose_backend, run_rank
-from chakra.trace import TraceSet
+from chakra.workload import open_workload
 
 #: What a launcher sets for every rank it starts (torch.distributed's env:// initialization).
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -35,11 +34,11 @@ def replay_this_rank(workload: PathLike, settings: ReplaySettings) -> WorkloadRe
     """Run this process's rank of ``workload``; rank 0 returns every rank's results, others ``None``."""
     import torch.distributed as dist
 
-    traces = TraceSet.discover(Path(workload))
+    traces = open_workload(workload, whole=True)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if world != len(traces.ranks) or rank not in traces.ranks:
+    if world != len(traces.files) or rank not in traces.files:
         raise ChakraInputError(
-            f"the launcher started {world} ranks; the workload has {len(traces.ranks)}",
+            f"the launcher started {world} ranks; the workload has {len(traces.files)}",
             path=traces.prefix,
             hint="start one process per rank file (torchrun --nproc-per-node N)",
         )
@@ -54,7 +53,7 @@ def replay_this_rank(workload: PathLike, settings: ReplaySettings) -> WorkloadRe
         torch.cuda.set_device(device)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=settings.timeout_s))
     try:
-        result = run_rank(rank, str(traces.ranks[rank]), groups, settings, lambda step, waiting: None,
+        result = run_rank(rank, str(traces.files[rank]), groups, settings, lambda step, waiting: None,
                           backend=backend, device=device)  # fmt: skip
         gathered: list[RankReplay | None] = [None] * world
         dist.gather_object(result, gathered if rank == 0 else None, dst=0)

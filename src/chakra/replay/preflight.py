@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ import numpy as np
 from chakra.errors import ChakraInputError, PathLike
 from chakra.replay.program import Kind, RankProgram, rank_program, replayed_group
 from chakra.table import DEFAULT_GROUP_ID, MISSING
-from chakra.trace import TraceSet
+from chakra.workload import open_workload
 
 
 @dataclass(frozen=True)
@@ -127,15 +126,15 @@ def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None]
     >>> len(plan.ranks), plan.ranks[0].collectives_by_group, plan.ranks[0].sends_to, plan.problems()
     (8, {1: 260, 5: 17}, {4: 4}, [])
     """
-    traces = TraceSet.discover(Path(workload))
-    ranks = sorted(traces.ranks)
+    traces = open_workload(workload, whole=True)
+    ranks = sorted(traces.files)
     if ranks != list(range(len(ranks))):
         raise ChakraInputError(f"ranks {ranks[:8]} are not 0..{len(ranks) - 1}", path=traces.prefix,
                                hint="replay needs every rank file of the workload")  # fmt: skip
     groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
     plan = ReplayPlan(str(traces.prefix), groups)
     for done, rank in enumerate(ranks, 1):
-        plan.ranks[rank] = rank_replay_plan(rank_program(traces.ranks[rank], rank), rank)
+        plan.ranks[rank] = rank_replay_plan(rank_program(traces.files[rank], rank), rank)
         if progress is not None:
             progress("reading ranks", done, len(ranks))
     return plan

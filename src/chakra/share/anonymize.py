@@ -50,12 +50,12 @@ import numpy as np
 from chakra import io
 from chakra.errors import ChakraInputError, PathLike
 from chakra.graph import TraceGraph, reordered, topological_order
-from chakra.groups import CommGroups
 from chakra.share._native import Rewriter, first_start
 from chakra.share.leakage import Leak, StringSet, find_leaks
 from chakra.share.rules import Rules
 from chakra.table import load_table
-from chakra.trace import TraceSet, WorkloadWriter
+from chakra.trace import WorkloadWriter
+from chakra.workload import Workload, open_workload
 
 #: The first start of an anonymized workload (µs; 0 means "not recorded").
 FIRST_START_US = 1
@@ -131,10 +131,10 @@ def anonymize_workload(
     """Write the anonymized copy of ``workload`` to ``out`` (``OUT.{rank}.et``, and the groups
     file), then check it for leaks (:attr:`AnonymizeReport.leaks`); with ``mapping`` write the
     tokens' names there (JSON, for the owner). ``progress`` is told ``(stage, done, total)``."""
-    traces = TraceSet.discover(Path(workload))
+    traces = open_workload(workload, whole=True)
     if mapping is not None and not Path(mapping).resolve().parent.is_dir():  # refused before any work
         raise ChakraInputError("the mapping's folder does not exist", path=mapping, hint="create it first")
-    report = AnonymizeReport(str(out), ranks=len(traces.ranks))
+    report = AnonymizeReport(str(out), ranks=len(traces.files))
     inputs = StringSet()
     rules = Rules(
         options.key, inputs=inputs, keep_op_kinds=options.keep_op_kinds, keep_attrs=options.keep_attrs,
@@ -148,8 +148,8 @@ def anonymize_workload(
     shuffler = random.Random(options.seed)
     with WorkloadWriter(out) as writer:
         if traces.comm_groups is not None:
-            writer.groups = CommGroups(traces.comm_groups)
-        for done, (rank, path) in enumerate(traces.ranks.items(), start=1):
+            writer.groups = traces.comm_groups
+        for done, (rank, path) in enumerate(traces.files.items(), start=1):
             with io.EtReader(path) as reader:
                 metadata, dropped = rules.metadata(reader.metadata)
                 if dropped:
@@ -158,7 +158,7 @@ def anonymize_workload(
                 if options.shuffle:
                     batches = _shuffled(list(batches), load_table(path).graph, shuffler)
                 writer.write_framed(rank, metadata, ((records, count) for records, count, _ in batches))
-            tell(STAGES[1], done, len(traces.ranks))
+            tell(STAGES[1], done, len(traces.files))
     for name, counts in rules.totals(rewriter.counts()).items():
         getattr(report, name).update(counts)
     report.tokens = len(rules.tokens.mapping)
@@ -183,13 +183,13 @@ def _rewritten(reader: io.EtReader, rewriter: Rewriter, report: AnonymizeReport,
         yield records, count, ends
 
 
-def _shift_us(traces: TraceSet, tell: Progress) -> int:
+def _shift_us(traces: Workload, tell: Progress) -> int:
     """What every start is moved back by: the workload's first recorded start, less :data:`FIRST_START_US`."""
     firsts: list[int] = []
-    for done, path in enumerate(traces.ranks.values(), start=1):
+    for done, path in enumerate(traces.files.values(), start=1):
         with io.EtReader(path) as reader:
             firsts.extend(start for *_, (start,) in reader.record_batches(first_start) if start)
-        tell(STAGES[0], done, len(traces.ranks))
+        tell(STAGES[0], done, len(traces.files))
     return min(firsts) - FIRST_START_US if firsts else 0
 
 

@@ -33,7 +33,8 @@ from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.paths import groups_path
 from chakra.sim.results import SimResult
-from chakra.trace import TraceSet, WorkloadWriter
+from chakra.trace import WorkloadWriter
+from chakra.workload import open_workload
 
 #: Added to every simulated start (µs): the format reads a start of 0 as "not recorded".
 ORIGIN_US = 1
@@ -56,10 +57,10 @@ def write_timed_workload(result: SimResult, source: PathLike, out_prefix: PathLi
     metadata beside ``chakra_timing`` (the system and network it ran on)."""
     if result.intervals is None:
         raise ChakraInputError("the simulation kept no intervals", hint="simulate with keep_intervals=True")
-    traces = TraceSet.discover(Path(source))
+    traces = open_workload(source, whole=True)
     unrun: dict[int, int] = {}
     with WorkloadWriter(out_prefix) as writer:
-        for rank, path in sorted(traces.ranks.items()):
+        for rank, path in sorted(traces.files.items()):
             metadata, nodes = io.read(path)
             by_id: dict[int, list[tuple[int, int]]] = defaultdict(list)
             for node_id, start_ns, end_ns, _ in sorted(result.intervals.get(rank, []), key=lambda i: i[1]):
@@ -84,4 +85,4 @@ def write_timed_workload(result: SimResult, source: PathLike, out_prefix: PathLi
         source_groups = groups_path(traces.prefix)
         if source_groups.exists():
             writer.groups_file = source_groups
-    return TimedWorkload(Path(out_prefix), len(traces.ranks), unrun)
+    return TimedWorkload(Path(out_prefix), len(traces.files), unrun)

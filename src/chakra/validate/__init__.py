@@ -40,8 +40,9 @@ if TYPE_CHECKING:
     from chakra.groups import MAX_ASTRA_GROUP_ID, astra_group_id_note
     from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
     from chakra.table import NodeTable
-    from chakra.trace import Trace, TraceSet
+    from chakra.trace import Trace
     from chakra.validate.rank import ASTRA_UNSUPPORTED_COLLECTIVES, RankSummary
+    from chakra.workload import Workload
 
 #: Re-exported names read on first use, and the module each comes from.
 _LAZY = {
@@ -168,10 +169,10 @@ def validate_file(
     Without ``comm_groups``, the workload's ``PREFIX.comm_groups.json`` beside a ``PREFIX.{rank}.et``
     file is used when it exists.
     """
-    from chakra.trace import comm_groups_beside
+    from chakra.workload import open_workload
 
     if comm_groups is None:
-        comm_groups = comm_groups_beside(path)
+        comm_groups = open_workload(path).comm_groups
     findings, _ = _validate_file(path, target, rank_of(path), comm_groups, limit_per_code)
     return findings
 
@@ -198,28 +199,27 @@ def _validate_file(
 
 
 def iter_validate_set(
-    workload: TraceSet, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+    workload: Workload, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
 ) -> Iterator[tuple[int | None, list[Finding]]]:
     """Validate a workload rank by rank, yielding ``(rank, findings)``; the last item has rank ``None``
     and holds the cross-rank findings. One rank's table is held at a time."""
-    from chakra.groups import CommGroups
     from chakra.validate.workload import cross_rank_findings
 
     summaries: dict[int, RankSummary] = {}
-    for rank, path in workload.ranks.items():
+    for rank, path in workload.files.items():
         findings, summary = _validate_file(path, target, rank, workload.comm_groups, limit_per_code)
         if summary is not None:
             summaries[rank] = summary
         yield rank, findings
-    groups = CommGroups({k: tuple(v) for k, v in workload.comm_groups.items()}) if workload.comm_groups else None
     yield None, cross_rank_findings(
-        workload.missing_ranks, groups, summaries, _target(target) is Target.ASTRA_SIM, limit_per_code,
-        custom=_target(target) is Target.CUSTOM_COLLECTIVE, ranks=len(workload.ranks) + len(workload.missing_ranks),
+        list(workload.missing), workload.comm_groups or None, summaries, _target(target) is Target.ASTRA_SIM,
+        limit_per_code, custom=_target(target) is Target.CUSTOM_COLLECTIVE,
+        ranks=len(workload.files) + len(workload.missing),
     )  # fmt: skip
 
 
 def validate_set(
-    workload: TraceSet, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
+    workload: Workload, *, target: Target | str | None = None, limit_per_code: int | None = DEFAULT_LIMIT_PER_CODE
 ) -> list[Finding]:
     """All findings of every rank of ``workload`` plus the cross-rank ones."""
     return [
