@@ -4,8 +4,8 @@ Generates a Llama 3 8B training step on 8 data-parallel ranks with enough micro-
 ``--nodes`` nodes in all (``chakra generate llm``, not timed), then, each case in its own process so
 that peak RSS is that case's alone:
 
-* ``fit``: :func:`chakra.generate.synth.fit.fit_workload` and writing the model;
-* ``sample``: :func:`chakra.generate.synth.sample.sample_workload` at the fitted scale.
+* ``fit``: :func:`chakra.synth.fit.fit_workload` and writing the model;
+* ``sample``: :func:`chakra.synth.sample.sample_workload` at the fitted scale.
 
 Usage: python benchmarks/synth_bench.py [--nodes 1000000]
 """
@@ -30,9 +30,9 @@ CASES = ("fit", "sample")
 
 
 def run_case(case: str, folder: Path) -> dict[str, float]:
-    from chakra.generate.synth.fit import fit_workload
-    from chakra.generate.synth.model import load_model, save_model
-    from chakra.generate.synth.sample import sample_workload
+    from chakra.synth.fit import fit_workload
+    from chakra.synth.model import load_model, save_model
+    from chakra.synth.sample import sample_workload
 
     model_path = folder / "llama.synth.json"
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
 
-from chakra.tensorflow.collect import collect
+from chakra.tensorflow.collect import collect_tensorflow
 
 #: Logical devices by default, and the steps recorded (the converter takes the median one).
 DEFAULT_DEVICES = 4
@@ -50,7 +50,7 @@ def main(out: Path, devices: int, layers: int, keras: bool, gather: bool) -> Non
                 [tf.keras.Input((IN,)), tf.keras.layers.Dense(HIDDEN, activation="relu"), tf.keras.layers.Dense(OUT)]
             )
             model.compile(optimizer=tf.keras.optimizers.SGD(LEARNING_RATE), loss="mse")
-        with collect(out):
+        with collect_tensorflow(out):
             model.fit(dataset, epochs=1, steps_per_epoch=STEPS, verbose=0)
         return
     widths = [IN] + [HIDDEN] * layers + [OUT]
@@ -79,7 +79,7 @@ def main(out: Path, devices: int, layers: int, keras: bool, gather: bool) -> Non
         return strategy.run(replica_step, args=batch)
 
     batches = iter(strategy.experimental_distribute_dataset(dataset))
-    with collect(out):
+    with collect_tensorflow(out):
         for _ in range(STEPS):
             step(next(batches))
 

@@ -97,7 +97,7 @@ def work(out: Path, task: int) -> None:
     """One worker: build the strategy from TF_CONFIG, then record STEPS steps."""
     import tensorflow as tf
 
-    from chakra.tensorflow.collect import collect
+    from chakra.tensorflow.collect import collect_tensorflow
 
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.RING
@@ -125,7 +125,7 @@ def work(out: Path, task: int) -> None:
 
     # each worker feeds its own shard: no auto-sharding policy to agree on
     batches = iter(dataset)
-    with collect(out / f"worker{task}"):
+    with collect_tensorflow(out / f"worker{task}"):
         for _ in range(STEPS):
             step(*next(batches))
 

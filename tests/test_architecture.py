@@ -28,6 +28,7 @@ CORE = (
     "jsonize",
     "parallel",
     "workload",
+    "schedule",
 )
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}
@@ -143,3 +144,41 @@ def test_no_module_is_far_over_the_size_limit(name):
     lines = modules()[name].read_text().count("\n")
 
     assert lines <= MAX_LINES or name in RULE_TABLES, f"{name}: {lines} lines"
+
+
+#: The front ends: they turn other formats into ETs and check what they wrote with the core alone.
+FRONT_ENDS = ("pytorch", "kineto", "xla", "tensorflow", "flexflow", "text", "msccl", "generate")
+#: What a front end never imports (issue 34): the consumers of what it writes.
+CONSUMERS_OF_FRONT_ENDS = ("analyze", "sim", "replay", "share")
+
+
+def test_front_ends_import_no_consumer():
+    crossing = {
+        name: sorted(m for m in deps if top(m) in CONSUMERS_OF_FRONT_ENDS)
+        for name, deps in graph().items()
+        if top(name) in FRONT_ENDS
+    }
+
+    assert {name: deps for name, deps in crossing.items() if deps} == {}
+
+
+def _is_overload(node: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "overload" for d in node.decorator_list)
+
+
+def public_definitions() -> dict[str, list[str]]:
+    """Each public class and function defined at a module's top level -> the modules defining it."""
+    found: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and _is_overload(node):
+                continue
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(name)
+    return found
+
+
+def test_no_public_class_or_function_name_is_defined_twice():
+    twice = {name: where for name, where in public_definitions().items() if len(where) > 1}
+
+    assert twice == {}

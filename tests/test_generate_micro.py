@@ -60,7 +60,7 @@ def _nodes(path: Path) -> list[Node]:
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, micro.WrittenWorkload]:
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, micro.WrittenMicroWorkload]:
     out = tmp_path_factory.mktemp("micro")
     return {w.workload.name: w for w in micro.generate(out, None, micro.MicroParams(num_npus=NUM_RANKS))}
 
@@ -266,7 +266,7 @@ def test_roofline_times_a_compute_node_like_its_duration(written):
 
 @pytest.mark.parametrize("num_npus", [2, 3, 5])
 def test_send_recv_pair_matches_for_even_and_odd_rank_counts(tmp_path: Path, num_npus: int):
-    item = micro.write_workload(tmp_path, micro.send_recv_pair(micro.MicroParams(num_npus=num_npus)))
+    item = micro.write_micro_workload(tmp_path, micro.send_recv_pair(micro.MicroParams(num_npus=num_npus)))
     assert _problems(validate_set(open_workload(item.prefix, whole=True), target="astra-sim")) == []
     assert len(_simulate(item.prefix, num_npus).ranks) == num_npus
 
@@ -359,9 +359,9 @@ def test_rewriting_with_fewer_ranks_leaves_one_consistent_workload(tmp_path: Pat
 
 
 def test_a_workload_with_groups_gets_its_comm_groups_file(tmp_path: Path):
-    workload = micro.collective("ALL_REDUCE", 1 << 20, 2)
+    workload = micro.collective_workload("ALL_REDUCE", 1 << 20, 2)
     workload.comm_groups = {1: [0, 1]}
-    item = micro.write_workload(tmp_path, workload)
+    item = micro.write_micro_workload(tmp_path, workload)
     assert item.comm_groups_path == tmp_path / "ALL_REDUCE.comm_groups.json"
     assert dict(open_workload(item.prefix).comm_groups or {}) == {1: (0, 1)}
 
@@ -458,5 +458,5 @@ def test_dropin_bad_value_is_one_line_with_exit_2(tmp_path: Path):
 
 
 def test_a_collective_of_zero_bytes_gets_a_note():
-    workload = micro.collective("ALL_REDUCE", 0, 4, runtime_us=5, name="empty")
+    workload = micro.collective_workload("ALL_REDUCE", 0, 4, runtime_us=5, name="empty")
     assert any("0 bytes moves nothing" in note for note in workload.notes)

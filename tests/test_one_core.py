@@ -16,8 +16,8 @@ from helpers import GLOO_RANKS, make_node, run_cli, write_et
 from chakra import io
 from chakra.analyze.breakdown import breakdown
 from chakra.analyze.ranks import compare_ranks
-from chakra.analyze.replay import replay_file
 from chakra.analyze.summary import summarize_file
+from chakra.schedule.rank import schedule_file
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE, Node
 from chakra.table import COMPUTE, Slot, load_table
 from chakra.validate import validate_file, validate_set
@@ -70,7 +70,7 @@ def test_analyses_put_a_text_false_flag_on_its_thread_as_device_work(text_flag_t
 
 
 def test_the_fidelity_replay_runs_a_text_false_flag_on_its_thread(text_flag_trace):
-    assert replay_file(text_flag_trace).resources == 1
+    assert schedule_file(text_flag_trace).resources == 1
 
 
 def test_pictures_keep_a_text_false_flag_when_cpu_ops_are_collapsed(text_flag_trace):
@@ -144,7 +144,7 @@ def test_critical_path_of_one_rank_reads_only_that_rank(tmp_path):
 
 
 def test_a_report_replays_each_rank_once(tmp_path, monkeypatch):
-    from chakra.analyze import replay
+    from chakra.schedule import rank as schedule_rank
     from chakra.viz.report import report_data
 
     prefix = tmp_path / "w"
@@ -153,8 +153,8 @@ def test_a_report_replays_each_rank_once(tmp_path, monkeypatch):
             f"{prefix}.{rank}.et", [make_node(1, duration_micros=2), make_node(2, data_deps=[1], duration_micros=3)]
         )
     calls = []
-    schedule = replay.schedule_starts
-    monkeypatch.setattr(replay, "schedule_starts", lambda *args: calls.append(1) or schedule(*args))
+    schedule = schedule_rank.schedule_starts
+    monkeypatch.setattr(schedule_rank, "schedule_starts", lambda *args: calls.append(1) or schedule(*args))
 
     report_data(open_workload(prefix))
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import TRAINING_JOB_ARGS, record_gloo
 
-from chakra.analyze.replay import replay_file
 from chakra.pytorch.workload import convert_workload
+from chakra.schedule.rank import schedule_file
 from chakra.sim.config import load_network, load_system, scale_network
 from chakra.sim.run import simulate_workload
 
@@ -54,7 +54,7 @@ def finish_us(prefix: Path, system, network, **options) -> float:
 
 def _step_error(prefix: Path, system, network) -> tuple[float, float]:
     """(simulated, measured) step time in µs: the slowest rank's span."""
-    measured_us = max(replay_file(f"{prefix}.{rank}.et").measured_span_us for rank in (0, 1))
+    measured_us = max(schedule_file(f"{prefix}.{rank}.et").measured_span_us for rank in (0, 1))
     return finish_us(prefix, system, network), measured_us
 
 
@@ -88,7 +88,7 @@ def test_replay_only_reproduces_each_rank(converted, system, fast_network):
     replaying = dataclasses.replace(system, replay_only=True)
     result = simulate_workload(converted, replaying, fast_network, cpu_per_thread=True)
     for rank, stats in result.ranks.items():
-        measured_us = replay_file(f"{converted}.{rank}.et").measured_span_us
+        measured_us = schedule_file(f"{converted}.{rank}.et").measured_span_us
         assert abs(stats.finish_ns / 1e3 - measured_us) <= STEP_TOLERANCE * measured_us
 
 

@@ -13,7 +13,8 @@ from helpers import run_cli
 
 from chakra.generate.llm import generate_llm
 from chakra.generate.spec_input import spec_from_mapping
-from chakra.generate.synth.fidelity import (
+from chakra.share.leakage import StringSet, find_leaks
+from chakra.synth.fidelity import (
     BYTES_BOUND,
     CRITICAL_PATH_BOUND,
     KS_BOUND,
@@ -23,11 +24,10 @@ from chakra.generate.synth.fidelity import (
     FidelityReport,
     compare_workloads,
 )
-from chakra.generate.synth.fit import fit_workload, model_leaks
-from chakra.generate.synth.model import MODEL_VERSION, load_model, save_model
-from chakra.generate.synth.motifs import Literal, Repeat, tandem_grammar
-from chakra.generate.synth.sample import LayerScale, sample_workload
-from chakra.share.leakage import StringSet, find_leaks
+from chakra.synth.fit import fit_workload, model_leaks
+from chakra.synth.model import MODEL_VERSION, load_model, save_model
+from chakra.synth.motifs import Literal, Repeat, tandem_grammar
+from chakra.synth.sample import LayerScale, sample_workload
 from chakra.table import load_table
 from chakra.workload import open_workload
 

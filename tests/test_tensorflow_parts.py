@@ -133,9 +133,9 @@ def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(t
     from helpers import write_tf_recording
 
     from chakra.tensorflow.convert import convert_workers
-    from chakra.tensorflow.recording import load_workers
+    from chakra.tensorflow.recording import load_recorded_workers
 
-    conversion = convert_workers(load_workers([write_tf_recording(tmp_path / "rec")]))
+    conversion = convert_workers(load_recorded_workers([write_tf_recording(tmp_path / "rec")]))
     assert conversion.groups.groups == {1: (0, 1)}
     (send,) = [n for n in conversion.nodes[1] if n.name == "replica_1/ar/_send"]
     (receive,) = [n for n in conversion.nodes[0] if n.name == "ar/_recv"]
@@ -149,8 +149,10 @@ def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
     from helpers import write_tf_recording
 
     from chakra.tensorflow.convert import convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_workers
+    from chakra.tensorflow.recording import load_recorded_workers
 
-    written = write_tf_workload(convert_workers(load_workers([write_tf_recording(tmp_path / "rec")])), tmp_path / "s")
+    written = write_tf_workload(
+        convert_workers(load_recorded_workers([write_tf_recording(tmp_path / "rec")])), tmp_path / "s"
+    )
     for result in replay_ranks(written).values():
         assert result.predicted_span_us == result.measured_span_us == 80.0

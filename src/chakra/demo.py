@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from chakra.errors import ChakraInputError
 
 if TYPE_CHECKING:  # the library is imported step by step, as each one runs
-    from chakra.analyze.replay import ReplayResult
+    from chakra.schedule.rank import ScheduleResult
 
 DEMO_DIR = Path("demo-output")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -274,7 +274,7 @@ def _frameworks(result: DemoResult, say: Callable[[str], None]) -> None:
         result.frameworks[name] = "converted"
 
 
-def _worst(replays: Mapping[int, ReplayResult]) -> str:
+def _worst(replays: Mapping[int, ScheduleResult]) -> str:
     """The replay error farthest from 0, shown (``-`` when nothing was measured)."""
     errors = [r.error for r in replays.values() if r.error is not None]
     return f"{max(errors, key=abs):+.1%}" if errors else "-"
@@ -296,11 +296,11 @@ def _jax(result: DemoResult, say: Callable[[str], None]) -> None:
 
 def _tensorflow(result: DemoResult, say: Callable[[str], None]) -> None:
     from chakra.tensorflow.convert import convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_workers
+    from chakra.tensorflow.recording import load_recorded_workers
 
     recorded = result.out / "tf"
     _run([sys.executable, str(EXAMPLES / "tf_mirrored_mlp.py"), str(recorded)], say)
-    conversion = convert_workers(load_workers([recorded]))
+    conversion = convert_workers(load_recorded_workers([recorded]))
     written = write_tf_workload(conversion, result.out / "tf-et" / "step")
     worst = _worst(replay_ranks(written))
     say(f"   $ chakra convert tensorflow {recorded} -o {written.prefix} --check: {len(conversion.devices)} devices, "
@@ -330,7 +330,7 @@ def _llm(result: DemoResult, say: Callable[[str], None]) -> None:
         f"step, up to {exposed:,.1f} ms of it communication alone")  # fmt: skip
 
 
-def main() -> int:
+def demo_main() -> int:
     started = time.perf_counter()
     try:
         result = run_demo()
@@ -343,4 +343,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(demo_main())

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -79,6 +79,8 @@ NO_TRACK = -1
 DEFAULT_GROUP_ID, INVALID_GROUP_ID = -1, -2
 #: Largest duration accepted, in ns (int64 sums along a path must not overflow).
 MAX_DUR_NS = (1 << 62) - 1
+#: What :meth:`NodeTable.derived` returns.
+T = TypeVar("T")
 #: Largest ``comm_size`` accepted, in bytes: a pebibyte, some 600 times the fp32 gradients of a
 #: 405-billion-parameter model; more is a corrupt field, which would simulate for years.
 MAX_COMM_BYTES = 1 << 50
@@ -217,13 +219,24 @@ class NodeTable:
     attr_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     num_data_deps: int = 0
     num_ctrl_deps: int = 0
+    #: What analyses derived from this table, by key (:meth:`derived`); not shipped to other processes.
+    derived_results: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return self.graph.num_nodes
 
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """What ``compute()`` returns, computed once per table and ``key`` (the scheduled starts that
+        every analysis of the table shares)."""
+        if key not in self.derived_results:
+            self.derived_results[key] = compute()
+        found: T = self.derived_results[key]
+        return found
+
     def __getstate__(self) -> dict[str, object]:
         # protobuf messages do not pickle across processes (chakra.parallel): ship their bytes
         state = dict(self.__dict__)
+        state["derived_results"] = {}
         state["metadata"] = self.metadata.SerializeToString()
         state["metadata_nodes"] = {pos: node.SerializeToString() for pos, node in self.metadata_nodes.items()}
         return state

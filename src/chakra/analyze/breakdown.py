@@ -11,7 +11,7 @@ Semantics (all times integer ns):
   (relative to the first recorded start); nodes without one (0, proto3's "absent") have no place on
   the timeline and are left out of every interval (they still count in node, byte and operator
   totals). ``"replay"`` places every node where the list-scheduler replay of
-  :mod:`chakra.analyze.replay` starts it (recorded durations, one op at a time per thread and
+  :mod:`chakra.schedule.rank` starts it (recorded durations, one op at a time per thread and
   stream), so generated or simulator-only workloads without start times can be analysed too.
   ``"auto"`` (default): recorded when any node records a start, else replay. ``"recorded"`` on a
   trace without start times is a :class:`~chakra.errors.ChakraInputError`.
@@ -64,8 +64,8 @@ import numpy as np
 
 from chakra.analyze.choices import RankBy, Scope, Timing
 from chakra.analyze.frames import to_frame
-from chakra.analyze.replay import replayed_starts_ns
 from chakra.errors import ChakraInputError
+from chakra.schedule.rank import scheduled_starts_ns
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
 from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM_TYPE, OTHER, NodeTable
 
@@ -302,7 +302,7 @@ def node_starts(table: NodeTable, timing: str = TIMING_AUTO) -> tuple[str, np.nd
     table.require_nodes()
     if timing == TIMING_RECORDED or (timing == TIMING_AUTO and table.has_start_times):
         return TIMING_RECORDED, table.start_ns(), table.start_us > 0
-    return TIMING_REPLAY, replayed_starts_ns(table), np.ones(len(table), dtype=bool)
+    return TIMING_REPLAY, scheduled_starts_ns(table), np.ones(len(table), dtype=bool)
 
 
 def exclusive_ns(table: NodeTable, start_ns: np.ndarray, placed: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ Semantics (all times integer ns):
   ``earliest_finish`` (0 for roots), ``earliest_finish = earliest_start + dur``. There are **no
   resource constraints**: nodes of one thread or stream may overlap, so ``length_ns`` is the bound
   the dependencies alone set on the rank's span, not a prediction of it (see
-  :mod:`chakra.analyze.replay` for one with resources).
+  :mod:`chakra.schedule.rank` for one with resources).
 * **Path.** ``length_ns = max earliest_finish``. The path ends at the node that finishes last (the
   lowest file position among ties) and is walked back through, at each step, the parent whose
   earliest finish equals the node's earliest start (the lowest position among ties) until a node

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from chakra.analyze.across import rank_ranges
 from chakra.analyze.choices import RankBy, Timing
-from chakra.cli.console import Group, busy, note, print_json, print_table, progress_bar, stderr, stdout
+from chakra.cli.console import CommandGroup, busy, note, print_json, print_table, progress_bar, stderr, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION, lists_every_rank, plain_table
 from chakra.errors import ChakraInputError
 from chakra.paths import rank_of
@@ -35,13 +35,13 @@ NS_PER_MS = 1e6
 DEFAULT_TOP = 15
 
 analyze_app = typer.Typer(
-    cls=Group,
+    cls=CommandGroup,
     help="Where the time goes: breakdown, critical path, ranks compared, two runs diffed.\n\n"
     "Example: chakra analyze breakdown out/job",
     no_args_is_help=True,
 )
 viz_app = typer.Typer(
-    cls=Group,
+    cls=CommandGroup,
     help="Pictures: dependency graphs (DOT, SVG, PDF, PNG, GraphML), Chrome/Perfetto timelines, plots.\n\n"
     "Example: chakra viz graph out/job.0.et -o job.svg --around 42 --depth 2",
     no_args_is_help=True,

@@ -140,8 +140,8 @@ def late_help(**texts: Callable[[], str]) -> type[TyperCommand]:
     return LateHelpCommand
 
 
-class Group(TyperGroup):
-    """A command group (``typer.Typer(cls=Group)``) that passes its commands on without pydantic.
+class CommandGroup(TyperGroup):
+    """A command group (``typer.Typer(cls=CommandGroup)``) that passes its commands on without pydantic.
 
     typer coerces every parameter value that is not already a bool through a pydantic TypeAdapter,
     built on first use (importing pydantic: about 0.1 to 0.2 s). A group's own help flag is None

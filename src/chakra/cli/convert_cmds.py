@@ -14,7 +14,7 @@ from rich.text import Text
 from chakra.cli.adapt_cmds import print_adapt_result
 from chakra.cli.console import (
     EXIT_CHECKS_FAILED,
-    Group,
+    CommandGroup,
     busy,
     emit_results,
     late_help,
@@ -33,9 +33,9 @@ app = typer.Typer()
 # The converters and jsonize (protobuf, numpy, msgspec) are imported in the commands: start-up
 # imports only the choices they offer.
 if TYPE_CHECKING:
-    from chakra.analyze.replay import ReplayResult
     from chakra.flexflow import FlexFlowConversion
     from chakra.pytorch.workload import WorkloadResult
+    from chakra.schedule.rank import ScheduleResult
     from chakra.trace import WrittenWorkload
     from chakra.xla.convert import XlaConversion
 
@@ -46,8 +46,8 @@ def _check_help() -> str:
     return f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}."
 
 
-@app.command()
-def jsonize(
+@app.command("jsonize")
+def jsonize_cmd(
     input_file: Path = typer.Argument(..., help="The .et file (plain, .gz or .zst)."),
     output_file: Path = typer.Argument(..., help="Where to write the JSON (.json, or .jsonl with --lines)."),
     lines: bool = typer.Option(False, "--lines", help="Write JSON Lines: metadata first, then one node per line."),
@@ -71,8 +71,8 @@ def jsonize(
         )
 
 
-@app.command()
-def dejsonize(
+@app.command("dejsonize")
+def dejsonize_cmd(
     input_file: Path = typer.Argument(
         ..., help="JSON from `chakra jsonize` (document or lines) or upstream chakra_jsonizer."
     ),
@@ -90,7 +90,7 @@ def dejsonize(
 
 
 convert_app = typer.Typer(
-    cls=Group,
+    cls=CommandGroup,
     help="Produce Chakra ETs from other formats.\n\nExample: chakra convert pytorch --host 'traces/host.{rank}.json' "
     "--device 'traces/device.{rank}.json' -o out/job",
     no_args_is_help=True,
@@ -302,7 +302,7 @@ def convert_xla_cmd(
         raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
-def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: dict[int, ReplayResult]) -> None:
+def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: dict[int, ScheduleResult]) -> None:
     table = Table(title=f"{written.prefix}.{{device}}.et", title_justify="left")
     for column in ("instructions", "count", "became"):
         table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
@@ -345,10 +345,10 @@ def convert_tensorflow_cmd(
     Example: chakra convert tensorflow out/ -o out/et/step --check
     """
     from chakra.tensorflow.convert import FIDELITY_TOLERANCE, convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_workers
+    from chakra.tensorflow.recording import load_recorded_workers
 
     with busy("converting the TensorFlow step"):
-        conversion = convert_workers(load_workers(list(recordings)))
+        conversion = convert_workers(load_recorded_workers(list(recordings)))
         if check and not conversion.profiled:
             raise ChakraInputError(
                 "--check needs a profile", path=recordings[0], hint="record with chakra.tensorflow.collect"
@@ -396,7 +396,7 @@ def _print_graph_conversion(
     stdout.print(f"wrote {len(written.paths)} files")
 
 
-def _print_fidelity(fidelity: dict[int, ReplayResult], unit: str) -> None:
+def _print_fidelity(fidelity: dict[int, ScheduleResult], unit: str) -> None:
     for index, result in fidelity.items():
         shown = "-" if result.error is None else f"{result.error:+.1%}"
         measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"

@@ -214,9 +214,9 @@ def converter_main(argv: list[str] | None = None) -> None:
     if args.format == "FlexFlow":
         _flexflow_converter(args)
         return
-    from chakra.analyze.replay import replay
     from chakra.pytorch.convert import convert
     from chakra.pytorch.linked_json import UntimedTrace, load_linked_json
+    from chakra.schedule.rank import schedule_nodes
 
     try:
         try:
@@ -236,7 +236,7 @@ def converter_main(argv: list[str] | None = None) -> None:
         file=sys.stderr,
     )
     if args.simulate:
-        result = replay(conversion.nodes)
+        result = schedule_nodes(conversion.nodes)
         measured = "" if result.measured_span_us is None else f", measured {result.measured_span_us:,.0f} µs"
         print(f"chakra_converter: simulated span {result.predicted_span_us:,.0f} µs{measured}", file=sys.stderr)
 

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import Group, note, print_table, progress_bar, stderr, stdout
+from chakra.cli.console import CommandGroup, note, print_table, progress_bar, stderr, stdout
 from chakra.errors import ChakraInputError
 from chakra.generate import micro_defaults as defaults
 
@@ -22,11 +22,11 @@ app = typer.Typer()
 # the options show.
 if TYPE_CHECKING:
     from chakra.generate.llm import LlmWorkload
-    from chakra.generate.micro import WrittenWorkload
+    from chakra.generate.micro import WrittenMicroWorkload
     from chakra.generate.specs import WorkloadSpec
 
 generate_app = typer.Typer(
-    cls=Group,
+    cls=CommandGroup,
     help="Write synthetic Chakra workloads.\n\n"
     "Example: chakra generate micro ALL_REDUCE send_recv_ring -o micro --ranks 8",
     no_args_is_help=True,
@@ -110,7 +110,7 @@ def _print_families() -> None:
         stdout.print(Text(line), soft_wrap=True)
 
 
-def print_written(written: list[WrittenWorkload], out_dir: Path) -> None:
+def print_written(written: list[WrittenMicroWorkload], out_dir: Path) -> None:
     """The table of written workloads, then their notes (each once, with the workloads it concerns)."""
     from chakra.generate import micro as micro_lib
 

@@ -27,11 +27,11 @@ from chakra.cli import (
     sim_cmds,
     synth_cmds,
 )
-from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Group, report_error, stderr, stdout
+from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, CommandGroup, report_error, stderr, stdout
 from chakra.errors import ChakraError
 
 
-class ChakraGroup(Group):
+class ChakraGroup(CommandGroup):
     """The root command group: errors of the library become one line and an exit code."""
 
     # typer's own click (typer._click) declares the context type; typer.Context is its public subclass

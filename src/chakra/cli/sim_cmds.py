@@ -40,8 +40,8 @@ REMOTE_MEMORY_OPTION = typer.Option(
 )
 
 
-@app.command()
-def simulate(
+@app.command("simulate")
+def simulate_cmd(
     workload: str = WORKLOAD_OPTION,
     system: Path = SYSTEM_OPTION,
     network: Path = NETWORK_OPTION,
@@ -98,7 +98,7 @@ def simulate(
     """
     from chakra.sim import config
     from chakra.sim.config.system import ASTRA_COMPAT_KEY
-    from chakra.sim.report import check_report_path, report_dict, write_report
+    from chakra.sim.report import check_report_path, report_dict, write_sim_report
     from chakra.sim.results import SimulationStuck
     from chakra.sim.run import simulate_workload
 
@@ -133,7 +133,7 @@ def simulate(
         raise typer.Exit(EXIT_CHECKS_FAILED) from None
     summary = report_dict(result)
     if report is not None:
-        write_report(result, report)
+        write_sim_report(result, report)
     if timeline is not None:
         from chakra.viz.timeline import write_simulation_timeline
 

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, Group, busy, emit_results, print_table, stderr, stdout
+from chakra.cli.console import EXIT_CHECKS_FAILED, CommandGroup, busy, emit_results, print_table, stderr, stdout
 
 if TYPE_CHECKING:
-    from chakra.generate.synth.fidelity import FidelityReport
+    from chakra.synth.fidelity import FidelityReport
 
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 synth_app = typer.Typer(
-    cls=Group,
+    cls=CommandGroup,
     help="Learn a statistical model of real workloads and sample synthetic ones from it.\n\n"
     "Example: chakra synth fit runs/job -o job.synth.json && chakra synth sample job.synth.json -o synthetic/job",
     no_args_is_help=True,
@@ -51,8 +51,8 @@ def fit_cmd(
     """
     import msgspec
 
-    from chakra.generate.synth.fit import fit_workload, model_leaks
-    from chakra.generate.synth.model import save_model
+    from chakra.synth.fit import fit_workload, model_leaks
+    from chakra.synth.model import save_model
 
     with busy(f"fitting {workloads[0]}"):
         model, result = fit_workload(workloads)
@@ -114,8 +114,8 @@ def sample_cmd(
     Example: chakra synth sample job.synth.json -o synthetic/job --layers 2x --ranks 16 --seed 3
     """
     from chakra.generate.sizes import parse_size
-    from chakra.generate.synth.model import load_model
-    from chakra.generate.synth.sample import LayerScale, sample_workload
+    from chakra.synth.model import load_model
+    from chakra.synth.sample import LayerScale, sample_workload
 
     scale = LayerScale.parse(layers) if layers is not None else None
     model = load_model(model_path)
@@ -167,7 +167,7 @@ def compare_cmd(
 def _compare(
     source: Path, sample: Path, system: Path | None, network: Path | None, sample_network: Path | None
 ) -> FidelityReport:
-    from chakra.generate.synth.fidelity import compare_workloads
+    from chakra.synth.fidelity import compare_workloads
 
     with busy(f"comparing {sample} with {source}"):
         return compare_workloads(source, sample, system=system, network=network, sample_network=sample_network)

@@ -18,7 +18,7 @@ Per device (:func:`convert_flexflow`):
 
 The files go through the core workload writer (all devices or none). With ``check`` (FlexFlow's
 own task graph, which holds its simulated schedule) the workload is replayed with its own durations
-across devices (:func:`chakra.analyze.workload_replay.replay_workload`) and the replayed makespan
+across devices (:func:`chakra.schedule.ranks.schedule_ranks`) and the replayed makespan
 compared with the task graph's.
 
 Example:
@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from chakra import io
-from chakra.analyze.workload_replay import WorkloadReplayResult, replay_workload
 from chakra.errors import ChakraInputError, PathLike
 from chakra.flexflow.compgraph import read_compgraph
 from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
 from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
-from chakra.flexflow.taskgraph import Form, Kind, TaskGraph, read_task_graph
+from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind, read_task_graph
+from chakra.schedule.ranks import WorkloadSchedule, schedule_ranks
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
 from chakra.table import NS_PER_US, load_table
 from chakra.trace import WorkloadWriter
@@ -72,7 +72,7 @@ class FlexFlowConversion:
     inferred: Counter[str]
     dropped: Counter[str] = field(default_factory=Counter)
     makespan_us: float | None = None
-    fidelity: WorkloadReplayResult | None = None
+    fidelity: WorkloadSchedule | None = None
     notes: list[str] = field(default_factory=list)
 
     def fidelity_ok(self, tolerance: float = FIDELITY_TOLERANCE) -> bool | None:
@@ -141,7 +141,7 @@ def convert_flexflow(
             "the labelled form holds durations but no schedule: node ids follow the dependencies, no start times"
         )
     if check and graph.form is Form.FLEXFLOW:
-        result.fidelity = replay_workload({d: load_table(p) for d, p in written.result.paths.items()})
+        result.fidelity = schedule_ranks({d: load_table(p) for d, p in written.result.paths.items()})
     return result
 
 
@@ -179,7 +179,7 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
             items.append(_Item(device, COMP_NODE, name, task.start_ns, task.dur_ns, (*when(task.index), 0)))
     for number, transfer in enumerate(placed.transfers):
         order = (*when(transfer.tasks[0]), 1)
-        name = transfer.name or Kind.COMM.value
+        name = transfer.name or TaskKind.COMM.value
         send_of[number] = len(items)
         items.append(_Item(transfer.src, COMM_SEND_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
         items.append(_Item(transfer.dst, COMM_RECV_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))

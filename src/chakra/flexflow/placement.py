@@ -39,7 +39,7 @@ from typing import NamedTuple
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
 from chakra.flexflow.strategy import Placement
-from chakra.flexflow.taskgraph import Form, Kind, Task, TaskGraph
+from chakra.flexflow.taskgraph import Form, Task, TaskGraph, TaskKind
 
 #: Relative precision of FlexFlow's printed times (6 significant digits): two tasks of one device may
 #: seem to overlap by this much of the later time.
@@ -253,7 +253,7 @@ class _Class:
 
     members: list[int]
     candidates: tuple[int, ...]
-    keys: set[tuple[str, Kind]]
+    keys: set[tuple[str, TaskKind]]
     intervals: list[tuple[int, int]]
     named: bool
     # (peer class, interval, whether this class sends)
@@ -342,7 +342,7 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
     """Each class's device, and whether it fits every rule (``False``: placed over a conflict)."""
     devices = [_Timeline() for _ in range(count)]
     links: dict[tuple[int, int], _Timeline] = {}
-    taken: dict[tuple[str, Kind], set[int]] = {}
+    taken: dict[tuple[str, TaskKind], set[int]] = {}
     placed: list[int | None] = [None] * len(classes)
     tried = [0] * len(classes)
 
@@ -419,7 +419,7 @@ def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, C
         size = None
         if compgraph and transfer.src_task is not None and transfer.dst_task is not None:
             src, dst = tasks[transfer.src_task], tasks[transfer.dst_task]
-            producer, consumer = (src, dst) if src.kind is not Kind.BACKWARD else (dst, src)
+            producer, consumer = (src, dst) if src.kind is not TaskKind.BACKWARD else (dst, src)
             known = [
                 b for b in (_bytes(compgraph, producer.name, "out"), _bytes(compgraph, consumer.name, "in"))
                 if b is not None

@@ -51,7 +51,7 @@ NS_PER = {"ms": 1_000_000, "s": 1_000_000_000, "us": 1_000}
 FLEXFLOW_TIME_UNIT = "ms"
 
 
-class Kind(str, Enum):
+class TaskKind(str, Enum):
     """FlexFlow's task kinds (``SimTask::get_type_str``)."""
 
     FORWARD = "Forward"
@@ -85,7 +85,7 @@ class Task:
     index: int
     node: str
     name: str
-    kind: Kind
+    kind: TaskKind
     dur_ns: int
     line: int
     column: int
@@ -97,7 +97,7 @@ class Task:
 
     @property
     def is_comm(self) -> bool:
-        return self.kind is Kind.COMM
+        return self.kind is TaskKind.COMM
 
 
 @dataclass
@@ -211,8 +211,8 @@ def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
         )  # fmt: skip
     name = fields[0] if len(fields) == 3 else ""
     kind_text = fields[-2]
-    if not isinstance(name, str) or not isinstance(kind_text, str) or kind_text not in Kind._value2member_map_:
-        kinds = ", ".join(k.value for k in Kind)
+    if not isinstance(name, str) or not isinstance(kind_text, str) or kind_text not in TaskKind._value2member_map_:
+        kinds = ", ".join(k.value for k in TaskKind)
         raise position_error(
             path, node.line, node.column, f"unknown task kind {kind_text!r} of {node.name}", f"FlexFlow writes {kinds}"
         )
@@ -221,7 +221,9 @@ def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
     if end < start:
         raise position_error(path, node.line, node.column, f"{node.name} ends ({fields[-1][1]}) before it starts")
     start_ns, end_ns = round(start), round(end)
-    return Task(index, node.name, name, Kind(kind_text), end_ns - start_ns, node.line, node.column, start_ns=start_ns)
+    return Task(
+        index, node.name, name, TaskKind(kind_text), end_ns - start_ns, node.line, node.column, start_ns=start_ns
+    )
 
 
 def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
@@ -245,7 +247,7 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
         )  # fmt: skip
     others = [w for w in words if w != node_types[0]]
     name = others[0] if others else ""
-    phase = next((w for w in others[1:] if w in Kind._value2member_map_), None)
+    phase = next((w for w in others[1:] if w in TaskKind._value2member_map_), None)
 
     def number(keys: tuple[str, ...], what: str, maximum: int = MAX_DEVICES) -> int:
         text = next((values[k] for k in keys if k in values), None)
@@ -266,14 +268,14 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
     if node_types[0] == COMM_NODE:
         seconds = next((values[k] for k in COMM_TIME_KEYS if k in values), "0")
         return Task(
-            index, node.name, name, Kind.COMM, round(_time_ns(seconds, unit_ns, node, path, "run_time")), node.line,
+            index, node.name, name, TaskKind.COMM, round(_time_ns(seconds, unit_ns, node, path, "run_time")), node.line,
             node.column, src=number(SRC_KEYS, "source device"), dst=number(DST_KEYS, "destination device"),
             size_bytes=number(SIZE_KEYS, "byte count", MAX_BYTES),
         )  # fmt: skip
     time_text = next((values[k] for k in TIME_KEYS if k in values), None)
     if time_text is None:
         raise position_error(path, node.line, node.column, f"{node.name} has no time ({' or '.join(TIME_KEYS)}=)")
-    kind = Kind(phase) if phase is not None and phase != Kind.COMM.value else Kind.FORWARD
+    kind = TaskKind(phase) if phase is not None and phase != TaskKind.COMM.value else TaskKind.FORWARD
     return Task(
         index, node.name, name, kind, round(_time_ns(time_text, unit_ns, node, path, "the time")), node.line,
         node.column, device=number(DEVICE_KEYS, "device"),

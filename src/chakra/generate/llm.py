@@ -160,12 +160,12 @@ BYTES_PER_LAYER_STEP = 3000
 EXTRA_LAYERS = 2
 
 
-def estimated_output_bytes(spec: WorkloadSpec) -> int:
+def estimated_llm_output_bytes(spec: WorkloadSpec) -> int:
     """About how many bytes :func:`generate_llm` writes for ``spec`` (an upper bound).
 
     >>> from chakra.generate.specs import PRESETS, ParallelSpec
     >>> gpt3 = WorkloadSpec(PRESETS["gpt3-175b"], ParallelSpec(tp=8, pp=8, dp=32), global_batch=256)
-    >>> 481 << 20 < estimated_output_bytes(gpt3) < 700 << 20
+    >>> 481 << 20 < estimated_llm_output_bytes(gpt3) < 700 << 20
     True
     """
     par = spec.parallel
@@ -177,7 +177,7 @@ def estimated_output_bytes(spec: WorkloadSpec) -> int:
 def check_llm_output_size(spec: WorkloadSpec, max_bytes: int | None, *, path: PathLike | None = None) -> None:
     """Refuse ``spec`` (read from ``path``) when it would write more than ``max_bytes``."""
     check_output_size(
-        estimated_output_bytes(spec),
+        estimated_llm_output_bytes(spec),
         max_bytes,
         f"{spec.parallel.world_size:,} ranks x {spec.micro_batches:,} micro-batches",
         path=path,
@@ -196,7 +196,7 @@ def generate_llm(
     written. Each pipeline stage is built once; ``progress(done, total)`` is called as ranks are written.
 
     Raises :class:`ChakraInputError` for a spec that cannot be generated (see :func:`check_spec`),
-    and before writing anything for one whose :func:`estimated_output_bytes` is over
+    and before writing anything for one whose :func:`estimated_llm_output_bytes` is over
     ``max_output_bytes`` (``None``: no limit).
     """
     check_spec(spec)

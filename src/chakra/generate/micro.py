@@ -60,9 +60,9 @@ from chakra.generate.micro_families import (
     UPSTREAM_COLLECTIVES,
     US_PER_S,
     MicroParams,
-    Workload,
-    collective,
+    MicroWorkload,
     collective_family,
+    collective_workload,
     comp_chain,
     compute_flops,
     one_comm_recv_node,
@@ -110,11 +110,11 @@ __all__ = [
     "US_PER_S",
     "Family",
     "MicroParams",
-    "Workload",
-    "WrittenWorkload",
+    "MicroWorkload",
+    "WrittenMicroWorkload",
     "build_families",
-    "collective",
     "collective_sweep",
+    "collective_workload",
     "comp_chain",
     "compute_flops",
     "format_size",
@@ -136,7 +136,7 @@ __all__ = [
     "two_comp_nodes_dependent",
     "two_comp_nodes_independent",
     "value_kind_members",
-    "write_workload",
+    "write_micro_workload",
     "write_workloads",
 ]
 
@@ -163,24 +163,24 @@ class Family:
 
     name: str
     summary: str
-    build: Callable[[MicroParams], Workload]
+    build: Callable[[MicroParams], MicroWorkload]
     upstream: bool
     astra_sim: str
 
 
 @dataclass(frozen=True)
-class WrittenWorkload:
+class WrittenMicroWorkload:
     """A workload on disk: its rank files, its groups file, and the stale files of an earlier
     workload of the same name that were removed so the directory holds one consistent workload."""
 
-    workload: Workload
+    workload: MicroWorkload
     prefix: Path
     paths: tuple[Path, ...]
     comm_groups_path: Path | None
     removed_stale: tuple[Path, ...]
 
 
-def _family(build: Callable[[MicroParams], Workload], summary: str, *, upstream: bool, astra_sim: str) -> Family:
+def _family(build: Callable[[MicroParams], MicroWorkload], summary: str, *, upstream: bool, astra_sim: str) -> Family:
     return Family(build.__name__, summary, build, upstream, astra_sim)
 
 
@@ -288,7 +288,7 @@ def resolve_families(names: Iterable[str] | None) -> list[Family]:
     return [FAMILIES[name] for name in chosen]
 
 
-def build_families(names: Iterable[str] | None, params: MicroParams) -> list[Workload]:
+def build_families(names: Iterable[str] | None, params: MicroParams) -> list[MicroWorkload]:
     """Build the named families (all for ``None``) in memory."""
     return [family.build(params) for family in resolve_families(names)]
 
@@ -303,7 +303,7 @@ def collective_sweep(
     rank_counts: Iterable[int],
     *,
     runtime_us: int = DEFAULT_RUNTIME_US,
-) -> list[Workload]:
+) -> list[MicroWorkload]:
     """One workload per (collective, size, rank count), named ``COLLECTIVE.SIZE.Nr`` (``ALL_REDUCE.1MiB.8r``).
 
     Collectives are family names from :data:`SWEEP_COLLECTIVES` (BARRIER carries no size to sweep).
@@ -318,7 +318,7 @@ def collective_sweep(
     if not (chosen and sizes and counts):
         raise ChakraInputError("a sweep needs at least one collective, size and rank count")
     return [
-        collective(name, size, count, runtime_us=runtime_us, name=f"{name}.{format_size(size)}.{count}r")
+        collective_workload(name, size, count, runtime_us=runtime_us, name=f"{name}.{format_size(size)}.{count}r")
         for name in chosen
         for size in sizes
         for count in counts
@@ -332,7 +332,7 @@ def sweep_collectives(
     rank_counts: Iterable[int],
     *,
     runtime_us: int = DEFAULT_RUNTIME_US,
-) -> list[WrittenWorkload]:
+) -> list[WrittenMicroWorkload]:
     """Write :func:`collective_sweep` into ``out_dir``: every collective × size × rank count."""
     return write_workloads(out_dir, collective_sweep(collectives, sizes_bytes, rank_counts, runtime_us=runtime_us))
 
@@ -341,24 +341,24 @@ def sweep_collectives(
 # Writing
 
 
-def write_workload(out_dir: str | Path, workload: Workload) -> WrittenWorkload:
+def write_micro_workload(out_dir: str | Path, workload: MicroWorkload) -> WrittenMicroWorkload:
     """Write ``DIR/NAME.{rank}.et`` for every rank and ``DIR/NAME.comm_groups.json`` when the workload
     has groups, through the core writer (:class:`chakra.trace.WorkloadWriter`: all or nothing; files of
     an earlier workload of the same name that would join this one are removed and listed in the result).
     """
     written = trace.write_workload(Path(out_dir) / workload.name, dict(enumerate(workload.ranks)), workload.comm_groups)
-    return WrittenWorkload(
+    return WrittenMicroWorkload(
         workload, written.prefix, tuple(written.paths.values()), written.groups_path, written.removed
     )
 
 
-def write_workloads(out_dir: str | Path, workloads: Iterable[Workload]) -> list[WrittenWorkload]:
-    """Write each workload into ``out_dir`` (see :func:`write_workload`)."""
-    return [write_workload(out_dir, w) for w in workloads]
+def write_workloads(out_dir: str | Path, workloads: Iterable[MicroWorkload]) -> list[WrittenMicroWorkload]:
+    """Write each workload into ``out_dir`` (see :func:`write_micro_workload`)."""
+    return [write_micro_workload(out_dir, w) for w in workloads]
 
 
 def generate(
     out_dir: str | Path, families: Iterable[str] | None = None, params: MicroParams | None = None
-) -> list[WrittenWorkload]:
+) -> list[WrittenMicroWorkload]:
     """Build and write the named families (all for ``None``) with ``params`` (upstream's defaults)."""
     return write_workloads(out_dir, build_families(families, params or MicroParams()))

@@ -1,5 +1,5 @@
 """The microbenchmark families: what each builds from :class:`MicroParams` (ranks, compute time,
-sizes), one function per family returning a :class:`Workload` (every rank's node list), and the node
+sizes), one function per family returning a :class:`MicroWorkload` (every rank's node list), and the node
 builders they share. :mod:`chakra.generate.micro` lists them (``FAMILIES``), sweeps and writes them.
 """
 
@@ -110,7 +110,7 @@ class MicroParams:
 
 
 @dataclass
-class Workload:
+class MicroWorkload:
     """One generated workload: ``ranks[r]`` is rank r's node list (ids from 0); ``family`` the
     family it belongs to; ``comm_groups`` ASTRA-sim groups (``{group id: [ranks]}``) or ``None``;
     ``notes`` what consumers will do with it that a user should know."""
@@ -179,8 +179,8 @@ def _transfer(node_id: int, name: str, node_type: int, src: int, dst: int, size_
     return _node(node_id, name, node_type, comm_src=src, comm_dst=dst, comm_tag=p2p_tag(src), comm_size=size_bytes)
 
 
-def _same_on_every_rank(name: str, params: MicroParams, build: Callable[[], list[Node]], **extra: Any) -> Workload:
-    return Workload(name, name, [build() for _ in range(params.num_npus)], **extra)
+def _same_on_every_rank(name: str, params: MicroParams, build: Callable[[], list[Node]], **extra: Any) -> MicroWorkload:
+    return MicroWorkload(name, name, [build() for _ in range(params.num_npus)], **extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def value_kind_members() -> list[str]:
     return [f.name for f in AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields]
 
 
-def one_metadata_node_all_types(params: MicroParams) -> Workload:
+def one_metadata_node_all_types(params: MicroParams) -> MicroWorkload:
     """A METADATA node per rank with one attribute for every value kind, named after it without
     ``_val`` (``double``, ``double_list``, ..., ``bytes_list``), each documented in ``doc_string``."""
 
@@ -240,7 +240,7 @@ def one_metadata_node_all_types(params: MicroParams) -> Workload:
     )
 
 
-def _memory_family(name: str, node_type: NodeType, params: MicroParams) -> Workload:
+def _memory_family(name: str, node_type: NodeType, params: MicroParams) -> MicroWorkload:
     return _same_on_every_rank(
         name,
         params,
@@ -253,29 +253,29 @@ def _memory_family(name: str, node_type: NodeType, params: MicroParams) -> Workl
     )
 
 
-def one_remote_mem_load_node(params: MicroParams) -> Workload:
+def one_remote_mem_load_node(params: MicroParams) -> MicroWorkload:
     """A MEM_LOAD_NODE per rank loading ``tensor_size_bytes`` from remote memory."""
     return _memory_family("one_remote_mem_load_node", MEM_LOAD_NODE, params)
 
 
-def one_remote_mem_store_node(params: MicroParams) -> Workload:
+def one_remote_mem_store_node(params: MicroParams) -> MicroWorkload:
     """A MEM_STORE_NODE per rank storing ``tensor_size_bytes`` to remote memory."""
     return _memory_family("one_remote_mem_store_node", MEM_STORE_NODE, params)
 
 
-def one_comp_node(params: MicroParams) -> Workload:
+def one_comp_node(params: MicroParams) -> MicroWorkload:
     """A compute node per rank: ``runtime_us`` µs, ``num_ops`` FLOPs, ``tensor_size_bytes`` bytes."""
     return _same_on_every_rank("one_comp_node", params, lambda: [_comp(0, "COMP_NODE", params)])
 
 
-def two_comp_nodes_independent(params: MicroParams) -> Workload:
+def two_comp_nodes_independent(params: MicroParams) -> MicroWorkload:
     """Two compute nodes per rank without dependencies (they serialise on the one GPU slot)."""
     return _same_on_every_rank(
         "two_comp_nodes_independent", params, lambda: [_comp(i, f"COMP_NODE_{i}", params) for i in range(2)]
     )
 
 
-def two_comp_nodes_dependent(params: MicroParams) -> Workload:
+def two_comp_nodes_dependent(params: MicroParams) -> MicroWorkload:
     """Two compute nodes per rank, the second data-depending on the first."""
     return _same_on_every_rank(
         "two_comp_nodes_dependent",
@@ -284,7 +284,7 @@ def two_comp_nodes_dependent(params: MicroParams) -> Workload:
     )
 
 
-def comp_chain(params: MicroParams) -> Workload:
+def comp_chain(params: MicroParams) -> MicroWorkload:
     """``chain_length`` compute nodes per rank, node ``i`` data-depending on node ``i - 1``."""
     return _same_on_every_rank(
         "comp_chain",
@@ -293,14 +293,14 @@ def comp_chain(params: MicroParams) -> Workload:
     )
 
 
-def collective(
+def collective_workload(
     comm_type: str,
     comm_size_bytes: int,
     num_npus: int,
     *,
     runtime_us: int = DEFAULT_RUNTIME_US,
     name: str | None = None,
-) -> Workload:
+) -> MicroWorkload:
     """One ``comm_type`` collective (``"ALL_REDUCE"``, ...) of ``comm_size_bytes`` on every rank, on the
     default group (all ranks). BROADCAST also gets ``duration_micros = runtime_us``: ASTRA-sim replays
     it for that long instead of simulating it. ``name`` defaults to the collective's name.
@@ -342,24 +342,24 @@ def collective(
         [_node(0, comm_type, COMM_COLL_NODE, dur_us=dur_us, comm_type=type_value, comm_size=comm_size_bytes)]
         for _ in range(num_npus)
     ]
-    return Workload(name or comm_type, comm_type, ranks, notes=notes)
+    return MicroWorkload(name or comm_type, comm_type, ranks, notes=notes)
 
 
-def collective_family(comm_type: str) -> Callable[[MicroParams], Workload]:
-    """The builder of the ``comm_type`` family: :func:`collective` with the family's parameters."""
+def collective_family(comm_type: str) -> Callable[[MicroParams], MicroWorkload]:
+    """The builder of the ``comm_type`` family: :func:`collective_workload` with the family's parameters."""
 
-    def build(params: MicroParams) -> Workload:
+    def build(params: MicroParams) -> MicroWorkload:
         size = BARRIER_SIZE_BYTES if comm_type == "BARRIER" else params.comm_size_bytes
-        return collective(comm_type, size, params.num_npus, runtime_us=params.runtime_us)
+        return collective_workload(comm_type, size, params.num_npus, runtime_us=params.runtime_us)
 
     size = f"{BARRIER_SIZE_BYTES} bytes" if comm_type == "BARRIER" else "``comm_size_bytes``"
-    build.__doc__ = f"A {comm_type} of {size} on every rank (see :func:`collective`)."
+    build.__doc__ = f"A {comm_type} of {size} on every rank (see :func:`collective_workload`)."
     if CollectiveCommType.Value(comm_type) in ASTRA_UNSUPPORTED_COLLECTIVES:
         build.__doc__ += f" ASTRA-sim refuses {comm_type}; ``chakra simulate`` models it as {SIM_MODELS[comm_type]}."
     return build
 
 
-def _ring_halves(params: MicroParams, *, sends: bool, recvs: bool, name: str) -> Workload:
+def _ring_halves(params: MicroParams, *, sends: bool, recvs: bool, name: str) -> MicroWorkload:
     n = params.num_npus
     size = params.comm_size_bytes
     ranks = []
@@ -382,29 +382,29 @@ def _ring_halves(params: MicroParams, *, sends: bool, recvs: bool, name: str) ->
             f"{half}; the matching nodes are in {other} (rank r sends to r+1 mod n with tag r): merge the two "
             "per rank, or use send_recv_ring"
         )
-    return Workload(name, name, ranks, notes=notes)
+    return MicroWorkload(name, name, ranks, notes=notes)
 
 
-def one_comm_send_node(params: MicroParams) -> Workload:
+def one_comm_send_node(params: MicroParams) -> MicroWorkload:
     """A SEND per rank: rank r sends ``comm_size_bytes`` to ``(r + 1) mod n`` with tag r. The matching
     receives are ``one_comm_recv_node``; alone, a simulator completes the sends when their messages
     arrive, but nobody receives them (validation reports them unmatched)."""
     return _ring_halves(params, sends=True, recvs=False, name="one_comm_send_node")
 
 
-def one_comm_recv_node(params: MicroParams) -> Workload:
+def one_comm_recv_node(params: MicroParams) -> MicroWorkload:
     """A RECV per rank: rank r receives ``comm_size_bytes`` from ``(r - 1) mod n`` with tag r - 1 mod n.
     The matching sends are ``one_comm_send_node``; alone, the receives wait forever."""
     return _ring_halves(params, sends=False, recvs=True, name="one_comm_recv_node")
 
 
-def send_recv_ring(params: MicroParams) -> Workload:
+def send_recv_ring(params: MicroParams) -> MicroWorkload:
     """A ring: rank r sends ``comm_size_bytes`` to ``(r + 1) mod n`` (tag r, node 0) and receives from
     ``(r - 1) mod n`` (tag r - 1 mod n, node 1); no dependencies, so nobody waits on its own receive."""
     return _ring_halves(params, sends=True, recvs=True, name="send_recv_ring")
 
 
-def send_recv_pair(params: MicroParams) -> Workload:
+def send_recv_pair(params: MicroParams) -> MicroWorkload:
     """Pairs: even rank r sends ``comm_size_bytes`` to r + 1 (tag r), which receives it. With an odd
     rank count the last rank has no partner, so it sends to rank 0, which receives that too (node 1)."""
     n = params.num_npus
@@ -414,4 +414,4 @@ def send_recv_pair(params: MicroParams) -> Workload:
         dst = src + 1 if src + 1 < n else 0
         ranks[src].append(_send(len(ranks[src]), src, dst, size))
         ranks[dst].append(_recv(len(ranks[dst]), dst, src, size))
-    return Workload("send_recv_pair", "send_recv_pair", ranks)
+    return MicroWorkload("send_recv_pair", "send_recv_pair", ranks)

@@ -9,7 +9,7 @@ attributes change are rewritten. ``PREFIX.comm_groups.json`` lists the non-defau
 ASTRA-sim's format. Everything is written through :class:`chakra.trace.WorkloadWriter`: all ranks
 or none, and files of an earlier, larger job converted to the same prefix are removed (``removed``).
 With ``check=True`` each rank is replayed with its recorded durations
-(:func:`chakra.analyze.replay.replay_file`) and the predicted span compared with the measured one.
+(:func:`chakra.schedule.rank.schedule_file`) and the predicted span compared with the measured one.
 The files record what ran; with ``target`` the written workload is then adapted in place for that
 consumer (:func:`chakra.adapt.adapt_workload`, the same pass as ``chakra adapt``; ``adapted`` holds
 its report), after the fidelity check.
@@ -31,7 +31,6 @@ from typing import Any
 
 from chakra import io
 from chakra.adapt import AdaptResult, Target, adapt_workload
-from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
@@ -42,6 +41,7 @@ from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
 from chakra.pytorch.host import HostTrace
 from chakra.pytorch.link import LinkedTrace
+from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.trace import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
@@ -54,7 +54,7 @@ FIDELITY_TOLERANCE = 0.05
 SINGLE = -1
 
 
-def rank_files(pattern: str) -> dict[int, Path]:
+def rank_job_files(pattern: str) -> dict[int, Path]:
     """Files matching ``pattern`` (a path with ``{rank}``), by rank. A pattern without the
     placeholder names one file, returned under the key ``SINGLE``."""
     if RANK_PLACEHOLDER not in pattern:
@@ -100,7 +100,7 @@ class WorkloadResult:
     comm_groups: dict[int, list[int]]
     group_methods: Counter[str] = field(default_factory=Counter)
     rewritten: list[int] = field(default_factory=list)
-    fidelity: dict[int, ReplayResult] = field(default_factory=dict)
+    fidelity: dict[int, ScheduleResult] = field(default_factory=dict)
     missing_device: list[int] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)  # stale files of an earlier workload of the prefix
     adapted: AdaptResult | None = None  # the adapt pass's report, with a target
@@ -166,8 +166,8 @@ def _convert_one(job: tuple[int, str, str | None, str, bool, int | None]) -> Ran
     )
 
 
-def _fidelity_one(path: str) -> ReplayResult:
-    return replay_file(path)
+def _fidelity_one(path: str) -> ScheduleResult:
+    return schedule_file(path)
 
 
 def _rewrite(path: Path, changes: dict[int, list[tuple[str, Any]]]) -> None:
@@ -199,8 +199,8 @@ def convert_workload(
     Ranks with a host trace but no device trace are converted host-only (listed in
     ``missing_device``); a device trace without its host trace is an error.
     """
-    hosts = rank_files(host_pattern)
-    devices = rank_files(device_pattern) if device_pattern else {}
+    hosts = rank_job_files(host_pattern)
+    devices = rank_job_files(device_pattern) if device_pattern else {}
     if (SINGLE in hosts) != (SINGLE in devices) and devices:
         raise ChakraInputError(
             "give both --host and --device with {rank}, or both as single files",
@@ -301,7 +301,7 @@ def convert_rank_jobs(
     for rank, result in by_rank.items():
         result.path = written.paths[rank]
 
-    fidelity: dict[int, ReplayResult] = {}
+    fidelity: dict[int, ScheduleResult] = {}
     if check:
         replays = map_ranks(
             _fidelity_one,

@@ -1,6 +1,6 @@
 """Issuing one rank's program on real hardware with PyTorch: compute and communication.
 
-:class:`Issuer` runs a :class:`~chakra.replay.program.RankProgram` in issue order on one thread,
+:class:`Issuer` runs a :class:`~chakra.replay.program.IssueProgram` in issue order on one thread,
 as a framework's host thread issues work: a node waits only for what it depends on (collectives
 and transfers run asynchronously, ``async_op=True``, and are waited for where a dependent needs
 them, as the recording or the generator meant); ``kernels`` and ``aten`` compute runs where it is
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from chakra.replay.program import Kind, RankProgram, replayed_group
+from chakra.replay.program import IssueProgram, Kind, replayed_group
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -100,7 +100,7 @@ class Issuer:
 
     def __init__(
         self,
-        program: RankProgram,
+        program: IssueProgram,
         rank: int,
         groups: dict[int, Any],
         group_members: dict[int, tuple[int, ...]],

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chakra.replay.program import Kind, RankProgram
+from chakra.replay.program import IssueProgram, Kind
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.table import NS_PER_US
 
@@ -61,7 +61,7 @@ def algorithm_bytes(comm_type: str, comm_size_bytes: int, n: int) -> int:
     return comm_size_bytes * n if comm_type in PER_RANK_SIZE else comm_size_bytes
 
 
-def type_name(program: RankProgram, step: int) -> str:
+def comm_type_label(program: IssueProgram, step: int) -> str:
     """A communication node's type as reports name it: the collective type, ``SEND`` or ``RECV``."""
     kind = Kind(int(program.kind[step]))
     if kind is not Kind.COLLECTIVE:
@@ -81,7 +81,7 @@ class KindTime:
 
 
 def kind_times(
-    program: RankProgram,
+    program: IssueProgram,
     compute_ns: Sequence[int],
     comm: Sequence[Sequence[tuple[int, int, int]]],
 ) -> dict[str, KindTime]:
@@ -99,14 +99,14 @@ def kind_times(
     recorded_ns: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     for step in np.flatnonzero((kinds != Kind.COMPUTE) & (kinds != Kind.NOTHING)).tolist():
-        name = type_name(program, step)
+        name = comm_type_label(program, step)
         recorded_ns[name] += int(program.dur_ns[step])
         counts[name] += 1
     per_iteration: dict[str, list[int]] = {name: [] for name in counts}
     for spans in comm:
         totals: dict[str, int] = dict.fromkeys(counts, 0)
         for step, issued_ns, finished_ns in spans:
-            totals[type_name(program, step)] += finished_ns - issued_ns
+            totals[comm_type_label(program, step)] += finished_ns - issued_ns
         for name, total in totals.items():
             per_iteration[name].append(total)
     for name, count in sorted(counts.items()):
@@ -140,7 +140,7 @@ class CommKey:
 
 
 def comm_timings(
-    program: RankProgram,
+    program: IssueProgram,
     group_sizes: Mapping[int, int],
     world: int,
     comm: Iterable[Sequence[tuple[int, int, int]]],
@@ -151,7 +151,7 @@ def comm_timings(
     per_iteration: dict[CommKey, int] = defaultdict(int)
     for iteration, spans in enumerate(comm):
         for step, issued_ns, finished_ns in spans:
-            name = type_name(program, step)
+            name = comm_type_label(program, step)
             n = 2 if name in ("SEND", "RECV") else group_sizes.get(int(program.group[step]), world)
             key = CommKey(name, n, max(0, int(program.comm_size[step])))
             times[key].append(finished_ns - issued_ns)

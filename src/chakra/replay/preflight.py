@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.replay.program import Kind, RankProgram, rank_program, replayed_group
+from chakra.replay.program import IssueProgram, Kind, rank_program, replayed_group
 from chakra.table import DEFAULT_GROUP_ID, MISSING
 from chakra.workload import open_workload
 
@@ -140,13 +140,13 @@ def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None]
     return plan
 
 
-def rank_replay_plan(program: RankProgram, rank: int) -> RankReplayPlan:
+def rank_replay_plan(program: IssueProgram, rank: int) -> RankReplayPlan:
     """What ``program`` (rank ``rank``'s) would issue, counted.
 
     >>> import numpy as np
     >>> from chakra.replay.program import Kind
     >>> kind = np.array([Kind.COMPUTE, Kind.COLLECTIVE, Kind.SEND], dtype=np.int8)
-    >>> program = RankProgram("r.0.et", np.arange(3), ["mm", "ar", "s"], kind, np.zeros(3, np.int64),
+    >>> program = IssueProgram("r.0.et", np.arange(3), ["mm", "ar", "s"], kind, np.zeros(3, np.int64),
     ...     np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([-1, 64, 8]),
     ...     np.array([-1, 1, -1]), np.array([-1, -1, 1]), np.zeros(3, np.int64), np.zeros(3, np.int64), [],
     ...     np.zeros(4, np.int64), np.zeros(0, np.int64), None)

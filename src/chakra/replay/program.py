@@ -39,7 +39,7 @@ class Kind(IntEnum):
 
 
 @dataclass
-class RankProgram:
+class IssueProgram:
     """One rank's nodes in issue order (arrays indexed by issue step; ``parents`` as CSR)."""
 
     path: str
@@ -80,7 +80,7 @@ def replayed_group(group_id: int, defined: Container[int]) -> int:
     return group_id
 
 
-def rank_program(path: PathLike, rank: int) -> RankProgram:
+def rank_program(path: PathLike, rank: int) -> IssueProgram:
     """The program of the rank file ``path`` (``rank``: its rank, which a send's or receive's own end is)."""
     table = load_table(path)
     graph = table.graph
@@ -117,7 +117,7 @@ def rank_program(path: PathLike, rank: int) -> RankProgram:
     if timed.any():
         ends = starts + table.dur_ns / 1000.0
         span = float(ends[timed].max() - starts[timed].min())
-    return RankProgram(
+    return IssueProgram(
         str(path),
         graph.ids[order],
         [names[i] for i in order.tolist()],

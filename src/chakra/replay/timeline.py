@@ -21,15 +21,15 @@ from typing import Any
 from chakra.errors import PathLike
 from chakra.io import AtomicFile
 from chakra.replay.launch import WorkloadReplay
-from chakra.replay.measure import type_name
-from chakra.replay.program import Kind, RankProgram, rank_program
+from chakra.replay.measure import comm_type_label
+from chakra.replay.program import IssueProgram, Kind, rank_program
 from chakra.table import DEFAULT_GROUP_ID, MISSING, NS_PER_US
 
 #: The track of communication in the whole job, and of sends and receives.
 COMMUNICATION = "communication"
 
 
-def _track(program: RankProgram, step: int, kind: Kind) -> str:
+def _track(program: IssueProgram, step: int, kind: Kind) -> str:
     if kind is Kind.COMPUTE:
         track = int(program.track[step])
         return program.track_names[track] if track >= 0 else "compute"
@@ -56,7 +56,7 @@ def timeline_events(replay: WorkloadReplay) -> list[dict[str, Any]]:
             ends[lane] = end_ns
             args: dict[str, Any] = {"id": int(program.ids[step]), "kind": kind.name.lower()}
             if kind is not Kind.COMPUTE:
-                args.update(comm_type=type_name(program, step), comm_size=int(program.comm_size[step]))
+                args.update(comm_type=comm_type_label(program, step), comm_size=int(program.comm_size[step]))
             events.append({
                 "ph": "X", "name": program.names[step], "pid": rank,
                 "tid": track if lane == 0 else f"{track} ({lane + 1})",

@@ -73,7 +73,7 @@ REPORT_SUFFIXES = (".json", ".csv")
 
 
 def check_report_path(path: str | Path) -> None:
-    """Raise :class:`ChakraInputError` unless ``path`` ends in a suffix :func:`write_report` writes."""
+    """Raise :class:`ChakraInputError` unless ``path`` ends in a suffix :func:`write_sim_report` writes."""
     if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise ChakraInputError(
             f"cannot tell the report's format from {Path(path).name!r}",
@@ -82,7 +82,7 @@ def check_report_path(path: str | Path) -> None:
         )
 
 
-def write_report(result: SimResult, path: str | Path) -> None:
+def write_sim_report(result: SimResult, path: str | Path) -> None:
     """JSON (``.json``) or CSV (``.csv``) of the per-rank rows, written atomically."""
     check_report_path(path)
     data = report_dict(result)

@@ -1,6 +1,6 @@
 """Record TensorFlow training steps for the TensorFlow front end: the graphs that ran and a profile.
 
-:func:`collect` is a context manager around the steps of one worker. Entered before the step
+:func:`collect_tensorflow` is a context manager around the steps of one worker. Entered before the step
 function's first call, it turns on TensorFlow's graph collection and run metadata (so that the
 function's graphs, after Grappler and partitioning, one per device, are kept) and the profiler;
 on exit it writes ``OUT/run_metadata.pb`` (what ``chakra convert tensorflow`` reads) and
@@ -14,11 +14,11 @@ attribute it computes, where known statically. Sizes known only at run time (the
 ``ReplicaContext.all_gather``, a batch of unknown size) stay unknown and the converter reports
 them.
 
-A multi-worker job runs one ``collect`` per worker process, each into its own folder
+A multi-worker job runs one ``collect_tensorflow`` per worker process, each into its own folder
 (``OUT/worker{task}``); the converter reads them together.
 
 Example:
-    with collect("out/worker0"):
+    with collect_tensorflow("out/worker0"):
         for _ in range(6):
             step(next(iterator))
     # chakra convert tensorflow out/worker0 -o out/et/step --check
@@ -44,7 +44,7 @@ OUTPUT_SHAPES = "_output_shapes"
 
 @dataclass
 class CollectedRun:
-    """What :func:`collect` wrote (filled in on exit): the run metadata, the profile folder, the
+    """What :func:`collect_tensorflow` wrote (filled in on exit): the run metadata, the profile folder, the
     function graphs kept and the nodes whose shapes TensorFlow could not infer statically."""
 
     run_metadata: Path
@@ -54,7 +54,7 @@ class CollectedRun:
 
 
 @contextmanager
-def collect(out: PathLike) -> Iterator[CollectedRun]:
+def collect_tensorflow(out: PathLike) -> Iterator[CollectedRun]:
     """Record the graphs and a profile of the TensorFlow work done inside the block into ``out``."""
     import tensorflow as tf  # the caller runs TensorFlow already; importing this module needs none
     from tensorflow.python.eager import context
@@ -77,7 +77,8 @@ def collect(out: PathLike) -> Iterator[CollectedRun]:
         raise ChakraInputError(
             "no function graphs were recorded",
             path=folder,
-            hint="enter collect() before the first call of the tf.function (its graphs are kept when it is built)",
+            hint="enter collect_tensorflow() before the first call of the tf.function (its graphs are kept when "
+            "it is built)",
         )
     run.function_graphs = len(metadata.function_graphs)
     run.unshaped_nodes = sum(

@@ -1,7 +1,7 @@
 """TensorFlow steps to Chakra ETs: one ``PREFIX.{rank}.et`` per device of a recorded step.
 
 Input: what :mod:`chakra.tensorflow.collect` wrote for each worker, read by
-:func:`chakra.tensorflow.recording.load_workers`. :func:`convert_workers` turns the step function's
+:func:`chakra.tensorflow.recording.load_recorded_workers`. :func:`convert_workers` turns the step function's
 partition graphs (:func:`chakra.tensorflow.graph.step_graphs`) into nodes, one rank per device,
 numbered worker-major, device-minor (:func:`chakra.tensorflow.graph.rank_order`):
 
@@ -24,7 +24,7 @@ profiler's thread line it ran on, which is the resource the fidelity replay seri
 that ran more than once in the step (a loop) gets its first start and the sum of its durations.
 
 Example:
-    conversion = convert_workers(load_workers(["out"]))  # chakra.tensorflow.recording.load_workers
+    conversion = convert_workers(load_workers(["out"]))  # chakra.tensorflow.recording.load_recorded_workers
     write_tf_workload(conversion, "out/et/step")
 """
 
@@ -35,10 +35,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from chakra import io
-from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
+from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -62,10 +62,10 @@ from chakra.tensorflow.graph import (
     FOLDED_OPS,
     const_int,
     dtype_bytes,
-    elements,
     input_name,
     output_shapes,
     rank_order,
+    tensor_elements,
 )
 from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
@@ -215,7 +215,7 @@ class _Context:
         dtype = _dtype(node)
         if port >= len(shapes) or dtype is None:
             return None
-        count, size = elements(shapes[port]), dtype_bytes(dtype)
+        count, size = tensor_elements(shapes[port]), dtype_bytes(dtype)
         return None if count is None or size is None else count * size
 
     def sent_bytes(self, key: tuple[str, str, str]) -> int | None:
@@ -456,6 +456,6 @@ def write_tf_workload(conversion: TfConversion, prefix: PathLike) -> WrittenWork
     return writer.result
 
 
-def replay_ranks(written: WrittenWorkload) -> dict[int, ReplayResult]:
+def replay_ranks(written: WrittenWorkload) -> dict[int, ScheduleResult]:
     """Each rank's ET replayed with its recorded durations, against its measured span."""
-    return {rank: replay_file(path) for rank, path in sorted(written.paths.items())}
+    return {rank: schedule_file(path) for rank, path in sorted(written.paths.items())}

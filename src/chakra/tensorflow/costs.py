@@ -2,7 +2,7 @@
 
 :func:`op_flops` counts a multiply-add as 2 operations, as XLA's cost analysis and the PyTorch front
 end do: ``MatMul`` (and Grappler's and oneDNN's fused forms) 2·M·N·K, batched matmuls the same per
-batch, ``Conv2D`` 2·(output elements)·Kh·Kw·Cin and its two gradients alike, elementwise ops one per
+batch, ``Conv2D`` 2·(output tensor_elements)·Kh·Kw·Cin and its two gradients alike, elementwise ops one per
 output element, reductions one per input element. Other ops (data movement, variables, control)
 count 0. Shapes come from ``_output_shapes``; an unknown dimension makes the count ``None``.
 
@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from chakra.tensorflow.graph import elements
+from chakra.tensorflow.graph import tensor_elements
 
 Shape = list[int] | None
 
@@ -55,20 +55,20 @@ def op_flops(op: str, inputs: list[Shape], outputs: list[Shape], flags: dict[str
         return _conv(inputs[2] if len(inputs) > 2 else None, inputs[1] if len(inputs) > 1 else None)
     if op in CONV_FILTER_GRADIENTS:  # inputs: input, filter sizes, output gradient; out: the filter
         gradient = inputs[2] if len(inputs) > 2 else None
-        filter_elements, gradient_elements = elements(first_out), elements(gradient)
+        filter_elements, gradient_elements = tensor_elements(first_out), tensor_elements(gradient)
         if filter_elements is None or gradient_elements is None or not gradient:
             return None
         return FLOPS_PER_MAC * filter_elements * gradient_elements // max(1, gradient[-1])
     if op in ELEMENTWISE:
-        return elements(first_out)
+        return tensor_elements(first_out)
     if op in REDUCTIONS:
-        return elements(inputs[0]) if inputs else None
+        return tensor_elements(inputs[0]) if inputs else None
     return 0
 
 
 def _matmul(inputs: list[Shape], out: Shape, transposed: bool) -> int | None:
     a = inputs[0] if inputs else None
-    out_elements = elements(out)
+    out_elements = tensor_elements(out)
     if a is None or len(a) < 2 or out_elements is None:
         return None
     k = a[-2] if transposed else a[-1]
@@ -76,8 +76,8 @@ def _matmul(inputs: list[Shape], out: Shape, transposed: bool) -> int | None:
 
 
 def _conv(out: Shape, kernel: Shape) -> int | None:
-    """2 · output elements · Kh · Kw · Cin (the filter is HWIO)."""
-    out_elements = elements(out)
+    """2 · output tensor_elements · Kh · Kw · Cin (the filter is HWIO)."""
+    out_elements = tensor_elements(out)
     if out_elements is None or kernel is None or len(kernel) != 4 or min(kernel[:3]) < 0:
         return None
     return FLOPS_PER_MAC * out_elements * kernel[0] * kernel[1] * kernel[2]

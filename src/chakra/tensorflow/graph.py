@@ -176,10 +176,10 @@ def _dims(shape: TensorShapeProto) -> list[int] | None:
     return None if shape.unknown_rank else [d.size for d in shape.dim]
 
 
-def elements(dims: list[int] | None) -> int | None:
+def tensor_elements(dims: list[int] | None) -> int | None:
     """Elements of a shape, ``None`` when a dimension is unknown.
 
-    >>> elements([32, 64]), elements([]), elements([-1, 4]), elements(None)
+    >>> tensor_elements([32, 64]), tensor_elements([]), tensor_elements([-1, 4]), tensor_elements(None)
     (2048, 1, None, None)
     """
     if dims is None or any(d < 0 for d in dims):

@@ -1,6 +1,6 @@
 """A TensorFlow recording read back: every worker's step graphs and profile, and the step to convert.
 
-:func:`load_workers` finds what :mod:`chakra.tensorflow.collect` wrote for each worker (its
+:func:`load_recorded_workers` finds what :mod:`chakra.tensorflow.collect` wrote for each worker (its
 ``run_metadata.pb`` and ``profile/``). :func:`step_times` joins the profiles to the graphs:
 
 * a profiled step (one ``step_id``) is a step of the step function when at least
@@ -15,7 +15,7 @@
 Every profile event is counted: converted, in other steps, of other functions, with no step.
 
 Example:
-    times = step_times(load_workers(["out"]))
+    times = step_times(load_recorded_workers(["out"]))
     times.chosen.run, sorted(times.executions)
 """
 
@@ -48,7 +48,7 @@ class Worker:
     profile: TfProfile | None
 
 
-def load_workers(paths: list[PathLike]) -> list[Worker]:
+def load_recorded_workers(paths: list[PathLike]) -> list[Worker]:
     """Every worker under ``paths``: folders holding ``run_metadata.pb`` (and ``profile/``), folders
     of such folders (``OUT/worker{task}``), or ``run_metadata.pb`` files."""
     found: list[Path] = []

@@ -28,7 +28,7 @@ dimensions each phase's collective spans become communicator groups (``pg_name``
   same position in their block); HYBRID_MODEL_DATA the other way round. ``M`` is
   ``model_parallel_size`` or the header's ``model_parallel_NPU_group``. HYBRID_CUSTOMIZED takes
   the dimensions of each layer's own parallelism.
-* order: see the ``_pass_*`` methods of :class:`~chakra.text.build.Builder`; passes follow each
+* order: see the ``_pass_*`` methods of :class:`~chakra.text.build.TextWorkloadBuilder`; passes follow each
   other, and a layer's forward step waits for its WG collective of the previous pass.
 
 Differences from upstream's ``chakra_converter Text`` (Part B items 34-37): ``NONE`` and
@@ -77,7 +77,7 @@ from chakra.text.workload import (
     PARALLELISMS,
     WG,
     Layer,
-    Phase,
+    LayerPhase,
     TextWorkload,
 )
 
@@ -106,7 +106,7 @@ __all__ = [
     "TIME_UNIT_US",
     "WG",
     "Layer",
-    "Phase",
+    "LayerPhase",
     "TextConversion",
     "TextWorkload",
     "convert_text",

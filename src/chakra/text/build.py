@@ -1,5 +1,5 @@
 """The graph of one rank of a text workload, in the order of ASTRA-sim's workload loop (``Workload.cc``):
-:class:`Builder` turns each layer step into a compute node and a collective, and the order in which the
+:class:`TextWorkloadBuilder` turns each layer step into a compute node and a collective, and the order in which the
 loop computes, issues and waits for collectives into data dependencies (one ``_pass_*`` method per
 parallelism). Every rank's graph is the same but for the ``pg_name`` of subgroup collectives.
 """
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, Node
-from chakra.text.placement import DLRM_EMBEDDING_SPANS, SINGLE, SPAN_ALL, SPAN_NOWHERE, SPANS, Placement
+from chakra.text.placement import DLRM_EMBEDDING_SPANS, SINGLE, SPAN_ALL, SPAN_NOWHERE, SPANS, NpuPlacement
 from chakra.text.workload import (
     COMM_TYPES,
     DATA,
@@ -38,7 +38,7 @@ _COMM_SUFFIX = {FWD: "FWD", IG: "IG", WG: "WG"}
 _RECOMPUTE = "FWD_RECOMPUTE"
 
 
-class Builder:
+class TextWorkloadBuilder:
     """Builds one rank's graph (every rank's is the same but for ``pg_name``).
 
     ``cursor`` holds what the workload loop waits for before its next step; ``wg_comm`` the WG
@@ -46,7 +46,7 @@ class Builder:
     Steps that emit no collective are recorded in ``skipped`` (reason -> layer steps) for the notes.
     """
 
-    def __init__(self, workload: TextWorkload, placement: Placement, units_per_us: int = 1):
+    def __init__(self, workload: TextWorkload, placement: NpuPlacement, units_per_us: int = 1):
         self.workload = workload
         self.placement = placement
         self.units_per_us = units_per_us  # compute-time units per µs: 1 (µs) or 1,000 (ns)

@@ -16,9 +16,9 @@ from chakra.generate.template import RankTemplate
 from chakra.groups import CommGroups
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, GlobalMetadata
-from chakra.text.build import Builder
+from chakra.text.build import TextWorkloadBuilder
 from chakra.text.parse import parse_text_workload
-from chakra.text.placement import BLOCK, Placement, first_dimension, placement_groups
+from chakra.text.placement import BLOCK, NpuPlacement, first_dimension, placement_groups
 from chakra.text.workload import (
     DATA,
     DISTRIBUTED_INFERENCE,
@@ -134,7 +134,7 @@ def _workload_notes(workload: TextWorkload, num_npus: int) -> list[str]:
     return notes
 
 
-def _skipped_notes(builder: Builder) -> list[str]:
+def _skipped_notes(builder: TextWorkloadBuilder) -> list[str]:
     notes = []
     layers = builder.workload.layers
     for reason, steps in builder.skipped.items():
@@ -166,7 +166,7 @@ BYTES_PER_NODE = 100
 BYTES_PER_FILE = 64
 
 
-def estimated_output_bytes(workload: TextWorkload, num_npus: int, num_passes: int) -> int:
+def estimated_text_output_bytes(workload: TextWorkload, num_npus: int, num_passes: int) -> int:
     """About how many bytes converting ``workload`` for ``num_npus`` NPUs writes (an upper bound)."""
     nodes = len(workload.layers) * NODES_PER_LAYER * num_passes
     return num_npus * (BYTES_PER_FILE + nodes * BYTES_PER_NODE)
@@ -175,7 +175,7 @@ def estimated_output_bytes(workload: TextWorkload, num_npus: int, num_passes: in
 def check_text_output_size(workload: TextWorkload, num_npus: int, num_passes: int, max_bytes: int | None) -> None:
     """Refuse a conversion that would write more than ``max_bytes`` (``None``: no limit)."""
     check_output_size(
-        estimated_output_bytes(workload, num_npus, num_passes),
+        estimated_text_output_bytes(workload, num_npus, num_passes),
         max_bytes,
         f"{num_npus:,} NPUs x {num_passes} passes in {num_npus:,} files",
         path=workload.path,
@@ -215,7 +215,9 @@ def convert_text(
     prefix = Path(output_prefix)  # its folder is made by the writer, and removed again if writing fails
     notes: list[str] = []
     first_dim = first_dimension(workload, num_npus, model_parallel_size, notes)
-    builder = Builder(workload, Placement(num_npus, first_dim), NS_PER_US if time_unit == TIME_UNIT_NS else 1)
+    builder = TextWorkloadBuilder(
+        workload, NpuPlacement(num_npus, first_dim), NS_PER_US if time_unit == TIME_UNIT_NS else 1
+    )
     builder.build(num_passes)
     notes += _workload_notes(workload, num_npus) + _skipped_notes(builder)
     if time_unit == TIME_UNIT_US:
@@ -242,7 +244,7 @@ def convert_text(
 
 def _write(
     workload: TextWorkload,
-    builder: Builder,
+    builder: TextWorkloadBuilder,
     prefix: Path,
     num_passes: int,
     groups: dict[int, list[int]],

@@ -23,7 +23,7 @@ from chakra.text.workload import (
     NO_COMM,
     PARALLELISMS,
     Layer,
-    Phase,
+    LayerPhase,
     TextWorkload,
 )
 
@@ -251,14 +251,14 @@ def _parse_layer(path: Path, line: int, tokens: list[str], kind: str) -> Layer:
     def integer(column: int, minimum: int | None = 0) -> int:
         return _integer(path, line, tokens, where[column] - 1, LAYER_COLUMNS[column], minimum=minimum)
 
-    def phase(first: int) -> Phase:
+    def phase(first: int) -> LayerPhase:
         comm_type = columns[first + 1]
         if comm_type not in COMM_TYPES and comm_type != NO_COMM:
             raise line_error(
                 path, line, f"unknown comm type {comm_type!r}", _comm_type_hint(comm_type),
                 where[first + 1], LAYER_COLUMNS[first + 1],
             )  # fmt: skip
-        return Phase(integer(first), comm_type, integer(first + 2))
+        return LayerPhase(integer(first), comm_type, integer(first + 2))
 
     return Layer(
         name=columns[0],

@@ -1,6 +1,6 @@
 """Which NPUs each phase's collective spans, per parallelism (ASTRA-sim's ``involved_dimensions``), and
 the communicator groups that makes: the model-parallel size ``M`` (:func:`first_dimension`), the concrete
-:class:`Placement` of a span (all NPUs, blocks of ``M``, strides of ``M``, a single NPU) and the groups of
+:class:`NpuPlacement` of a span (all NPUs, blocks of ``M``, strides of ``M``, a single NPU) and the groups of
 the placements a graph uses (:func:`placement_groups`).
 """
 
@@ -51,7 +51,7 @@ BLOCK, STRIDE, SINGLE = "block", "stride", "single"
 
 
 @dataclass(frozen=True)
-class Placement:
+class NpuPlacement:
     """The model-parallel size ``M`` (NPUs in the first dimension) and the NPU count, and how
     each span maps to NPUs: all of them, blocks of ``M``, strides of ``M`` or a single NPU."""
 
@@ -100,7 +100,7 @@ def first_dimension(
     return size
 
 
-def placement_groups(placement: Placement, used: set[str]) -> tuple[dict[int, list[int]], dict[str, int]]:
+def placement_groups(placement: NpuPlacement, used: set[str]) -> tuple[dict[int, list[int]], dict[str, int]]:
     """The groups of the used placements (blocks first, then strides), ids from 1, and the id of
     each placement's first group (a rank's group id is that plus its block or position)."""
     groups: dict[int, list[int]] = {}

@@ -1,5 +1,5 @@
 """What an ASTRA-sim text workload is: its parallelism kinds, comm types and layer columns, and the
-parsed form (:class:`TextWorkload` of :class:`Layer` lines, each with three :class:`Phase` steps).
+parsed form (:class:`TextWorkload` of :class:`Layer` lines, each with three :class:`LayerPhase` steps).
 
 The format is described in :mod:`chakra.text`; :mod:`chakra.text.parse` reads it.
 """
@@ -72,7 +72,7 @@ PHASE_LABEL = {FWD: "forward", IG: "input-gradient", WG: "weight-gradient"}
 
 
 @dataclass(frozen=True)
-class Phase:
+class LayerPhase:
     """One step of a layer: compute time (µs, written to ``duration_micros``) and its collective.
 
     ``comm_type`` is the column text (``ALLREDUCE``, ..., ``NONE``), ``comm_size_bytes`` its size.
@@ -91,13 +91,13 @@ class Layer:
     name: str
     line: int
     reserved: int
-    fwd: Phase
-    ig: Phase
-    wg: Phase
+    fwd: LayerPhase
+    ig: LayerPhase
+    wg: LayerPhase
     update_us: int
     parallelism: str | None = None
 
-    def phase(self, which: str) -> Phase:
+    def phase(self, which: str) -> LayerPhase:
         return {FWD: self.fwd, IG: self.ig, WG: self.wg}[which]
 
 

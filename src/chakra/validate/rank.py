@@ -66,7 +66,7 @@ class RankSummary:
     collective: tuple[str, int] | None = None
 
 
-def group_label(group: int, pg_name: str) -> str:
+def pg_label(group: int, pg_name: str) -> str:
     """How cross-rank checks key a collective's group: its ASTRA-sim id, the default, or the raw name."""
     if group == DEFAULT_GROUP_ID:
         return DEFAULT_GROUP
@@ -433,7 +433,7 @@ def _note_collectives(table: NodeTable, summary: RankSummary, order: np.ndarray)
     at = at[np.lexsort((pos, issue_rank[pos]))]
     others, world_after = 0, []
     for k in at.tolist():
-        label = group_label(int(comm.group[k]), comm.pg_name[k])
+        label = pg_label(int(comm.group[k]), comm.pg_name[k])
         kind = int(comm.kind[k])
         summary.collectives.setdefault(label, []).append((kind, int(comm.size[k])))
         if kind == CollectiveCommType.BROADCAST:

@@ -38,11 +38,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from chakra import io
-from chakra.analyze.replay import ReplayResult, replay_file
 from chakra.attrs import set_attr
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
+from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -474,6 +474,6 @@ def write_xla_workload(conversion: XlaConversion, prefix: PathLike) -> WrittenWo
 FIDELITY_TOLERANCE = 0.10
 
 
-def replay_devices(written: WrittenWorkload) -> dict[int, ReplayResult]:
+def replay_devices(written: WrittenWorkload) -> dict[int, ScheduleResult]:
     """Each device's ET replayed with its recorded durations, against its measured span."""
-    return {device: replay_file(path) for device, path in sorted(written.paths.items())}
+    return {device: schedule_file(path) for device, path in sorted(written.paths.items())}

@@ -1,5 +1,5 @@
-"""The synthetic-workload model: what :func:`~chakra.generate.synth.fit.fit_workload` learns and
-:func:`~chakra.generate.synth.sample.sample_workload` draws from, and its file.
+"""The synthetic-workload model: what :func:`~chakra.synth.fit.fit_workload` learns and
+:func:`~chakra.synth.sample.sample_workload` draws from, and its file.
 
 The file is JSON (``chakra-synth-model``, :data:`MODEL_VERSION`), small (the structure is stored
 once per repeated block, the distributions as at most :data:`MAX_ATOMS` values per node class) and
@@ -112,7 +112,7 @@ class Loop(msgspec.Struct, tag="loop", array_like=True):
 class Program(msgspec.Struct):
     """The nodes of a class of alike ranks; ``atoms[i]`` is the distribution on these ranks (ranks that
     behave alike share it: a straggler keeps its own) of cell ``atom_cells[i]``: class
-    ``cell // PHASES`` in phase ``cell % PHASES`` of the step (:data:`chakra.generate.synth.fit.PHASES`)."""
+    ``cell // PHASES`` in phase ``cell % PHASES`` of the step (:data:`chakra.synth.fit.PHASES`)."""
 
     body: list[Run | Loop]
     tracks: list[int]

@@ -1,7 +1,7 @@
 """The repeating structure of a sequence of symbols: nested tandem repeats, found greedily.
 
 A rank's nodes, each turned into a symbol (what it is and how far back its dependencies reach, see
-:mod:`chakra.generate.synth.fit`), read as a sequence. Steps, micro-batches and layers are runs of
+:mod:`chakra.synth.fit`), read as a sequence. Steps, micro-batches and layers are runs of
 one block of symbols repeated back to back (a *tandem repeat*). :func:`tandem_grammar` covers the
 sequence with them: it takes the repeat that covers the most symbols, then looks for repeats inside
 its block (layers inside a step) and in what lies before and after it, until no repeat of at least

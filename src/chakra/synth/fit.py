@@ -1,4 +1,4 @@
-"""Learning a synthetic-workload model (:mod:`chakra.generate.synth.model`) from real workloads.
+"""Learning a synthetic-workload model (:mod:`chakra.synth.model`) from real workloads.
 
 :func:`fit_workload` reads every rank's node table (in worker processes, through
 :meth:`chakra.workload.Workload.map`) and turns each node into a *symbol*: its class (node
@@ -6,7 +6,7 @@ type, coarse operator class, CPU or device, collective type, power of two of its
 (threads and streams renumbered in order of appearance), its collective bytes, group slot and peer
 offset, and how many positions back its parents are. Then:
 
-* **motifs**: each rank's symbols as nested tandem repeats (:func:`chakra.generate.synth.motifs.tandem_grammar`);
+* **motifs**: each rank's symbols as nested tandem repeats (:func:`chakra.synth.motifs.tandem_grammar`);
   a top-level repeat covering at least :data:`STEP_SHARE` of the rank is the *step*, the innermost
   repeats with at least :data:`MIN_LAYER_COMPUTE` compute nodes are *layers*;
 * **alike ranks**: ranks with the same symbols (so the same structure up to which groups and peers
@@ -39,8 +39,12 @@ import numpy as np
 from chakra.analyze.critical_path import critical_path
 from chakra.chunks import COMPUTE, MISSING
 from chakra.errors import ChakraInputError, PathLike
-from chakra.generate.synth import model as model_types
-from chakra.generate.synth.model import (
+from chakra.groups import CommGroups
+from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
+from chakra.share.leakage import StringSet, strings_in
+from chakra.share.opclass import CLASSES, op_class
+from chakra.synth import model as model_types
+from chakra.synth.model import (
     LAYER,
     MAX_ATOMS,
     MODEL_FORMAT,
@@ -63,11 +67,7 @@ from chakra.generate.synth.model import (
     SynthModel,
     synthetic_class,
 )
-from chakra.generate.synth.motifs import Item, Literal, tandem_grammar
-from chakra.groups import CommGroups
-from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
-from chakra.share.leakage import StringSet, strings_in
-from chakra.share.opclass import CLASSES, op_class
+from chakra.synth.motifs import Item, Literal, tandem_grammar
 from chakra.table import DEFAULT_GROUP_ID, NodeTable
 
 #: A top-level repeat covering at least this share of a rank's nodes is its step.

@@ -1,4 +1,4 @@
-"""Sampling synthetic workloads from a model (:mod:`chakra.generate.synth.model`).
+"""Sampling synthetic workloads from a model (:mod:`chakra.synth.model`).
 
 :func:`sample_workload` writes ``OUT.{rank}.et`` and ``OUT.comm_groups.json`` through the core
 workload writer. Each rank expands its program's blocks (the motifs), optionally rescaled:
@@ -12,7 +12,7 @@ workload writer. Each rank expands its program's blocks (the motifs), optionally
   the axis modulo the source's size, groups spanning the axis span the new one, the others are
   copied per replica, and peers keep their place.
 
-Durations are drawn per class and phase of the step (:data:`chakra.generate.synth.fit.PHASES`): a
+Durations are drawn per class and phase of the step (:data:`chakra.synth.fit.PHASES`): a
 node in the same fraction of its rank's issue order as source nodes draws from theirs.
 Dependencies point as far back (in issue order) as in the source; one that would reach before the
 first node (a rescaled block shorter than the source's) is dropped and counted. Node classes draw
@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.generate.synth.fit import PHASES, phases
-from chakra.generate.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
 from chakra.groups import CommGroups
 from chakra.io import FORMAT_VERSION
 from chakra.io.framing import frame
@@ -50,6 +48,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
     MEM_STORE_NODE,
     GlobalMetadata,
 )
+from chakra.synth.fit import PHASES, phases
+from chakra.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
 from chakra.trace import WorkloadWriter
 from chakra.wire import AttrEncoder, encode_node
 
@@ -97,7 +97,7 @@ class LayerScale:
 class World:
     """The ranks of a sample: per new rank its source rank and replica index, the new groups, and per
     new rank the new id of each source group. Ranks are ``inner + stride * j + stride * replicas * outer``
-    (``j`` the replica, as :class:`~chakra.generate.synth.model.DataParallel` lays the source out)."""
+    (``j`` the replica, as :class:`~chakra.synth.model.DataParallel` lays the source out)."""
 
     stride: int
     size: int

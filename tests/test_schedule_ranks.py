@@ -6,8 +6,8 @@ from pathlib import Path
 
 from helpers import make_node, write_et
 
-from chakra.analyze.replay import replay_table
-from chakra.analyze.workload_replay import replay_workload
+from chakra.schedule.rank import schedule_table
+from chakra.schedule.ranks import schedule_ranks
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 from chakra.table import load_table
 
@@ -32,22 +32,22 @@ def _pair(tmp_path: Path, *, recv_tag: int = 0, recv_us: int = 0) -> dict[int, o
 
 
 def test_a_receive_waits_for_its_send_on_another_rank(tmp_path: Path):
-    result = replay_workload(_pair(tmp_path))  # type: ignore[arg-type]
+    result = schedule_ranks(_pair(tmp_path))  # type: ignore[arg-type]
     assert result.start_us[1].tolist() == [15.0, 15.0] and result.predicted_span_us == 18.0  # arrival, then use
     assert (result.matched, result.unmatched) == (1, 0)
 
 
 def test_the_recorded_span_is_measured_across_ranks_on_one_clock(tmp_path: Path):
-    assert replay_workload(_pair(tmp_path)).measured_span_us == 18.0  # type: ignore[arg-type]
+    assert schedule_ranks(_pair(tmp_path)).measured_span_us == 18.0  # type: ignore[arg-type]
 
 
 def test_a_receive_without_its_send_is_counted_and_takes_its_own_time(tmp_path: Path):
-    result = replay_workload(_pair(tmp_path, recv_tag=9, recv_us=2))  # type: ignore[arg-type]
+    result = schedule_ranks(_pair(tmp_path, recv_tag=9, recv_us=2))  # type: ignore[arg-type]
     assert (result.matched, result.unmatched) == (0, 2)
     assert result.start_us[1].tolist() == [0.0, 2.0]
 
 
 def test_one_rank_replays_as_the_one_rank_replay(tmp_path: Path):
     tables = _pair(tmp_path)
-    alone = replay_workload({0: tables[0]})  # type: ignore[dict-item]
-    assert alone.predicted_span_us == replay_table(tables[0]).predicted_span_us  # type: ignore[arg-type]
+    alone = schedule_ranks({0: tables[0]})  # type: ignore[dict-item]
+    assert alone.predicted_span_us == schedule_table(tables[0]).predicted_span_us  # type: ignore[arg-type]

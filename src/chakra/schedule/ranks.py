@@ -1,8 +1,8 @@
 """Replay every rank of a workload together with their recorded durations, sends matched to receives.
 
-:func:`chakra.analyze.replay.replay_table` replays one rank alone: its communication takes the
-time it was recorded with. :func:`replay_workload` replays all ranks on one clock, by the same list
-scheduler (:func:`chakra.analyze.replay.schedule_starts`) over the union of their graphs:
+:func:`chakra.schedule.rank.schedule_table` replays one rank alone: its communication takes the
+time it was recorded with. :func:`schedule_ranks` replays all ranks on one clock, by the same list
+scheduler (:func:`chakra.schedule.rank.schedule_starts`) over the union of their graphs:
 
 * every node takes its recorded duration on its rank's resources (one op at a time per thread and
   per stream, as the one-rank replay);
@@ -17,7 +17,7 @@ This is the fidelity check of producers whose transfers carry their time (FlexFl
 with the ranks' recorded starts on one clock, ``measured_span_us`` is the recorded makespan.
 
 Example:
-    result = replay_workload(chakra.open("out/mlp").tables)
+    result = schedule_ranks(chakra.open("out/mlp").tables)
     result.predicted_span_us, result.measured_span_us, result.matched
 """
 
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chakra.analyze.replay import NS_PER_US, int_array, schedule_starts, span_error
 from chakra.chunks import MISSING
 from chakra.graph import TraceGraph
+from chakra.schedule.rank import NS_PER_US, int_array, schedule_starts, span_error
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
 from chakra.table import NodeTable
 
 
 @dataclass
-class WorkloadReplayResult:
+class WorkloadSchedule:
     """Times in µs from the replay's 0 (the first start of any rank): the makespan over every rank,
     the recorded one (``None`` without recorded starts), each rank's replayed node starts and ends
     (by file position), and how many sends found their receive."""
@@ -51,7 +51,7 @@ class WorkloadReplayResult:
 
     @property
     def error(self) -> float | None:
-        """:func:`chakra.analyze.replay.span_error` of the replay."""
+        """:func:`chakra.schedule.rank.span_error` of the replay."""
         return span_error(self.predicted_span_us, self.measured_span_us)
 
     def to_dict(self) -> dict[str, object]:
@@ -62,11 +62,11 @@ class WorkloadReplayResult:
         }  # fmt: skip
 
 
-def replay_workload(tables: Mapping[int, NodeTable]) -> WorkloadReplayResult:
+def schedule_ranks(tables: Mapping[int, NodeTable]) -> WorkloadSchedule:
     """Replay ``tables`` (rank -> its node table) together (see the module docstring)."""
     ranks = sorted(tables)
     if not ranks:
-        return WorkloadReplayResult(0.0, None, {}, {}, 0, 0)
+        return WorkloadSchedule(0.0, None, {}, {}, 0, 0)
     offsets = np.cumsum([0] + [tables[r].graph.num_nodes for r in ranks])
     sends, receives = _messages(tables, ranks, offsets)
     pairs = [(s, r) for key in sends.keys() & receives.keys() for s, r in zip(sends[key], receives[key], strict=False)]
@@ -86,7 +86,7 @@ def replay_workload(tables: Mapping[int, NodeTable]) -> WorkloadReplayResult:
         part = slice(int(offsets[k]), int(offsets[k + 1]))
         starts[rank] = start_ns[part].astype(np.float64) / NS_PER_US
         ends[rank] = end_ns[part].astype(np.float64) / NS_PER_US
-    return WorkloadReplayResult(predicted, _measured_us(graph.start_us, recorded_ns), starts, ends, matched, unmatched)
+    return WorkloadSchedule(predicted, _measured_us(graph.start_us, recorded_ns), starts, ends, matched, unmatched)
 
 
 def _messages(

@@ -1,2 +1,2 @@
 """Synthetic workloads learned from real ones: ``fit`` a model, ``sample`` workloads from it, compare
-them (``fidelity``). See :mod:`chakra.generate.synth.model` for what the model holds."""
+them (``fidelity``). See :mod:`chakra.synth.model` for what the model holds."""

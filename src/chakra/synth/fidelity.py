@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra.errors import PathLike
-from chakra.generate.synth.fit import node_classes
+from chakra.synth.fit import node_classes
 from chakra.table import NodeTable
 
 #: Bounds of the issue that asked for synthesis (issue 19): shares within 5 % of the span, bytes and

@@ -1,6 +1,6 @@
 """Fidelity check of a converted trace: replay one rank's graph with its recorded durations.
 
-:func:`replay` (nodes in memory) and :func:`replay_file` (streams an ``.et``, keeping only compact
+:func:`schedule_nodes` (nodes in memory) and :func:`schedule_file` (streams an ``.et``, keeping only compact
 arrays) schedule every node of one rank and compare the predicted span with the measured one.
 
 Semantics of the replay:
@@ -34,13 +34,13 @@ Semantics of the replay:
   start (duration as in the replay), ``None`` when no node has one.
 
 A dependency cycle leaves nodes that never become ready: :class:`chakra.graph.CycleError`. The
-schedule of a table is computed once (:func:`replayed_starts_ns`) and shared by every analysis of it.
+schedule of a table is computed once (:func:`scheduled_starts_ns`) and shared by every analysis of it.
 
 The scheduler is an event-driven list scheduler: a heap of completion events, one heap of ready
 nodes per resource; O((N + E) log N), iterative, over compact int arrays (no per-node objects).
 
 Example:
-    result = replay_file("llama.0.et")
+    result = schedule_file("llama.0.et")
     result.predicted_span_us, result.measured_span_us, result.error
 """
 
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import weakref
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,11 +59,13 @@ from chakra.schema.protobuf.et_def_pb2 import Node
 from chakra.table import NodeTable, load_table, table_from_nodes
 
 NS_PER_US = 1000
+#: The key of a table's scheduled starts among what is derived from it (:meth:`NodeTable.derived`).
+SCHEDULED_STARTS = "scheduled_starts_ns"
 
 
 @dataclass
-class ReplayResult:
-    """Outcome of :func:`replay`. Times in µs; arrays are indexed by file position.
+class ScheduleResult:
+    """Outcome of :func:`schedule_nodes`. Times in µs; arrays are indexed by file position.
 
     * ``predicted_span_us``: makespan of the replay (last end - first start), 0 for no nodes
     * ``measured_span_us``: last recorded end - first recorded start, ``None`` without start times
@@ -109,28 +110,28 @@ def span_error(predicted_us: float, measured_us: float | None) -> float | None:
     return (predicted_us - measured_us) / measured_us
 
 
-def replay(nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None) -> ReplayResult:
+def schedule_nodes(nodes: Iterable[Node], *, path: str | os.PathLike[str] | None = None) -> ScheduleResult:
     """Replay the nodes of one rank (any order) with their recorded durations; see the module doc.
 
     ``path`` only names the file in errors.
     """
-    return replay_table(table_from_nodes(nodes, path=path))
+    return schedule_table(table_from_nodes(nodes, path=path))
 
 
-def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
+def schedule_file(path: str | os.PathLike[str]) -> ScheduleResult:
     """Stream ``path`` (plain, ``.gz`` or ``.zst``) into its node table and replay it."""
-    return replay_table(load_table(path))
+    return schedule_table(load_table(path))
 
 
-def replay_table(table: NodeTable) -> ReplayResult:
+def schedule_table(table: NodeTable) -> ScheduleResult:
     """Replay one rank's table (see the module doc)."""
     graph = table.graph
     dur_ns = table.dur_ns
-    start_ns = replayed_starts_ns(table)
+    start_ns = scheduled_starts_ns(table)
     end_ns = start_ns + dur_ns
     n = graph.num_nodes
     predicted_us = float(end_ns.max() - start_ns.min()) / NS_PER_US if n else 0.0
-    return ReplayResult(
+    return ScheduleResult(
         predicted_span_us=predicted_us,
         measured_span_us=_measured_span_us(graph.start_us, dur_ns),
         nodes=n,
@@ -141,20 +142,17 @@ def replay_table(table: NodeTable) -> ReplayResult:
     )
 
 
-#: The replayed schedule of each table, computed once (tables compare by identity).
-_SCHEDULES: weakref.WeakKeyDictionary[NodeTable, np.ndarray] = weakref.WeakKeyDictionary()
+def scheduled_starts_ns(table: NodeTable) -> np.ndarray:
+    """Scheduled start of every position of ``table`` in ns from 0, by :func:`schedule_starts` over
+    its resources and durations; computed once per table and kept on it (read-only)."""
+    return table.derived(SCHEDULED_STARTS, lambda: _scheduled_starts_ns(table))
 
 
-def replayed_starts_ns(table: NodeTable) -> np.ndarray:
-    """Replayed start of every position of ``table`` in ns from 0, by :func:`schedule_starts` over its
-    resources and durations; computed once per table (read-only)."""
-    found = _SCHEDULES.get(table)
-    if found is None:
-        found = schedule_starts(
-            table.graph, int_array(table.resource()), table.num_resources, int_array(table.dur_ns), table.path
-        )
-        found.setflags(write=False)
-        _SCHEDULES[table] = found
+def _scheduled_starts_ns(table: NodeTable) -> np.ndarray:
+    found = schedule_starts(
+        table.graph, int_array(table.resource()), table.num_resources, int_array(table.dur_ns), table.path
+    )
+    found.setflags(write=False)
     return found
 
 

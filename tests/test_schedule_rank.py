@@ -1,4 +1,4 @@
-"""chakra.analyze.replay: replaying one rank with recorded durations (the fidelity check)."""
+"""chakra.schedule.rank: one rank scheduled with its recorded durations (the fidelity check)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from helpers import chain, make_node, write_et
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra.analyze.replay import replay, replay_file
 from chakra.graph import CycleError
+from chakra.schedule.rank import schedule_file, schedule_nodes
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, METADATA_NODE, Node
 
 
@@ -26,61 +26,61 @@ def kernel(id: int, stream: int, dur: int, deps: list[int] | None = None, **fiel
 
 
 def test_a_serial_chain_takes_the_sum_of_its_durations():
-    result = replay(chain(4, duration_micros=5))
+    result = schedule_nodes(chain(4, duration_micros=5))
     assert result.predicted_span_us == 20
     assert result.start_us.tolist() == [0, 5, 10, 15]
     assert result.end_us.tolist() == [5, 10, 15, 20]
 
 
 def test_independent_nodes_on_different_threads_overlap():
-    result = replay([cpu(0, tid=1, dur=10), cpu(1, tid=2, dur=30)])
+    result = schedule_nodes([cpu(0, tid=1, dur=10), cpu(1, tid=2, dur=30)])
     assert result.predicted_span_us == 30
     assert result.resources == 2
 
 
 def test_independent_nodes_on_the_same_thread_serialize():
-    result = replay([cpu(0, tid=1, dur=10), cpu(1, tid=1, dur=30)])
+    result = schedule_nodes([cpu(0, tid=1, dur=10), cpu(1, tid=1, dur=30)])
     assert result.predicted_span_us == 40
     assert result.resources == 1
 
 
 def test_a_cpu_op_without_tid_runs_on_thread_zero():
     nodes = [make_node(0, duration_micros=10, is_cpu_op=True), cpu(1, tid=0, dur=10)]
-    assert replay(nodes).predicted_span_us == 20
+    assert schedule_nodes(nodes).predicted_span_us == 20
 
 
 def test_a_cpu_node_and_a_kernel_on_a_stream_overlap():
-    result = replay([cpu(0, tid=1, dur=10), kernel(1, stream=7, dur=25)])
+    result = schedule_nodes([cpu(0, tid=1, dur=10), kernel(1, stream=7, dur=25)])
     assert result.predicted_span_us == 25
 
 
 def test_two_kernels_on_the_same_stream_serialize_without_deps():
-    result = replay([kernel(0, stream=7, dur=10), kernel(1, stream=7, dur=25)])
+    result = schedule_nodes([kernel(0, stream=7, dur=10), kernel(1, stream=7, dur=25)])
     assert result.predicted_span_us == 35
 
 
 def test_device_work_without_stream_but_with_tid_occupies_that_thread():
     gloo_work = make_node(1, type=COMM_COLL_NODE, duration_micros=20, is_cpu_op=False, tid=3)
-    assert replay([cpu(0, tid=3, dur=10), gloo_work]).predicted_span_us == 30
+    assert schedule_nodes([cpu(0, tid=3, dur=10), gloo_work]).predicted_span_us == 30
 
 
 def test_nodes_without_thread_or_stream_are_not_limited_by_a_resource():
     nodes = [make_node(i, type=METADATA_NODE, duration_micros=10) for i in range(3)]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.predicted_span_us == 10
     assert result.resources == 0
 
 
 def test_a_node_waits_for_its_slowest_parent():
     nodes = [cpu(0, tid=1, dur=10), cpu(1, tid=2, dur=40), kernel(2, stream=7, dur=5, deps=[0, 1])]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.start_us[2] == 40
     assert result.predicted_span_us == 45
 
 
 def test_ctrl_deps_gate_like_data_deps():
     nodes = [cpu(0, tid=1, dur=10), make_node(1, ctrl_deps=[0], duration_micros=5, is_cpu_op=True, tid=2)]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.start_us[1] == 10
     assert result.predicted_span_us == 15
 
@@ -92,7 +92,7 @@ def test_a_free_thread_takes_the_ready_node_recorded_first():
         cpu(1, tid=1, dur=5, deps=[0], start_time_micros=130),
         cpu(2, tid=1, dur=5, deps=[0], start_time_micros=115),
     ]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.start_us.tolist() == [0, 15, 10]
 
 
@@ -104,7 +104,7 @@ def test_nodes_ready_at_one_instant_are_all_considered_before_a_thread_picks():
         cpu(4, tid=3, dur=5, deps=[1], start_time_micros=120),
         cpu(3, tid=3, dur=5, deps=[2], start_time_micros=110),
     ]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.start_us.tolist() == [0, 0, 15, 10]
 
 
@@ -117,7 +117,7 @@ def test_nodes_without_a_recorded_start_run_after_timed_ones_in_the_order_they_b
         cpu(8, tid=1, dur=1, deps=[1]),  # untimed, ready at 5: before 9 despite the larger id
         cpu(7, tid=1, dur=1, deps=[1], start_time_micros=500),  # timed: first of the three
     ]
-    assert replay(nodes).start_us.tolist() == [0, 0, 5, 22, 21, 20]
+    assert schedule_nodes(nodes).start_us.tolist() == [0, 0, 5, 22, 21, 20]
 
 
 def test_measured_span_runs_from_the_first_recorded_start_to_the_last_recorded_end():
@@ -126,11 +126,11 @@ def test_measured_span_runs_from_the_first_recorded_start_to_the_last_recorded_e
         cpu(1, tid=2, dur=50, start_time_micros=1005),
         make_node(2, duration_micros=500),  # no start time: not part of the measurement
     ]
-    assert replay(nodes).measured_span_us == 55
+    assert schedule_nodes(nodes).measured_span_us == 55
 
 
 def test_measured_span_is_none_without_start_times():
-    result = replay(chain(3))
+    result = schedule_nodes(chain(3))
     assert result.measured_span_us is None
     assert result.error is None
 
@@ -141,7 +141,7 @@ def test_error_is_relative_to_the_measured_span():
         cpu(0, tid=1, dur=20, start_time_micros=1000),
         cpu(1, tid=1, dur=20, deps=[0], start_time_micros=1030),
     ]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert (result.predicted_span_us, result.measured_span_us) == (40, 50)
     assert result.error == pytest.approx(-0.2)
     assert result.to_dict()["error"] == pytest.approx(-0.2)
@@ -149,13 +149,13 @@ def test_error_is_relative_to_the_measured_span():
 
 def test_duration_ns_attribute_overrides_duration_micros():
     nodes = [make_node(0, duration_micros=1, duration_ns=1500), make_node(1, data_deps=[0], duration_micros=2)]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.end_us.tolist() == [1.5, 3.5]
 
 
 def test_missing_deps_are_ignored_and_counted():
     nodes = [cpu(0, tid=1, dur=10, deps=[99]), cpu(1, tid=1, dur=10, deps=[0, 98])]
-    result = replay(nodes)
+    result = schedule_nodes(nodes)
     assert result.predicted_span_us == 20
     assert result.missing_deps == 2
 
@@ -163,18 +163,18 @@ def test_missing_deps_are_ignored_and_counted():
 def test_a_dependency_cycle_raises_with_the_stuck_node_count():
     nodes = [make_node(0), make_node(1, data_deps=[2]), make_node(2, data_deps=[1]), make_node(3, data_deps=[2])]
     with pytest.raises(CycleError, match=r"cycle of 2 nodes: 1 -> 2 -> 1.*3 nodes can never run") as caught:
-        replay(nodes)
+        schedule_nodes(nodes)
     assert "chakra validate" in str(caught.value) and caught.value.ids == [1, 2]
 
 
 def test_nodes_may_come_in_any_order():
     forward = chain(3, duration_micros=4)
-    result = replay(list(reversed(forward)))
+    result = schedule_nodes(list(reversed(forward)))
     assert result.start_us.tolist() == [8, 4, 0]  # positions follow the list given
 
 
 def test_an_empty_trace_replays_to_zero():
-    result = replay([])
+    result = schedule_nodes([])
     assert (result.predicted_span_us, result.nodes, result.measured_span_us) == (0.0, 0, None)
 
 
@@ -185,8 +185,8 @@ def test_replay_file_equals_replay_of_the_nodes(tmp_path: Path):
         cpu(2, tid=1, dur=5, deps=[0], start_time_micros=111),
         make_node(3, type=COMP_NODE, ctrl_deps=[1, 2], duration_micros=3, is_cpu_op=True, tid=1, start_time_micros=150),
     ]
-    from_file = replay_file(write_et(tmp_path / "w.0.et.zst", nodes))
-    in_memory = replay(nodes)
+    from_file = schedule_file(write_et(tmp_path / "w.0.et.zst", nodes))
+    in_memory = schedule_nodes(nodes)
     assert from_file.to_dict() == in_memory.to_dict()
     np.testing.assert_array_equal(from_file.start_us, in_memory.start_us)
     np.testing.assert_array_equal(from_file.end_us, in_memory.end_us)
@@ -270,4 +270,4 @@ def reference_starts(nodes: list[Node]) -> list[int]:
 @settings(max_examples=150, deadline=None)
 @given(random_graphs())
 def test_the_scheduler_matches_an_instant_by_instant_simulation(nodes: list[Node]):
-    assert replay(nodes).start_us.tolist() == reference_starts(nodes)
+    assert schedule_nodes(nodes).start_us.tolist() == reference_starts(nodes)
