@@ -29,6 +29,7 @@ CORE = (
     "parallel",
     "workload",
     "schedule",
+    "units",
 )
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}

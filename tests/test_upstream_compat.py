@@ -78,3 +78,12 @@ def test_protolib_reports_a_truncated_record(tmp_path: Path):
     path.write_bytes(b"\x40" + b"x" * 10)  # claims 64 bytes, has 10
     with protolib.openFileRd(str(path)) as f, pytest.raises(ChakraFormatError, match="truncated"):
         protolib.decodeMessage(f, et_def_pb2.GlobalMetadata())
+
+
+def test_protolib_reads_zstd_files_through_chakra_io(tmp_path: Path):
+    path = tmp_path / "w.0.et.zst"
+    Trace(nodes=[et_def_pb2.Node(id=9, name="n", type=et_def_pb2.COMP_NODE)]).save(path)
+    with protolib.openFileRd(str(path)) as f:
+        assert protolib.decodeMessage(f, et_def_pb2.GlobalMetadata())
+        node = et_def_pb2.Node()
+        assert protolib.decodeMessage(f, node) and node.id == 9

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chakra.errors import ChakraInputError
+from chakra.units import NS_PER_MS, US_PER_MS
 
 if TYPE_CHECKING:  # the library is imported step by step, as each one runs
     from chakra.schedule.rank import ScheduleResult
@@ -54,7 +55,6 @@ LLM_OVERRIDES = {"parallel.tp": 2, "parallel.pp": 2, "global_batch": 4, "model.s
 LLM_NETWORK = "topology: [ Switch ]\nnpus_count: [ 4 ]\nbandwidth: [ 450.0 ]  # GB/s\nlatency: [ 500.0 ]  # ns\n"
 LLM_PEAK_TFLOPS = 989  # H100 SXM, dense bf16
 LLM_MEMORY_GBPS = 3350  # H100 SXM HBM3
-NS_PER_MS, US_PER_MS = 1_000_000, 1000
 #: How long the recorded job and the framework examples may take before the demo gives up (s).
 JOB_TIMEOUT_S = 600
 

@@ -67,8 +67,8 @@ from chakra.graph import TraceGraph, graph_from_arrays
 from chakra.groups import GroupNameError, group_id
 from chakra.paths import rank_of
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMP_NODE, GlobalMetadata, Node
+from chakra.units import NS_PER_US
 
-NS_PER_US = 1000
 #: ``comm_type`` of a node that is not a collective (or a collective without one).
 NO_COMM_TYPE = -1
 #: ``tid`` of a CPU op that records none (the main thread).

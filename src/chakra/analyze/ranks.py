@@ -55,7 +55,8 @@ from chakra.analyze.frames import to_frame
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
-from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, NO_COMM_TYPE, NS_PER_US, NodeTable
+from chakra.table import DEFAULT_GROUP_ID, INVALID_GROUP_ID, NO_COMM_TYPE, NodeTable
+from chakra.units import NS_PER_US
 from chakra.workload import Workload
 
 #: The name this module reports for the group of every rank (``pg_name`` "" or "0", chakra.groups).

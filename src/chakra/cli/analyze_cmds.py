@@ -11,12 +11,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.analyze.across import rank_ranges
+from chakra.analyze.across import MAX_LISTED_RANKS, rank_ranges
 from chakra.analyze.choices import RankBy, Timing
-from chakra.cli.console import CommandGroup, busy, note, print_json, print_table, progress_bar, stderr, stdout
+from chakra.cli.console import CommandGroup, busy, note, print_json, print_table, progress_bar, quoting, stderr, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION, lists_every_rank, plain_table
 from chakra.errors import ChakraInputError
 from chakra.paths import rank_of
+from chakra.units import NS_PER_MS
 from chakra.viz.choices import PlotKind
 
 # The analyses, the node table and the plots (numpy, protobuf, matplotlib) are imported in the
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 
-#: Tables show ms; analyses return ns.
-NS_PER_MS = 1e6
 DEFAULT_TOP = 15
 
 analyze_app = typer.Typer(
@@ -180,6 +179,7 @@ def _slowest(results: dict[int, Breakdown]) -> int:
 
 
 @analyze_app.command("summary")
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def summary_cmd(
     workload: str = WORKLOAD_ARG,
     rank: int | None = typer.Option(None, "--rank", help="Only this rank."),
@@ -190,7 +190,7 @@ def summary_cmd(
     per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Per rank: time span, busy time per thread/stream, nodes by kind, collectives with their bytes.
-    Past 16 ranks the spans are grouped and the slowest rank is shown (--per-rank: every rank).
+    Past {MAX_LISTED_RANKS} ranks the spans are grouped and the slowest rank is shown (--per-rank: every rank).
 
     Example: chakra analyze summary out/job --rank 0
     """
@@ -228,6 +228,7 @@ def summary_cmd(
 
 
 @analyze_app.command("breakdown")
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def breakdown_cmd(
     workload: str = WORKLOAD_ARG,
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: all)."),
@@ -242,7 +243,7 @@ def breakdown_cmd(
     per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Compute / communication / memory / idle per rank, communication overlapped or exposed, and the top
-    operators by total and exclusive time. Past 16 ranks the ranks are grouped (or summarized as
+    operators by total and exclusive time. Past {MAX_LISTED_RANKS} ranks the ranks are grouped (or summarized as
     min / median / max) and the slowest rank's operators are listed (--per-rank: every rank's).
 
     Example: chakra analyze breakdown out/job --top 20
@@ -334,6 +335,7 @@ def _digests(
 
 
 @analyze_app.command("ranks")
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def ranks_cmd(
     workload: str = WORKLOAD_ARG,
     timing: Timing = TIMING_OPTION,
@@ -343,12 +345,11 @@ def ranks_cmd(
     per_rank: bool = PER_RANK_OPTION,
 ) -> None:
     """Ranks side by side: imbalance, the slowest rank, and stragglers (ranks that reach collectives last).
-    Past 16 ranks identical ranks share a row (or each figure shows min / median / max with the ranks
+    Past {MAX_LISTED_RANKS} ranks identical ranks share a row (or each figure shows min / median / max with the ranks
     at the extremes); --per-rank lists every rank.
 
     Example: chakra analyze ranks out/job
     """
-    from chakra.analyze.across import MAX_LISTED_RANKS
     from chakra.cli.rank_view import rank_table
 
     _, comparison = _digests(workload, timing, workers, scheduler)
@@ -509,6 +510,7 @@ def plot_cmd(
 
 
 @app.command()
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def report(
     workload: str = WORKLOAD_ARG,
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
@@ -519,7 +521,7 @@ def report(
     scheduler: str | None = SCHEDULER_OPTION,
 ) -> None:
     """One self-contained HTML page (tables and plots, readable offline) about a workload. Ranks are
-    analysed one at a time (past 16, identical ranks share a row); a rank whose dependencies have a
+    analysed one at a time (past {MAX_LISTED_RANKS}, identical ranks share a row); a rank whose dependencies have a
     cycle still gets what needs no schedule (operator totals, communication) and the cycle named.
 
     Example: chakra report out/job -o report.html

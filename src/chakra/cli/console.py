@@ -11,7 +11,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 from rich.text import Text
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: Exit codes shared by every command (DESIGN.md): checks failed, bad input, interrupted (128 + SIGINT).
 EXIT_CHECKS_FAILED = 1
+#: A decorated command function (:func:`quoting`).
+F = TypeVar("F", bound=Callable[..., Any])
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -138,6 +140,27 @@ def late_help(**texts: Callable[[], str]) -> type[TyperCommand]:
             super().format_help(ctx, formatter)
 
     return LateHelpCommand
+
+
+def quoting(**values: object) -> Callable[[F], F]:
+    """A command whose help states library values: ``{NAME}`` in its docstring becomes
+    ``values["NAME"]`` (so a figure a help text quotes is defined once, in the library).
+
+    >>> @quoting(LIMIT=16)
+    ... def listed() -> None:
+    ...     'Past {LIMIT} ranks, grouped.'
+    >>> listed.__doc__
+    'Past 16 ranks, grouped.'
+    """
+
+    def fill(command: F) -> F:
+        text = command.__doc__ or ""
+        for name, value in values.items():
+            text = text.replace("{" + name + "}", str(value))
+        command.__doc__ = text
+        return command
+
+    return fill
 
 
 class CommandGroup(TyperGroup):

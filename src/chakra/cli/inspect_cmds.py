@@ -10,9 +10,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, print_table, progress_bar, stdout
+from chakra.analyze.across import MAX_LISTED_RANKS
+from chakra.cli.console import EXIT_CHECKS_FAILED, print_table, progress_bar, quoting, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION
 from chakra.errors import ChakraInputError
+from chakra.units import US_PER_MS, US_PER_S
 from chakra.validate import (
     DEFAULT_LIMIT_PER_CODE,
     ERROR,
@@ -48,9 +50,9 @@ def _fmt_us(us: int | None) -> str:
     if us is None:
         return "n/a (no start times)"
     if us >= 1_000_000:
-        return f"{us / 1e6:,.3f} s"
+        return f"{us / US_PER_S:,.3f} s"
     if us >= 1_000:
-        return f"{us / 1e3:,.3f} ms"
+        return f"{us / US_PER_MS:,.3f} ms"
     return f"{us:,} µs"
 
 
@@ -122,6 +124,7 @@ def _render_summary(s: TraceSummary, *, ranks: str | None = None) -> None:
 
 
 @app.command()
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def info(
     inputs: list[Path] = typer.Argument(..., help=".et files (plain, .gz or .zst), or a workload PREFIX or directory."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (a summary per file) instead of tables."),
@@ -129,7 +132,7 @@ def info(
 ) -> None:
     """Show what a trace holds: node and collective counts, bytes, time span, attribute coverage.
 
-    A workload PREFIX (or folder) is shown as its totals and a table of its ranks (grouped past 16
+    A workload PREFIX (or folder) is shown as its totals and a table of its ranks (grouped past {MAX_LISTED_RANKS}
     ranks); --per-rank adds every rank's own summary.
 
     Example: chakra info llama.0.et llama.1.et --json
@@ -243,6 +246,7 @@ def _targets_of(inputs: list[Path]) -> list[Path | Workload]:
 
 
 @app.command()
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def validate(
     inputs: list[Path] = typer.Argument(..., help=".et files, or a workload PREFIX (PREFIX.{rank}.et) or directory."),
     target: Target | None = typer.Option(
@@ -260,7 +264,7 @@ def validate(
     """Check traces for structural errors and consumer incompatibilities. Exit 1 when there are errors.
 
     A workload prefix or directory is checked rank by rank and across ranks (missing ranks,
-    unmatched send/recv, collectives in different orders); past 16 ranks, the rank files without
+    unmatched send/recv, collectives in different orders); past {MAX_LISTED_RANKS} ranks, the rank files without
     findings are counted in one line (--per-rank lists every one).
 
     Example: chakra validate runs/llama --target astra-sim
@@ -311,7 +315,6 @@ def validate(
 def _render_workload_findings(prefix: str, files: list[tuple[str, list[Finding]]], per_rank: bool) -> None:
     """Every rank file with findings (at most :data:`MAX_LISTED_RANKS` unless ``per_rank``), the rest
     as one line, then the checks across ranks."""
-    from chakra.analyze.across import MAX_LISTED_RANKS
     from chakra.cli.rank_view import lists_every_rank
 
     *ranks, across = files

@@ -10,9 +10,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, print_table, progress_bar, stderr, stdout
+from chakra.analyze.across import MAX_LISTED_RANKS
+from chakra.cli.console import EXIT_CHECKS_FAILED, busy, note, print_table, progress_bar, quoting, stderr, stdout
 from chakra.cli.rank_view import PER_RANK_OPTION
 from chakra.sim.choices import NetworkModel
+from chakra.units import NS_PER_MS
 
 if TYPE_CHECKING:
     from chakra.sim.results import SimResult
@@ -20,8 +22,6 @@ if TYPE_CHECKING:
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 
-#: Table times are shown in ms; results are ns.
-NS_PER_MS = 1e6
 
 # The inputs `simulate` and `sweep` share, under ASTRA-sim's flag names too.
 WORKLOAD_OPTION = typer.Option(
@@ -41,6 +41,7 @@ REMOTE_MEMORY_OPTION = typer.Option(
 
 
 @app.command("simulate")
+@quoting(MAX_LISTED_RANKS=MAX_LISTED_RANKS)
 def simulate_cmd(
     workload: str = WORKLOAD_OPTION,
     system: Path = SYSTEM_OPTION,
@@ -90,7 +91,7 @@ def simulate_cmd(
     ),
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each
-    rank's time split (compute only, exposed communication, overlap, idle). Past 16 ranks identical
+    rank's time split (compute only, exposed communication, overlap, idle). Past {MAX_LISTED_RANKS} ranks identical
     ranks share a row and ASTRA-sim's lines are left out (--per-rank prints them all).
 
     Example: chakra simulate --workload out/job --system sys.json --network net.yml --bandwidth-scale 2

@@ -24,9 +24,10 @@ from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, parse_record, position_error, read_dot
 from chakra.flexflow.strategy import MAX_DEVICES
 from chakra.table import MAX_COMM_BYTES, MAX_DUR_NS
+from chakra.units import NS_PER_MS
 
 #: The longest cost a node can take, in the file's ms: the node table's longest duration.
-MAX_COST_MS = MAX_DUR_NS / 1e6
+MAX_COST_MS = MAX_DUR_NS / NS_PER_MS
 
 #: FlexFlow's parallel operators: they move data between partitionings.
 PARALLEL_OPS = frozenset({"Repartition", "Combine", "Replicate", "Reduction"})

@@ -42,8 +42,9 @@ from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
 from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind, read_task_graph
 from chakra.schedule.ranks import WorkloadSchedule, schedule_ranks
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
-from chakra.table import NS_PER_US, load_table
+from chakra.table import load_table
 from chakra.trace import WorkloadWriter
+from chakra.units import NS_PER_US
 from chakra.wire import AttrEncoder, encode_node
 
 #: The first start written (µs; 0 means "not recorded" in the format).

@@ -53,6 +53,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     GlobalMetadata,
     Node,
 )
+from chakra.units import NS_PER_US
 
 #: Collective names on the command line -> their CollectiveCommType, and short tags in node names.
 COLLECTIVES: dict[str, int] = {"all-reduce": ALL_REDUCE, "reduce-scatter": REDUCE_SCATTER, "all-gather": ALL_GATHER,
@@ -73,7 +74,6 @@ BUILT_IN_NAMES = {"ring": "ring", "direct": "direct", "halving-doubling": "halvi
 REDUCTION_MEMORY_PASSES = 3
 #: The reduction's memory bandwidth when none is given: ASTRA-sim's custom-collective example system's.
 DEFAULT_LOCAL_MEM_BW_GBPS = 50.0
-NS_PER_US = 1000
 
 
 @dataclass(frozen=True)

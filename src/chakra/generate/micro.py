@@ -52,13 +52,11 @@ from chakra.generate.micro_families import (
     DEFAULT_RUNTIME_US,
     DEFAULT_TENSOR_SIZE_BYTES,
     EXTRA_COLLECTIVES,
-    FLOPS_PER_TFLOP,
     MIN_NPUS,
     REFERENCE_PEAK_TFLOPS,
     SIM_MODELS,
     SWEEP_COLLECTIVES,
     UPSTREAM_COLLECTIVES,
-    US_PER_S,
     MicroParams,
     MicroWorkload,
     collective_family,
@@ -80,6 +78,7 @@ from chakra.generate.micro_families import (
 )
 from chakra.generate.sizes import SIZE_UNITS, format_size, parse_counts, parse_size, parse_sizes, unique
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
+from chakra.units import FLOPS_PER_TFLOPS, US_PER_S
 from chakra.validate import ASTRA_UNSUPPORTED_COLLECTIVES
 
 __all__ = [
@@ -99,7 +98,7 @@ __all__ = [
     "DEFAULT_TENSOR_SIZE_BYTES",
     "EXTRA_COLLECTIVES",
     "FAMILIES",
-    "FLOPS_PER_TFLOP",
+    "FLOPS_PER_TFLOPS",
     "MIN_NPUS",
     "REFERENCE_PEAK_TFLOPS",
     "SIM_MODELS",

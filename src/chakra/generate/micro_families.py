@@ -33,6 +33,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     NodeType,
 )
 from chakra.trace import new_node
+from chakra.units import FLOPS_PER_TFLOPS, US_PER_S
 from chakra.validate import ASTRA_UNSUPPORTED_COLLECTIVES
 
 # The defaults of MicroParams (upstream chakra_generator's flags) are in chakra.generate.micro_defaults,
@@ -47,8 +48,6 @@ MIN_NPUS = 2
 #: ``peak-perf`` of ASTRA-sim's example system configs (astra-sim.md §4.1, examples/astra/system.json),
 #: so replay and roofline agree there.
 REFERENCE_PEAK_TFLOPS = 900.0
-FLOPS_PER_TFLOP = 10**12
-US_PER_S = 10**6
 #: ASTRA-sim's all-gather chunk is floor(comm_size / preferred-dataset-splits), zero when the splits
 #: exceed the size (astra-sim.md §5.4). Systems split into a few to a few hundred chunks, so below
 #: this size a generated all-gather gets a note.
@@ -146,7 +145,7 @@ def p2p_tag(src_rank: int) -> int:
 def compute_flops(runtime_us: int, peak_tflops: float = REFERENCE_PEAK_TFLOPS) -> int:
     """``num_ops`` of a compute node that runs ``runtime_us`` at ``peak_tflops`` (at least 1: ASTRA-sim's
     roofline divides by it)."""
-    return max(1, round(runtime_us * peak_tflops * FLOPS_PER_TFLOP / US_PER_S))
+    return max(1, round(runtime_us * peak_tflops * FLOPS_PER_TFLOPS / US_PER_S))
 
 
 def _node(node_id: int, name: str, node_type: int, *, deps: Sequence[int] = (), dur_us: int = 0, **attrs: Any) -> Node:

@@ -25,6 +25,7 @@ from chakra.generate.layout import Layout
 from chakra.generate.specs import NORM_PARAMS_PER_HIDDEN, WorkloadSpec
 from chakra.generate.template import RankTemplate
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER
+from chakra.units import US_PER_S
 
 #: Elementwise FLOPs per element (reference §1.1 conventions).
 NORM_FLOPS = {"layernorm": 5, "rmsnorm": 4}
@@ -41,8 +42,6 @@ FP32_BYTES = 4
 TOKEN_ID_BYTES = 4
 #: Cross-entropy's three vocabulary-parallel all-reduces: max, target logit, sum of exps (§2.3).
 CROSS_ENTROPY_ALL_REDUCES = 3
-#: Microseconds per second, for roofline durations.
-US_PER_S = 1e6
 
 
 class StageBuilder:

@@ -80,6 +80,38 @@ def frame(payload: bytes) -> bytes:
     return (SHORT_PREFIXES[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n)) + payload
 
 
+def read_record(stream: BinaryIO, path: PathLike | None = None) -> bytes | None:
+    """The payload of the next record of ``stream``, ``None`` at a clean end of file; a record cut
+    short, a prefix past 5 bytes or a length past :data:`MAX_RECORD_BYTES` is a
+    :class:`ChakraFormatError` naming ``path``. Read in pieces: a corrupt prefix cannot allocate
+    what it claims. (One record at a time, for callers that read records one by one from a stream;
+    the readers of :mod:`chakra.io.reader` take a whole buffer at once.)"""
+    size = 0
+    for i in range(MAX_VARINT32_BYTES):
+        byte = stream.read(1)
+        if not byte:
+            if i == 0:
+                return None
+            raise ChakraFormatError("file ends inside a length prefix", path=path)
+        size |= (byte[0] & 0x7F) << (7 * i)
+        if byte[0] < 0x80:
+            break
+    else:
+        raise ChakraFormatError("length prefix is longer than 5 bytes", path=path)
+    if size > MAX_RECORD_BYTES:
+        raise ChakraFormatError(f"length prefix claims {size} bytes, more than protobuf allows", path=path,
+                                hint="the file is corrupt")  # fmt: skip
+    pieces = []
+    remaining = size
+    while remaining and (piece := stream.read(min(remaining, READ_CHUNK_BYTES))):
+        pieces.append(piece)
+        remaining -= len(piece)
+    if remaining:
+        raise ChakraFormatError(f"record claims {size} bytes but the file ends after {size - remaining}",
+                                path=path, hint="the file is truncated")  # fmt: skip
+    return b"".join(pieces)
+
+
 #: What gzip and zstd raise for corrupt input (``zlib.error`` and ``ZstdError`` are no ``OSError``).
 DECOMPRESS_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
@@ -125,6 +157,12 @@ class _ClosingStream:
             self._stream.close()
         finally:
             self._raw.close()
+
+    def __enter__(self) -> _ClosingStream:  # used as the file it stands for (``with open(...) as f``)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def read_decompressed(path: PathLike, *, what: str) -> bytes:

@@ -104,11 +104,11 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from chakra.units import FLOPS_PER_MAC
+
 # ---------------------------------------------------------------------------------------------
 # Constants
 
-#: One multiply-accumulate = 2 FLOPs (reference/workload-generators.md §1.1: peaks count an FMA as 2).
-FLOPS_PER_MAC = 2
 
 #: One add / multiply / compare / select, or one transcendental call, per element (§1.1: "add 1").
 SIMPLE_FLOPS = 1

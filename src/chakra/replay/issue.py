@@ -53,6 +53,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     CollectiveCommType,
 )
 from chakra.table import DEFAULT_GROUP_ID, MISSING
+from chakra.units import FLOPS_PER_MAC, NS_PER_S
 
 #: The tail of a held duration that is spun rather than slept (a sleep overshoots by tens of µs).
 SPIN_NS = 200_000
@@ -62,8 +63,6 @@ ELEMENT_BYTES = 4
 DEFAULT_MAX_BUFFER_BYTES = 64 << 20
 #: The collective types the format defines.
 COMM_TYPE_VALUES = frozenset(CollectiveCommType.values())
-#: Multiply-adds count 2 FLOPs (the format's num_ops convention, as the generators write it).
-FLOPS_PER_MAC = 2
 
 
 class ComputeMode(str, Enum):
@@ -386,6 +385,6 @@ def hold_until(t_ns: int) -> None:
     the last :data:`SPIN_NS` (a sleep alone overshoots by tens of µs)."""
     left_ns = t_ns - time.perf_counter_ns()
     if left_ns > 2 * SPIN_NS:
-        time.sleep((left_ns - SPIN_NS) / 1e9)
+        time.sleep((left_ns - SPIN_NS) / NS_PER_S)
     while time.perf_counter_ns() < t_ns:
         pass

@@ -49,6 +49,7 @@ from chakra.replay.measure import (
 )
 from chakra.replay.preflight import plan_replay
 from chakra.replay.program import Kind, rank_program
+from chakra.units import NS_PER_US
 
 #: How long every rank may stand still before the replay is declared hung (s).
 DEFAULT_TIMEOUT_S = 60.0
@@ -127,7 +128,7 @@ class RankReplay:
 
     @property
     def median_step_us(self) -> float:
-        return statistics.median(self.step_ns) / 1000
+        return statistics.median(self.step_ns) / NS_PER_US
 
     @property
     def error(self) -> float | None:
@@ -137,12 +138,12 @@ class RankReplay:
         return (self.median_step_us - self.reference_us) / self.reference_us
 
     def to_dict(self) -> dict[str, Any]:
-        us = [t / 1000 for t in self.step_ns]
+        us = [t / NS_PER_US for t in self.step_ns]
         return {
             "rank": self.rank,
             "step_us": {"min": min(us), "median": statistics.median(us), "max": max(us), "all": us},
-            "compute_us": statistics.median(self.compute_ns) / 1000,
-            "wait_us": statistics.median(self.wait_ns) / 1000,
+            "compute_us": statistics.median(self.compute_ns) / NS_PER_US,
+            "wait_us": statistics.median(self.wait_ns) / NS_PER_US,
             "issued": self.issued,
             "sent_bytes": self.sent_bytes,
             "fallbacks": self.fallbacks,

@@ -36,7 +36,7 @@ import numpy as np
 
 from chakra.replay.program import IssueProgram, Kind
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
-from chakra.table import NS_PER_US
+from chakra.units import NS_PER_US
 
 #: The kinds of operation whose S is the whole of what the group exchanges, and comm_size one rank's part.
 PER_RANK_SIZE = frozenset({"ALL_GATHER", "GATHER", "SCATTER"})

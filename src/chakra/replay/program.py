@@ -26,6 +26,7 @@ from chakra.errors import PathLike
 from chakra.graph import TieBreak, topological_order
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE
 from chakra.table import COMPUTE, DEFAULT_GROUP_ID, MISSING, load_table
+from chakra.units import NS_PER_US
 
 
 class Kind(IntEnum):
@@ -115,7 +116,7 @@ def rank_program(path: PathLike, rank: int) -> IssueProgram:
     timed = starts > 0
     span = None
     if timed.any():
-        ends = starts + table.dur_ns / 1000.0
+        ends = starts + table.dur_ns / NS_PER_US
         span = float(ends[timed].max() - starts[timed].min())
     return IssueProgram(
         str(path),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from chakra.errors import PathLike
 from chakra.replay.launch import WorkloadReplay
-from chakra.table import NS_PER_US
+from chakra.units import NS_PER_US
 
 
 def simulated_reference(

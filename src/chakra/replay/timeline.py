@@ -23,7 +23,8 @@ from chakra.io import AtomicFile
 from chakra.replay.launch import WorkloadReplay
 from chakra.replay.measure import comm_type_label
 from chakra.replay.program import IssueProgram, Kind, rank_program
-from chakra.table import DEFAULT_GROUP_ID, MISSING, NS_PER_US
+from chakra.table import DEFAULT_GROUP_ID, MISSING
+from chakra.units import NS_PER_US
 
 #: The track of communication in the whole job, and of sends and receives.
 COMMUNICATION = "communication"

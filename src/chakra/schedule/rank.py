@@ -57,8 +57,8 @@ import numpy as np
 from chakra.graph import TraceGraph, cycle_error
 from chakra.schema.protobuf.et_def_pb2 import Node
 from chakra.table import NodeTable, load_table, table_from_nodes
+from chakra.units import NS_PER_US
 
-NS_PER_US = 1000
 #: The key of a table's scheduled starts among what is derived from it (:meth:`NodeTable.derived`).
 SCHEDULED_STARTS = "scheduled_starts_ns"
 

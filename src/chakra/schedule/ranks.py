@@ -31,9 +31,10 @@ import numpy as np
 
 from chakra.chunks import MISSING
 from chakra.graph import TraceGraph
-from chakra.schedule.rank import NS_PER_US, int_array, schedule_starts, span_error
+from chakra.schedule.rank import int_array, schedule_starts, span_error
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE
 from chakra.table import NodeTable
+from chakra.units import NS_PER_US
 
 
 @dataclass

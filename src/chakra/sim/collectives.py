@@ -131,15 +131,13 @@ from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.network import message_delay_ns
 from chakra.sim.plans import ALGORITHM_LIST, line_phases, native_plan, phase_times_ns
 from chakra.sim.streams import queue_schedule_ns, schedule_ns
+from chakra.units import BYTES_PER_GB, NS_PER_S
 
 #: The subgroup ring's endpoint (MA bus) crossing: ASTRA-sim fixes it at 10 ns for the "Local"
 #: dimension it builds for a communicator subgroup, whatever ``endpoint-delay`` says (§2.5, §5.5).
 SUBGROUP_ENDPOINT_DELAY_NS = 10
 #: A reduction reads the received message and the local buffer and writes the result (§5.5).
 REDUCTION_MEMORY_PASSES = 3
-#: ``local-mem-bw`` is decimal GB/s (§5.1).
-BYTES_PER_GB = 1e9
-NS_PER_S = 1e9
 #: Memoised (type, size, group, system, network) results: a workload has few distinct collectives;
 #: the bound keeps long parameter sweeps from growing without limit.
 CACHE_ENTRIES = 4096

@@ -58,7 +58,6 @@ from chakra.table import DEFAULT_GROUP_ID, MISSING, load_table
 TAG_SPACE = 500_000_000
 #: A COMP node of ``duration_micros`` 0 takes 1 ns (``CustomAlgorithm::issue``).
 MIN_COMP_NS = 1
-NS_PER_US = 1000
 #: ``finished(rank, pos, t_ns)``: the engine's completion of a member's collective node.
 Finished = Callable[[int, int, int], None]
 #: A message's key: source NPU, destination NPU, tag, bytes.

@@ -64,6 +64,7 @@ from chakra.sim.program import (
     load_rank,
 )
 from chakra.sim.results import RankStats, SimResult, SimulationStuck
+from chakra.units import BYTES_PER_GB, FLOPS_PER_TFLOPS, NS_PER_S
 
 # Kept importable from here, where they lived before the program and results had their own modules.
 __all__ = [
@@ -86,10 +87,6 @@ CALLBACK_SLOTS = 1 << 24
 NETWORK_EVENTS = 1 << 48
 #: How many completed nodes between two progress reports.
 PROGRESS_EVERY = 1 << 16
-#: ``peak-perf`` is TFLOPS, ``local-mem-bw`` decimal GB/s (§4.1, §5.2).
-FLOPS_PER_TFLOPS = 1e12
-BYTES_PER_GB = 1e9
-NS_PER_S = 1e9
 #: How many stuck nodes a :class:`SimulationStuck` message lists (all are in its ``waiting``).
 STUCK_SHOWN = 8
 

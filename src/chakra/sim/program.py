@@ -40,8 +40,7 @@ from chakra.table import (
     Slot,
     load_table,
 )
-
-NS_PER_US = 1000
+from chakra.units import NS_PER_US
 
 #: Hardware slots (§2.3). With ``cpu_per_thread``/``gpu_per_stream`` a rank gets more slots, one per
 #: host thread (``tid``) or device stream (``stream``), numbered after these.

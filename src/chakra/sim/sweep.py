@@ -39,6 +39,7 @@ from chakra.sim.engine import simulate
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimulationStuck
 from chakra.sim.run import check_network_covers, open_simulated
+from chakra.units import NS_PER_MS
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
 #: The axes that scale the workload or network rather than override a configuration key.
@@ -53,7 +54,6 @@ RESULT_COLUMNS = ("finish_ns", "max_comm_exposed_ns", "total_compute_ns")
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 #: What to tell users whose environment lacks matplotlib.
 PLOT_INSTALL_HINT = "pip install 'chakra-et[plot]'"
-NS_PER_MS = 1e6
 
 
 @dataclass(frozen=True)

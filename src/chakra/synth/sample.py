@@ -51,9 +51,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.synth.fit import PHASES, phases
 from chakra.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
 from chakra.trace import WorkloadWriter
+from chakra.units import NS_PER_US
 from chakra.wire import AttrEncoder, encode_node
 
-NS_PER_US = 1000
 #: Bytes a sampled node takes in its file at least, about: the --max-size estimate (a lower bound, so
 #: only samples sure to be too large are refused).
 NODE_BYTES_ESTIMATE = 32

@@ -70,6 +70,7 @@ from chakra.tensorflow.graph import (
 from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
 from chakra.trace import WorkloadWriter, WrittenWorkload
+from chakra.units import NS_PER_US
 
 SEND_OPS = frozenset({"_Send", "_HostSend"})
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
@@ -108,7 +109,6 @@ COLLECTIVES = {
 }
 #: A rank's fidelity error (replayed span vs measured) past which ``--check`` fails (issue 17).
 FIDELITY_TOLERANCE = 0.10
-NS_PER_US = 1000
 
 
 @dataclass

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from chakra.tensorflow.graph import tensor_elements
+from chakra.units import FLOPS_PER_MAC
 
 Shape = list[int] | None
 
@@ -37,8 +38,6 @@ ELEMENTWISE = frozenset(
     }
 )  # fmt: skip
 REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin", "BiasAddGrad"})
-#: The operations a multiply-add counts for.
-FLOPS_PER_MAC = 2
 
 
 def op_flops(op: str, inputs: list[Shape], outputs: list[Shape], flags: dict[str, bool]) -> int | None:

@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 from chakra import io
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XSpace
+from chakra.units import PS_PER_NS
 
 #: What the profiler names its files, and the plane of host threads TensorFlow's executor runs on.
 XPLANE_GLOB = "*.xplane.pb"
@@ -42,7 +43,6 @@ ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::
 STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
 #: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
 OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
-PS_PER_NS = 1000
 
 
 @dataclass(frozen=True)

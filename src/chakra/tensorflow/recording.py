@@ -31,12 +31,12 @@ from chakra.steps import StepRun, step_to_convert
 from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
 from chakra.tensorflow.graph import FOLDED_OPS, load_run_metadata, step_graphs
 from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
+from chakra.units import NS_PER_US
 
 #: The least share of a graph's working nodes a profile's step must run to be a step of that graph:
 #: a step of the graph runs 80 % of them here (the rest, ``Reshape`` and the like, too cheap for the
 #: executor to trace); another program's step that shares a few node names (``MatMul``) runs 10 %.
 MIN_STEP_COVERAGE = 0.25
-NS_PER_US = 1000
 
 
 @dataclass

@@ -54,7 +54,7 @@ Example:
 
 from __future__ import annotations
 
-from chakra.text.convert import NS_PER_US, TIME_UNIT_NS, TIME_UNIT_US, TIME_UNITS, TextConversion, convert_text
+from chakra.text.convert import TIME_UNIT_NS, TIME_UNIT_US, TIME_UNITS, TextConversion, convert_text
 from chakra.text.parse import parse_text, parse_text_workload
 from chakra.text.workload import (
     COMM_TYPES,
@@ -80,6 +80,7 @@ from chakra.text.workload import (
     LayerPhase,
     TextWorkload,
 )
+from chakra.units import NS_PER_US
 
 __all__ = [
     "COMM_TYPES",

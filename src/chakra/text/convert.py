@@ -32,11 +32,11 @@ from chakra.text.workload import (
     TextWorkload,
 )
 from chakra.trace import WorkloadWriter
+from chakra.units import NS_PER_US
 
 #: What the compute-time columns may hold (``convert_text(time_unit=...)``).
 TIME_UNIT_US, TIME_UNIT_NS = "us", "ns"
 TIME_UNITS = (TIME_UNIT_US, TIME_UNIT_NS)
-NS_PER_US = 1000
 #: Options that say something this converter does not model, with what it means, noted when the value is not 1.
 _UNMODELLED = {
     "ep": "expert parallelism",

@@ -65,10 +65,10 @@ from chakra.table import (
     DEFAULT_GROUP_ID,
     INVALID_GROUP_ID,
     MEMORY,
-    NS_PER_US,
     OTHER,
     NodeTable,
 )
+from chakra.units import NS_PER_US
 from chakra.viz.graph_view import (
     CONTROL,
     DATA,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from chakra import io
 from chakra.errors import ChakraInputError, PathLike
+from chakra.units import NS_PER_MS, NS_PER_US
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -44,8 +45,6 @@ HEIGHT_IN = 4.0
 BAR_HEIGHT_IN, HBAR_BASE_HEIGHT_IN = 0.3, 1.4
 #: Operator names longer than this are cut (with an ellipsis) so the bars keep their room.
 MAX_LABEL_CHARS = 48
-#: Below 1 ms (in ns) the time axes switch to µs.
-NS_PER_MS, NS_PER_US = 1e6, 1e3
 #: Default quantities of :func:`plot_rank_comparison`: keys of its rows (ns).
 RANK_QUANTITIES = ("span", "compute", "communication", "idle")
 #: Colours of :func:`plot_ops_diff`: slower (positive change) and faster (negative).

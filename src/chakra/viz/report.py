@@ -42,6 +42,7 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.graph import CycleError, cycle_text
 from chakra.groups import CommGroups
 from chakra.table import NodeTable
+from chakra.units import NS_PER_MS
 from chakra.viz import plots
 from chakra.viz.choices import PlotKind
 from chakra.workload import Workload, open_workload
@@ -50,7 +51,6 @@ from chakra.workload import Workload, open_workload
 DEFAULT_TOP = 15
 #: Stragglers listed (the worst first).
 MAX_STRAGGLERS = 10
-NS_PER_MS = 1e6
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 70rem;

@@ -43,12 +43,11 @@ from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import CollectiveCommType
 from chakra.sim.engine import SLOT_NAMES, SimResult
 from chakra.table import CATEGORY_NAMES, COMMUNICATION, NO_COMM_TYPE, NodeTable
+from chakra.units import NS_PER_US
 from chakra.workload import Workload
 
 logger = logging.getLogger(__name__)
 
-#: Chrome trace time unit: ``ts`` and ``dur`` are in µs; durations are counted in ns.
-NS_PER_US = 1000.0
 #: Tells the viewers to show times in ns (the durations' resolution) although the fields are µs.
 DISPLAY_TIME_UNIT = "ns"
 #: Name of the thread holding nodes that run on no track (metadata nodes with a start time).

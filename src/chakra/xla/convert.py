@@ -59,6 +59,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto
 from chakra.steps import StepRun, step_note
 from chakra.trace import WorkloadWriter, WrittenWorkload
+from chakra.units import NS_PER_US
 from chakra.xla.costs import instruction_bytes, instruction_flops
 from chakra.xla.hlo import (
     HloModule,
@@ -84,7 +85,6 @@ COLLECTIVES = {
     "all-to-all": ALL_TO_ALL,
 }
 ASYNC_START_SUFFIX, ASYNC_DONE_SUFFIX = "-start", "-done"
-NS_PER_US = 1000
 #: The stream every node of a device runs on: XLA runs a program's operations one after another on
 #: its device (the profile shows one thread per device); async collectives would be a second stream.
 DEVICE_STREAM = 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from chakra.schema.xla.hlo_subset_pb2 import HloInstructionProto, ShapeProto
+from chakra.units import FLOPS_PER_MAC
 from chakra.xla.hlo import TUPLE, HloModule, shape_bytes
 
 #: Elementwise opcodes XLA counts as one FLOP per output element.
@@ -38,8 +39,6 @@ TRANSCENDENTAL = frozenset(
 REDUCING_COLLECTIVES = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter"})
 #: Opcodes whose cost is their called computation's.
 CALLS_BODY = frozenset({"fusion", "call"})
-#: Each multiply-accumulate of a dot or convolution is two FLOPs.
-FLOPS_PER_MAC = 2
 
 
 def elements(shape: ShapeProto) -> int:

@@ -21,13 +21,10 @@ import msgspec
 from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.config.overrides import check_override_keys
 from chakra.sim.config.reading import ConfigSource, Count, NonNegative, Positive, read_yaml_mapping
+from chakra.units import BYTES_PER_GIB, NS_PER_S
 
 WHAT = "network configuration"
 
-#: Network link bandwidth GB/s -> bytes/ns: the analytical backend multiplies by 2**30 and divides
-#: by 1e9 (§4.2, §5.1), i.e. it reads "GB" as GiB.
-BYTES_PER_GIB = 2**30
-NS_PER_S = 1e9
 
 #: Network ``topology`` names as ASTRA-sim writes them (§4.2).
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
