@@ -79,4 +79,3 @@ def test_protolib_reports_a_truncated_record(tmp_path: Path):
     path.write_bytes(b"\x40" + b"x" * 10)  # claims 64 bytes, has 10
     with protolib.openFileRd(str(path)) as f, pytest.raises(ChakraFormatError, match="truncated"):
         protolib.decodeMessage(f, et_def_pb2.GlobalMetadata())
-
