@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint proto bench clean
+.PHONY: venv demo test test-quick lint proto bench clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
+
+# everything but the tests that record live jobs or run outside binaries (markers set in
+# tests/conftest.py), on every core: the tier for a change to the core
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not live and not binaries" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts examples

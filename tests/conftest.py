@@ -7,6 +7,8 @@ Fixtures: ``shared_data``, ``upstream_et_gz``, ``upstream_et``, ``upstream_et_by
 from __future__ import annotations
 
 import gzip
+import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,3 +104,46 @@ def read_only_disk(tmp_path: Path) -> Iterator[Path]:
     """A real tmpfs mounted read-only (root only: skipped elsewhere)."""
     with tmpfs(tmp_path / "read_only", f"size={DISK_SIZE},ro") as folder:
         yield folder
+
+
+# -- tiers: `make test-quick` leaves out what records a live job or runs an outside binary ---------
+
+#: Fixtures that record a live job (PyTorch with gloo in worker processes): a test using one is live.
+LIVE_FIXTURES = frozenset({"gloo_training_traces", "gloo_job", "gloo_traces", "gloo_groups_traces"})
+#: Modules whose every test runs a framework or starts rank processes itself.
+LIVE_MODULES = frozenset(
+    {
+        "test_hardware_replay",
+        "test_tensorflow",
+        "test_pytorch_groups_live",
+        "test_xla_module",
+        "test_pytorch_collect",
+        "test_demo",
+    }
+)
+#: What in a test's own code records a live job or starts rank processes.
+LIVE_CALLS = re.compile(r"record_gloo|examples/|EXAMPLES? /|torchrun|replay_workload\(|\"replay\", str\(")
+#: What in a test's own code runs an outside binary: ASTRA-sim's builds, a headless Chromium.
+BINARY_CALLS = re.compile(r"run_astra_sim|_printed_by_every_rank|ASTRA_SIM|chromium\(")
+
+
+def _source(item: pytest.Item) -> str:
+    function = getattr(item, "function", None)
+    try:
+        return inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        return ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test ``live`` (it records a job with a framework, or runs ranks as processes) or
+    ``binaries`` (it runs ASTRA-sim's binaries or Chromium), from its fixtures, module and code."""
+    for item in items:
+        module = item.module.__name__ if getattr(item, "module", None) is not None else ""
+        source = _source(item)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & LIVE_FIXTURES or module in LIVE_MODULES or LIVE_CALLS.search(source):
+            item.add_marker(pytest.mark.live)
+        if BINARY_CALLS.search(source):
+            item.add_marker(pytest.mark.binaries)
