@@ -117,14 +117,14 @@ def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None]
     told ``("reading ranks", done, total)`` after each rank.
 
     >>> import tempfile
-    >>> from chakra.generate.llm import generate_llm
-    >>> from chakra.generate.specs import HARDWARE_PRESETS, PRESETS, ParallelSpec, WorkloadSpec
-    >>> spec = WorkloadSpec(PRESETS["llama3-8b"], ParallelSpec(tp=2, pp=2, dp=2), HARDWARE_PRESETS["h100"],
-    ...                     global_batch=8)
-    >>> prefix = generate_llm(spec, f"{tempfile.mkdtemp()}/llama").prefix
-    >>> plan = plan_replay(prefix)
-    >>> len(plan.ranks), plan.ranks[0].collectives_by_group, plan.ranks[0].sends_to, plan.problems()
-    (8, {1: 260, 5: 17}, {4: 4}, [])
+    >>> from chakra.generate.micro import MicroParams, generate
+    >>> folder = tempfile.mkdtemp()
+    >>> ring, sends_only = generate(folder, ["send_recv_ring", "one_comm_send_node"], MicroParams(num_npus=4))
+    >>> plan = plan_replay(ring.prefix)
+    >>> len(plan.ranks), plan.ranks[0].sends_to, plan.ranks[0].recvs_from, plan.problems()
+    (4, {1: 1}, {3: 1}, [])
+    >>> plan_replay(sends_only.prefix).problems()[0]
+    'rank 0 posts 1 send(s) to rank 1, which posts 0 receive(s) from it'
     """
     traces = open_workload(workload, whole=True)
     ranks = sorted(traces.files)

@@ -128,6 +128,15 @@ def _rank_axis(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _finish_by_rank(figure: Any, ax: Any, ylabel: str, title: str, path: PathLike | None, fmt: str) -> Path | str:
+    """Label a plot with a bar group per rank, put its legend outside, and save it."""
+    _rank_axis(ax)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return _save(figure, path, fmt)
+
+
 @overload
 def plot_breakdown(per_rank: Mapping[int, Mapping[str, float]], path: None = ..., *, title: str = ...) -> str: ...
 @overload
@@ -156,11 +165,7 @@ def plot_breakdown(
             heights = [per_rank[r].get(part, 0.0) / ns_per_unit for r in ranks]
             ax.bar(ranks, heights, BAR_WIDTH, bottom=bottom, label=part)
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        _rank_axis(ax)
-        ax.set_ylabel(f"time ({unit})")
-        ax.set_title(title)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-        return _save(figure, path, fmt)
+        return _finish_by_rank(figure, ax, f"time ({unit})", title, path, fmt)
 
 
 @overload
@@ -202,11 +207,7 @@ def plot_rank_comparison(
             offset = (k - (len(quantities) - 1) / 2) * width
             bars = ax.bar([r + offset for r in ranks], values, width, label=quantity)
             ax.axhline(sum(values) / len(values), color=bars.patches[0].get_facecolor(), linestyle="--", linewidth=1)
-        _rank_axis(ax)
-        ax.set_ylabel(f"time ({unit}); dashed: mean")
-        ax.set_title(title)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-        return _save(figure, path, fmt)
+        return _finish_by_rank(figure, ax, f"time ({unit}); dashed: mean", title, path, fmt)
 
 
 @overload
