@@ -30,6 +30,7 @@ CORE = (
     "workload",
     "schedule",
     "units",
+    "conversion",
 )
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}

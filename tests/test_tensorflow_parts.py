@@ -148,11 +148,9 @@ def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(t
 def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
     from helpers import write_tf_recording
 
-    from chakra.tensorflow.convert import convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_recorded_workers
+    from chakra.tensorflow.pipeline import convert_tensorflow_recordings
 
-    written = write_tf_workload(
-        convert_workers(load_recorded_workers([write_tf_recording(tmp_path / "rec")])), tmp_path / "s"
-    )
-    for result in replay_ranks(written).values():
+    converted = convert_tensorflow_recordings([write_tf_recording(tmp_path / "rec")], tmp_path / "s", check=True)
+    assert converted.fidelity is not None and converted.fidelity.ok
+    for result in converted.fidelity.results.values():
         assert result.predicted_span_us == result.measured_span_us == 80.0

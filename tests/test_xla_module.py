@@ -13,6 +13,7 @@ from helpers import validate_and_simulate, write_allreduce_workload
 
 from chakra.errors import ChakraFormatError
 from chakra.xla.hlo import load_module, replica_groups, shape_bytes
+from chakra.xla.pipeline import XLA_FIDELITY_TOLERANCE
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "jax_sharded_mlp.py"
 DEVICES = 8
@@ -273,8 +274,11 @@ def test_the_fidelity_check_passes_on_a_two_device_job(profiled: Path, tmp_path:
     argv = ["convert", "xla", str(profiled / "step.hlo.pb"), "-o", str(tmp_path / "step"), "--json"]
     done = run_cli(*argv, "--profile", str(profiled / "profile"), "--check")
     assert done.returncode == 0, done.stdout + done.stderr
-    errors = json.loads(done.stdout)["fidelity"]
-    assert len(errors) == 2 and all(abs(e) <= 0.10 for e in errors.values())
+    fidelity = json.loads(done.stdout)["fidelity"]
+    assert fidelity["ok"] is True and fidelity["tolerance"] == XLA_FIDELITY_TOLERANCE
+    assert len(fidelity["ranks"]) == 2 and all(
+        abs(r["error"]) <= XLA_FIDELITY_TOLERANCE for r in fidelity["ranks"].values()
+    )
 
 
 def test_a_profile_of_another_program_is_refused_in_one_line(profiled: Path, every_collective: Path, tmp_path: Path):

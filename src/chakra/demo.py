@@ -281,30 +281,27 @@ def _worst(replays: Mapping[int, ScheduleResult]) -> str:
 
 
 def _jax(result: DemoResult, say: Callable[[str], None]) -> None:
-    from chakra.xla.convert import convert_module, replay_devices, write_xla_workload
-    from chakra.xla.hlo import load_module
-    from chakra.xla.profile import load_profile
+    from chakra.xla.pipeline import convert_xla_files
 
     recorded = result.out / "jax"
     _run([sys.executable, str(EXAMPLES / "jax_sharded_mlp.py"), str(recorded), "--profile"], say)
-    conversion = convert_module(load_module(recorded / "step.hlo.pb"), None, load_profile(recorded / "profile"))
-    written = write_xla_workload(conversion, result.out / "jax-et" / "step")
-    worst = _worst(replay_devices(written))
-    say(f"   $ chakra convert xla {recorded}/step.hlo.pb --profile {recorded}/profile -o {written.prefix} --check: "
-        f"{conversion.devices} devices, {len(conversion.groups.groups)} groups, replay worst {worst}")  # fmt: skip
+    converted = convert_xla_files(recorded / "step.hlo.pb", result.out / "jax-et" / "step",
+                                  profile=recorded / "profile", check=True)  # fmt: skip
+    conversion = converted.conversion
+    say(f"   $ chakra convert xla {recorded}/step.hlo.pb --profile {recorded}/profile -o {converted.written.prefix} "
+        f"--check: {conversion.devices} devices, {len(conversion.groups.groups)} groups, replay worst "
+        f"{_worst(converted.fidelity.results if converted.fidelity else {})}")  # fmt: skip
 
 
 def _tensorflow(result: DemoResult, say: Callable[[str], None]) -> None:
-    from chakra.tensorflow.convert import convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_recorded_workers
+    from chakra.tensorflow.pipeline import convert_tensorflow_recordings
 
     recorded = result.out / "tf"
     _run([sys.executable, str(EXAMPLES / "tf_mirrored_mlp.py"), str(recorded)], say)
-    conversion = convert_workers(load_recorded_workers([recorded]))
-    written = write_tf_workload(conversion, result.out / "tf-et" / "step")
-    worst = _worst(replay_ranks(written))
-    say(f"   $ chakra convert tensorflow {recorded} -o {written.prefix} --check: {len(conversion.devices)} devices, "
-        f"replay worst {worst}")  # fmt: skip
+    converted = convert_tensorflow_recordings([recorded], result.out / "tf-et" / "step", check=True)
+    say(f"   $ chakra convert tensorflow {recorded} -o {converted.written.prefix} --check: "
+        f"{len(converted.conversion.devices)} devices, replay worst "
+        f"{_worst(converted.fidelity.results if converted.fidelity else {})}")  # fmt: skip
 
 
 def _llm(result: DemoResult, say: Callable[[str], None]) -> None:

@@ -35,7 +35,7 @@ app = typer.Typer()
 if TYPE_CHECKING:
     from chakra.flexflow import FlexFlowConversion
     from chakra.pytorch.workload import WorkloadResult
-    from chakra.schedule.rank import ScheduleResult
+    from chakra.schedule.fidelity import FidelityCheck
     from chakra.trace import WrittenWorkload
     from chakra.xla.convert import XlaConversion
 
@@ -240,7 +240,19 @@ def convert_kineto(
     _finish_conversion(result, report, as_json, check, result.fidelity_failures(KINETO_FIDELITY_TOLERANCE))
 
 
-@convert_app.command("xla")
+def _xla_check_help() -> str:
+    from chakra.xla.pipeline import XLA_FIDELITY_TOLERANCE
+
+    return f"Replay each device with its measured durations; exit 1 if off by more than {XLA_FIDELITY_TOLERANCE:.0%}."
+
+
+def _tf_check_help() -> str:
+    from chakra.tensorflow.pipeline import TF_FIDELITY_TOLERANCE
+
+    return f"Replay each rank with its measured durations; exit 1 if off by more than {TF_FIDELITY_TOLERANCE:.0%}."
+
+
+@convert_app.command("xla", cls=late_help(check=_xla_check_help))
 def convert_xla_cmd(
     module: Path = typer.Argument(..., help="A serialized HLO module (.pb), plain or compressed."),
     output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{device}.et."),
@@ -251,7 +263,9 @@ def convert_xla_cmd(
         None, "--profile", help="A JAX profile (the folder jax.profiler.start_trace wrote, or its trace.json.gz)."
     ),
     check: bool = typer.Option(
-        False, "--check", help="Replay each device with its measured durations; exit 1 if off by more than 10 %."
+        False,
+        "--check",
+        help="Replay each device with its measured durations; exit 1 if off by more than the tolerance.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
     max_size: str = typer.Option(
@@ -267,42 +281,19 @@ def convert_xla_cmd(
     Example: chakra convert xla step.hlo.pb -o out/step --profile prof/ --check
     """
     from chakra.generate.sizes import parse_size
-    from chakra.xla.convert import FIDELITY_TOLERANCE, convert_module, replay_devices, write_xla_workload
-    from chakra.xla.hlo import load_module
-    from chakra.xla.profile import load_profile
+    from chakra.xla.pipeline import convert_xla_files
 
-    if check and profile is None:
-        raise ChakraInputError("--check needs --profile", hint="the fidelity check compares with measured times")
     with busy(f"converting {module.name}"):
-        measured = load_profile(profile) if profile is not None else None
-        conversion = convert_module(
-            load_module(module), devices, measured, max_bytes=parse_size(max_size, what="--max-size")
-        )
-        written = write_xla_workload(conversion, output)
-    fidelity = replay_devices(written) if check else {}
-    report = {
-        "module": conversion.module.proto.name,
-        "devices": conversion.devices,
-        "nodes_per_device": {str(d): len(n) for d, n in conversion.nodes.items()},
-        "converted": dict(conversion.converted),
-        "folded": dict(conversion.folded),
-        "kept": dict(conversion.kept),
-        "unrolled": dict(conversion.unrolled),
-        "groups": len(conversion.groups),
-        "notes": conversion.notes,
-        "fidelity": {str(d): r.error for d, r in fidelity.items()},
-    }
-    off = sorted(d for d, r in fidelity.items() if r.error is None or abs(r.error) > FIDELITY_TOLERANCE)
+        result = convert_xla_files(module, output, devices=devices, profile=profile, check=check,
+                                   max_bytes=parse_size(max_size, what="--max-size"))  # fmt: skip
     if as_json:
-        stdout.print_json(json.dumps(report))
+        stdout.print_json(json.dumps(result.to_dict()))
     else:
-        _print_xla(conversion, written, fidelity)
-    if off:
-        stderr.print(Text(f"fidelity check failed for devices {off}", style="bold red"))
-        raise typer.Exit(EXIT_CHECKS_FAILED)
+        _print_xla(result.conversion, result.written, result.fidelity)
+    _fail_fidelity(result.fidelity, "devices")
 
 
-def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: dict[int, ScheduleResult]) -> None:
+def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: FidelityCheck | None) -> None:
     table = Table(title=f"{written.prefix}.{{device}}.et", title_justify="left")
     for column in ("instructions", "count", "became"):
         table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
@@ -325,14 +316,14 @@ def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: di
         note(text)
 
 
-@convert_app.command("tensorflow")
+@convert_app.command("tensorflow", cls=late_help(check=_tf_check_help))
 def convert_tensorflow_cmd(
     recordings: list[Path] = typer.Argument(
         ..., help="What chakra.tensorflow.collect wrote: a worker's folder, or the folder of every worker's."
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Output prefix: writes PREFIX.{rank}.et."),
     check: bool = typer.Option(
-        False, "--check", help="Replay each rank with its measured durations; exit 1 if off by more than 10 %."
+        False, "--check", help="Replay each rank with its measured durations; exit 1 if off by more than the tolerance."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of tables."),
 ) -> None:
@@ -344,41 +335,21 @@ def convert_tensorflow_cmd(
 
     Example: chakra convert tensorflow out/ -o out/et/step --check
     """
-    from chakra.tensorflow.convert import FIDELITY_TOLERANCE, convert_workers, replay_ranks, write_tf_workload
-    from chakra.tensorflow.recording import load_recorded_workers
+    from chakra.tensorflow.pipeline import convert_tensorflow_recordings
 
     with busy("converting the TensorFlow step"):
-        conversion = convert_workers(load_recorded_workers(list(recordings)))
-        if check and not conversion.profiled:
-            raise ChakraInputError(
-                "--check needs a profile", path=recordings[0], hint="record with chakra.tensorflow.collect"
-            )
-        written = write_tf_workload(conversion, output)
-    fidelity = replay_ranks(written) if check else {}
-    report = {
-        "devices": conversion.devices,
-        "nodes_per_rank": {str(r): len(n) for r, n in conversion.nodes.items()},
-        "converted": dict(conversion.converted),
-        "folded": dict(conversion.folded),
-        "events": dict(conversion.events),
-        "step": conversion.step_run.run if conversion.step_run is not None else None,
-        "groups": {str(g): list(m) for g, m in conversion.groups.groups.items()},
-        "notes": conversion.notes,
-        "fidelity": {str(r): f.error for r, f in fidelity.items()},
-    }
-    off = sorted(r for r, f in fidelity.items() if f.error is None or abs(f.error) > FIDELITY_TOLERANCE)
+        result = convert_tensorflow_recordings(recordings, output, check=check)
     if as_json:
-        stdout.print_json(json.dumps(report))
+        stdout.print_json(json.dumps(result.to_dict()))
     else:
-        _print_graph_conversion(written, conversion.converted, conversion.folded, conversion.events)
+        conversion = result.conversion
+        _print_graph_conversion(result.written, conversion.converted, conversion.folded, conversion.events)
         for rank, device in enumerate(conversion.devices):
             stdout.print(f"rank {rank}: {device}")
-        _print_fidelity(fidelity, "rank")
+        _print_fidelity(result.fidelity, "rank")
         for text in conversion.notes:
             note(text)
-    if off:
-        stderr.print(Text(f"fidelity check failed for ranks {off}", style="bold red"))
-        raise typer.Exit(EXIT_CHECKS_FAILED)
+    _fail_fidelity(result.fidelity, "ranks")
 
 
 def _print_graph_conversion(
@@ -396,11 +367,23 @@ def _print_graph_conversion(
     stdout.print(f"wrote {len(written.paths)} files")
 
 
-def _print_fidelity(fidelity: dict[int, ScheduleResult], unit: str) -> None:
-    for index, result in fidelity.items():
+def _print_fidelity(fidelity: FidelityCheck | None, unit: str) -> None:
+    if fidelity is None:
+        return
+    for index, result in fidelity.results.items():
         shown = "-" if result.error is None else f"{result.error:+.1%}"
         measured = f"{result.measured_span_us:,.1f}" if result.measured_span_us is not None else "-"
         stdout.print(f"{unit} {index}: replayed {result.predicted_span_us:,.1f} µs, measured {measured} µs ({shown})")
+
+
+def _fail_fidelity(fidelity: FidelityCheck | None, units: str) -> None:
+    """Exit 1 naming the ranks (or devices) the fidelity check failed."""
+    if fidelity is not None and not fidelity.ok:
+        off = sorted(fidelity.failures())
+        stderr.print(
+            Text(f"fidelity check failed for {units} {off} (beyond {fidelity.tolerance:.0%})", style="bold red")
+        )
+        raise typer.Exit(EXIT_CHECKS_FAILED)
 
 
 #: The time units of the labelled FlexFlow form (chakra.flexflow.taskgraph.NS_PER), for --help without imports.

@@ -38,7 +38,6 @@ from chakra import io
 from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
-from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -107,8 +106,6 @@ COLLECTIVES = {
     "CollectiveBcastRecv": CollectiveOp(BROADCAST, None, None, None),
     "NcclAllReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
 }
-#: A rank's fidelity error (replayed span vs measured) past which ``--check`` fails (issue 17).
-FIDELITY_TOLERANCE = 0.10
 
 
 @dataclass
@@ -454,8 +451,3 @@ def write_tf_workload(conversion: TfConversion, prefix: PathLike) -> WrittenWork
             writer.groups = conversion.groups
     assert writer.result is not None
     return writer.result
-
-
-def replay_ranks(written: WrittenWorkload) -> dict[int, ScheduleResult]:
-    """Each rank's ET replayed with its recorded durations, against its measured span."""
-    return {rank: schedule_file(path) for rank, path in sorted(written.paths.items())}

@@ -42,7 +42,6 @@ from chakra.attrs import set_attr
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
-from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -467,13 +466,3 @@ def write_xla_workload(conversion: XlaConversion, prefix: PathLike) -> WrittenWo
             writer.groups = conversion.groups
     assert writer.result is not None
     return writer.result
-
-
-#: A device's replayed span may be this far from its measured one before ``--check`` fails (issue
-#: 16: 10 % on a 2-device job; more devices than cores make the measured timing noise).
-FIDELITY_TOLERANCE = 0.10
-
-
-def replay_devices(written: WrittenWorkload) -> dict[int, ScheduleResult]:
-    """Each device's ET replayed with its recorded durations, against its measured span."""
-    return {device: schedule_file(path) for device, path in sorted(written.paths.items())}
