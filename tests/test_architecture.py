@@ -184,3 +184,27 @@ def test_no_public_class_or_function_name_is_defined_twice():
     twice = {name: where for name, where in public_definitions().items() if len(where) > 1}
 
     assert twice == {}
+
+
+def _imported_names(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of every ``from chakra... import name`` in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chakra"):
+            found.extend((node.module or "", alias.name) for alias in node.names)
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_the_cli_imports_only_public_names_of_the_library():
+    private = {
+        name: sorted(f"{module}.{imported}" for module, imported in _imported_names(path)
+                     if _private(imported) or any(_private(part) for part in module.split(".")))
+        for name, path in modules().items()
+        if top(name) == "cli"
+    }  # fmt: skip
+
+    assert {name: found for name, found in private.items() if found} == {}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import make_node, run_cli, write_et
 
+from chakra.replay.choices import REPLAY_CHECK_TOLERANCE
 from chakra.schema.protobuf.et_def_pb2 import BARRIER, COMM_RECV_NODE
 from chakra.table import COMPUTE, MISSING, load_table
 
@@ -22,8 +23,6 @@ HANG_TIMEOUT_S = 5
 HANG_DIAGNOSIS_BOUND_S = 120
 #: torchrun starts both ranks (importing torch) on a loaded machine.
 TORCHRUN_TIMEOUT_S = 300
-#: The issue's bound: a converted job replayed with its recorded durations, against its step.
-CHECK_TOLERANCE = 0.15
 #: The collectives of chakra generate micro, and the transfer families.
 COLLECTIVES = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "BROADCAST", "REDUCE", "GATHER",
                "SCATTER", "BARRIER")  # fmt: skip
@@ -117,7 +116,7 @@ def test_a_recorded_gloo_job_replays_within_its_bound_of_the_measured_step(gloo_
     done = run_cli("replay", str(prefix), "--json", "--iterations", "3", "--check")
     assert done.returncode == 0, done.stdout + done.stderr
     errors = {rank: r["error"] for rank, r in json.loads(done.stdout)["ranks"].items()}
-    assert all(abs(e) <= CHECK_TOLERANCE for e in errors.values()), errors
+    assert all(abs(e) <= REPLAY_CHECK_TOLERANCE for e in errors.values()), errors
 
 
 def test_an_unknown_compute_mode_is_a_usage_error(micro2: Path):

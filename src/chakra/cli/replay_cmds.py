@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli.console import EXIT_CHECKS_FAILED, busy, emit_results, print_table, stage_progress, stderr, stdout
+from chakra.replay.choices import REPLAY_CHECK_TOLERANCE, Backend, ComputeMode
 
 if TYPE_CHECKING:
     from chakra.replay.launch import OverlapStudy, ReplaySettings, WorkloadReplay
@@ -17,19 +18,12 @@ if TYPE_CHECKING:
 #: This module's commands; chakra.cli.main adds them to the ``chakra`` app.
 app = typer.Typer()
 
-#: How far a rank's replayed step may be from its recorded span before ``--check`` fails (issue 18).
-CHECK_TOLERANCE = 0.15
-#: The compute modes (chakra.replay.issue.ComputeMode), listed here so that --help needs no torch.
-COMPUTE_MODES = ("duration", "kernels", "aten", "none")
-#: The backends (chakra.replay.launch.BACKENDS), likewise.
-BACKENDS = ("auto", "gloo", "nccl")
-
 
 @app.command("replay")
 def replay_cmd(
     workload: Path = typer.Argument(..., help="A workload: PREFIX of PREFIX.{rank}.et, its folder, or one file."),
-    compute: str = typer.Option(
-        "duration",
+    compute: ComputeMode = typer.Option(
+        ComputeMode.DURATION,
         "--compute",
         help="duration: hold for the recorded time; kernels: a GEMM of num_ops FLOPs and a copy of "
         "tensor_size bytes; aten: the recorded ATen ops on tensors of their shapes (else kernels, counted); "
@@ -44,13 +38,17 @@ def replay_cmd(
         False, "--overlap", help="Also replay compute only and communication only, and report the overlap."
     ),
     check: bool = typer.Option(
-        False, "--check", help="Exit 1 when a rank's median step is more than 15 % from its recorded span."
+        False,
+        "--check",
+        help=f"Exit 1 when a rank's median step is more than {REPLAY_CHECK_TOLERANCE:.0%} from its reference.",
     ),
     report: Path | None = typer.Option(None, "--report", help="Write the results as JSON here."),
     timeline: Path | None = typer.Option(
         None, "--timeline", help="Write the last iteration as a Chrome/Perfetto trace (tracks: rank, stream, group)."
     ),
-    backend: str = typer.Option("auto", "--backend", help="auto: NCCL with a CUDA device per rank, else gloo."),
+    backend: Backend = typer.Option(
+        Backend.AUTO, "--backend", help="auto: NCCL with a CUDA device per rank, else gloo."
+    ),
     system: Path | None = typer.Option(
         None, "--system", help="With --network: compare ranks without recorded times with the simulator's prediction."
     ),
@@ -77,22 +75,17 @@ def replay_cmd(
     Example: chakra replay out/job --compute duration --iterations 5 --check --timeline replay.json
     """
     from chakra.replay.external import replay_this_rank, under_launcher
-    from chakra.replay.issue import ComputeMode
     from chakra.replay.launch import ReplaySettings
     from chakra.replay.reference import simulated_reference
     from chakra.replay.timeline import write_timeline
 
-    if compute not in COMPUTE_MODES:
-        raise typer.BadParameter(f"one of {', '.join(COMPUTE_MODES)}", param_hint="--compute")
-    if backend not in BACKENDS:
-        raise typer.BadParameter(f"one of {', '.join(BACKENDS)}", param_hint="--backend")
     if (system is None) != (network is None):
         raise typer.BadParameter("give both --system and --network, or neither", param_hint="--system")
     if dry_run:
         _dry_run(workload, report, as_json)
         return
-    settings = ReplaySettings(ComputeMode(compute), compute_scale, comm, warmup, iterations,
-                              timeout_s=timeout_s, timeline=timeline is not None, backend=backend)  # fmt: skip
+    settings = ReplaySettings(compute, compute_scale, comm, warmup, iterations,
+                              timeout_s=timeout_s, timeline=timeline is not None, backend=backend.value)  # fmt: skip
     if under_launcher():  # torchrun started this rank: run it here, rank 0 reports
         joined = replay_this_rank(workload, settings)
         if joined is None:
@@ -106,7 +99,7 @@ def replay_cmd(
     if timeline is not None:
         write_timeline(result, timeline)
     if not emit_results(study.to_dict() if study is not None else result.to_dict(), report, as_json):
-        _print_replay(result, compute, comm)
+        _print_replay(result, compute.value, comm)
         if study is not None:
             for rank, hidden_us in study.overlap_us().items():
                 stdout.print(
@@ -116,9 +109,9 @@ def replay_cmd(
                 )
             stdout.print(f"the job (slowest rank of each): {study.job_overlap_us():,.1f} µs overlapped")
     if check:
-        off = sorted(r for r, one in result.ranks.items() if one.error is None or abs(one.error) > CHECK_TOLERANCE)
+        off = result.check_failures()
         if off:
-            stderr.print(f"replay check failed for ranks {off} (beyond {CHECK_TOLERANCE:.0%} of the recorded span)")
+            stderr.print(f"replay check failed for ranks {off} (beyond {REPLAY_CHECK_TOLERANCE:.0%} of the reference)")
             raise typer.Exit(EXIT_CHECKS_FAILED)
 
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from chakra.replay.choices import ComputeMode
 from chakra.replay.program import IssueProgram, Kind, replayed_group
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -63,13 +63,6 @@ ELEMENT_BYTES = 4
 DEFAULT_MAX_BUFFER_BYTES = 64 << 20
 #: The collective types the format defines.
 COMM_TYPE_VALUES = frozenset(CollectiveCommType.values())
-
-
-class ComputeMode(str, Enum):
-    DURATION = "duration"
-    KERNELS = "kernels"
-    ATEN = "aten"
-    NONE = "none"
 
 
 @dataclass

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from chakra.errors import ChakraError, ChakraInputError, PathLike
-from chakra.replay.issue import DEFAULT_MAX_BUFFER_BYTES, ComputeMode, Issuer
+from chakra.replay.choices import REPLAY_CHECK_TOLERANCE, Backend, ComputeMode
+from chakra.replay.issue import DEFAULT_MAX_BUFFER_BYTES, Issuer
 from chakra.replay.measure import (
     CollectiveBandwidth,
     CommKey,
@@ -68,7 +69,7 @@ STOP_GRACE_S = 5.0
 #: callbacks need it to note when a collective completed, and Python's default, 5 ms, would late them by up to that.
 GIL_SWITCH_S = 50e-6
 #: The torch.distributed backends a replay runs on; ``auto``: NCCL with a CUDA device per rank, else gloo.
-BACKENDS = ("auto", "gloo", "nccl")
+BACKENDS = tuple(b.value for b in Backend)
 
 
 class ReplayHang(ChakraError):
@@ -175,6 +176,11 @@ class WorkloadReplay:
     def collectives(self) -> list[CollectiveBandwidth]:
         """Time and bandwidth of every kind of communication, slowest rank (nccl-tests' definitions)."""
         return collective_bandwidth(r.comm_timings for r in self.ranks.values())
+
+    def check_failures(self, tolerance: float = REPLAY_CHECK_TOLERANCE) -> list[int]:
+        """The ranks whose median step is further than ``tolerance`` (relative) from their reference,
+        or that have no reference to compare with."""
+        return sorted(r for r, one in self.ranks.items() if one.error is None or abs(one.error) > tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return {
