@@ -16,6 +16,7 @@ from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimulationStuck
+from chakra.sim.scenario import Scenario
 from chakra.sim.sweep import (
     SweepPoint,
     SweepResult,
@@ -111,7 +112,7 @@ def test_a_bad_axis_names_itself_and_shows_an_example(text: str, named: str):
 
 def test_more_bandwidth_finishes_a_communication_bound_workload_sooner(comm_bound: Path):
     points = grid({"bandwidth-scale": [0.5, 1, 2, 4]})
-    results = run_sweep(comm_bound, SYSTEM, RING2, points, workers=2)
+    results = run_sweep(comm_bound, Scenario(SYSTEM, RING2), points, workers=2)
     finish = [r.finish_ns for r in results]
     assert finish == sorted(finish, reverse=True) and len(set(finish)) == 4
     assert [r.point for r in results] == points  # results in the order of the points
@@ -119,7 +120,7 @@ def test_more_bandwidth_finishes_a_communication_bound_workload_sooner(comm_boun
 
 
 def test_faster_compute_finishes_a_compute_bound_workload_sooner(compute_bound: Path):
-    slow, fast = run_sweep(compute_bound, SYSTEM, RING2, grid({"compute-scale": [1, 0.5]}), workers=1)
+    slow, fast = run_sweep(compute_bound, Scenario(SYSTEM, RING2), grid({"compute-scale": [1, 0.5]}), workers=1)
     assert fast.finish_ns < slow.finish_ns
     assert (slow.total_compute_ns, fast.total_compute_ns) == (2 * 10_000_000, 2 * 5_000_000)  # two ranks, ns
 
@@ -134,27 +135,28 @@ def test_a_sweep_loads_each_rank_once_not_once_per_point(comm_bound: Path, monke
         return load_rank(path, rank)
 
     monkeypatch.setattr(sweep, "load_rank", counting_load_rank)
-    run_sweep(comm_bound, SYSTEM, RING2, grid({"bandwidth-scale": [0.5, 1, 2]}), workers=1)  # points in this process
+    # the points run in this process
+    run_sweep(comm_bound, Scenario(SYSTEM, RING2), grid({"bandwidth-scale": [0.5, 1, 2]}), workers=1)
     assert sorted(loaded) == [0, 1]
 
 
 def test_a_sweep_run_in_this_process_does_not_keep_the_workload(comm_bound: Path):
     from chakra.sim.sweep import _programs  # the per-process cache of loaded programs
 
-    run_sweep(comm_bound, SYSTEM, RING2, grid({"bandwidth-scale": [1, 2]}), workers=1)
+    run_sweep(comm_bound, Scenario(SYSTEM, RING2), grid({"bandwidth-scale": [1, 2]}), workers=1)
     assert _programs.cache_info().currsize == 0
 
 
 def test_a_bad_override_fails_before_any_simulation(comm_bound: Path):
     with pytest.raises(ChakraInputError, match="preferred-dataset-splits"):
-        run_sweep(comm_bound, SYSTEM, RING2, grid({"preferred-dataset-splits": [4, 0]}), workers=2)
+        run_sweep(comm_bound, Scenario(SYSTEM, RING2), grid({"preferred-dataset-splits": [4, 0]}), workers=2)
 
 
 def test_a_workload_that_hangs_names_the_point_across_processes(tmp_path: Path):
     prefix = _workload(tmp_path, compute_us=1, allreduce_bytes=1024, both_ranks_reduce=False)
     # both points hang; whichever a worker reports first is named
     with pytest.raises(SimulationStuck, match=r"at (defaults|bandwidth-scale=2): .*never issue it") as caught:
-        run_sweep(prefix, SYSTEM, RING2, grid({"bandwidth-scale": [1, 2]}), workers=2)
+        run_sweep(prefix, Scenario(SYSTEM, RING2), grid({"bandwidth-scale": [1, 2]}), workers=2)
     assert caught.value.waiting[0][:2] == (0, 2)  # rank 0 node 2 waits
 
 
@@ -249,3 +251,15 @@ def test_a_bad_axis_exits_2_with_one_line(comm_bound: Path):
 def test_sweep_help_has_an_example():
     result = run("sweep", "--help")
     assert result.returncode == 0 and "Example: chakra sweep" in result.stdout
+
+
+def test_a_scenario_at_a_point_keeps_its_own_changes_under_the_points(tmp_path: Path):
+    base = Scenario(SYSTEM, RING2, system_overrides={"endpoint-delay": 5}, bandwidth_scale=2.0, astra_compat=True)
+    point = SweepPoint(compute_scale=0.5, bandwidth_scale=3.0, system_overrides={"preferred-dataset-splits": 2})
+
+    at = base.at(point)
+
+    assert at.system_overrides == {"endpoint-delay": 5, "preferred-dataset-splits": 2}
+    assert (at.bandwidth_scale, at.compute_scale, at.astra_compat) == (6.0, 0.5, True)
+    system, _, _ = at.load()
+    assert (system.preferred_dataset_splits, system.endpoint_delay_ns, system.astra_compat) == (2, 5, True)

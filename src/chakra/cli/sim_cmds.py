@@ -97,22 +97,20 @@ def simulate_cmd(
     Example: chakra simulate --workload out/job --system sys.json --network net.yml --bandwidth-scale 2
     --timeline job.trace.json --timed sim/job
     """
-    from chakra.sim import config
-    from chakra.sim.config.system import ASTRA_COMPAT_KEY
     from chakra.sim.report import check_report_path, report_dict, write_sim_report
     from chakra.sim.results import SimulationStuck
     from chakra.sim.run import simulate_workload
+    from chakra.sim.scenario import Scenario
 
     if report is not None:
         check_report_path(report)  # before the run, not after it
 
-    system_overrides = dict(config.parse_override(o) for o in overrides)
-    if astra_compat:
-        system_overrides[ASTRA_COMPAT_KEY] = 1
-    system_config = config.load_system(system, system_overrides)
-    network_config = config.load_network(network, dict(config.parse_override(o) for o in network_overrides))
-    network_config = config.scale_network(network_config, bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
-    memory_config = config.load_remote_memory(remote_memory)
+    scenario = Scenario.from_texts(
+        system, network, overrides, network_overrides, remote_memory_path=remote_memory,
+        bandwidth_scale=bandwidth_scale, latency_scale=latency_scale, compute_scale=compute_scale,
+        astra_compat=astra_compat, network_model=network_model,
+    )  # fmt: skip
+    system_config, network_config, memory_config = scenario.load()
     for key in system_config.unknown_keys:
         stderr.print(Text(f"warning: {system}: unknown key {key!r} ignored", style="yellow"))
     try:
@@ -123,11 +121,11 @@ def simulate_cmd(
                 network_config,
                 remote_memory=memory_config,
                 comm_groups_path=comm_groups,
-                compute_scale=compute_scale,
+                compute_scale=scenario.compute_scale,
                 keep_intervals=timeline is not None or timed is not None,
                 cpu_per_thread=cpu_per_thread,
                 gpu_per_stream=gpu_per_stream,
-                network_model=network_model,
+                network_model=scenario.network_model,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)
@@ -253,6 +251,7 @@ def sweep(
     from chakra.errors import ChakraInputError
     from chakra.sim import sweep as sw
     from chakra.sim.results import SimulationStuck
+    from chakra.sim.scenario import Scenario
 
     grid_axes: dict[str, list[object]] = {}
     for text in axes:
@@ -270,15 +269,12 @@ def sweep(
             task = progress.add_task("simulating", total=len(points))
             results = sw.run_sweep(
                 workload,
-                system,
-                network,
+                Scenario(system, network, remote_memory, network_model=network_model),
                 points,
                 comm_groups_path=comm_groups,
-                remote_memory_path=remote_memory,
                 workers=workers,
                 scheduler=scheduler,
                 progress=lambda done, _total: progress.update(task, completed=done),
-                network_model=network_model,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)

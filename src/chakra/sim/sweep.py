@@ -11,7 +11,7 @@ Example:
     points = grid({"bandwidth-scale": [0.5, 1, 2], "compute-scale": [0.5, 1]})
     len(points), points[0].label()
     # (6, 'compute-scale=0.5, bandwidth-scale=0.5')
-    results = run_sweep("out/job", "sys.json", "net.yml", points)
+    results = run_sweep("out/job", Scenario("sys.json", "net.yml"), points)
     write_plot(results, "sweep.png", "bandwidth-scale")
 """
 
@@ -39,6 +39,7 @@ from chakra.sim.engine import simulate
 from chakra.sim.program import RankProgram, load_rank
 from chakra.sim.results import SimulationStuck
 from chakra.sim.run import check_network_covers, open_simulated
+from chakra.sim.scenario import Scenario
 from chakra.units import NS_PER_MS
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
@@ -210,25 +211,23 @@ class _PointTask:
     network: NetworkConfig
     remote_memory: RemoteMemoryConfig
     point: SweepPoint
+    compute_scale: float = 1.0
     network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE
 
 
 def run_sweep(
     workload: PathLike,
-    system_path: PathLike,
-    network_path: PathLike,
+    scenario: Scenario,
     points: Sequence[SweepPoint],
     *,
     comm_groups_path: PathLike | None = None,
-    remote_memory_path: PathLike | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
-    network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
 ) -> list[SweepResult]:
-    """Simulate ``workload`` once per point, in parallel (see :func:`chakra.parallel.map_ranks` for
-    ``workers``/``scheduler``/``progress``), messages crossing the network as ``network_model``
-    says; results in the order of ``points``.
+    """Simulate ``workload`` once per point, ``scenario`` with the point on top (:meth:`Scenario.at`),
+    in parallel (see :func:`chakra.parallel.map_ranks` for ``workers``/``scheduler``/``progress``);
+    results in the order of ``points``.
 
     Every point's configuration is loaded and checked here first, so a bad override fails at once
     rather than after the first simulations. Each worker process loads the workload once, at its first
@@ -236,31 +235,23 @@ def run_sweep(
     the point.
     """
     opened = open_simulated(workload, comm_groups_path)
-    remote_memory = config.load_remote_memory(remote_memory_path)
     rank_files = tuple(
         (rank, str(path), (stat := path.stat()).st_size, stat.st_mtime_ns)
         for rank, path in sorted(opened.files.items())
     )
     tasks = []
     for point in points:
-        system, network = _load_configs(system_path, network_path, point)
+        at_point = scenario.at(point)
+        system, network, remote_memory = at_point.load()
         check_network_covers(opened, network)
-        tasks.append(_PointTask(rank_files, opened.comm_groups, system, network, remote_memory, point, network_model))
+        tasks.append(_PointTask(rank_files, opened.comm_groups, system, network, remote_memory, point,
+                                at_point.compute_scale, at_point.network_model))  # fmt: skip
     try:
         return map_ranks(
             _run_point, tasks, workers=workers, scheduler=scheduler, progress=progress, description="sweep"
         )
     finally:
         _programs.cache_clear()  # the points ran in this process: do not hold the workload after the sweep
-
-
-def _load_configs(
-    system_path: PathLike, network_path: PathLike, point: SweepPoint
-) -> tuple[SystemConfig, NetworkConfig]:
-    system = config.load_system(system_path, point.system_overrides)
-    network = config.load_network(network_path, point.network_overrides)
-    network = config.scale_network(network, bandwidth_scale=point.bandwidth_scale, latency_scale=point.latency_scale)
-    return system, network
 
 
 @functools.lru_cache(maxsize=1)
@@ -278,7 +269,7 @@ def _run_point(task: _PointTask) -> SweepResult:
             task.network,
             remote_memory=task.remote_memory,
             comm_groups=task.comm_groups,
-            compute_scale=task.point.compute_scale,
+            compute_scale=task.compute_scale,
             network_model=task.network_model,
         )
     except SimulationStuck as stuck:
