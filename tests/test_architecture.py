@@ -164,6 +164,16 @@ def test_front_ends_import_no_consumer():
     assert {name: deps for name, deps in crossing.items() if deps} == {}
 
 
+def test_the_simulator_and_the_replay_import_no_analysis():
+    crossing = {
+        name: sorted(m for m in deps if top(m) == "analyze")
+        for name, deps in graph().items()
+        if top(name) in ("sim", "replay")
+    }
+
+    assert {name: deps for name, deps in crossing.items() if deps} == {}
+
+
 def _is_overload(node: ast.FunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "overload" for d in node.decorator_list)
 

@@ -45,6 +45,11 @@ import numpy as np
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, Node
 
+#: The GlobalMetadata attribute saying where a workload's times come from, and its value (followed
+#: by ``": NOTE"``) for the times of a simulated run (``chakra simulate --timed`` writes them; an
+#: analysis then reports its timing as simulated).
+TIMING_ATTR = "chakra_timing"
+TIMING_SIMULATED = "simulated"
 #: oneof members holding one integer, with the value range protobuf accepts for each.
 INT_MEMBER_RANGES: dict[str, tuple[int, int]] = {
     "int32_val": (-(1 << 31), (1 << 31) - 1),

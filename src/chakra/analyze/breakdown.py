@@ -64,6 +64,7 @@ import numpy as np
 
 from chakra.analyze.choices import RankBy, Scope, Timing
 from chakra.analyze.frames import to_frame
+from chakra.attrs import TIMING_ATTR, TIMING_SIMULATED
 from chakra.errors import ChakraInputError
 from chakra.schedule.rank import scheduled_starts_ns
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, CollectiveCommType
@@ -73,10 +74,6 @@ from chakra.table import CATEGORY_NAMES, COMMUNICATION, COMPUTE, MEMORY, NO_COMM
 # are documented and used here, and importable from here as before.
 TIMING_RECORDED, TIMING_REPLAY, TIMING_AUTO = Timing.RECORDED.value, Timing.REPLAY.value, Timing.AUTO.value
 TIMINGS = tuple(t.value for t in Timing)
-#: How ``Breakdown.timing`` names the recorded times of a simulated run (``chakra simulate --timed``
-#: writes them, and says so in the metadata attribute :data:`TIMING_ATTR`).
-TIMING_SIMULATED = "simulated"
-TIMING_ATTR = "chakra_timing"
 
 #: Keys of point-to-point nodes in ``bytes_by_collective``, after their node types.
 SEND_KEY, RECV_KEY = "SEND", "RECV"

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chakra import io
-from chakra.analyze.breakdown import TIMING_ATTR, TIMING_SIMULATED
-from chakra.attrs import set_attr
+from chakra.attrs import TIMING_ATTR, TIMING_SIMULATED, set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.paths import groups_path
 from chakra.sim.results import SimResult
