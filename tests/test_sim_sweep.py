@@ -257,7 +257,7 @@ def test_a_scenario_at_a_point_keeps_its_own_changes_under_the_points(tmp_path: 
     base = Scenario(SYSTEM, RING2, system_overrides={"endpoint-delay": 5}, bandwidth_scale=2.0, astra_compat=True)
     point = SweepPoint(compute_scale=0.5, bandwidth_scale=3.0, system_overrides={"preferred-dataset-splits": 2})
 
-    at = base.at(point)
+    at = point.on(base)
 
     assert at.system_overrides == {"endpoint-delay": 5, "preferred-dataset-splits": 2}
     assert (at.bandwidth_scale, at.compute_scale, at.astra_compat) == (6.0, 0.5, True)

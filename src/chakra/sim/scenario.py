@@ -1,7 +1,7 @@
 """One what-if of a simulated system, as one value: :class:`Scenario` names the system, network and
 remote-memory files and what is changed on top of them (system and network keys, bandwidth and
 latency scales, compute scale, ASTRA-sim compatibility, the network model). ``chakra simulate``
-runs one scenario; ``chakra sweep`` varies one over its points (:meth:`Scenario.at`). Both load the
+runs one scenario; ``chakra sweep`` varies one over its points (:meth:`chakra.sim.sweep.SweepPoint.on`). Both load the
 configurations through :meth:`Scenario.load`, so an override means the same in each.
 
 Example:
@@ -12,18 +12,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chakra.errors import PathLike
 from chakra.sim import config
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.config.system import ASTRA_COMPAT_KEY
-
-if TYPE_CHECKING:
-    from chakra.sim.sweep import SweepPoint
 
 
 @dataclass(frozen=True)
@@ -50,17 +47,6 @@ class Scenario:
         """A scenario whose overrides are ``KEY=VALUE`` texts (``--set``, ``--network-set``)."""
         return cls(system_path, network_path, system_overrides=dict(config.parse_override(t) for t in system_sets),
                    network_overrides=dict(config.parse_override(t) for t in network_sets), **settings)  # fmt: skip
-
-    def at(self, point: SweepPoint) -> Scenario:
-        """This scenario with a sweep point's knobs on top (its overrides win; its scales multiply)."""
-        return replace(
-            self,
-            system_overrides={**self.system_overrides, **point.system_overrides},
-            network_overrides={**self.network_overrides, **point.network_overrides},
-            bandwidth_scale=self.bandwidth_scale * point.bandwidth_scale,
-            latency_scale=self.latency_scale * point.latency_scale,
-            compute_scale=self.compute_scale * point.compute_scale,
-        )
 
     def load(self) -> tuple[SystemConfig, NetworkConfig, RemoteMemoryConfig]:
         """The system, network (scaled) and remote-memory configurations, read and checked."""

@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,17 @@ class SweepPoint:
     latency_scale: float = 1.0
     system_overrides: dict[str, Any] = field(default_factory=dict)
     network_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def on(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with this point's knobs on top (the point's overrides win; scales multiply)."""
+        return replace(
+            scenario,
+            system_overrides={**scenario.system_overrides, **self.system_overrides},
+            network_overrides={**scenario.network_overrides, **self.network_overrides},
+            bandwidth_scale=scenario.bandwidth_scale * self.bandwidth_scale,
+            latency_scale=scenario.latency_scale * self.latency_scale,
+            compute_scale=scenario.compute_scale * self.compute_scale,
+        )
 
     def knobs(self) -> dict[str, Any]:
         """Axis name -> value for every knob of the point (the three scales, then the overrides)."""
@@ -225,7 +236,7 @@ def run_sweep(
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[SweepResult]:
-    """Simulate ``workload`` once per point, ``scenario`` with the point on top (:meth:`Scenario.at`),
+    """Simulate ``workload`` once per point, ``scenario`` with the point on top (:meth:`SweepPoint.on`),
     in parallel (see :func:`chakra.parallel.map_ranks` for ``workers``/``scheduler``/``progress``);
     results in the order of ``points``.
 
@@ -241,7 +252,7 @@ def run_sweep(
     )
     tasks = []
     for point in points:
-        at_point = scenario.at(point)
+        at_point = point.on(scenario)
         system, network, remote_memory = at_point.load()
         check_network_covers(opened, network)
         tasks.append(_PointTask(rank_files, opened.comm_groups, system, network, remote_memory, point,
