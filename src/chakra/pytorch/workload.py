@@ -41,6 +41,7 @@ from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
 from chakra.pytorch.host import HostTrace
 from chakra.pytorch.link import LinkedTrace
+from chakra.schedule.fidelity import FidelityCheck, check_fidelity
 from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.trace import WorkloadWriter
 
@@ -105,10 +106,14 @@ class WorkloadResult:
     removed: list[Path] = field(default_factory=list)  # stale files of an earlier workload of the prefix
     adapted: AdaptResult | None = None  # the adapt pass's report, with a target
 
+    def fidelity_check(self, tolerance: float = FIDELITY_TOLERANCE) -> FidelityCheck:
+        """The fidelity check of the ranks at ``tolerance`` (:mod:`chakra.schedule.fidelity`)."""
+        return check_fidelity(self.fidelity, tolerance)
+
     def fidelity_failures(self, tolerance: float = FIDELITY_TOLERANCE) -> dict[int, float | None]:
         """The ranks the fidelity check fails: replayed span off the measured one by more than
         ``tolerance`` (relative), or nothing measured to compare with (``None``)."""
-        return {r: f.error for r, f in self.fidelity.items() if f.error is None or abs(f.error) > tolerance}
+        return self.fidelity_check(tolerance).failures()
 
     def to_dict(self) -> dict[str, Any]:
         return {
