@@ -214,16 +214,11 @@ def converter_main(argv: list[str] | None = None) -> None:
     if args.format == "FlexFlow":
         _flexflow_converter(args)
         return
-    from chakra.pytorch.convert import convert
-    from chakra.pytorch.linked_json import UntimedTrace, load_linked_json
+    from chakra.pytorch.convert import convert_linked_file
     from chakra.schedule.rank import schedule_nodes
 
     try:
-        try:
-            linked = load_linked_json(args.input)
-            conversion = convert(linked.host, linked=linked, rank=linked.device.rank)
-        except UntimedTrace as untimed:  # a plain host trace: convert it host-only
-            conversion = convert(untimed.host)
+        conversion = convert_linked_file(args.input)
         conversion.write(args.output)
         _write_log(args.log_filename, conversion.report.to_dict())
     except (ChakraError, OSError) as error:

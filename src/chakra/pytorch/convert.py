@@ -240,3 +240,15 @@ def load_pair(host_path: PathLike, device_path: PathLike | None) -> tuple[HostTr
     linked = link(host, device)
     device.events = []
     return host, linked
+
+
+def convert_linked_file(path: PathLike) -> Conversion:
+    """One rank's file as upstream's ``chakra_converter PyTorch`` takes it: a linked JSON (host trace
+    and Kineto joined, :mod:`chakra.pytorch.linked_json`), or a plain host trace, converted host-only."""
+    from chakra.pytorch.linked_json import UntimedTrace, load_linked_json
+
+    try:
+        linked = load_linked_json(path)
+    except UntimedTrace as untimed:
+        return convert(untimed.host)
+    return convert(linked.host, linked=linked, rank=linked.device.rank)
