@@ -155,18 +155,16 @@ def convert_pytorch(
             progress=tell,
             rank=rank,
         )
-    _finish_conversion(result, report, as_json, check, result.fidelity_failures())
+    _finish_conversion(result, report, as_json, result.fidelity_check() if check else None)
 
 
 def _finish_conversion(
-    result: WorkloadResult, report: Path | None, as_json: bool, check: bool, off: dict[int, float | None]
+    result: WorkloadResult, report: Path | None, as_json: bool, fidelity: FidelityCheck | None
 ) -> None:
-    """Show ``result`` (or write its report), then exit 1 under ``--check`` when ranks ``off`` failed it."""
+    """Show ``result`` (or write its report), then exit 1 when the ``fidelity`` check (if asked for) failed."""
     if not emit_results(result.to_dict(), report, as_json):
         _print_conversion(result)
-    if check and off:
-        stderr.print(Text(f"fidelity check failed for ranks {sorted(off)}", style="bold red"))
-        raise typer.Exit(EXIT_CHECKS_FAILED)
+    _fail_fidelity(fidelity, "ranks")
 
 
 def _kineto_check_help() -> str:
@@ -237,7 +235,7 @@ def convert_kineto(
             scheduler=scheduler,
             progress=tell,
         )
-    _finish_conversion(result, report, as_json, check, result.fidelity_failures(KINETO_FIDELITY_TOLERANCE))
+    _finish_conversion(result, report, as_json, result.fidelity_check(KINETO_FIDELITY_TOLERANCE) if check else None)
 
 
 def _xla_check_help() -> str:
