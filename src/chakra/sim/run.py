@@ -11,18 +11,19 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
-from chakra.parallel import map_ranks
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.matching import check_groups
-from chakra.sim.program import RankProgram, load_rank
+from chakra.sim.program import RankProgram, program_of
 from chakra.sim.results import SimResult
+from chakra.table import NodeTable
 from chakra.workload import Workload, open_workload
 
 #: ASTRA-sim's convention: a comm-group path containing this means "no groups" (§1).
@@ -69,16 +70,15 @@ def check_network_covers(workload: Workload, network: NetworkConfig) -> None:
 def load_programs(
     workload: Workload, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False, workers: int | None = None
 ) -> dict[int, RankProgram]:
-    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`load_rank`).
+    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`).
 
-    Ranks load in ``workers`` local processes (:func:`chakra.parallel.map_ranks`), which hand back each
-    program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
+    Ranks load in ``workers`` local processes (:meth:`chakra.workload.Workload.map`), which hand back
+    each program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
     """
-    tasks = [(str(path), rank, cpu_per_thread, gpu_per_stream) for rank, path in sorted(workload.files.items())]
     if workers is None:
         workers = load_workers(workload)
-    programs = map_ranks(_load_task, tasks, workers=workers, description="load")
-    return {program.rank: program for program in programs}
+    build = functools.partial(_table_program, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+    return workload.map(build, workers=workers).results
 
 
 def load_workers(workload: Workload) -> int:
@@ -110,13 +110,13 @@ def _file_size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
-        return 0  # load_rank says what is wrong with it
+        return 0  # loading the rank says what is wrong with it
 
 
-def _load_task(task: tuple[str, int, bool, bool]) -> RankProgram:
-    """Load one rank (a top-level function: worker processes find it by import)."""
-    path, rank, cpu_per_thread, gpu_per_stream = task
-    return load_rank(path, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+def _table_program(table: NodeTable, *, cpu_per_thread: bool, gpu_per_stream: bool) -> RankProgram:
+    """One rank's program from its table (a top-level function: worker processes find it by import)."""
+    rank = table.rank if table.rank is not None else 0
+    return program_of(table, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
 
 
 def simulate_workload(
