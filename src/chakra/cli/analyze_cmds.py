@@ -94,21 +94,16 @@ def _note_untimed(tables: Iterable[NodeTable]) -> None:
 def _one_rank(where: str, rank: int | None) -> NodeTable:
     """One rank's table: ``where`` is a file, or a workload of which ``rank`` (default: the lowest) is
     taken; only that rank's file is read."""
-    from chakra.table import load_table
     from chakra.workload import open_workload
 
     path = Path(where)
-    if path.is_file() and (rank is None or rank_of(path) == rank):
-        with busy(f"loading {path.name}"):
-            return load_table(path)
-    traces = open_workload(where, whole=True)
-    chosen = min(traces.files) if rank is None else rank
-    if chosen not in traces.files:
-        raise ChakraInputError(f"the workload has no rank {chosen} (ranks {sorted(traces.files)})", path=traces.prefix)
-    if rank is None and chosen != 0:
+    named_file = path.is_file() and (rank is None or rank_of(path) == rank)
+    opened = open_workload(where) if named_file else open_workload(where, whole=True)
+    chosen = opened.ranks[0] if rank is None else rank
+    if rank is None and chosen != 0 and not opened.single_file:
         note(f"the workload has no rank 0: rank {chosen} is used (--rank picks another)")
-    with busy(f"loading {traces.files[chosen].name}"):
-        return load_table(traces.files[chosen], chosen)
+    with busy(f"loading {opened.path(chosen).name}"):
+        return opened.table(chosen)
 
 
 def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
