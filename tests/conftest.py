@@ -1,13 +1,15 @@
 """Fixtures of the chakra-et test suite; the helpers they use are in ``helpers.py``.
 
 Fixtures: ``shared_data``, ``upstream_et_gz``, ``upstream_et``, ``upstream_et_bytes``,
-``allreduce_workload``, ``gloo_training_traces``, ``gloo_traces``, ``full_disk``, ``read_only_disk``.
+``allreduce_workload``, ``gloo_training_traces``, ``gloo_traces``, ``full_disk``, ``read_only_disk``,
+``no_processes``.
 """
 
 from __future__ import annotations
 
 import gzip
 import inspect
+import multiprocessing
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +106,17 @@ def read_only_disk(tmp_path: Path) -> Iterator[Path]:
     """A real tmpfs mounted read-only (root only: skipped elsewhere)."""
     with tmpfs(tmp_path / "read_only", f"size={DISK_SIZE},ro") as folder:
         yield folder
+
+
+@pytest.fixture
+def no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a process through multiprocessing fails the test (a dry run, or a refusal before any
+    rank starts, must start none)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(multiprocessing, "get_context", refuse)
 
 
 # -- tiers: `make test-quick` leaves out what records a live job or runs an outside binary ---------

@@ -101,9 +101,8 @@ class Workload:
     def with_comm_groups(self, comm_groups: CommGroups | None, path: Path | None = None) -> Workload:
         """The same rank files with other communicator groups (``path``: their file), the tables
         loaded so far shared."""
-        other = Workload(self.prefix, self.files, comm_groups, self.missing, comm_groups_path=path,
-                         single_file=self.single_file, tables=self._tables)  # fmt: skip
-        return other
+        return Workload(self.prefix, self.files, comm_groups, self.missing, comm_groups_path=path,
+                        single_file=self.single_file, tables=self._tables)  # fmt: skip
 
     @property
     def ranks(self) -> list[int]:
