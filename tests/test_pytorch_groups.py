@@ -226,6 +226,16 @@ def test_broadcast_receivers_wait_for_the_root_only_so_a_late_receiver_keeps_the
     assert groups_of(found, 1) == ["0"] * WORLD
 
 
+def test_a_receiver_slow_to_finish_does_not_hand_a_world_broadcast_to_pairs_of_other_roots():
+    # timings (us) of a recorded gloo job on a busy machine: rank 0 waited for the root (rank 1)
+    # and was descheduled, finishing 2.3 ms after the root arrived; as DP pairs from group rank 1
+    # (roots 2 and 3) the same nodes wait less, but those lags are other ranks' waits
+    times = {0: (0, 2749), 1: (424, 1086), 2: (1003, 1138), 3: (907, 987)}
+    per_rank = {r: [timed(1, *times[r], BROADCAST, root=1)] for r in range(WORLD)}
+    found = resolve(per_rank, group_table(RECORDS, world_size=WORLD), WORLD)
+    assert groups_of(found, 1) == ["0"] * WORLD
+
+
 def test_groups_that_explain_a_collective_equally_give_the_larger_one_marked_ambiguous():
     # all four arrive together and finish together: the world, or two pairs side by side?
     per_rank = {r: [timed(1, 10.0 * r, 200.0 + r)] for r in range(WORLD)}

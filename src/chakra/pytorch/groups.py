@@ -17,8 +17,9 @@ Gloo records none: the group is an opaque argument. Then, in this order:
    Each possible group has a *completion lag* (:func:`completion_lag_us`): how long after the
    arrival they waited for the first waiting member finished. The true group's lag is short; a
    subgroup whose members sat waiting for ranks outside it has a long one, since their wait is
-   left unexplained. A group *explains* the collective when its lag exceeds the best lag by at most
-   ``WAIT_RATIO`` times the best (at least the clock tolerance); the largest group that explains it
+   left unexplained. A group *explains* the collective when its lag exceeds the best lag of the
+   groups whose members wait for the same arrival (the same global root) by at most
+   ``WAIT_RATIO`` times that best (at least the clock tolerance); the largest group that explains it
    is taken (where all wait for all, a superset's lag is never longer than its subset's: it wins
    unless impossible). It is marked ambiguous when another group explains it as well and nothing
    tells them apart, that is unless the other is a subgroup whose outsiders waited (first finished
@@ -263,10 +264,12 @@ def _margin_us(best_us: float) -> float:
 
 @dataclass
 class _Option:
-    """A group that fits a rank's head: its members' heads and their completion lag (us)."""
+    """A group that fits a rank's head: its members' heads, the root as a global rank (``None``:
+    unrooted) and their completion lag (us)."""
 
     name: str
     heads: list[tuple[int, CommNode]]
+    root: int | None
     lag_us: float | None
 
 
@@ -282,12 +285,15 @@ def _own_lag_us(nodes: Sequence[CommNode]) -> float | None:
 
 def _choose(options: list[_Option]) -> tuple[_Option, bool]:
     """The group that explains a head best and whether the timing decided it (module docstring).
-    ``options`` are the possible ones (no ``inf`` lag)."""
-    timed = [o.lag_us for o in options if o.lag_us is not None]
-    best_us = min(timed, default=None)
+    ``options`` are the possible ones (no ``inf`` lag). Lags are compared only between groups
+    whose members wait for the same arrival (the same global root): groups whose roots differ
+    measure different ranks' waits, and one member slow to finish (descheduled on a busy machine)
+    would otherwise make the true group look worse than any other root."""
 
     def explains(option: _Option) -> bool:
         lag_us = option.lag_us
+        comparable = [o.lag_us for o in options if o.root == option.root and o.lag_us is not None]
+        best_us = min(comparable, default=None)
         return lag_us is None or best_us is None or lag_us <= best_us + _margin_us(best_us)
 
     explaining = [o for o in options if explains(o)]
@@ -372,7 +378,7 @@ def _align(
             if lag_us == float("inf") and not strict:
                 lag_us = None  # nothing could have run it: timing is no evidence here
             if lag_us != float("inf"):
-                options.append(_Option(name, found, lag_us))
+                options.append(_Option(name, found, root, lag_us))
         if not options:
             return False
         chosen, decided = _choose(options)
