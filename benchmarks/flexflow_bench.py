@@ -51,9 +51,9 @@ def run_case(case: str, folder: Path) -> dict[str, float]:
     else:
         result = convert_flexflow(graph, folder / "et" / "big", strategy=strategy, compgraph=compgraph,
                                   bandwidth_gbps=LINK_GBPS, check=case == "convert-check")  # fmt: skip
-        tasks = sum(result.tasks.values())
-        if result.fidelity is not None and result.makespan_us:
-            error = result.fidelity.predicted_span_us / result.makespan_us - 1
+        tasks = sum(result.conversion.tasks.values())
+        if result.fidelity is not None and result.fidelity.whole is not None:
+            error = result.fidelity.whole.error
     seconds = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / KIB_PER_MIB
     return {"seconds": seconds, "tasks": tasks, "peak_rss_mib": peak_mib, "error": error}

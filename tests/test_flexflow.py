@@ -103,14 +103,15 @@ def test_compute_runs_on_the_devices_stream_and_each_send_on_its_links(mlp2):
 
 def test_the_report_says_what_it_inferred_and_the_replay_meets_the_makespan(mlp2):
     _, result = mlp2
-    assert result.tasks == {"Forward": 3, "Backward": 3, "Comm": 4, "Barrier": 4, "Update": 2}
-    assert result.inferred == {
+    conversion, together = result.conversion, result.fidelity.whole
+    assert conversion.tasks == {"Forward": 3, "Backward": 3, "Comm": 4, "Barrier": 4, "Update": 2}
+    assert conversion.inferred == {
         "devices: their operator's one device": 7, "devices: in order among their operator's devices": 3,
         "devices: no name, the first free device": 2, "bytes from the computation graph": 2,
         "bytes from the duration and --bandwidth": 2,
     }  # fmt: skip
-    assert result.makespan_us == MAKESPAN_US and result.fidelity.predicted_span_us == MAKESPAN_US
-    assert result.fidelity.matched == 4 and result.fidelity.unmatched == 0
+    assert conversion.makespan_us == MAKESPAN_US and together.predicted_span_us == MAKESPAN_US
+    assert together.matched == 4 and together.unmatched == 0 and result.fidelity.ok
 
 
 def test_the_protobuf_strategy_places_the_tasks_as_the_text_one(tmp_path: Path):
@@ -181,16 +182,17 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, int]:
 
 def test_a_generated_64_device_task_graph_converts_every_task(large):
     _, result, tasks = large
-    assert tasks > 10_000 and sum(result.tasks.values()) == tasks
-    comm = result.tasks["Comm"]
-    assert result.transfers == comm and result.nodes == tasks + comm  # each transfer: one task, two nodes
-    assert len(result.paths) == 64 and result.dropped == {}
+    conversion = result.conversion
+    assert tasks > 10_000 and sum(conversion.tasks.values()) == tasks
+    comm = conversion.tasks["Comm"]
+    assert conversion.transfers == comm and conversion.nodes == tasks + comm  # each transfer: one task, two nodes
+    assert len(result.written.paths) == 64 and conversion.dropped == {}
 
 
 def test_a_generated_64_device_task_graph_replays_to_its_makespan_within_1_percent(large):
     _, result, _ = large
-    assert result.fidelity_ok(0.01)
-    assert result.fidelity.unmatched == 0
+    assert result.fidelity.tolerance == 0.01 and result.fidelity.ok
+    assert result.fidelity.whole.unmatched == 0
 
 
 def test_a_generated_64_device_task_graph_validates_clean_and_simulates(large, tmp_path: Path):
@@ -244,7 +246,7 @@ def test_the_command_checks_the_makespan_and_reports_as_json(tmp_path: Path):
                    "--check", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["makespan_us"] == MAKESPAN_US and report["fidelity"]["predicted_span_us"] == MAKESPAN_US
+    assert report["makespan_us"] == MAKESPAN_US and report["fidelity"]["whole"]["predicted_span_us"] == MAKESPAN_US
 
 
 def test_upstreams_converter_command_line_converts_the_labelled_form(tmp_path: Path, capsys: pytest.CaptureFixture):

@@ -146,11 +146,11 @@ def _flexflow_converter(args: argparse.Namespace) -> None:
     from chakra.flexflow import convert_flexflow
 
     try:
-        conversion = convert_flexflow(
+        result = convert_flexflow(
             args.input, args.output, strategy=args.strategy, compgraph=args.compgraph, time_unit=args.time_unit,
             num_devices=args.num_npus,
         )  # fmt: skip
-        _write_log(args.log_filename, conversion.to_dict())
+        _write_log(args.log_filename, result.to_dict())
     except (ChakraError, OSError) as error:
         _refuse("chakra_converter", str(error))
     frequency = (
@@ -159,8 +159,9 @@ def _flexflow_converter(args: argparse.Namespace) -> None:
         if args.npu_frequency is not None
         else []
     )  # fmt: skip
+    conversion = result.conversion
     _tell_converted(
-        f"wrote {len(conversion.paths)} files {args.output}.{{npu}}.et ({conversion.nodes:,} nodes, "
+        f"wrote {len(result.written.paths)} files {args.output}.{{npu}}.et ({conversion.nodes:,} nodes, "
         f"{conversion.transfers:,} transfers)",
         frequency + conversion.notes,
     )

@@ -21,6 +21,6 @@ Example:
 
 from __future__ import annotations
 
-from chakra.flexflow.convert import FIDELITY_TOLERANCE, FlexFlowConversion, convert_flexflow
+from chakra.flexflow.convert import FLEXFLOW_FIDELITY_TOLERANCE, FlexFlowConversion, FlexFlowResult, convert_flexflow
 
-__all__ = ["FIDELITY_TOLERANCE", "FlexFlowConversion", "convert_flexflow"]
+__all__ = ["FLEXFLOW_FIDELITY_TOLERANCE", "FlexFlowConversion", "FlexFlowResult", "convert_flexflow"]

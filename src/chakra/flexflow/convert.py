@@ -18,29 +18,31 @@ Per device (:func:`convert_flexflow`):
 
 The files go through the core workload writer (all devices or none). With ``check`` (FlexFlow's
 own task graph, which holds its simulated schedule) the workload is replayed with its own durations
-across devices (:func:`chakra.schedule.ranks.schedule_ranks`) and the replayed makespan
-compared with the task graph's.
+across devices (:func:`chakra.schedule.ranks.schedule_ranks`) and the replayed makespan compared
+with the task graph's, in the core's fidelity check (:class:`chakra.schedule.fidelity.FidelityCheck`,
+its ``whole``).
 
 Example:
     result = convert_flexflow("mlp.taskgraph.dot", "out/mlp", strategy="mlp.strategy")
-    result.paths, result.inferred, result.fidelity.error
+    result.written.paths, result.conversion.inferred, result.fidelity.ok
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chakra import io
+from chakra.conversion import ConversionResult
 from chakra.errors import ChakraInputError, PathLike
 from chakra.flexflow.compgraph import read_compgraph
 from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
 from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
 from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind, read_task_graph
-from chakra.schedule.ranks import WorkloadSchedule, schedule_ranks
+from chakra.schedule.fidelity import check_fidelity
+from chakra.schedule.ranks import schedule_ranks
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
 from chakra.table import load_table
 from chakra.trace import WorkloadWriter
@@ -52,7 +54,7 @@ FIRST_START_US = 1
 #: Bytes per ns in one GB/s (decimal).
 BYTES_PER_NS_PER_GBPS = 1.0
 #: The replayed makespan must be within this fraction of the task graph's (issue 20).
-FIDELITY_TOLERANCE = 0.01
+FLEXFLOW_FIDELITY_TOLERANCE = 0.01
 #: The compute stream of a device; a send to device d goes on stream 1 + d.
 COMPUTE_STREAM = 0
 EMPTY_TRANSFER = "empty transfer"
@@ -60,12 +62,11 @@ EMPTY_TRANSFER = "empty transfer"
 
 @dataclass
 class FlexFlowConversion:
-    """What :func:`convert_flexflow` wrote: files by device, tasks by kind, how devices and bytes were
-    found (``inferred``), what was left out and why (``dropped``), and the fidelity replay."""
+    """What :func:`convert_flexflow` made of a task graph: its form, tasks by kind, nodes and
+    transfers written, how devices and bytes were found (``inferred``), what was left out and why
+    (``dropped``), the task graph's makespan (µs; FlexFlow's form) and notes."""
 
-    prefix: Path
     form: str
-    paths: dict[int, Path]
     tasks: Counter[str]
     nodes: int
     transfers: int
@@ -73,22 +74,21 @@ class FlexFlowConversion:
     inferred: Counter[str]
     dropped: Counter[str] = field(default_factory=Counter)
     makespan_us: float | None = None
-    fidelity: WorkloadSchedule | None = None
     notes: list[str] = field(default_factory=list)
 
-    def fidelity_ok(self, tolerance: float = FIDELITY_TOLERANCE) -> bool | None:
-        """Whether the replayed makespan is within ``tolerance`` of the task graph's (``None``: not checked)."""
-        if self.fidelity is None or self.makespan_us is None:
-            return None
-        return abs(self.fidelity.predicted_span_us - self.makespan_us) <= tolerance * self.makespan_us
 
-    def to_dict(self) -> dict[str, Any]:
+class FlexFlowResult(ConversionResult[FlexFlowConversion]):
+    """What converting a task graph did: the conversion, the files written (one per device) and the
+    fidelity check (the devices replayed together against the task graph's makespan; ``None`` when
+    not asked for or the form holds no schedule)."""
+
+    def report(self) -> dict[str, Any]:
+        c = self.conversion
         return {
-            "prefix": str(self.prefix), "form": self.form, "devices": len(self.paths),
-            "paths": {d: str(p) for d, p in self.paths.items()}, "tasks": dict(self.tasks), "nodes": self.nodes,
-            "transfers": self.transfers, "empty_transfers": self.empty_transfers, "inferred": dict(self.inferred),
-            "dropped": dict(self.dropped), "makespan_us": self.makespan_us,
-            "fidelity": None if self.fidelity is None else self.fidelity.to_dict(), "notes": self.notes,
+            "form": c.form, "devices": len(self.written.paths),
+            "paths": {d: str(p) for d, p in self.written.paths.items()}, "tasks": dict(c.tasks), "nodes": c.nodes,
+            "transfers": c.transfers, "empty_transfers": c.empty_transfers, "inferred": dict(c.inferred),
+            "dropped": dict(c.dropped), "makespan_us": c.makespan_us, "notes": c.notes,
         }  # fmt: skip
 
 
@@ -104,7 +104,7 @@ def convert_flexflow(
     num_devices: int | None = None,
     check: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
-) -> FlexFlowConversion:
+) -> FlexFlowResult:
     """Convert one task graph of either form (see the module docstring and :mod:`chakra.flexflow`)."""
     tell = progress or (lambda stage, done, total: None)
     if num_devices is not None and not 0 < num_devices <= MAX_DEVICES + 1:
@@ -123,27 +123,32 @@ def convert_flexflow(
     tell("reading", 2, 3)
     nodes, report = _build(graph, placed)
     tell("reading", 3, 3)
-    written = WorkloadWriter(output)
-    with written:
+    writer = WorkloadWriter(output)
+    with writer:
         for done, device in enumerate(range(placed.num_devices), start=1):
             records = nodes.get(device, [])
             framed = b"".join(io.frame(payload) for payload in records)
-            written.write_framed(device, GlobalMetadata(version=io.FORMAT_VERSION), [(framed, len(records))])
+            writer.write_framed(device, GlobalMetadata(version=io.FORMAT_VERSION), [(framed, len(records))])
             tell("writing devices", done, placed.num_devices)
-    assert written.result is not None
-    result = FlexFlowConversion(
-        written.prefix, graph.form.value, dict(written.result.paths), Counter(t.kind.value for t in graph.tasks),
-        sum(len(v) for v in nodes.values()), len(placed.transfers), report["empty"], placed.inferred, report["dropped"],
-    )  # fmt: skip
+    written = writer.result
+    assert written is not None
     makespan = graph.makespan_ns
-    result.makespan_us = makespan / NS_PER_US if makespan is not None else None
+    conversion = FlexFlowConversion(
+        graph.form.value, Counter(t.kind.value for t in graph.tasks), sum(len(v) for v in nodes.values()),
+        len(placed.transfers), report["empty"], placed.inferred, report["dropped"],
+        makespan / NS_PER_US if makespan is not None else None,
+    )  # fmt: skip
     if graph.form is Form.LABELLED:
-        result.notes.append(
+        conversion.notes.append(
             "the labelled form holds durations but no schedule: node ids follow the dependencies, no start times"
         )
+    fidelity = None
     if check and graph.form is Form.FLEXFLOW:
-        result.fidelity = schedule_ranks({d: load_table(p) for d, p in written.result.paths.items()})
-    return result
+        together = schedule_ranks({d: load_table(p) for d, p in written.paths.items()})
+        # what was measured is FlexFlow's simulated schedule: its makespan, not the starts' span
+        together = replace(together, measured_span_us=conversion.makespan_us)
+        fidelity = check_fidelity({}, FLEXFLOW_FIDELITY_TOLERANCE, whole=together)
+    return FlexFlowResult(conversion, written, fidelity)
 
 
 @dataclass
