@@ -90,7 +90,7 @@ def run_case(case: str, path: Path) -> dict[str, float]:
         with tempfile.TemporaryDirectory() as folder:
             step = ALL_STEPS if case == "all" else None
             result = convert_kineto_workload([path], Path(folder) / "w", step=step, workers=1)
-            nodes = sum(r.node_count for r in result.reports.values())
+            nodes = sum(r.node_count for r in result.conversion.reports.values())
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "peak_rss_bytes": peak_rss_bytes(), "nodes": nodes}
 

@@ -158,7 +158,7 @@ def test_a_real_gpu_trace_diffed_with_itself_is_all_unchanged(tmp_path):
         str(require_shared("hta/benchmark_simple_add_trace.json.gz")),
         tmp_path / "add",
     )
-    table = load_table(result.paths[0])
+    table = load_table(result.written.paths[0])
     assert_identical(diff_tables(table, table))
 
 

@@ -214,7 +214,7 @@ def test_a_single_real_gpu_rank_is_compared_with_itself(tmp_path):
         str(require_shared("hta/benchmark_simple_add_trace.json.gz")),
         tmp_path / "add",
     )
-    comparison = compare_ranks(open_workload(result.paths[0]))
+    comparison = compare_ranks(open_workload(result.written.paths[0]))
     (row,) = comparison.rows
     assert row.span_ns > 0 and row.compute_ns > 0 and comparison.slowest_rank == 0
     assert all(value == 0.0 for value in comparison.imbalance.values())  # one rank is its own mean

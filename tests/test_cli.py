@@ -154,7 +154,7 @@ def test_convert_pytorch_writes_every_rank_and_reports_fidelity(gloo_traces: Pat
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert sorted(summary["paths"]) == ["0", "1"]
-    assert all(abs(f["error"]) <= 0.05 for f in summary["fidelity"].values())
+    assert all(abs(f["error"]) <= 0.05 for f in summary["fidelity"]["ranks"].values())
     assert (tmp_path / "out" / "job.comm_groups.json").exists()
 
 

@@ -104,14 +104,14 @@ def test_a_running_command_does_not_import_pydantic(tmp_path):
 
 def test_help_texts_quoting_the_library_are_filled_in_when_shown():
     from chakra.adapt.rules import RULES
-    from chakra.pytorch.workload import FIDELITY_TOLERANCE
+    from chakra.pytorch.workload import PYTORCH_FIDELITY_TOLERANCE
 
     adapt = run_cli("adapt", "--help").stdout
     convert = run_cli("convert", "pytorch", "--help").stdout
 
     # rich wraps the option help over lines: compare the words
     assert " ".join(RULES[next(iter(RULES))].description.split()[:2]) in " ".join(adapt.split())
-    assert f"more than {FIDELITY_TOLERANCE:.0%}" in " ".join(convert.split())
+    assert f"more than {PYTORCH_FIDELITY_TOLERANCE:.0%}" in " ".join(convert.split())
 
 
 def test_the_package_reexports_resolve_on_first_use():

@@ -8,7 +8,7 @@ import pytest
 
 from chakra.demo import run_demo
 from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE
-from chakra.pytorch.workload import FIDELITY_TOLERANCE
+from chakra.pytorch.workload import PYTORCH_FIDELITY_TOLERANCE
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
 def test_the_recorded_job_converts_within_the_fidelity_check_and_validates(demo):
     result, _ = demo
     assert sorted(result.fidelity) == [0, 1]
-    assert all(error is not None and abs(error) <= FIDELITY_TOLERANCE for error in result.fidelity.values())
+    assert all(error is not None and abs(error) <= PYTORCH_FIDELITY_TOLERANCE for error in result.fidelity.values())
     assert result.validate_errors == 0
 
 

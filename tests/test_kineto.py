@@ -58,19 +58,19 @@ def test_every_shared_trace_converts_whole_with_each_device_event_a_node(relpath
     events = _raw_events(require_shared(relpath))
     device = sum(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_profiler_range") for e in events)
     result = convert_kineto_workload([require_shared(relpath)], tmp_path / "w", step=ALL_STEPS, workers=1)
-    ((rank, report),) = result.reports.items()
+    ((rank, report),) = result.conversion.reports.items()
     device_nodes = sum(report.nodes[k] for k in ("kernel", "memcpy", "memset", "collective", "send", "recv"))
     host_comm = sum(report.comm.values()) if not SHARED_TRACES[relpath] else 0
     assert device_nodes - host_comm == device
     assert report.mode == "kineto-only"
-    done = run_cli("validate", str(result.paths[rank]))
+    done = run_cli("validate", str(result.written.paths[rank]))
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("relpath", sorted(SHARED_TRACES))
 def test_every_shared_trace_replays_within_the_bound_of_its_measured_step(relpath: str, tmp_path: Path):
     result = convert_kineto_workload([require_shared(relpath)], tmp_path / "w", check=True, workers=1)
-    (fidelity,) = result.fidelity.values()
+    (fidelity,) = result.fidelity.results.values()
     assert fidelity.error is not None and abs(fidelity.error) <= KINETO_FIDELITY_TOLERANCE, (relpath, fidelity)
 
 
@@ -94,7 +94,7 @@ def test_nccl_collectives_are_typed_sized_and_grouped_from_record_param_comms(tm
     path = require_shared("hta/nccl_2rank_rank0_kineto.json.gz")
     kernels = [e for e in _raw_events(path) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")]
     result = convert_kineto_workload([path], tmp_path / "w", step=ALL_STEPS, workers=1)
-    table = load_table(result.paths[0])
+    table = load_table(result.written.paths[0])
     comm = table.comm
     assert len(comm) == len(kernels)
     kinds = {ALL_REDUCE: "allreduce", BROADCAST: "broadcast"}
@@ -105,7 +105,7 @@ def test_nccl_collectives_are_typed_sized_and_grouped_from_record_param_comms(tm
     converted = sorted((kinds[int(k)], int(size)) for k, size in zip(comm.kind, comm.size, strict=True))
     assert converted == recorded
     assert set(comm.pg_name) == {"0"}
-    assert result.group_methods == {"recorded in the trace": len(kernels)}
+    assert result.conversion.group_methods == {"recorded in the trace": len(kernels)}
 
 
 def test_all_to_all_run_as_sendrecv_kernels_is_one_all_to_all_sized_from_its_annotation():
@@ -174,12 +174,12 @@ def test_a_recorded_gloo_job_converts_from_its_profiler_traces_alone_within_the_
     for rank in (0, 1):
         shutil.copy(gloo_traces / f"device.{rank}.json", traces / f"device.{rank}.json")
     result = convert_kineto_workload([traces], tmp_path / "job", check=True, workers=1)
-    assert sorted(result.paths) == [0, 1]
-    for rank, fidelity in result.fidelity.items():
+    assert sorted(result.written.paths) == [0, 1]
+    for rank, fidelity in result.fidelity.results.items():
         assert fidelity.error is not None and abs(fidelity.error) <= KINETO_FIDELITY_TOLERANCE, (rank, fidelity)
-    report = result.reports[0]
+    report = result.conversion.reports[0]
     assert report.comm["send"] == 1 and report.comm["recv"] == 1 and report.comm["ALL_REDUCE"] >= 1
-    table = load_table(result.paths[0])
+    table = load_table(result.written.paths[0])
     sends = [i for i, n in enumerate(table.names) if n == "gloo:send"]
     assert sends and table.comm.dst[table.comm.index(sends[0])] == 1
 
@@ -247,8 +247,8 @@ def test_the_rank_comes_from_distributed_info_then_the_file_name(tmp_path: Path)
 
 def test_host_traces_in_a_folder_are_set_aside_and_said(gloo_traces: Path, tmp_path: Path):
     result = convert_kineto_workload([gloo_traces], tmp_path / "job", workers=1)
-    assert sorted(result.paths) == [0, 1]
-    assert any("2 host execution traces" in note for note in result.reports[0].notes)
+    assert sorted(result.written.paths) == [0, 1]
+    assert any("2 host execution traces" in note for note in result.conversion.reports[0].notes)
 
 
 def test_a_host_trace_named_as_a_profiler_trace_is_refused(gloo_traces: Path, tmp_path: Path):
@@ -259,9 +259,9 @@ def test_a_host_trace_named_as_a_profiler_trace_is_refused(gloo_traces: Path, tm
 def test_two_ranks_of_a_128_rank_job_convert_together_with_their_recorded_ranks(tmp_path: Path):
     traces = [require_shared(f"hta/sampled_128rank_rank{rank}_kineto.json.gz") for rank in (1, 0)]
     result = convert_kineto_workload(traces, tmp_path / "w", workers=1)
-    assert sorted(result.paths) == [0, 1]
-    assert {r.window for r in result.reports.values()} == {"ProfilerStep#551"}
-    kinds = [sorted(load_table(result.paths[rank]).comm.kind.tolist()) for rank in (0, 1)]
+    assert sorted(result.written.paths) == [0, 1]
+    assert {r.window for r in result.conversion.reports.values()} == {"ProfilerStep#551"}
+    kinds = [sorted(load_table(result.written.paths[rank]).comm.kind.tolist()) for rank in (0, 1)]
     assert kinds[0] == kinds[1] and len(kinds[0]) == 5
 
 

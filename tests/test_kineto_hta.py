@@ -85,7 +85,7 @@ def test_the_gpu_time_split_equals_htas(relpath: str, tmp_path: Path):
     step, iteration = GPU_TRACES[relpath]
     theirs = _hta(trace, tmp_path / "hta", iteration)
     result = convert_kineto_workload([trace], tmp_path / "w", step=step, workers=1)
-    (path,) = result.paths.values()
+    (path,) = result.written.paths.values()
     ours = breakdown(load_table(path), timing="recorded", scope=Scope.DEVICE)
     span_us = ours.span_ns / 1000
     bound_us = max(SPAN_SHARE * theirs["span"], RESOLUTION_US)

@@ -80,14 +80,14 @@ def gloo_workload(gloo_traces: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_every_rank_of_the_job_is_written_with_the_groups_file(gloo_workload):
-    assert sorted(gloo_workload.paths) == list(range(GLOO_RANKS))
-    assert all(path.exists() for path in gloo_workload.paths.values())
-    assert gloo_workload.comm_groups_path.read_text().strip() == "{}"  # only the default group
+    assert sorted(gloo_workload.written.paths) == list(range(GLOO_RANKS))
+    assert all(path.exists() for path in gloo_workload.written.paths.values())
+    assert gloo_workload.written.groups_path.read_text().strip() == "{}"  # only the default group
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_every_collective_has_its_type_and_bytes(gloo_workload, rank: int):
-    collectives = [n for n in _comm_nodes(gloo_workload.paths[rank]) if n.type == COMM_COLL_NODE]
+    collectives = [n for n in _comm_nodes(gloo_workload.written.paths[rank]) if n.type == COMM_COLL_NODE]
     by_type: dict[int, Counter[int]] = {}
     for node in collectives:
         comm_type, size = _attrs(node, "comm_type", "comm_size")
@@ -99,7 +99,7 @@ def test_every_collective_has_its_type_and_bytes(gloo_workload, rank: int):
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_barriers_are_written_as_the_barriers_that_ran(gloo_workload, rank: int):
-    nodes = _comm_nodes(gloo_workload.paths[rank])
+    nodes = _comm_nodes(gloo_workload.written.paths[rank])
     barriers = [n for n in nodes if n.type == COMM_COLL_NODE and get_attr(n, "comm_type") == BARRIER]
     assert len(barriers) == ACTIVE_STEPS
     assert not any(get_attr(n, "recorded_comm_type") is not None for n in nodes)
@@ -107,7 +107,7 @@ def test_barriers_are_written_as_the_barriers_that_ran(gloo_workload, rank: int)
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_sends_and_receives_carry_global_peers_tag_and_bytes(gloo_workload, rank: int):
-    nodes = _comm_nodes(gloo_workload.paths[rank])
+    nodes = _comm_nodes(gloo_workload.written.paths[rank])
     peer = (rank + 1) % GLOO_RANKS
     sends = [_attrs(n, "comm_src", "comm_dst", "comm_tag", "comm_size") for n in nodes if n.type == COMM_SEND_NODE]
     recvs = [_attrs(n, "comm_src", "comm_dst", "comm_tag", "comm_size") for n in nodes if n.type == COMM_RECV_NODE]
@@ -118,7 +118,7 @@ def test_sends_and_receives_carry_global_peers_tag_and_bytes(gloo_workload, rank
 def test_ranks_agree_on_the_order_of_collectives(gloo_workload):
     sequences = []
     for rank in range(GLOO_RANKS):
-        collectives = [n for n in _comm_nodes(gloo_workload.paths[rank]) if n.type == COMM_COLL_NODE]
+        collectives = [n for n in _comm_nodes(gloo_workload.written.paths[rank]) if n.type == COMM_COLL_NODE]
         collectives.sort(key=lambda n: get_attr(n, "comm_seq"))
         sequences.append([_attrs(n, "pg_name", "comm_seq", "comm_type", "comm_size") for n in collectives])
         assert [s[1] for s in sequences[-1]] == list(range(len(collectives)))
@@ -127,27 +127,27 @@ def test_ranks_agree_on_the_order_of_collectives(gloo_workload):
 
 
 def test_the_faithful_workload_is_refused_for_astra_sim_with_chakra_adapt_as_the_fix(gloo_workload):
-    findings = validate_set(open_workload(gloo_workload.prefix, whole=True), target="astra-sim")
+    findings = validate_set(open_workload(gloo_workload.written.prefix, whole=True), target="astra-sim")
     errors = {f.code for f in findings if f.severity == ERROR}
     assert errors == {"astra-metadata-node", "astra-unsupported-collective"}
     assert all("chakra adapt" in f.hint for f in findings if f.severity == ERROR)
 
 
 def test_the_workload_adapted_for_astra_sim_validates_clean(gloo_workload, tmp_path: Path):
-    adapt_workload(gloo_workload.prefix, tmp_path / "job", Target.ASTRA_SIM)
+    adapt_workload(gloo_workload.written.prefix, tmp_path / "job", Target.ASTRA_SIM)
     assert _problems(tmp_path / "job") == []
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_replaying_recorded_durations_reproduces_the_measured_span(gloo_workload, rank: int):
-    fidelity = gloo_workload.fidelity[rank]
+    fidelity = gloo_workload.fidelity.results[rank]
     assert fidelity.measured_span_us > 0
     assert abs(fidelity.error) <= FIDELITY_TOLERANCE, fidelity.to_dict()
 
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_every_host_op_is_converted_or_dropped_with_a_reason(gloo_workload, gloo_traces: Path, rank: int):
-    report = gloo_workload.reports[rank]
+    report = gloo_workload.conversion.reports[rank]
     host_ops = len(load_host_trace(gloo_traces / f"host.{rank}.json").nodes)
     written_from_host = report.node_count - report.parts - report.gaps  # extra nodes: parts, time outside ops
     assert report.host_ops == host_ops
@@ -157,15 +157,15 @@ def test_every_host_op_is_converted_or_dropped_with_a_reason(gloo_workload, gloo
 
 @pytest.mark.parametrize("rank", range(GLOO_RANKS))
 def test_synchronous_collectives_hold_the_issuing_thread(gloo_workload, rank: int):
-    _, nodes = io.read(gloo_workload.paths[rank])
+    _, nodes = io.read(gloo_workload.written.paths[rank])
     by_id = {n.id: n for n in nodes}
     waiting = [n for n in nodes if n.type == COMP_NODE and any(by_id[d].type == COMM_COLL_NODE for d in n.data_deps)]
-    assert gloo_workload.reports[rank].waits >= ACTIVE_STEPS
+    assert gloo_workload.conversion.reports[rank].waits >= ACTIVE_STEPS
     assert waiting, "no CPU op waits for a collective"
 
 
 def test_the_process_group_record_becomes_a_metadata_node_astra_sim_parses(gloo_workload):
-    _, nodes = io.read(gloo_workload.paths[0])
+    _, nodes = io.read(gloo_workload.written.paths[0])
     (metadata,) = [n for n in nodes if n.type == METADATA_NODE]
     text = metadata.inputs.values
     assert text.startswith("['[{") and text.endswith("}]']")
@@ -176,10 +176,10 @@ def test_host_only_conversion_is_a_valid_graph_that_says_what_it_lacks(gloo_trac
     result = convert_workload(
         str(gloo_traces / "host.{rank}.json"), None, tmp_path / "host_only", target=Target.ASTRA_SIM
     )
-    report = result.reports[0]
+    report = result.conversion.reports[0]
     assert report.mode == "host-only" and any("durations" in lack for lack in report.lacks)
     assert _problems(tmp_path / "host_only", (ERROR,)) == []
-    sends = [n for n in _comm_nodes(result.paths[0]) if n.type == COMM_SEND_NODE]
+    sends = [n for n in _comm_nodes(result.written.paths[0]) if n.type == COMM_SEND_NODE]
     assert [_attrs(n, "comm_dst", "comm_tag", "comm_size") for n in sends] == [(1, P2P_TAG, P2P_BYTES)] * ACTIVE_STEPS
 
 
@@ -190,9 +190,11 @@ def test_targeting_astra_sim_writes_barriers_as_its_all_reduce_keeping_the_recor
         str(gloo_traces / "host.{rank}.json"), str(gloo_traces / "device.{rank}.json"), tmp_path / "job",
         target=Target.ASTRA_SIM,
     )  # fmt: skip
-    assert result.adapted is not None
-    assert result.adapted.changes.details[Change.STAND_IN]["BARRIER as ALL_REDUCE"] == ACTIVE_STEPS * GLOO_RANKS
-    nodes = _comm_nodes(result.paths[0])
+    assert result.conversion.adapted is not None
+    assert (
+        result.conversion.adapted.changes.details[Change.STAND_IN]["BARRIER as ALL_REDUCE"] == ACTIVE_STEPS * GLOO_RANKS
+    )
+    nodes = _comm_nodes(result.written.paths[0])
     stand_ins = [n for n in nodes if get_attr(n, "recorded_comm_type") == BARRIER]
     assert {_attrs(n, "comm_type", "comm_size") for n in stand_ins} == {(ALL_REDUCE, 0)}
     assert len(stand_ins) == ACTIVE_STEPS
@@ -234,12 +236,12 @@ def test_gpu_pair_gets_kernels_after_their_launchers_and_replays_exactly(tmp_pat
         tmp_path / "add",
         check=True,
     )
-    _, nodes = io.read(result.paths[0])
+    _, nodes = io.read(result.written.paths[0])
     by_id = {n.id: n for n in nodes}
     kernels = [n for n in nodes if get_attr(n, "stream", None) is not None]
     assert len(kernels) == 4 and all(not get_attr(k, "is_cpu_op") for k in kernels)
     assert [by_id[k.ctrl_deps[0]].name for k in kernels] == ["aten::uniform_"] * 2 + ["aten::add"] * 2
-    assert abs(result.fidelity[0].error) <= FIDELITY_TOLERANCE
+    assert abs(result.fidelity.results[0].error) <= FIDELITY_TOLERANCE
 
 
 def test_traces_of_different_runs_are_refused(tmp_path: Path):
@@ -340,13 +342,13 @@ def test_nccl_kernel_becomes_the_collective_with_the_host_call_attributes(tmp_pa
 
 
 def test_ids_never_depend_on_a_later_start(gloo_workload):
-    for path in gloo_workload.paths.values():
+    for path in gloo_workload.written.paths.values():
         _, nodes = io.read(path)
         starts = {n.id: (n.start_time_micros, -n.duration_micros) for n in nodes}
         for node in nodes:
             for dep in list(node.data_deps) + list(node.ctrl_deps):
                 assert starts[dep][0] <= starts[node.id][0] or nodes[0].type == METADATA_NODE
-    assert all(rep.edges_against_time == 0 for rep in gloo_workload.reports.values())
+    assert all(rep.edges_against_time == 0 for rep in gloo_workload.conversion.reports.values())
 
 
 def test_tensor_data_dependencies_tie_consumers_to_the_transfers_that_wrote_their_tensors(gloo_traces: Path):
@@ -367,4 +369,4 @@ def test_ranks_convert_the_same_on_a_dask_cluster(gloo_traces: Path, gloo_worklo
         workers=GLOO_RANKS,
     )
     for rank in range(GLOO_RANKS):
-        assert result.paths[rank].read_bytes() == gloo_workload.paths[rank].read_bytes()
+        assert result.written.paths[rank].read_bytes() == gloo_workload.written.paths[rank].read_bytes()

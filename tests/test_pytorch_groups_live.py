@@ -23,7 +23,7 @@ from chakra.attrs import get_attr
 from chakra.pytorch.comms import comm_kind
 from chakra.pytorch.groups import ALIGNED, AMBIGUOUS_LARGEST, DEFAULT_GROUP
 from chakra.pytorch.host import load_host_trace
-from chakra.pytorch.workload import WorkloadResult, convert_workload
+from chakra.pytorch.workload import PyTorchResult, convert_workload
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, Node
 
 WORLD_RANKS = list(range(GLOO_GROUPS_RANKS))
@@ -32,7 +32,7 @@ SUBGROUPS = [[0, 1], [0, 1, 2], [0, 2], [1, 3], [2, 3]]
 
 
 @pytest.fixture(scope="module")
-def groups_workload(gloo_groups_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> WorkloadResult:
+def groups_workload(gloo_groups_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> PyTorchResult:
     out = tmp_path_factory.mktemp("groups_converted") / "job"
     return convert_workload(
         str(gloo_groups_traces / "host.{rank}.json"), str(gloo_groups_traces / "device.{rank}.json"), out
@@ -57,15 +57,15 @@ def _members(pg_name: str, comm_groups: dict[str, list[int]]) -> list[int]:
 @pytest.mark.parametrize("rank", WORLD_RANKS)
 def test_each_collective_is_written_in_the_order_the_rank_issued_it(groups_workload, gloo_groups_traces, rank: int):
     issued = [comm_kind(p["call"]) for p in _program(gloo_groups_traces, rank)]
-    written = [comm_kind(get_attr(n, "comm_call")) for n in _collectives(groups_workload.paths[rank])]
+    written = [comm_kind(get_attr(n, "comm_call")) for n in _collectives(groups_workload.written.paths[rank])]
     assert written == issued
 
 
 @pytest.mark.parametrize("rank", WORLD_RANKS)
 def test_every_collective_names_the_group_that_ran_it(groups_workload, gloo_groups_traces, rank: int):
-    comm_groups = json.loads(groups_workload.comm_groups_path.read_text())
+    comm_groups = json.loads(groups_workload.written.groups_path.read_text())
     program = _program(gloo_groups_traces, rank)
-    collectives = _collectives(groups_workload.paths[rank])
+    collectives = _collectives(groups_workload.written.paths[rank])
     got = [
         (p["call"], _members(get_attr(n, "pg_name"), comm_groups)) for p, n in zip(program, collectives, strict=True)
     ]
@@ -75,7 +75,7 @@ def test_every_collective_names_the_group_that_ran_it(groups_workload, gloo_grou
 @pytest.mark.parametrize("rank", WORLD_RANKS)
 def test_roots_are_global_ranks(groups_workload, gloo_groups_traces, rank: int):
     program = _program(gloo_groups_traces, rank)
-    roots = [get_attr(n, "comm_root", None) for n in _collectives(groups_workload.paths[rank])]
+    roots = [get_attr(n, "comm_root", None) for n in _collectives(groups_workload.written.paths[rank])]
     assert roots == [p["root"] for p in program]
     # the job's roots are not 0, and on subgroups the global rank is not the group rank
     assert any(p["root"] is not None and p["root"] != p["ranks"].index(p["root"]) for p in program)
@@ -89,17 +89,17 @@ def test_subgroup_collectives_carry_the_names_pytorch_gave_the_groups(groups_wor
             tuple(g["ranks"]) or tuple(WORLD_RANKS): g["pg_name"] for g in _process_groups(gloo_groups_traces, rank)
         }
         program = _program(gloo_groups_traces, rank)
-        names = [get_attr(n, "pg_name") for n in _collectives(groups_workload.paths[rank])]
+        names = [get_attr(n, "pg_name") for n in _collectives(groups_workload.written.paths[rank])]
         assert names == [recorded[tuple(p["ranks"])] for p in program]
 
 
 def test_the_groups_file_lists_every_subgroup(groups_workload):
-    comm_groups = json.loads(groups_workload.comm_groups_path.read_text())
+    comm_groups = json.loads(groups_workload.written.groups_path.read_text())
     assert sorted(sorted(ranks) for ranks in comm_groups.values()) == SUBGROUPS
 
 
 def test_the_groups_were_found_by_aligning_the_ranks(groups_workload):
-    for report in groups_workload.reports.values():
+    for report in groups_workload.conversion.reports.values():
         assert set(report.comm_groups) <= {ALIGNED, AMBIGUOUS_LARGEST}
 
 

@@ -128,7 +128,7 @@ def _record(result: DemoResult, say: Callable[[str], None]) -> None:
 
 def _convert(result: DemoResult, say: Callable[[str], None]) -> None:
     """Convert it as it ran, check it against the measured time, and validate it"""
-    from chakra.pytorch.workload import FIDELITY_TOLERANCE, convert_workload
+    from chakra.pytorch.workload import PYTORCH_FIDELITY_TOLERANCE, convert_workload
     from chakra.validate import ERROR, validate_set
     from chakra.workload import open_workload
 
@@ -136,13 +136,14 @@ def _convert(result: DemoResult, say: Callable[[str], None]) -> None:
     say(f"   $ chakra convert pytorch --host '{recorded}/host.{{rank}}.json' "
         f"--device '{recorded}/device.{{rank}}.json' -o {job} --check")  # fmt: skip
     converted = convert_workload(f"{recorded}/host.{{rank}}.json", f"{recorded}/device.{{rank}}.json", job, check=True)
-    for rank, fidelity in converted.fidelity.items():
+    assert converted.fidelity is not None  # asked for
+    for rank, fidelity in converted.fidelity.results.items():
         result.fidelity[rank] = fidelity.error
         shown = "-" if fidelity.error is None else f"{fidelity.error:+.1%}"
         measured_ms = (fidelity.measured_span_us or 0) / US_PER_MS
-        say(f"   rank {rank}: {converted.reports[rank].node_count:,} nodes; replayed "
+        say(f"   rank {rank}: {converted.conversion.reports[rank].node_count:,} nodes; replayed "
             f"{fidelity.predicted_span_us / US_PER_MS:,.1f} ms against {measured_ms:,.1f} ms measured ({shown}; "
-            f"within {FIDELITY_TOLERANCE:.0%} is the check)")  # fmt: skip
+            f"within {PYTORCH_FIDELITY_TOLERANCE:.0%} is the check)")  # fmt: skip
     _convert_kineto_only(result, say)
     findings = validate_set(open_workload(job, whole=True))
     result.validate_errors = sum(f.severity == ERROR for f in findings)
@@ -158,11 +159,13 @@ def _convert_kineto_only(result: DemoResult, say: Callable[[str], None]) -> None
     recorded, job = result.out / "recorded", result.out / "job-kineto"
     say(f"   $ chakra convert kineto '{recorded}/device.*.json' -o {job} --check    (the profiler traces alone)")
     converted = convert_kineto_workload([f"{recorded}/device.*.json"], job, check=True)
-    for rank, fidelity in converted.fidelity.items():
+    assert converted.fidelity is not None  # asked for
+    reports = converted.conversion.reports
+    for rank, fidelity in converted.fidelity.results.items():
         result.kineto_fidelity[rank] = fidelity.error
         shown = "-" if fidelity.error is None else f"{fidelity.error:+.1%}"
         say(
-            f"   rank {rank}: {converted.reports[rank].node_count:,} nodes, {converted.reports[rank].window}; "
+            f"   rank {rank}: {reports[rank].node_count:,} nodes, {reports[rank].window}; "
             f"replayed {shown} against the measured step (within {KINETO_FIDELITY_TOLERANCE:.0%} is the check)"
         )
 

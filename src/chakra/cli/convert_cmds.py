@@ -34,16 +34,16 @@ app = typer.Typer()
 # imports only the choices they offer.
 if TYPE_CHECKING:
     from chakra.flexflow import FlexFlowResult
-    from chakra.pytorch.workload import WorkloadResult
+    from chakra.pytorch.workload import PyTorchResult
     from chakra.schedule.fidelity import FidelityCheck
     from chakra.trace import WrittenWorkload
     from chakra.xla.convert import XlaConversion
 
 
 def _check_help() -> str:
-    from chakra.pytorch.workload import FIDELITY_TOLERANCE
+    from chakra.pytorch.workload import PYTORCH_FIDELITY_TOLERANCE
 
-    return f"Replay each rank with its durations; exit 1 if off by more than {FIDELITY_TOLERANCE:.0%}."
+    return f"Replay each rank with its durations; exit 1 if off by more than {PYTORCH_FIDELITY_TOLERANCE:.0%}."
 
 
 @app.command("jsonize")
@@ -155,16 +155,14 @@ def convert_pytorch(
             progress=tell,
             rank=rank,
         )
-    _finish_conversion(result, report, as_json, result.fidelity_check() if check else None)
+    _finish_conversion(result, report, as_json)
 
 
-def _finish_conversion(
-    result: WorkloadResult, report: Path | None, as_json: bool, fidelity: FidelityCheck | None
-) -> None:
-    """Show ``result`` (or write its report), then exit 1 when the ``fidelity`` check (if asked for) failed."""
+def _finish_conversion(result: PyTorchResult, report: Path | None, as_json: bool) -> None:
+    """Show ``result`` (or write its report), then exit 1 when its fidelity check (if asked for) failed."""
     if not emit_results(result.to_dict(), report, as_json):
         _print_conversion(result)
-    _fail_fidelity(fidelity, "ranks")
+    _fail_fidelity(result.fidelity, "ranks")
 
 
 def _kineto_check_help() -> str:
@@ -214,7 +212,7 @@ def convert_kineto(
     Example: chakra convert kineto traces/ -o out/job --check
     """
     from chakra.kineto.window import ALL_STEPS
-    from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE, convert_kineto_workload
+    from chakra.kineto.workload import convert_kineto_workload
 
     chosen: int | str | None = step
     if step is not None and step != ALL_STEPS:
@@ -235,7 +233,7 @@ def convert_kineto(
             scheduler=scheduler,
             progress=tell,
         )
-    _finish_conversion(result, report, as_json, result.fidelity_check(KINETO_FIDELITY_TOLERANCE) if check else None)
+    _finish_conversion(result, report, as_json)
 
 
 def _xla_check_help() -> str:
@@ -543,15 +541,17 @@ def _comm_summary(comm: Counter[str]) -> str:
     return ", ".join(parts) or "-"
 
 
-def _print_conversion(result: WorkloadResult) -> None:
+def _print_conversion(result: PyTorchResult) -> None:
     from chakra.analyze.across import rank_ranges
 
-    table = Table(title=f"{result.prefix}.{{rank}}.et", title_justify="left")
+    conversion, written = result.conversion, result.written
+    checked = result.fidelity.results if result.fidelity is not None else {}
+    table = Table(title=f"{written.prefix}.{{rank}}.et", title_justify="left")
     for column in ("rank", "mode", "nodes", "comm", "dropped", "waits", "fidelity"):
         numeric = column not in ("mode", "comm")
         table.add_column(column, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
-    for rank, rep in result.reports.items():
-        fidelity = result.fidelity.get(rank)
+    for rank, rep in conversion.reports.items():
+        fidelity = checked.get(rank)
         table.add_row(
             str(rank),
             rep.mode,
@@ -562,13 +562,14 @@ def _print_conversion(result: WorkloadResult) -> None:
             "-" if fidelity is None or fidelity.error is None else f"{fidelity.error:+.1%}",
         )
     print_table(table)
-    if result.group_methods:
+    if conversion.group_methods:
         stdout.print(
-            "process groups: " + "; ".join(f"{count} {method}" for method, count in result.group_methods.most_common())
+            "process groups: "
+            + "; ".join(f"{count} {method}" for method, count in conversion.group_methods.most_common())
         )
     dropped: Counter[str] = Counter()
     synced: Counter[str] = Counter()
-    for rep in result.reports.values():
+    for rep in conversion.reports.values():
         dropped.update(rep.dropped)
         synced.update(rep.sync_deps)
     for reason, count in dropped.most_common():
@@ -577,26 +578,26 @@ def _print_conversion(result: WorkloadResult) -> None:
         stdout.print("GPU synchronisation: " + "; ".join(f"{count:,} {how}" for how, count in synced.most_common()))
     _print_events(result)
     said: dict[str, list[int]] = {}
-    for rank, rep in result.reports.items():
+    for rank, rep in conversion.reports.items():
         for text in rep.notes:
             said.setdefault(text, []).append(rank)
     for text, ranks in said.items():
         note(f"rank {rank_ranges(ranks)}: {text}")
-    lacking = next((rep for rep in result.reports.values() if rep.lacks), None)
+    lacking = next((rep for rep in conversion.reports.values() if rep.lacks), None)
     if lacking is not None:
         stderr.print(Text(f"{lacking.mode}: the ETs lack " + "; ".join(lacking.lacks), style="yellow"))
-    stdout.print(f"wrote {len(result.paths)} rank files and {result.comm_groups_path}")
-    if result.removed:
-        note(f"removed {len(result.removed)} files of an earlier workload with this prefix")
-    if result.adapted is not None:
-        print_adapt_result(result.adapted)
+    stdout.print(f"wrote {len(written.paths)} rank files and {written.groups_path}")
+    if written.removed:
+        note(f"removed {len(written.removed)} files of an earlier workload with this prefix")
+    if conversion.adapted is not None:
+        print_adapt_result(conversion.adapted)
 
 
-def _print_events(result: WorkloadResult) -> None:
+def _print_events(result: PyTorchResult) -> None:
     """A profiler trace's events by category and fate, added up over the ranks."""
     fates: dict[str, Counter[str]] = {}
     windows: set[str] = set()
-    for rep in result.reports.values():
+    for rep in result.conversion.reports.values():
         if rep.window is not None:
             windows.add(rep.window)
         for cat, counts in (rep.events or {}).items():

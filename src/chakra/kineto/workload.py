@@ -11,7 +11,7 @@ dropped, by category.
 
 Example:
     result = convert_kineto_workload(["traces/"], "out/job", check=True)
-    result.paths[0], result.reports[0].node_count, result.fidelity_failures()
+    result.written.paths[0], result.conversion.reports[0].node_count, result.fidelity.failures()
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from chakra.kineto.view import profiler_view
 from chakra.kineto.window import ALL_STEPS, choose_window
 from chakra.pytorch.convert import convert
 from chakra.pytorch.kineto import classify, load_kineto_trace
-from chakra.pytorch.workload import RankResult, WorkloadResult, convert_rank_jobs
+from chakra.pytorch.workload import PyTorchResult, RankResult, convert_rank_jobs
 
 #: A Kineto-only conversion's fidelity bound: the step replayed with its recorded durations is
 #: within this share of the measured one (issue 30).
@@ -79,7 +79,7 @@ def convert_kineto_workload(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> WorkloadResult:
+) -> PyTorchResult:
     """Convert the profiler traces ``inputs`` names (files, folders, globs; one per rank) to a
     workload at ``out_prefix``. ``rank`` is a single trace's rank, ``step`` the ``ProfilerStep``
     number to convert (:data:`~chakra.kineto.window.ALL_STEPS`: the whole trace; default: the
@@ -100,6 +100,7 @@ def convert_kineto_workload(
         list(traces),
         target=target,
         check=check,
+        tolerance=KINETO_FIDELITY_TOLERANCE,
         workers=workers,
         scheduler=scheduler,
         progress=progress,
@@ -109,6 +110,6 @@ def convert_kineto_workload(
             f"{len(job.host_traces)} host execution traces beside the profiler traces were left out "
             "(chakra convert pytorch takes them with their device traces)"
         )
-        for report in result.reports.values():
+        for report in result.conversion.reports.values():
             report.notes.append(note)
     return result

@@ -16,7 +16,7 @@ its report), after the fidelity check.
 
 Example:
     result = convert_workload("traces/host.{rank}.json", "traces/device.{rank}.json", "out/job")
-    result.paths[0], result.reports[0].node_count, result.fidelity[0].error
+    result.written.paths[0], result.conversion.reports[0].node_count, result.fidelity
 """
 
 from __future__ import annotations
@@ -32,23 +32,23 @@ from typing import Any
 from chakra import io
 from chakra.adapt import AdaptResult, Target, adapt_workload
 from chakra.attrs import set_attr
+from chakra.conversion import ConversionResult
 from chakra.errors import ChakraInputError
 from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
-from chakra.paths import groups_path
 from chakra.pytorch.comms import CommNode, recorded_rank
 from chakra.pytorch.convert import ConversionReport, convert, load_pair
 from chakra.pytorch.groups import DEFAULT_GROUP, comm_groups_json, group_table, node_attributes, resolve
 from chakra.pytorch.host import HostTrace
 from chakra.pytorch.link import LinkedTrace
-from chakra.schedule.fidelity import FidelityCheck, check_fidelity
+from chakra.schedule.fidelity import check_fidelity
 from chakra.schedule.rank import ScheduleResult, schedule_file
 from chakra.trace import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
 #: The fidelity check fails a rank whose replayed span is further than this from the measured one
 #: (the converter is measured within 1.5 % on the gloo example; README, Fidelity).
-FIDELITY_TOLERANCE = 0.05
+PYTORCH_FIDELITY_TOLERANCE = 0.05
 
 
 #: Key of the one file a pattern without ``{rank}`` names: its rank is read from the device trace.
@@ -91,43 +91,36 @@ class RankResult:
 
 
 @dataclass
-class WorkloadResult:
-    """Every rank's output path and report, the groups file, how groups were found, fidelity."""
+class PyTorchConversion:
+    """What converting a job's ranks made of them: each rank's report, the non-default groups (id ->
+    global ranks), how each collective's group was found, the ranks rewritten once the groups were
+    settled, the ranks converted host-only (no device trace), and the adapt pass's report (with a
+    target)."""
 
-    prefix: Path
-    paths: dict[int, Path]
     reports: dict[int, ConversionReport]
-    comm_groups_path: Path
     comm_groups: dict[int, list[int]]
     group_methods: Counter[str] = field(default_factory=Counter)
     rewritten: list[int] = field(default_factory=list)
-    fidelity: dict[int, ScheduleResult] = field(default_factory=dict)
     missing_device: list[int] = field(default_factory=list)
-    removed: list[Path] = field(default_factory=list)  # stale files of an earlier workload of the prefix
-    adapted: AdaptResult | None = None  # the adapt pass's report, with a target
+    adapted: AdaptResult | None = None
 
-    def fidelity_check(self, tolerance: float = FIDELITY_TOLERANCE) -> FidelityCheck:
-        """The fidelity check of the ranks at ``tolerance`` (:mod:`chakra.schedule.fidelity`)."""
-        return check_fidelity(self.fidelity, tolerance)
 
-    def fidelity_failures(self, tolerance: float = FIDELITY_TOLERANCE) -> dict[int, float | None]:
-        """The ranks the fidelity check fails: replayed span off the measured one by more than
-        ``tolerance`` (relative), or nothing measured to compare with (``None``)."""
-        return self.fidelity_check(tolerance).failures()
+class PyTorchResult(ConversionResult[PyTorchConversion]):
+    """What converting a PyTorch job (host + device traces, or Kineto traces alone) did: the
+    conversion, the files written, and each rank's fidelity check (``None`` when not asked for)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def report(self) -> dict[str, Any]:
+        c = self.conversion
         return {
-            "prefix": str(self.prefix),
-            "paths": {r: str(p) for r, p in self.paths.items()},
-            "comm_groups_path": str(self.comm_groups_path),
-            "comm_groups": self.comm_groups,
-            "group_methods": dict(self.group_methods),
-            "rewritten": self.rewritten,
-            "missing_device": self.missing_device,
-            "removed": [str(p) for p in self.removed],
-            "reports": {r: rep.to_dict() for r, rep in self.reports.items()},
-            "fidelity": {r: f.to_dict() for r, f in self.fidelity.items()},
-            "adapted": self.adapted.to_dict() if self.adapted is not None else None,
+            "paths": {r: str(p) for r, p in self.written.paths.items()},
+            "comm_groups_path": str(self.written.groups_path),
+            "comm_groups": c.comm_groups,
+            "group_methods": dict(c.group_methods),
+            "rewritten": c.rewritten,
+            "missing_device": c.missing_device,
+            "removed": [str(p) for p in self.written.removed],
+            "reports": {r: rep.to_dict() for r, rep in c.reports.items()},
+            "adapted": c.adapted.to_dict() if c.adapted is not None else None,
         }
 
 
@@ -196,7 +189,7 @@ def convert_workload(
     scheduler: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     rank: int | None = None,
-) -> WorkloadResult:
+) -> PyTorchResult:
     """Convert every rank of a job. ``progress(stage, done, total)`` is told how far each stage got.
     ``rank`` is the rank of a single host trace (patterns without ``{rank}``; default: from the
     traces' own records, see :func:`_single_rank`).
@@ -238,7 +231,7 @@ def convert_workload(
         scheduler=scheduler,
         progress=progress,
     )
-    result.missing_device = sorted(set(hosts) - set(devices)) if device_pattern else []
+    result.conversion.missing_device = sorted(set(hosts) - set(devices)) if device_pattern else []
     return result
 
 
@@ -250,10 +243,11 @@ def convert_rank_jobs(
     *,
     target: Target | None = None,
     check: bool = False,
+    tolerance: float = PYTORCH_FIDELITY_TOLERANCE,
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> WorkloadResult:
+) -> PyTorchResult:
     """Convert every rank of a job with ``convert_one`` (in worker processes: one job each, from
     ``make_jobs(staging)``, where ``staging`` is the writer's path pattern with ``{rank}``), then
     settle the groups across ranks, rewrite the ranks whose group attributes change, write the
@@ -306,7 +300,7 @@ def convert_rank_jobs(
     for rank, result in by_rank.items():
         result.path = written.paths[rank]
 
-    fidelity: dict[int, ScheduleResult] = {}
+    fidelity = None
     if check:
         replays = map_ranks(
             _fidelity_one,
@@ -315,19 +309,15 @@ def convert_rank_jobs(
             scheduler=scheduler,
             progress=tell("checking"),
         )
-        fidelity = dict(zip(sorted(by_rank), replays, strict=True))
+        fidelity = check_fidelity(dict(zip(sorted(by_rank), replays, strict=True)), tolerance)
     adapted = None
     if target is not None:
         adapted = adapt_workload(prefix, prefix, target, workers=workers, scheduler=scheduler, progress=progress)
-    return WorkloadResult(
-        prefix=prefix,
-        paths={r: by_rank[r].path for r in sorted(by_rank)},
+    conversion = PyTorchConversion(
         reports={r: by_rank[r].report for r in sorted(by_rank)},
-        comm_groups_path=written.groups_path or groups_path(prefix),
         comm_groups=comm_groups,
-        removed=list(written.removed),
         group_methods=group_methods,
         rewritten=rewritten,
-        fidelity=fidelity,
         adapted=adapted,
     )
+    return PyTorchResult(conversion, written, fidelity)
