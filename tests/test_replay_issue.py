@@ -10,8 +10,9 @@ from pathlib import Path
 from helpers import make_node, write_et
 
 from chakra.replay.issue import ComputeMode, Issuer
-from chakra.replay.program import rank_program
+from chakra.replay.program import issue_program
 from chakra.schema.protobuf.et_def_pb2 import METADATA_NODE
+from chakra.table import load_table
 
 MS_US = 1000
 NS_PER_US = 1000
@@ -19,7 +20,7 @@ NS_PER_US = 1000
 
 def _spans_us(tmp_path: Path, nodes: list, scale: float = 1.0) -> dict[int, tuple[float, float]]:
     """Node id -> (start, end) µs of one replayed iteration in ``duration`` mode."""
-    program = rank_program(write_et(tmp_path / "rank.0.et", nodes), 0)
+    program = issue_program(load_table(write_et(tmp_path / "rank.0.et", nodes), 0))
     issuer = Issuer(program, 0, {}, {}, ComputeMode.DURATION, compute_scale=scale)
     times = issuer.run(record=True)
     assert times.wall_ns >= max(end for _, _, end in times.spans)

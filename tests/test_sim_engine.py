@@ -19,9 +19,10 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.collectives import collective_time_ns, collective_times, p2p_time_ns
 from chakra.sim.config import load_network, load_system, scale_network
 from chakra.sim.engine import simulate
-from chakra.sim.program import load_rank
+from chakra.sim.program import program_of
 from chakra.sim.results import SimulationStuck
 from chakra.sim.run import simulate_workload
+from chakra.table import load_table
 
 NS_PER_US = 1000
 SYSTEM_JSON = SIM_SYSTEM_JSON
@@ -199,7 +200,7 @@ def test_compute_scale_shrinks_compute_only(tmp_path, configs):
     nodes = [comp(1, 10)]
     for rank in (0, 1):
         write_et(tmp_path / f"w.{rank}.et", nodes)
-    programs = {rank: load_rank(tmp_path / f"w.{rank}.et", rank) for rank in (0, 1)}
+    programs = {rank: program_of(load_table(tmp_path / f"w.{rank}.et", rank), rank) for rank in (0, 1)}
     assert simulate(programs, system, net2, compute_scale=0.5).ranks[0].finish_ns == 5 * NS_PER_US
 
 

@@ -39,10 +39,10 @@ from chakra.sim.program import (
     SLOT_GPU,
     CommSpec,
     RankProgram,
-    load_rank,
+    program_of,
 )
 from chakra.sim.run import load_programs, load_workers, open_simulated, simulate_workload
-from chakra.table import DEFAULT_GROUP_ID
+from chakra.table import DEFAULT_GROUP_ID, load_table
 from chakra.workload import open_workload
 
 RANK = 3
@@ -68,7 +68,7 @@ def mixed_nodes() -> list:
 
 @pytest.fixture
 def mixed(tmp_path: Path) -> RankProgram:
-    return load_rank(write_et(tmp_path / f"m.{RANK}.et", mixed_nodes()), RANK)
+    return program_of(load_table(write_et(tmp_path / f"m.{RANK}.et", mixed_nodes()), RANK), RANK)
 
 
 def test_the_columns_hold_every_node_in_ascending_id_order(mixed: RankProgram):
@@ -139,7 +139,8 @@ def test_own_slots_per_thread_and_stream(tmp_path: Path):
         make_node(2, "k", COMP_NODE, duration_micros=1, is_cpu_op=False, stream=20),
         make_node(3, "c", COMP_NODE, duration_micros=1, is_cpu_op=True, tid=7),
     ]
-    program = load_rank(write_et(tmp_path / "t.0.et", nodes), 0, cpu_per_thread=True, gpu_per_stream=True)
+    table = load_table(write_et(tmp_path / "t.0.et", nodes), 0)
+    program = program_of(table, 0, cpu_per_thread=True, gpu_per_stream=True)
     assert program.slot_names[4:] == ["CPU thread 7", "CPU thread 3", "GPU stream 20"]
     assert program.columns.slot.tolist() == [4, 5, 6, 4]
     assert program.cpu_slots == {SLOT_CPU, 4, 5}
@@ -157,7 +158,7 @@ def test_own_slots_per_thread_and_stream(tmp_path: Path):
 def test_a_node_the_simulator_cannot_run_is_named(tmp_path: Path, node, message: str):
     nodes = [make_node(0, "ok", COMM_COLL_NODE, is_cpu_op=False, comm_type=0, comm_size=8), node]
     with pytest.raises(ChakraInputError, match=f"node 1 \\(ar\\).*{message}"):
-        load_rank(write_et(tmp_path / "bad.0.et", nodes), 0)
+        program_of(load_table(write_et(tmp_path / "bad.0.et", nodes), 0), 0)
 
 
 # ---- a workload's ranks, in this process or in worker processes -------------------------------

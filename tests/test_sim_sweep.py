@@ -14,7 +14,7 @@ from helpers import run_cli as run
 
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_NODE
-from chakra.sim.program import RankProgram, load_rank
+from chakra.sim.program import RankProgram, program_of
 from chakra.sim.results import SimulationStuck
 from chakra.sim.scenario import Scenario
 from chakra.sim.sweep import (
@@ -28,6 +28,7 @@ from chakra.sim.sweep import (
     write_csv,
     write_plot,
 )
+from chakra.table import NodeTable
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, RING2 = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"
@@ -130,11 +131,11 @@ def test_a_sweep_loads_each_rank_once_not_once_per_point(comm_bound: Path, monke
 
     loaded: list[int] = []
 
-    def counting_load_rank(path: str, rank: int) -> RankProgram:
+    def counting_program_of(table: NodeTable, rank: int) -> RankProgram:
         loaded.append(rank)
-        return load_rank(path, rank)
+        return program_of(table, rank)
 
-    monkeypatch.setattr(sweep, "load_rank", counting_load_rank)
+    monkeypatch.setattr(sweep, "program_of", counting_program_of)
     # the points run in this process
     run_sweep(comm_bound, Scenario(SYSTEM, RING2), grid({"bandwidth-scale": [0.5, 1, 2]}), workers=1)
     assert sorted(loaded) == [0, 1]

@@ -49,7 +49,8 @@ from chakra.replay.measure import (
     total_kind_times,
 )
 from chakra.replay.preflight import plan_replay
-from chakra.replay.program import Kind, rank_program
+from chakra.replay.program import Kind, issue_program
+from chakra.table import load_table
 from chakra.units import NS_PER_US
 
 #: How long every rank may stand still before the replay is declared hung (s).
@@ -290,7 +291,7 @@ def _diagnose(progress: list[int], world: int, paths: dict[int, Path], finished:
         if step == STARTING:
             waits[rank] = "is still starting (importing torch, joining the job)"
             continue
-        program = rank_program(paths[rank], rank)
+        program = issue_program(load_table(paths[rank], rank))
         if step >= len(program):
             waits[rank] = "is between iterations (waiting in the barrier before the next)"
             continue
@@ -346,7 +347,7 @@ def run_rank(
 
     sys.setswitchinterval(GIL_SWITCH_S)
     made = {gid: dist.new_group(list(members)) for gid, members in groups.items()}
-    program = rank_program(path, rank)
+    program = issue_program(load_table(path, rank))
     issuer = Issuer(
         program, rank, made, groups, settings.compute,
         compute_scale=settings.compute_scale, comm=settings.comm,

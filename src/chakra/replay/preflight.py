@@ -1,7 +1,7 @@
 """What a replay would run, read and checked without starting a process (``chakra replay --dry-run``).
 
 :func:`plan_replay` reads every rank of a workload as :func:`chakra.replay.launch.replay_workload`
-does before it starts one (each file through :func:`chakra.replay.program.rank_program`, so a bad
+does before it starts one (each file through :func:`chakra.replay.program.issue_program`, so a bad
 one is refused with its name) and counts what each rank would issue. It also looks for what would
 make the replay hang, from counts alone:
 
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.replay.program import IssueProgram, Kind, rank_program, replayed_group
-from chakra.table import DEFAULT_GROUP_ID, MISSING
+from chakra.replay.program import IssueProgram, Kind, issue_program, replayed_group
+from chakra.table import DEFAULT_GROUP_ID, MISSING, NodeTable
 from chakra.workload import open_workload
 
 
@@ -133,11 +133,15 @@ def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None]
                                hint="replay needs every rank file of the workload")  # fmt: skip
     groups = {gid: tuple(members) for gid, members in sorted((traces.comm_groups or {}).items())}
     plan = ReplayPlan(str(traces.prefix), groups)
-    for done, rank in enumerate(ranks, 1):
-        plan.ranks[rank] = rank_replay_plan(rank_program(traces.files[rank], rank), rank)
-        if progress is not None:
-            progress("reading ranks", done, len(ranks))
+    told = (lambda done, total: progress("reading ranks", done, total)) if progress is not None else None
+    # one rank at a time in this process: a dry run starts no processes, and no table is kept
+    plan.ranks.update(traces.map(_rank_plan, workers=1, progress=told).results)
     return plan
+
+
+def _rank_plan(table: NodeTable) -> RankReplayPlan:
+    assert table.rank is not None  # chakra.open names every table's rank
+    return rank_replay_plan(issue_program(table), table.rank)
 
 
 def rank_replay_plan(program: IssueProgram, rank: int) -> RankReplayPlan:

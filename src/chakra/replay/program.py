@@ -1,16 +1,20 @@
 """What one rank replays: its nodes in issue order, as compact arrays read from the node table.
 
-:func:`rank_program` reads a rank's ET through :mod:`chakra.table` and orders it as the format's
-consumers issue it: a node is issued once every node it depends on (data and ctrl deps) has been,
-ascending id among the ready ones (:func:`chakra.graph.topological_order` with ``TieBreak.ID``,
-ASTRA-sim's order). Each position carries what the replay needs: its kind (compute, collective,
-send, receive, or nothing to do), recorded duration (ns), FLOPs and bytes, and for communication its
-type, ``comm_size``, group id, peer and tag (:data:`chakra.table.MISSING` where absent), and its
-track (:attr:`chakra.table.NodeTable.track`: the recorded thread or stream, else its slot's
-fallback, ``CPU`` or ``GPU compute``), which a compute node occupies while it runs.
+:func:`issue_program` orders a rank's node table (:mod:`chakra.table`, as :func:`chakra.open` loads
+it) as the format's consumers issue it: a node is issued once every node it depends on (data and
+ctrl deps) has been, ascending id among the ready ones (:func:`chakra.graph.topological_order` with
+``TieBreak.ID``, ASTRA-sim's order). Each position carries what the replay needs: its kind (compute,
+collective, send, receive, or nothing to do), recorded duration (ns), FLOPs and bytes, and for
+communication its type, ``comm_size``, group id, peer and tag (:data:`chakra.table.MISSING` where
+absent), and its track (:attr:`chakra.table.NodeTable.track`: the recorded thread or stream, else
+its slot's fallback, ``CPU`` or ``GPU compute``), which a compute node occupies while it runs.
+
+The simulator reads the same table into its own arrays (:mod:`chakra.sim.program`: positions in id
+order with child lists, for an event loop), the replay into these (issue order with parent lists,
+for issuers that walk one step at a time): both from the one table, neither from the file.
 
 Example:
-    program = rank_program("out/job.0.et")
+    program = issue_program(chakra.open("out/job").table(0))
     len(program), program.recorded_span_us
 """
 
@@ -22,10 +26,9 @@ from enum import IntEnum
 
 import numpy as np
 
-from chakra.errors import PathLike
 from chakra.graph import TieBreak, topological_order
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE
-from chakra.table import COMPUTE, DEFAULT_GROUP_ID, MISSING, load_table
+from chakra.table import COMPUTE, DEFAULT_GROUP_ID, MISSING, NodeTable
 from chakra.units import NS_PER_US
 
 
@@ -81,11 +84,10 @@ def replayed_group(group_id: int, defined: Container[int]) -> int:
     return group_id
 
 
-def rank_program(path: PathLike, rank: int) -> IssueProgram:
-    """The program of the rank file ``path`` (``rank``: its rank, which a send's or receive's own end is)."""
-    table = load_table(path)
+def issue_program(table: NodeTable) -> IssueProgram:
+    """The program of one rank's node table, in issue order (module docstring)."""
     graph = table.graph
-    order = topological_order(graph, tie_break=TieBreak.ID, path=path)
+    order = topological_order(graph, tie_break=TieBreak.ID, path=table.path)
     step_of = np.empty(len(order), dtype=np.int64)
     step_of[order] = np.arange(len(order), dtype=np.int64)
     n = len(order)
@@ -119,7 +121,7 @@ def rank_program(path: PathLike, rank: int) -> IssueProgram:
         ends = starts + table.dur_ns / NS_PER_US
         span = float(ends[timed].max() - starts[timed].min())
     return IssueProgram(
-        str(path),
+        table.label,
         graph.ids[order],
         [names[i] for i in order.tolist()],
         kind,

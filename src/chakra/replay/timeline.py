@@ -22,8 +22,8 @@ from chakra.errors import PathLike
 from chakra.io import AtomicFile
 from chakra.replay.launch import WorkloadReplay
 from chakra.replay.measure import comm_type_label
-from chakra.replay.program import IssueProgram, Kind, rank_program
-from chakra.table import DEFAULT_GROUP_ID, MISSING
+from chakra.replay.program import IssueProgram, Kind, issue_program
+from chakra.table import DEFAULT_GROUP_ID, MISSING, load_table
 from chakra.units import NS_PER_US
 
 #: The track of communication in the whole job, and of sends and receives.
@@ -44,7 +44,7 @@ def timeline_events(replay: WorkloadReplay) -> list[dict[str, Any]]:
     """The Chrome trace events of ``replay`` (see the module's docstring)."""
     events: list[dict[str, Any]] = []
     for rank, ranked in replay.ranks.items():
-        program = rank_program(ranked.path, rank)
+        program = issue_program(load_table(ranked.path, rank))
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         lanes: dict[str, list[int]] = {}  # track -> the end of the last span on each of its lanes
         for step, start_ns, end_ns in sorted(ranked.spans, key=lambda span: (span[1], span[0])):

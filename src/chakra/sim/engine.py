@@ -19,7 +19,7 @@ Per rank (``reference/astra-sim.md`` §2.2-2.4):
 * memory loads/stores: remote-memory latency + bytes / bandwidth, one at a time per queue
   (:class:`chakra.sim.memory.MemoryQueues`).
 
-The parts: :mod:`chakra.sim.program` (a rank's nodes as lists, :func:`load_rank`),
+The parts: :mod:`chakra.sim.program` (a rank's nodes as arrays and lists, :func:`~chakra.sim.program.program_of`),
 :mod:`chakra.sim.events` (the event queue), :mod:`chakra.sim.matching`, :mod:`chakra.sim.memory`,
 :mod:`chakra.sim.results`; here the event loop that drives them, with compute nodes (the common case)
 issued and completed inline in the loop.
@@ -61,7 +61,6 @@ from chakra.sim.program import (
     SLOT_COMM,
     SLOT_NAMES,
     RankProgram,
-    load_rank,
 )
 from chakra.sim.results import RankStats, SimResult, SimulationStuck
 from chakra.units import BYTES_PER_GB, FLOPS_PER_TFLOPS, NS_PER_S
@@ -75,7 +74,6 @@ __all__ = [
     "SimResult",
     "SimulationStuck",
     "compute_times_ns",
-    "load_rank",
     "simulate",
 ]
 

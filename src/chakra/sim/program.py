@@ -1,10 +1,11 @@
 """One rank's workload as the simulator runs it, positions in ascending id order.
 
-:func:`load_rank` reads a rank's ET into a :class:`RankProgram` through its node table: what each
-node does when issued (``action``), the hardware slot it needs (``slot``, ``reference/astra-sim.md``
-§2.3), its recorded time, its dependency count and children, and the attributes the engine needs for
-communication, roofline compute and remote memory. :func:`program_of` builds it from a table in bulk
-(numpy, no per-node Python).
+:func:`program_of` builds a :class:`RankProgram` from a rank's node table (as :func:`chakra.open`
+loads it): what each node does when issued (``action``), the hardware slot it needs (``slot``,
+``reference/astra-sim.md`` §2.3), its recorded time, its dependency count and children, and the
+attributes the engine needs for communication, roofline compute and remote memory, in bulk (numpy,
+no per-node Python). The replay reads the same table in issue order instead
+(:mod:`chakra.replay.program`).
 
 A program *is* its :class:`ProgramColumns`, compact arrays: that is what it pickles to, so worker
 processes hand programs back cheaply (:func:`chakra.sim.run.load_programs` loads ranks in parallel).
@@ -12,7 +13,7 @@ The engine's per-node Python lists (``action``, ``children``, ``comm``, ...) are
 the columns on first use, in the process that runs the engine.
 
 Example:
-    program = load_rank("out/job.0.et", rank=0)
+    program = program_of(chakra.open("out/job").table(0), rank=0)
     len(program), program.slot_names[:3]
     # (881, ['CPU', 'GPU compute', 'GPU comm'])
 """
@@ -38,7 +39,6 @@ from chakra.table import (
     MISSING,
     NodeTable,
     Slot,
-    load_table,
 )
 from chakra.units import NS_PER_US
 
@@ -189,25 +189,16 @@ class RankProgram:
         return dict(zip(self.columns.memory_pos.tolist(), self.columns.memory_size.tolist(), strict=True))
 
 
-def load_rank(
-    path: str | Path, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
+def program_of(
+    table: NodeTable, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
 ) -> RankProgram:
-    """Read one rank's ET into a :class:`RankProgram` through its node table (:mod:`chakra.table`: the
-    kind, slot, group and attributes every consumer reads).
+    """The :class:`RankProgram` of one rank's table, in bulk. Times are ``duration_micros`` in ns, as
+    ASTRA-sim reads them (it ignores ``duration_ns``).
 
     ASTRA-sim gives a rank one CPU and one GPU-compute slot. ``cpu_per_thread`` gives every host
     thread (``tid``) its own CPU slot and ``gpu_per_stream`` every stream its own compute slot, as
     the recorded job had them (a PyTorch trace's autograd and gloo threads run side by side).
     """
-    table = load_table(path, rank)
-    return program_of(table, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
-
-
-def program_of(
-    table: NodeTable, rank: int, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False
-) -> RankProgram:
-    """The :class:`RankProgram` of one rank's table (see :func:`load_rank`), in bulk. Times are
-    ``duration_micros`` in ns, as ASTRA-sim reads them (it ignores ``duration_ns``)."""
     path = Path(table.path) if table.path is not None else Path(f"rank {rank}")
     types = table.node_type
     n = len(table)

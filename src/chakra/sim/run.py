@@ -70,7 +70,7 @@ def check_network_covers(workload: Workload, network: NetworkConfig) -> None:
 def load_programs(
     workload: Workload, *, cpu_per_thread: bool = False, gpu_per_stream: bool = False, workers: int | None = None
 ) -> dict[int, RankProgram]:
-    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`).
+    """Every rank's program, by rank (``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.program_of`).
 
     Ranks load in ``workers`` local processes (:meth:`chakra.workload.Workload.map`), which hand back
     each program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
@@ -138,7 +138,7 @@ def simulate_workload(
 
     Every rank the network has must have its file; groups come from ``comm_groups_path``, else
     ``PREFIX.comm_groups.json`` beside the files (:func:`open_simulated`).
-    ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.load_rank`; ``load_workers``:
+    ``cpu_per_thread``/``gpu_per_stream``: see :func:`chakra.sim.program.program_of`; ``load_workers``:
     the processes that load the ranks (:func:`load_programs`).
     """
     opened = open_simulated(workload, comm_groups_path)

@@ -36,10 +36,11 @@ from chakra.sim import config
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
-from chakra.sim.program import RankProgram, load_rank
+from chakra.sim.program import RankProgram, program_of
 from chakra.sim.results import SimulationStuck
 from chakra.sim.run import check_network_covers, open_simulated
 from chakra.sim.scenario import Scenario
+from chakra.table import load_table
 from chakra.units import NS_PER_MS
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
@@ -268,7 +269,7 @@ def run_sweep(
 @functools.lru_cache(maxsize=1)
 def _programs(rank_files: tuple[_RankFile, ...]) -> dict[int, RankProgram]:
     """The workload's programs, loaded once per process: every point a worker runs reuses them."""
-    return {rank: load_rank(path, rank) for rank, path, _, _ in rank_files}
+    return {rank: program_of(load_table(path, rank), rank) for rank, path, _, _ in rank_files}
 
 
 def _run_point(task: _PointTask) -> SweepResult:
