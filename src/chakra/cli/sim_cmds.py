@@ -181,6 +181,12 @@ def _print_simulation(result: SimResult, per_rank: bool) -> None:
             f"finish {_ms(result.finish_ns)} ms (rank {slowest.rank} of {rank_ranges(result.ranks)}); "
             'ASTRA-sim\'s "exposed communication" (finish - GPU compute) also counts CPU work and idle time'
         )
+    if result.classes is not None:
+        stdout.print(
+            Text(f"simulated as {result.classes:,} classes of equivalent ranks, one rank of each", style="dim")
+        )
+    elif result.rank_by_rank is not None and len(result.ranks) > 1:
+        stdout.print(Text(f"simulated rank by rank: {result.rank_by_rank}", style="dim"))
     if result.links:
         _print_links(result)
     for warning in result.warnings:

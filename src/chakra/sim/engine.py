@@ -41,6 +41,7 @@ import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.sim.choices import NetworkModel
+from chakra.sim.classes import ClassCollectives, ClassMessages, RankClasses, SymmetryBroken, class_plan, expand_result
 from chakra.sim.collectives import REDUCING_TYPES, astra_compat_refusal, p2p_time_ns, replays_duration
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.contended import ContendedCollectives
@@ -184,6 +185,7 @@ def simulate(
     keep_intervals: bool = False,
     progress: Callable[[int, int], None] | None = None,
     network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
+    by_classes: bool = True,
 ) -> SimResult:
     """Run every rank of ``programs`` to completion (see the module docstring). With the system's
     ``replay-only`` every node takes its recorded duration and nothing is matched across ranks.
@@ -192,6 +194,9 @@ def simulate(
 
     ``comm_groups_path`` is the file ``comm_groups`` was read from (errors name it).
     ``progress(done, total)`` is called every ``PROGRESS_EVERY`` completed nodes and at the end.
+    ``by_classes``: run one rank per class of equivalent ranks where the workload has such classes
+    (:mod:`chakra.sim.classes`; the same result, ``result.classes`` says how many ran), else rank by
+    rank (``result.rank_by_rank`` says why).
     """
     if not (math.isfinite(compute_scale) and compute_scale >= 0):
         raise ChakraInputError(
@@ -206,19 +211,26 @@ def simulate(
             path=network.path,
             hint="make npus_count in the network configuration multiply to the number of ranks",
         )
-    run = _Run(
-        programs,
-        system,
-        network,
-        remote_memory,
-        comm_groups,
-        compute_scale,
-        keep_intervals,
-        comm_groups_path,
-        NetworkModel(network_model),
-    )
+    model = NetworkModel(network_model)
+    setting = (system, network, remote_memory, comm_groups, compute_scale, keep_intervals, comm_groups_path, model)
+    plan = class_plan(programs, system, network, remote_memory, comm_groups, model) if by_classes else "not asked for"
+    if isinstance(plan, RankClasses):
+        try:
+            run = _Run({rep: programs[rep] for rep in plan.reps}, *setting, classes=plan)
+            run.loop(progress)
+            result = expand_result(run.result(), plan, programs)
+        except SymmetryBroken as broken:
+            plan = str(broken)
+        except SimulationStuck:
+            plan = "the representatives got stuck: rank by rank says where"
+        else:
+            if progress is not None:
+                progress(run.total, run.total)
+            return result
+    run = _Run(programs, *setting)
     run.loop(progress)
     result = run.result()
+    result.rank_by_rank = plan
     if progress is not None:
         progress(run.total, run.total)
     return result
@@ -238,15 +250,19 @@ class _Run:
         keep_intervals: bool,
         comm_groups_path: PathLike | None = None,
         network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
+        classes: RankClasses | None = None,
     ):
+        """``classes``: ``programs`` are these classes' representatives (:mod:`chakra.sim.classes`)."""
         self.programs = programs
         self.network = network
         self.replay_only = system.replay_only
         self.system = system
-        self.collectives = CollectiveMatcher(
-            comm_groups, frozenset(programs), network.num_npus, system, network, comm_groups_path
+        self.collectives = (
+            CollectiveMatcher(comm_groups, frozenset(programs), network.num_npus, system, network, comm_groups_path)
+            if classes is None
+            else ClassCollectives(classes, comm_groups, system, network)
         )
-        self.messages = MessageMatcher()
+        self.messages = MessageMatcher() if classes is None else ClassMessages(classes)
         self.memory = MemoryQueues(remote_memory)
         self.total = sum(len(p) for p in programs.values())
         aware = network_model is NetworkModel.CONGESTION_AWARE

@@ -29,7 +29,9 @@ def report_dict(result: SimResult) -> dict[str, Any]:
     finish minus GPU compute, which also counts CPU work and idle time. Under the congestion-aware
     model, ``links`` lists every link that carried a message, busiest first: bytes, the time it
     carried them (``busy_ns``; ``utilization`` its share of ``finish_ns``), messages, and the time
-    messages waited for it (``queued_ns``, added up).
+    messages waited for it (``queued_ns``, added up). ``classes``: how many classes of equivalent
+    ranks were simulated, one rank each (:mod:`chakra.sim.classes`), or ``None`` with the reason the
+    ranks ran one by one (``rank_by_rank``).
     """
     return {
         "finish_ns": result.finish_ns,
@@ -65,6 +67,8 @@ def report_dict(result: SimResult) -> dict[str, Any]:
             for link in result.links
         ],
         "warnings": result.warnings,
+        "classes": result.classes,
+        "rank_by_rank": result.rank_by_rank,
     }
 
 

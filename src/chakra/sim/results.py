@@ -62,6 +62,9 @@ class SimResult:
     links: list[Any] | None = None  # congestion-aware: chakra.sim.links.LinkStats, busiest first
     # congestion-aware with intervals: every hop (link name, waiting since, start, released ns, bytes)
     link_hops: list[tuple[str, int, int, int, int]] | None = None
+    # classes of equivalent ranks simulated (chakra.sim.classes), or None: rank by rank, and why
+    classes: int | None = None
+    rank_by_rank: str | None = None
 
     @property
     def finish_ns(self) -> int:
