@@ -201,6 +201,17 @@ def test_loading_in_worker_processes_gives_the_programs_of_one_process(llm_workl
     assert {DO_COMPUTE, DO_COLLECTIVE, DO_SEND, DO_RECV} <= set(kinds.tolist())
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ranks_with_equal_programs_share_their_columns_and_keep_their_groups_and_peers(llm_workload: Path, workers):
+    files = open_simulated(llm_workload)
+    loaded = load_programs(files, workers=workers)
+    alone = {rank: program_of(load_table(path, rank), rank) for rank, path in files.files.items()}
+    assert_same_programs(loaded, alone)
+    # tp 2 x pp 2 x dp 2: the four ranks of a stage run one program on their own groups and peers
+    assert len({id(p.columns.ids) for p in loaded.values()}) == 2
+    assert not loaded[0].columns.time_ns.flags.writeable
+
+
 def test_a_parallel_load_simulates_as_an_in_process_one(llm_workload: Path, tmp_path: Path):
     system, network = load_system(EXAMPLES / "system.json"), switch_network(tmp_path, 8)
     runs = [simulate_workload(llm_workload, system, network, load_workers=w) for w in (1, 2)]

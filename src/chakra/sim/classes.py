@@ -134,47 +134,63 @@ def rank_classes(
     everyone = tuple(range(world))
     groups = {gid: tuple(ranks) if ranks is not None else everyone for gid, ranks in members.items()}
     groups.setdefault(DEFAULT_GROUP_ID, everyone)
-    used: list[np.ndarray] = []
+    gids = np.array(sorted(groups), dtype=np.int64)
+    holds = {gid: frozenset(ranks) for gid, ranks in groups.items()}
+    used: list[np.ndarray] = []  # per rank: the group of each collective, in order
+    used_at: list[np.ndarray] = []  # the same as indices into gids
     sends: list[tuple[np.ndarray, np.ndarray]] = []  # per rank: (send peers, receive peers)
     base = np.empty(world, dtype=np.int64)
     seen: dict[bytes, int] = {}
+    # by the identity of a program's columns (equal ranks share them when loaded; all are alive here)
+    behaviour: dict[tuple[object, ...], bytes] = {}
     for rank in range(world):
         program = programs[rank]
         c = program.columns
         kind = c.action[c.comm_pos]
         on = c.comm_group[kind == DO_COLLECTIVE]
         for gid in np.unique(on).tolist():
-            if gid not in groups or rank not in groups[gid]:
+            if gid not in holds or rank not in holds[gid]:
                 return f"rank {rank} issues a collective on group {gid}, which does not hold it"
         used.append(on)
+        used_at.append(np.searchsorted(gids, on))
         sent = kind == DO_SEND
         sends.append((c.comm_dst[sent], c.comm_src[kind == DO_RECV]))
-        digest = hashlib.blake2b(digest_size=16)
-        for name in _BEHAVIOUR:
-            digest.update(np.ascontiguousarray(getattr(c, name)).tobytes())
+        same = (*(id(getattr(c, name)) for name in _BEHAVIOUR), tuple(program.slot_names),
+                program.cpu_slots, program.missing_deps)  # fmt: skip
+        found = behaviour.get(same)
+        if found is None:
+            found = behaviour[same] = _behaviour(program)
         moved = zip(c.comm_src[sent].tolist(), c.comm_dst[sent].tolist(), c.comm_size[sent].tolist(), strict=True)
-        delays = [p2p_time_ns(src, dst, size, network) for src, dst, size in moved]
-        digest.update(np.asarray(delays, dtype=np.int64).tobytes())
-        digest.update(repr((program.slot_names, sorted(program.cpu_slots), program.missing_deps)).encode())
-        base[rank] = seen.setdefault(digest.digest(), len(seen))
+        delays = np.asarray([p2p_time_ns(src, dst, size, network) for src, dst, size in moved], dtype=np.int64)
+        base[rank] = seen.setdefault(found + delays.tobytes(), len(seen))
     color = base
     while True:
-        sig = {gid: hash(tuple(sorted(color[list(ranks)].tolist()))) for gid, ranks in groups.items()}
+        sig = np.array([hash(tuple(sorted(color[list(groups[g])].tolist()))) for g in gids.tolist()], dtype=np.int64)
         refined: dict[tuple[int, ...], int] = {}
         new = np.empty(world, dtype=np.int64)
         for rank in range(world):
             send_to, recv_from = sends[rank]
             key = (
                 int(color[rank]),
-                hash(tuple(sig[g] for g in used[rank].tolist())),
-                hash(tuple(color[send_to].tolist())),
-                hash(tuple(color[recv_from].tolist())),
+                hash(sig[used_at[rank]].tobytes()),
+                hash(color[send_to].tobytes()),
+                hash(color[recv_from].tobytes()),
             )
             new[rank] = refined.setdefault(key, len(refined))
         if len(refined) == len(np.unique(color)):
             break
         color = new
     return _classes(color, groups, used, sends, programs)
+
+
+def _behaviour(program: RankProgram) -> bytes:
+    """A digest of what ``program`` does, apart from its groups, peers and node names."""
+    c = program.columns
+    digest = hashlib.blake2b(digest_size=16)
+    for name in _BEHAVIOUR:
+        digest.update(np.ascontiguousarray(getattr(c, name)).tobytes())
+    digest.update(repr((program.slot_names, sorted(program.cpu_slots), program.missing_deps)).encode())
+    return digest.digest()
 
 
 def _classes(

@@ -12,8 +12,13 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
@@ -74,11 +79,25 @@ def load_programs(
 
     Ranks load in ``workers`` local processes (:meth:`chakra.workload.Workload.map`), which hand back
     each program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
+    Ranks whose programs are equal but for their groups and peers share one program's columns (made
+    read-only), each with its own groups and peers: memory grows with the distinct programs, not
+    the ranks.
     """
     if workers is None:
         workers = load_workers(workload)
-    build = functools.partial(_table_program, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
-    return workload.map(build, workers=workers).results
+    build = functools.partial(
+        _loaded_program, call=uuid.uuid4().hex, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream
+    )
+    shared: dict[bytes, RankProgram] = {}
+    programs = {}
+    for rank, loaded in workload.map(build, workers=workers).results.items():
+        if loaded.program is not None and loaded.digest not in shared:
+            for column in loaded.program.columns:
+                column.flags.writeable = False  # shared by every rank whose program equals it
+            shared[loaded.digest] = loaded.program
+        programs[rank] = loaded.of(shared[loaded.digest])
+    _HANDED_BACK.pop(build.keywords["call"], None)  # ranks loaded in this process
+    return programs
 
 
 def load_workers(workload: Workload) -> int:
@@ -113,10 +132,52 @@ def _file_size(path: Path) -> int:
         return 0  # loading the rank says what is wrong with it
 
 
-def _table_program(table: NodeTable, *, cpu_per_thread: bool, gpu_per_stream: bool) -> RankProgram:
-    """One rank's program from its table (a top-level function: worker processes find it by import)."""
+#: Per loading call, the programs this process has handed back whole: another rank with an equal
+#: program comes back as its groups and peers alone (:class:`_Loaded`).
+_HANDED_BACK: dict[str, set[bytes]] = {}
+#: The columns that make one rank's program differ from another's that is equal but for its groups and peers.
+_IDENTITY = ("comm_group", "comm_src", "comm_dst")
+
+
+@dataclass
+class _Loaded:
+    """One rank as a loading worker hands it back: its program (``None``: equal to one handed back
+    before, ``digest`` says which) and the columns of its own groups and peers."""
+
+    rank: int
+    path: Path
+    digest: bytes
+    identity: tuple[np.ndarray, ...]
+    program: RankProgram | None
+
+    def of(self, shared: RankProgram) -> RankProgram:
+        """This rank's program, sharing every column but its groups and peers with ``shared``."""
+        if shared.rank == self.rank:
+            return shared
+        columns = shared.columns._replace(**dict(zip(_IDENTITY, self.identity, strict=True)))
+        return RankProgram(self.rank, self.path, columns, shared.name_list, shared.slot_names,
+                           shared.cpu_slots, shared.missing_deps)  # fmt: skip
+
+
+def _loaded_program(table: NodeTable, *, call: str, cpu_per_thread: bool, gpu_per_stream: bool) -> _Loaded:
+    """One rank's program from its table (a top-level function: worker processes find it by import),
+    whole the first time this process meets a program like it in this loading ``call``."""
     rank = table.rank if table.rank is not None else 0
-    return program_of(table, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+    program = program_of(table, rank, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
+    columns = program.columns
+    digest = hashlib.blake2b(digest_size=16)
+    for name, column in zip(columns._fields, columns, strict=True):
+        if name not in _IDENTITY:
+            digest.update(np.ascontiguousarray(column).tobytes())
+    digest.update(
+        repr((program.name_list, program.slot_names, sorted(program.cpu_slots), program.missing_deps)).encode()
+    )
+    key = digest.digest()
+    seen = _HANDED_BACK.setdefault(call, set())
+    whole = key not in seen
+    seen.add(key)
+    identity = tuple(getattr(columns, name) for name in _IDENTITY)
+    return _Loaded(rank, program.path, key, identity, program if whole else None)
 
 
 def simulate_workload(
