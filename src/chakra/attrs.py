@@ -114,6 +114,23 @@ FLOAT_CODES = frozenset(MEMBER_CODE[m] for m in FLOAT_MEMBERS)
 _UNSIGNED64_CODES = frozenset({MEMBER_CODE["uint64_val"], MEMBER_CODE["fixed64_val"]})
 
 
+def _code_table(codes: frozenset[int]) -> np.ndarray:
+    """A lookup by member code (a field number, small), whether it is one of ``codes``: faster than
+    ``np.isin`` on the few attributes of one column, which this is asked for per column and file."""
+    table = np.zeros(max(MEMBER_CODE.values()) + 1, dtype=bool)
+    table[list(codes)] = True
+    return table
+
+
+_READS_AS_INT = _code_table(INT_CODES | {BOOL_CODE})
+_UNSIGNED64 = _code_table(_UNSIGNED64_CODES)
+
+
+def _is_code(member: np.ndarray, table: np.ndarray) -> np.ndarray:
+    inside = (member >= 0) & (member < len(table))
+    return inside & table[np.where(inside, member, 0)]
+
+
 @dataclass(frozen=True)
 class AttrSpec:
     """One well-known attribute: its canonical oneof ``member``, value ``kind``, unit and meaning.
@@ -336,8 +353,8 @@ def int_column(member: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.nd
     ([5, 0, 0], [True, False, False])
     """
     member = np.asarray(member)
-    ok = np.isin(member, list(INT_CODES | {BOOL_CODE}))
-    ok &= ~(np.isin(member, list(_UNSIGNED64_CODES)) & (value < 0))
+    ok = _is_code(member, _READS_AS_INT)
+    ok &= ~(_is_code(member, _UNSIGNED64) & (value < 0))
     return np.where(ok, value, 0).astype(np.int64), ok
 
 
@@ -350,7 +367,7 @@ def flag_column(member: np.ndarray, value: np.ndarray, texts: dict[int, str]) ->
     ([True, False, False, False], [True, True, True, False])
     """
     member = np.asarray(member)
-    ok = np.isin(member, list(INT_CODES | {BOOL_CODE}))
+    ok = _is_code(member, _READS_AS_INT)
     flags = ok & (value != 0)
     for row, text in texts.items():
         read = read_flag_text(text)
