@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from chakra.errors import ChakraInputError
@@ -32,7 +33,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.algorithms import parse_algorithm
 from chakra.sim.collectives import chunk_plan, collective_time_ns, p2p_time_ns
 from chakra.sim.config import NetworkConfig, SystemConfig
-from chakra.sim.network import hop_delay_ns, message_delay_ns
+from chakra.sim.network import hop_delay_ns, message_delay_ns, message_delays_ns
 
 #: GB/s -> bytes/ns as ASTRA-sim converts (``NetworkConfig.bandwidth_bytes_per_ns``): GiB-based.
 BYTES_PER_GIB, NS_PER_S = 2**30, 1e9
@@ -425,3 +426,16 @@ def test_results_are_memoised_by_the_system_configurations_identity():
     hits = _cached_collective_time_ns.cache_info().hits
     collective_time_ns(ALL_REDUCE, 4000, None, system, network)
     assert _cached_collective_time_ns.cache_info().hits == hits + 1
+
+
+@pytest.mark.parametrize("topology", ["Ring", "Switch", "FullyConnected"])
+def test_many_message_delays_at_once_equal_each_one_alone(topology: str):
+    network = NetworkConfig((topology, "Ring", topology), (4, 3, 5), (50.0, 25.0, 12.5), (500.0, 700.0, 900.0))
+    rng = np.random.default_rng(7)
+    src, dst = rng.integers(0, 60, 500), rng.integers(0, 60, 500)
+    size = rng.choice([0, 8, 1 << 20], 500)
+    alone = [
+        message_delay_ns(network, s, d, n) for s, d, n in zip(src.tolist(), dst.tolist(), size.tolist(), strict=True)
+    ]
+    assert message_delays_ns(network, src, dst, size).tolist() == alone
+    assert message_delays_ns(network, src[:0], dst[:0], size[:0]).tolist() == []

@@ -41,10 +41,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra.sim.choices import NetworkModel
-from chakra.sim.collectives import CollectiveTimes, collective_times, p2p_time_ns, type_name
+from chakra.sim.collectives import CollectiveTimes, collective_times, type_name
 from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.config.memory import MEMORY_POOL, PER_NODE_MEMORY_EXPANSION
 from chakra.sim.matching import CollectiveMatcher, MessageKey, MessageMatcher
+from chakra.sim.network import message_delays_ns
 from chakra.sim.plans import collective_parts
 from chakra.sim.program import DO_COLLECTIVE, DO_MEMORY, DO_RECV, DO_SEND, RankProgram
 from chakra.sim.results import SimResult
@@ -143,6 +144,8 @@ def rank_classes(
     seen: dict[bytes, int] = {}
     # by the identity of a program's columns (equal ranks share them when loaded; all are alive here)
     behaviour: dict[tuple[object, ...], bytes] = {}
+    programs_of: list[bytes] = []  # per rank: the digest of what its program does
+    moved: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per rank: its sends' (src, dst, size)
     for rank in range(world):
         program = programs[rank]
         c = program.columns
@@ -160,9 +163,12 @@ def rank_classes(
         found = behaviour.get(same)
         if found is None:
             found = behaviour[same] = _behaviour(program)
-        moved = zip(c.comm_src[sent].tolist(), c.comm_dst[sent].tolist(), c.comm_size[sent].tolist(), strict=True)
-        delays = np.asarray([p2p_time_ns(src, dst, size, network) for src, dst, size in moved], dtype=np.int64)
-        base[rank] = seen.setdefault(found + delays.tobytes(), len(seen))
+        programs_of.append(found)
+        moved.append((c.comm_src[sent], c.comm_dst[sent], c.comm_size[sent]))
+    src, dst, size = (np.concatenate([m[k] for m in moved]) for k in range(3))
+    delays = np.split(message_delays_ns(network, src, dst, size), np.cumsum([len(m[0]) for m in moved])[:-1])
+    for rank in range(world):
+        base[rank] = seen.setdefault(programs_of[rank] + delays[rank].tobytes(), len(seen))
     color = base
     while True:
         sig = np.array([hash(tuple(sorted(color[list(groups[g])].tolist()))) for g in gids.tolist()], dtype=np.int64)

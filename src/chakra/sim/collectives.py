@@ -100,7 +100,7 @@ Results are memoised (an LRU cache) by the network's value and the system's iden
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -266,10 +266,17 @@ class CollectiveTimes(NamedTuple):
     longest_ns: int
     by_rank_ns: tuple[int, ...] | None = None
     trees: int = 0
+    #: each member's where members differ and the plan ran member by member (NPU -> ns; the others:
+    #: ``longest_ns``): as long as the group, not the network
+    by_member_ns: Mapping[int, int] | None = None
 
     def of(self, rank: int) -> int:
         """The time of member ``rank``."""
-        return self.longest_ns if self.by_rank_ns is None else self.by_rank_ns[rank]
+        if self.by_rank_ns is not None:
+            return self.by_rank_ns[rank]
+        if self.by_member_ns is not None:
+            return self.by_member_ns.get(rank, self.longest_ns)
+        return self.longest_ns
 
 
 def _collective_times(
@@ -339,7 +346,7 @@ def _collective_times(
     if offsets is None and len(plan) == 1 and plan[0].algorithm.name == RING and subgroup is not None:
         # a subgroup's members end apart on a ring of unequal links
         member_ns = ring_pipelined_ns(phase_type, subgroup, chunk_bytes, t_red, -(-streams // active))
-        return _by_rank(npus, member_ns, total_npus, trees)
+        return _by_rank(npus, member_ns, trees)
     if offsets is None and not trees and all(phase.span.symmetric for phase in plan):
         # every NPU runs in step: one NPU's queues stand for all
         times_ns, _ = phase_times_ns(plan, chunk_bytes, t_red)
@@ -347,15 +354,12 @@ def _collective_times(
         return CollectiveTimes(queue_schedule_ns(queued, streams, active), None, trees)
     phases = line_phases(plan, npus, chunk_bytes, first_tree, t_red, network)
     ends_ns = schedule_ns(offsets or (0,) * len(npus), phases, streams, active)
-    return _by_rank(npus, ends_ns, total_npus, trees)
+    return _by_rank(npus, ends_ns, trees)
 
 
-def _by_rank(npus: Sequence[int], ends_ns: Sequence[int], total_npus: int, trees: int) -> CollectiveTimes:
+def _by_rank(npus: Sequence[int], ends_ns: Sequence[int], trees: int) -> CollectiveTimes:
     """Times of the collective's NPUs ``npus`` (``ends_ns`` in their order) as a :class:`CollectiveTimes`."""
-    longest = max(ends_ns)
-    position = {npu: k for k, npu in enumerate(npus)}
-    by_rank = tuple(ends_ns[position[r]] if r in position else longest for r in range(total_npus))
-    return CollectiveTimes(longest, by_rank, trees)
+    return CollectiveTimes(max(ends_ns), None, trees, dict(zip(npus, ends_ns, strict=True)))
 
 
 def _modelled_time_ns(

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
 from chakra.errors import ChakraInputError
 from chakra.sim.config import NetworkConfig
 
@@ -79,6 +81,33 @@ def message_delay_ns(network: NetworkConfig, src: int, dst: int, size_bytes: int
         if a != b:
             return hop_delay_ns(network, dim, dimension_hops(network, dim, a, b), size_bytes)
     return 0  # distinct ids with equal coordinates cannot happen for ids inside the network
+
+
+def message_delays_ns(network: NetworkConfig, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray) -> np.ndarray:
+    """:func:`message_delay_ns` of many messages at once (int64 arrays of equal length), each
+    distinct (dimension, coordinates, size) computed once.
+
+    >>> from chakra.sim.config import NetworkConfig
+    >>> net = NetworkConfig(("Ring", "Switch"), (4, 2), (50.0, 25.0), (500.0, 700.0))
+    >>> src, dst, size = np.array([0, 1, 3, 2]), np.array([1, 5, 0, 2]), np.array([64, 64, 8, 8])
+    >>> message_delays_ns(net, src, dst, size).tolist() == [
+    ...     message_delay_ns(net, s, d, n) for s, d, n in zip(src.tolist(), dst.tolist(), size.tolist())]
+    True
+    """
+    counts = np.asarray(network.npus_count, dtype=np.int64)
+    strides = np.concatenate([[1], np.cumprod(counts)[:-1]])
+    src_coords = (np.asarray(src, dtype=np.int64)[:, None] // strides) % counts
+    dst_coords = (np.asarray(dst, dtype=np.int64)[:, None] // strides) % counts
+    differ = src_coords != dst_coords
+    dim = np.argmax(differ, axis=1)
+    rows = np.arange(len(dim))
+    keys = np.stack([dim, src_coords[rows, dim], dst_coords[rows, dim], np.asarray(size_bytes, dtype=np.int64)], axis=1)
+    distinct, back = np.unique(keys, axis=0, return_inverse=True)
+    delays = np.array(
+        [hop_delay_ns(network, d, dimension_hops(network, d, a, b), n) for d, a, b, n in distinct.tolist()],
+        dtype=np.int64,
+    )
+    return np.where(differ.any(axis=1), delays[back.reshape(-1)] if len(distinct) else 0, 0).astype(np.int64)
 
 
 #: ``schedule(t_ns, callback)``: run ``callback(t_ns)`` at ``t_ns`` (the engine's event queue).
