@@ -1,14 +1,17 @@
-"""Workload commands at cluster scale: GPT-3 175B on 2,048 ranks, as the README generates it.
+"""Workload commands at cluster scale: GPT-3 175B and Llama 3 405B on 2,048 to 32,768 ranks.
 
 Each command runs as a user runs it (``python -m chakra ...``, a fresh process, stdout to a pipe),
 measured by :func:`harness.run_measured`: wall time, the peak RSS of its process tree (workers
-included) and the lines it printed. Issue 15's targets: ``info``, ``validate``, ``analyze
-breakdown``, ``simulate`` and ``report`` each print under 60 lines by default, and ``analyze
-breakdown`` of one named rank file takes about as long as of that file on its own (a copy in
-another folder, with no workload around it). The simulator's bytes per node are its peak RSS over
-the nodes of the workload (the whole process: imports and configurations included).
+included) and the lines it printed. The workload is generated first (measured too) with TP 8 and
+PP 8 at 2,048 ranks (the README's example), PP 16 from 8,192 on, DP the rest, 8 micro-batches of
+one; the network is H100 boxes of 8 on a 400 GB/s switch, the boxes on a 50 GB/s one.
 
-Usage: python benchmarks/scale_bench.py [--data DIR] [--only info,validate]
+Targets: issue 15's, every command's default output under 60 lines, and ``analyze breakdown`` of
+one named rank file about as long as of that file alone; issue 35's, ``simulate`` under 60 s and
+4 GB at 32,768 ranks (one rank per class of equivalent ranks), every other command under 3 minutes
+and 4 GB there. The simulator's bytes per node are its peak RSS over the nodes of the workload.
+
+Usage: python benchmarks/scale_bench.py [--ranks 2048] [--preset gpt3-175b] [--data DIR] [--only info,validate]
 """
 
 from __future__ import annotations
@@ -24,17 +27,25 @@ from pathlib import Path
 from harness import run_measured, verdict
 
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-scale-bench"
-#: The README's example (GPT-3 175B, TP 8, PP 8, DP 32, global batch 256: 8 micro-batches of 1).
-GENERATE = ["generate", "llm", "--preset", "gpt3-175b", "--tp", "8", "--pp", "8", "--dp", "32", "--global-batch", "256"]
+#: Tensor parallel within a box of 8; the pipeline depth by scale (the README's example at 2,048).
+TP = 8
+MICRO_BATCHES = 8
+PRESETS = ("gpt3-175b", "llama3-405b")
 #: Issue 15: every workload command's default output fits a screen or two.
 MAX_LINES = 60
 #: "About as long": the named rank file may take this much longer than the file alone (s), the
 #: margin of a busy 2-core machine on sub-second runs.
 SAME_TIME_MARGIN_S = 0.5
-#: The system and network the simulation runs on: H100 boxes of 8 on a 400 GB/s switch, 256 of
-#: them on a 50 GB/s one (the bandwidths of HGX-H100-validated and of a 400 Gb/s NIC per GPU).
+#: Issue 35, at 32,768 ranks: simulate, and every other command.
+TARGET_RANKS = 32_768
+SIMULATE_TARGET_S, OTHER_TARGET_S = 60.0, 180.0
+MEMORY_TARGET_BYTES = 4 * 2**30
+#: Generation writes more than its default 4 GiB guard at these scales.
+MAX_SIZE = "64GiB"
+BOX_NPUS = 8
+#: The bandwidths of HGX-H100-validated within a box and of a 400 Gb/s NIC per GPU between them.
 NETWORK_YAML = """topology: [ Switch, Switch ]
-npus_count: [ 8, 256 ]
+npus_count: [ {box}, {boxes} ]
 bandwidth: [ 400.0, 50.0 ]  # GB/s
 latency: [ 936.25, 2000.0 ]  # ns
 """
@@ -43,23 +54,32 @@ SYSTEM_JSON = SHARED / "astra-sim" / "examples" / "system" / "native_collectives
 TWO_DIMENSIONS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
 
+def pipeline_depth(ranks: int) -> int:
+    return 8 if ranks <= 2048 else 16
+
+
 def chakra(*args: str) -> list[str]:
     return [sys.executable, "-m", "chakra", *args]
 
 
-def prepare(data: Path) -> tuple[Path, Path, Path]:
-    """The workload (generated once), and the system and network files of the simulation."""
+def generate_argv(preset: str, ranks: int, prefix: Path) -> list[str]:
+    pp = pipeline_depth(ranks)
+    dp = ranks // (TP * pp)
+    return [
+        "generate", "llm", "--preset", preset, "--tp", str(TP), "--pp", str(pp), "--dp", str(dp),
+        "--global-batch", str(dp * MICRO_BATCHES), "--max-size", MAX_SIZE, "-o", str(prefix),
+    ]  # fmt: skip
+
+
+def prepare(data: Path, ranks: int) -> tuple[Path, Path]:
+    """The system and network files of the simulation."""
     data.mkdir(parents=True, exist_ok=True)
-    prefix = data / "gpt3"
-    if not (data / "gpt3.2047.et").exists():
-        print("generating GPT-3 175B on 2,048 ranks ...", file=sys.stderr)
-        subprocess.run(chakra(*GENERATE, "-o", str(prefix)), check=True, capture_output=True)
     system = json.loads(SYSTEM_JSON.read_text())
     for key in TWO_DIMENSIONS:
         system[f"{key}-implementation"] = ["ring", "ring"]
     (data / "system.json").write_text(json.dumps(system, indent=1))
-    (data / "network.yml").write_text(NETWORK_YAML)
-    return prefix, data / "system.json", data / "network.yml"
+    (data / "network.yml").write_text(NETWORK_YAML.format(box=BOX_NPUS, boxes=ranks // BOX_NPUS))
+    return data / "system.json", data / "network.yml"
 
 
 def nodes_of(prefix: Path) -> int:
@@ -74,37 +94,53 @@ def nodes_of(prefix: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=2048, help="ranks to generate (a multiple of 512)")
+    parser.add_argument("--preset", default=PRESETS[0], choices=PRESETS)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR, help="where the workload is generated")
     parser.add_argument("--only", default="", help="comma-separated command names to run")
+    parser.add_argument("--keep", action="store_true", help="keep the generated workload afterwards")
     args = parser.parse_args()
-    prefix, system, network = prepare(args.data)
-    alone = args.data / "alone"
-    alone.mkdir(exist_ok=True)
-    shutil.copy(f"{prefix}.0.et", alone / "rank.et")
-    report = args.data / "report.html"
+    data = args.data / f"{args.preset}-{args.ranks}"
+    system, network = prepare(data, args.ranks)
+    prefix = data / "w"
+    report = data / "report.html"
     sim = ["simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network)]
     commands = {
+        "generate": generate_argv(args.preset, args.ranks, prefix),
         "info": ["info", str(prefix)],
         "validate": ["validate", str(prefix)],
         "analyze breakdown": ["analyze", "breakdown", str(prefix)],
         "analyze breakdown rank 0": ["analyze", "breakdown", f"{prefix}.0.et"],
-        "analyze breakdown file alone": ["analyze", "breakdown", str(alone / "rank.et")],
+        "analyze breakdown file alone": ["analyze", "breakdown", str(data / "alone" / "rank.et")],
         "analyze ranks": ["analyze", "ranks", str(prefix)],
         "simulate": sim,
         "report": ["report", str(prefix), "-o", str(report)],
     }
     wanted = set(filter(None, args.only.split(",")))
     results = {}
+    print(f"{args.preset} on {args.ranks:,} ranks (TP {TP}, PP {pipeline_depth(args.ranks)})", flush=True)
+    generated = Path(f"{prefix}.{args.ranks - 1}.et").exists()  # kept from a run with --keep
     for name, argv in commands.items():
-        if wanted and name not in wanted:
+        skip = generated if name == "generate" else bool(wanted) and name not in wanted
+        if skip:
             continue
+        if name == "analyze breakdown file alone":
+            (data / "alone").mkdir(exist_ok=True)
+            shutil.copy(f"{prefix}.0.et", data / "alone" / "rank.et")
         ran = run_measured(chakra(*argv))
         lines = len(ran.stdout.splitlines())
         results[name] = ran
         status = "ok" if ran.returncode == 0 else f"exit {ran.returncode}: {ran.output[-300:]}"
         print(f"{name:<30}{ran.wall_s:>8.1f} s{ran.tree_rss / 2**20:>8.0f} MiB{lines:>7} lines  {status}", flush=True)
+    verdicts(results, args.ranks, prefix)
+    if not args.keep:
+        shutil.rmtree(data)
+
+
+def verdicts(results: dict, ranks: int, prefix: Path) -> None:
+    """PASS/MISS against issue 15's and (at :data:`TARGET_RANKS`) issue 35's targets."""
     for name, ran in results.items():
-        if name.startswith("analyze breakdown rank") or name.endswith("alone"):
+        if name.startswith("analyze breakdown rank") or name.endswith("alone") or name == "generate":
             continue
         lines = len(ran.stdout.splitlines())
         print(f"{verdict(lines < MAX_LINES)} {name}: {lines} lines (target < {MAX_LINES})")
@@ -112,6 +148,12 @@ def main() -> None:
         named, single = results["analyze breakdown rank 0"].wall_s, results["analyze breakdown file alone"].wall_s
         ok = named <= single + SAME_TIME_MARGIN_S
         print(f"{verdict(ok)} one named rank file: {named:.2f} s, the file alone {single:.2f} s")
+    if ranks >= TARGET_RANKS:
+        for name, ran in results.items():
+            limit_s = SIMULATE_TARGET_S if name == "simulate" else OTHER_TARGET_S
+            ok = ran.returncode == 0 and ran.wall_s < limit_s and ran.tree_rss < MEMORY_TARGET_BYTES
+            print(f"{verdict(ok)} {name}: {ran.wall_s:.1f} s, {ran.tree_rss / 2**30:.2f} GiB "
+                  f"(target < {limit_s:.0f} s, < {MEMORY_TARGET_BYTES / 2**30:.0f} GiB)")  # fmt: skip
     if "simulate" in results:
         nodes = nodes_of(prefix)
         ran = results["simulate"]
