@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SIM_SYSTEM_JSON, allreduce_rank_nodes, write_et
+from helpers import SIM_SYSTEM_JSON, allreduce_rank_nodes, run_cli, write_et
 
 from chakra.generate.llm import generate_llm
 from chakra.generate.micro import MicroParams, generate
@@ -198,3 +198,18 @@ def test_a_workload_that_cannot_finish_is_reported_as_rank_by_rank_reports_it(sy
     programs, groups = programs_of(tmp_path / "w")
     with pytest.raises(SimulationStuck, match="ranks \\[3\\] never issue it"):
         simulate(programs, system, network("Switch", 2, 2), comm_groups=groups)
+
+
+def test_the_command_says_how_many_classes_ran_and_runs_every_rank_when_asked(system, tmp_path: Path):
+    generate_llm(WorkloadSpec(TINY, ParallelSpec(tp=2, pp=2, dp=2), HARDWARE_PRESETS["h100"], global_batch=8),
+                 tmp_path / "w")  # fmt: skip
+    (tmp_path / "net.yml").write_text("topology: [ Switch, Switch ]\nnpus_count: [ 2, 4 ]\n"
+                                      "bandwidth: [ 50.0, 50.0 ]\nlatency: [ 500.0, 500.0 ]\n")  # fmt: skip
+    argv = ["simulate", "--workload", str(tmp_path / "w"), "--system", str(system.path),
+            "--network", str(tmp_path / "net.yml")]  # fmt: skip
+    by_classes, every_rank = run_cli(*argv), run_cli(*argv, "--rank-by-rank")
+    assert by_classes.returncode == 0 and every_rank.returncode == 0, by_classes.stderr + every_rank.stderr
+    assert "simulated as 2 classes of equivalent ranks" in by_classes.stdout
+    assert "simulated rank by rank: asked for" in every_rank.stdout
+    finish = [line for line in by_classes.stdout.splitlines() if line.startswith("sys[")]
+    assert finish and finish == [line for line in every_rank.stdout.splitlines() if line.startswith("sys[")]

@@ -89,6 +89,11 @@ def simulate_cmd(
         "congestion-aware: messages queue on shared links (its congestion-aware backend; collectives on "
         "one-dimensional networks or in one phase so far).",
     ),
+    rank_by_rank: bool = typer.Option(
+        False,
+        "--rank-by-rank",
+        help="Run every rank, not one rank per class of equivalent ranks (the same result, slower; to compare).",
+    ),
 ) -> None:
     """Simulate a workload of Chakra ETs on a modelled system: ASTRA-sim's per-rank lines, then each
     rank's time split (compute only, exposed communication, overlap, idle). Past {MAX_LISTED_RANKS} ranks identical
@@ -126,6 +131,7 @@ def simulate_cmd(
                 cpu_per_thread=cpu_per_thread,
                 gpu_per_stream=gpu_per_stream,
                 network_model=scenario.network_model,
+                by_classes=not rank_by_rank,
             )
     except SimulationStuck as stuck:
         stderr.print(Text(f"error: {stuck}", style="bold red"), soft_wrap=True)

@@ -213,7 +213,7 @@ def simulate(
         )
     model = NetworkModel(network_model)
     setting = (system, network, remote_memory, comm_groups, compute_scale, keep_intervals, comm_groups_path, model)
-    plan = class_plan(programs, system, network, remote_memory, comm_groups, model) if by_classes else "not asked for"
+    plan = class_plan(programs, system, network, remote_memory, comm_groups, model) if by_classes else "asked for"
     if isinstance(plan, RankClasses):
         try:
             run = _Run({rep: programs[rep] for rep in plan.reps}, *setting, classes=plan)

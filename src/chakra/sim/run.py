@@ -193,9 +193,11 @@ def simulate_workload(
     gpu_per_stream: bool = False,
     load_workers: int | None = None,
     network_model: NetworkModel = NetworkModel.CONGESTION_UNAWARE,
+    by_classes: bool = True,
 ) -> SimResult:
     """Run ``PREFIX.{rank}.et`` (a prefix, a folder or one file) on ``system``/``network``, its
-    messages crossing the network as ``network_model`` says.
+    messages crossing the network as ``network_model`` says (``by_classes``: see
+    :func:`chakra.sim.engine.simulate`).
 
     Every rank the network has must have its file; groups come from ``comm_groups_path``, else
     ``PREFIX.comm_groups.json`` beside the files (:func:`open_simulated`).
@@ -215,4 +217,5 @@ def simulate_workload(
         compute_scale=compute_scale,
         keep_intervals=keep_intervals,
         network_model=network_model,
+        by_classes=by_classes,
     )
