@@ -221,8 +221,8 @@ def simulate(
             result = expand_result(run.result(), plan, programs)
         except SymmetryBroken as broken:
             plan = str(broken)
-        except SimulationStuck:
-            plan = "the representatives got stuck: rank by rank says where"
+        except (SimulationStuck, ChakraInputError):
+            plan = "the representatives stopped: rank by rank says where, as it always did"
         else:
             if progress is not None:
                 progress(run.total, run.total)
