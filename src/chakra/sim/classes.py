@@ -170,18 +170,16 @@ def rank_classes(
     for rank in range(world):
         base[rank] = seen.setdefault(programs_of[rank] + delays[rank].tobytes(), len(seen))
     color = base
+    members_of = [np.asarray(groups[g], dtype=np.int64) for g in gids.tolist()]
     while True:
-        sig = np.array([hash(tuple(sorted(color[list(groups[g])].tolist()))) for g in gids.tolist()], dtype=np.int64)
-        refined: dict[tuple[int, ...], int] = {}
+        # each group's colour: the multiset of its members' colours, numbered (exact keys, no hashes)
+        shapes: dict[bytes, int] = {}
+        sig = np.array([shapes.setdefault(np.sort(color[m]).tobytes(), len(shapes)) for m in members_of])
+        refined: dict[tuple[object, ...], int] = {}
         new = np.empty(world, dtype=np.int64)
         for rank in range(world):
             send_to, recv_from = sends[rank]
-            key = (
-                int(color[rank]),
-                hash(sig[used_at[rank]].tobytes()),
-                hash(color[send_to].tobytes()),
-                hash(color[recv_from].tobytes()),
-            )
+            key = (int(color[rank]), sig[used_at[rank]].tobytes(), color[send_to].tobytes(), color[recv_from].tobytes())
             new[rank] = refined.setdefault(key, len(refined))
         if len(refined) == len(np.unique(color)):
             break
@@ -280,6 +278,7 @@ class ClassCollectives(CollectiveMatcher):
         # (kind, turn) -> rep -> (arrival ns, pos, comm type, size, group)
         self._pending: dict[tuple[int, int], dict[int, tuple[int, int, int, int, int]]] = {}
         self._checked: set[tuple[object, ...]] = set()
+        self._member_classes: dict[int, np.ndarray] = {}  # group -> its members' classes
 
     def refusal(self, rank: int, group: int) -> tuple[str, str] | None:
         return None  # every rank's groups were checked when the classes were found
@@ -332,8 +331,12 @@ class ClassCollectives(CollectiveMatcher):
         self, comm_type: int, size_bytes: int, group: int, first_tree: int, at_ns: Mapping[int, int]
     ) -> CollectiveTimes:
         """The times of ``group``'s collective, its members arriving as their classes (``at_ns``) did."""
-        members = self._group(group)
-        offsets = tuple(at_ns[self.classes.class_of[m].item()] for m in members)
+        classes = self._member_classes.get(group)
+        if classes is None:
+            classes = self._member_classes[group] = self.classes.class_of[list(self._group(group))]
+        by_class = np.zeros(len(self.classes.reps), dtype=np.int64)
+        by_class[list(at_ns)] = list(at_ns.values())
+        offsets = tuple(by_class[classes].tolist())
         return collective_times(
             comm_type, size_bytes, self.members[group], self._system, self._network,
             first_tree=first_tree, offsets_ns=offsets,
