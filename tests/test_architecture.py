@@ -31,6 +31,8 @@ CORE = (
     "schedule",
     "units",
     "conversion",
+    "class_layout",
+    "class_expansion",
 )
 #: Modules allowed past the size limit, with why: tables of rules.
 RULE_TABLES = {"pytorch.flops": "FLOP and byte formulas per ATen operator"}

@@ -4,9 +4,10 @@ Each case takes a valid input (an ``.et`` file plain, gzip or zstd; a PyTorch ho
 trace; an ASTRA-sim text workload; a system JSON, network YAML and communicator-group file; an LLM
 spec; the JSON ``dejsonize`` reads; a TensorFlow recording's run metadata and profile; an XLA
 module; FlexFlow's files; an MSCCL program; a custom collective algorithm's rank file; a synthetic
-workload model; an output path that cannot be written), damages it the way disks, editors and hand edits do (truncation,
-flipped bits, inserted or repeated bytes, a key deleted, a value of the wrong kind or size), runs
-the command that reads it, and checks what a user relies on:
+workload model; a workload written as classes; an output path that cannot be written), damages it
+the way disks, editors and hand edits do (truncation, flipped bits, inserted or repeated bytes, a
+key deleted, a value of the wrong kind or size), runs the command that reads it, and checks what a
+user relies on:
 
 * no traceback, and an exit code of 0, 1 (checks failed) or 2 (bad input), within
   :data:`HANG_LIMIT_S`;
@@ -334,6 +335,40 @@ def synth_model_case(rng: random.Random, folder: Path) -> Case:
     return Case(["synth", "sample", str(model), "-o", f"{folder}/out/s"], model)
 
 
+#: A two-stage workload written as classes, generated once (every case damages a copy): name -> bytes.
+_CLASSES: dict[str, bytes] = {}
+
+
+def class_workload_case(rng: random.Random, folder: Path) -> Case:
+    """A workload written as classes (``generate llm --classes``) with its mapping or a class file
+    damaged, read by a command that takes it."""
+    from chakra.generate.llm import generate_llm
+    from chakra.generate.specs import HARDWARE_PRESETS, ModelSpec, ParallelSpec, WorkloadSpec
+
+    if not _CLASSES:
+        model = ModelSpec("tiny", layers=2, hidden=128, heads=4, kv_heads=4, ffn=256, vocab=500, seq_len=64)
+        spec = WorkloadSpec(model, ParallelSpec(pp=2), HARDWARE_PRESETS["h100"], global_batch=2)
+        made = generate_llm(spec, folder / "source" / "job", as_classes=True)
+        _CLASSES.update({p.name: p.read_bytes() for p in made.prefix.parent.iterdir()})
+        shutil.rmtree(folder / "source")
+    for name, data in _CLASSES.items():
+        (folder / name).write_bytes(data)
+    target = folder / rng.choice(["job.classes.json", "job.class0.et", "job.class1.et"])
+    if target.suffix == ".json":
+        target.write_text(damage_json_file(rng, target.read_text()))
+    else:
+        target.write_bytes(damage_bytes(rng, target.read_bytes()))
+    prefix = folder / "job"
+    commands = [
+        ["info", str(prefix)],
+        ["validate", str(prefix)],
+        ["analyze", "breakdown", str(prefix), "--workers", "1"],
+        _simulate(prefix),
+        ["expand", str(prefix), "-o", str(folder / "out" / "job")],
+    ]
+    return Case(rng.choice(commands), target)
+
+
 KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "et": lambda rng, folder: et_case(rng, folder, ".et"),
     "et.gz": lambda rng, folder: et_case(rng, folder, ".et.gz"),
@@ -356,6 +391,7 @@ KINDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "msccl program": msccl_case,
     "custom algorithm": custom_algorithm_case,
     "synth model": synth_model_case,
+    "class workload": class_workload_case,
 }
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,9 +32,22 @@ from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, ChakraOutputError, PathLike
 from chakra.graph import TraceGraph, build_graph, topological_order
 from chakra.groups import CommGroups
-from chakra.paths import COMM_GROUPS_SUFFIX, RANK_FILE, groups_path, prefix_of, rank_of, rank_path
+from chakra.paths import (
+    CLASS_FILE,
+    COMM_GROUPS_SUFFIX,
+    RANK_FILE,
+    class_path,
+    classes_path,
+    groups_path,
+    prefix_of,
+    rank_of,
+    rank_path,
+)
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
 from chakra.table import NodeTable, table_from_nodes
+
+if TYPE_CHECKING:
+    from chakra.class_layout import ClassLayout
 
 #: Threads that write a workload's rank files: creating, syncing and renaming files release the GIL
 #: (measured: 1,024 files of 60 kB in 2.5 s with one thread, 0.55 s with 8, no gain beyond;
@@ -174,12 +187,16 @@ class Trace:
 @dataclass(frozen=True)
 class WrittenWorkload:
     """What :class:`WorkloadWriter` left on disk: the rank files, the groups file (if any) and the
-    files of an earlier workload of the same prefix it removed."""
+    files of an earlier workload of the same prefix it removed; for a workload written as classes
+    (:mod:`chakra.class_layout`), ``paths`` is empty and ``class_paths`` and ``classes_path`` say
+    where its class files and mapping are."""
 
     prefix: Path
     paths: dict[int, Path]
     groups_path: Path | None
     removed: tuple[Path, ...]
+    class_paths: tuple[Path, ...] = ()
+    classes_path: Path | None = None
 
     def removed_note(self) -> str | None:
         """The note a producer prints about the stale files it removed, or ``None``."""
@@ -221,7 +238,8 @@ class WorkloadWriter:
     workload as it was and no staged file behind.
 
     Producers whose ranks are written by other processes write to :meth:`staging_path` and call
-    :meth:`adopt`.
+    :meth:`adopt`. A producer that writes the workload as classes (:mod:`chakra.class_layout`) writes
+    each class with :meth:`write_class_bytes` and sets :attr:`classes`; no rank files then.
     """
 
     def __init__(self, prefix: PathLike, *, progress: Callable[[int], None] | None = None):
@@ -231,6 +249,9 @@ class WorkloadWriter:
         self.groups: CommGroups | None = None
         #: a groups file to copy byte for byte instead (when :attr:`groups` is not set)
         self.groups_file: Path | None = None
+        #: the rank-to-class mapping, for a workload written as class files
+        self.classes: ClassLayout | None = None
+        self._staged_classes: dict[int, Path] = {}
         self._progress = progress
         self._token = secrets.token_hex(4)
         self._staged: dict[int, Path] = {}
@@ -246,6 +267,9 @@ class WorkloadWriter:
     def staging_path(self, rank: int) -> Path:
         """Where rank ``rank`` is written before the workload is complete."""
         return Path(self.staging_pattern().format(rank=rank))
+
+    def _class_staging_path(self, index: int) -> Path:
+        return self.prefix.with_name(f".{self.prefix.name}.class{index}.et.{self._token}.staged")
 
     def staging_pattern(self) -> str:
         """:meth:`staging_path` as a ``str.format`` pattern with ``{rank}``, for workers in other
@@ -289,6 +313,14 @@ class WorkloadWriter:
             self._pending.popleft().result()
         self._tell()
 
+    def write_class_bytes(self, index: int, data: bytes) -> None:
+        """Write the file of class ``index`` (``PREFIX.class{index}.et``) from its whole bytes."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(WRITE_THREADS)
+        staged = self._staged_classes[index] = self._class_staging_path(index)
+        self._pending.append(self._pool.submit(_write_file, staged, data))
+        self._tell()
+
     def adopt(self, rank: int) -> None:
         """Count rank ``rank`` as this writer's: its file is at :meth:`staging_path`, or will be
         before :meth:`commit` (written by workers elsewhere; :meth:`abort` removes it either way)."""
@@ -297,7 +329,7 @@ class WorkloadWriter:
 
     def _tell(self) -> None:
         if self._progress is not None:
-            self._progress(len(self._staged))
+            self._progress(len(self._staged) + len(self._staged_classes))
 
     # -- finishing -------------------------------------------------------------------------------
     def __enter__(self) -> WorkloadWriter:
@@ -324,6 +356,16 @@ class WorkloadWriter:
                 os.replace(staged, self.path(rank))
                 paths[rank] = self.path(rank)
             self._staged.clear()
+            if self._staged_classes and self.classes is None:
+                raise ChakraInputError("class files written without their mapping", path=self.prefix)
+            written_classes = []
+            for index, staged in sorted(self._staged_classes.items()):
+                os.replace(staged, class_path(self.prefix, index))
+                written_classes.append(class_path(self.prefix, index))
+            self._staged_classes.clear()
+            mapping = classes_path(self.prefix) if self.classes is not None else None
+            if self.classes is not None:
+                self.classes.write(classes_path(self.prefix))
             found = groups_path(self.prefix)
             has_groups = self.groups is not None or self.groups_file is not None
             if self.groups is not None:
@@ -331,7 +373,8 @@ class WorkloadWriter:
             elif self.groups_file is not None and self.groups_file.resolve() != found.resolve():
                 with io.AtomicFile(found) as out:
                     out.write(self.groups_file.read_bytes())
-            removed = _remove_stale(self.prefix, set(paths.values()), None if has_groups else found)
+            removed = _remove_stale(self.prefix, set(paths.values()) | set(written_classes),
+                                    None if has_groups else found, mapping is None)  # fmt: skip
         except OSError as error:
             self.abort()
             raise _write_error(self.prefix, error) from None
@@ -341,18 +384,20 @@ class WorkloadWriter:
         except BaseException:
             self.abort()
             raise
-        self.result = WrittenWorkload(self.prefix, paths, found if has_groups else None, tuple(removed))
+        self.result = WrittenWorkload(self.prefix, paths, found if has_groups else None, tuple(removed),
+                                      tuple(written_classes), mapping)  # fmt: skip
         return self.result
 
     def abort(self) -> None:
         """Drop everything staged; the earlier workload stays as it was."""
         with contextlib.suppress(OSError, ChakraInputError):
             self._drain()
-        for staged in self._staged.values():
+        for staged in [*self._staged.values(), *self._staged_classes.values()]:
             # a read-only file system refuses even to unlink what is not there
             with contextlib.suppress(OSError):
                 staged.unlink(missing_ok=True)
         self._staged.clear()
+        self._staged_classes.clear()
         for folder in self._made_folders:  # deepest first
             with contextlib.suppress(OSError):
                 folder.rmdir()
@@ -400,13 +445,16 @@ def _write_file(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def _remove_stale(prefix: Path, keep: set[Path], stale_groups: Path | None) -> list[Path]:
-    """Remove ``PREFIX.{rank}.et`` files (also compressed) not in ``keep``, and ``stale_groups`` if it
-    exists: what an earlier, larger workload of the same prefix left behind would otherwise join this
-    one. Returns the removed paths."""
+def _remove_stale(prefix: Path, keep: set[Path], stale_groups: Path | None, stale_classes: bool) -> list[Path]:
+    """Remove ``PREFIX.{rank}.et`` files (also compressed) and ``PREFIX.class{k}.et`` files not in
+    ``keep``, ``stale_groups`` if it exists, and the mapping ``PREFIX.classes.json`` when
+    ``stale_classes``: what an earlier workload of the same prefix left behind would otherwise join
+    this one (or, in the other layout, stand beside it). Returns the removed paths."""
     stale = sorted(p for p in _rank_file_paths(prefix) if p not in keep)
     if stale_groups is not None and stale_groups.exists():
         stale.append(stale_groups)
+    if stale_classes and classes_path(prefix).exists():
+        stale.append(classes_path(prefix))
     for path in stale:
         path.unlink()
     return stale
@@ -417,7 +465,7 @@ def _rank_file_paths(prefix: Path) -> list[Path]:
     return [
         p
         for p in directory.iterdir()
-        if (m := RANK_FILE.match(p.name)) is not None and m.group("prefix") == prefix.name
+        if (m := RANK_FILE.match(p.name) or CLASS_FILE.match(p.name)) is not None and m.group("prefix") == prefix.name
     ]
 
 

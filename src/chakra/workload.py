@@ -1,9 +1,12 @@
 """One way in: :func:`open_workload` (``chakra.open``) finds a workload and returns a :class:`Workload`.
 
 A workload on disk is ``PREFIX.{rank}.et`` (``.gz``/``.zst`` too) and, where communicator groups
-exist, ``PREFIX.comm_groups.json`` beside them. :func:`open_workload` takes what a user names:
+exist, ``PREFIX.comm_groups.json`` beside them; or, written as classes of equivalent ranks
+(:mod:`chakra.class_layout`), ``PREFIX.class{k}.et`` and ``PREFIX.classes.json``, whose ranks read
+as their class's table with their own groups and peers. :func:`open_workload` takes what a user names:
 
-* a prefix (``out/job``) or a folder holding one workload: every rank (or ``ranks``);
+* a prefix (``out/job``), a folder holding one workload, or a workload's ``PREFIX.classes.json``:
+  every rank (or ``ranks``);
 * one file: that file alone (its rank from a ``PREFIX.{rank}.et`` name, else 0), with the groups
   beside it; ``whole=True`` opens every rank of the workload it belongs to instead;
 * a glob (``"out/job.[0-3].et"``): the rank files it matches, of one workload.
@@ -36,10 +39,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from chakra.class_layout import ClassLayout, RankRenaming, class_file_of
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.parallel import map_ranks
-from chakra.paths import RANK_FILE, groups_path, prefix_of, rank_of
+from chakra.paths import (
+    CLASS_FILE,
+    CLASSES_SUFFIX,
+    RANK_FILE,
+    classes_path,
+    groups_path,
+    prefix_of,
+    prefix_of_classes,
+    rank_of,
+)
 from chakra.table import NodeTable, load_table
 from chakra.trace import Trace
 
@@ -68,7 +81,8 @@ class Workload:
     maps each opened rank to its file; ``missing`` lists the ranks below the highest one of the
     workload that have no file (ASTRA-sim needs one per NPU). ``comm_groups_path`` is the file the
     groups were read from (errors name it). ``single_file`` is set when one file was named on its own
-    (no workload around it was looked at).
+    (no workload around it was looked at). ``classes`` is the rank-to-class mapping of a workload
+    written as classes (read from ``classes_path``); ``files`` then maps each rank to its class's file.
     """
 
     def __init__(
@@ -81,6 +95,8 @@ class Workload:
         comm_groups_path: Path | None = None,
         single_file: bool = False,
         tables: dict[int, NodeTable] | None = None,
+        classes: ClassLayout | None = None,
+        classes_path: Path | None = None,
     ):
         self.prefix = str(prefix)
         self.files = dict(sorted(files.items()))
@@ -90,6 +106,8 @@ class Workload:
         self.single_file = single_file
         self._tables: dict[int, NodeTable] = dict(tables or {})
         self._derived: dict[Any, Any] = {}
+        self.classes = classes
+        self.classes_path = classes_path
 
     @classmethod
     def of_tables(cls, prefix: PathLike, tables: dict[int, NodeTable], comm_groups: CommGroups | None = None,
@@ -102,7 +120,8 @@ class Workload:
         """The same rank files with other communicator groups (``path``: their file), the tables
         loaded so far shared."""
         return Workload(self.prefix, self.files, comm_groups, self.missing, comm_groups_path=path,
-                        single_file=self.single_file, tables=self._tables)  # fmt: skip
+                        single_file=self.single_file, tables=self._tables, classes=self.classes,
+                        classes_path=self.classes_path)  # fmt: skip
 
     @property
     def ranks(self) -> list[int]:
@@ -125,8 +144,30 @@ class Workload:
         chosen = self.ranks[0] if rank is None else rank
         found = self._tables.get(chosen)
         if found is None:
-            found = self._tables[chosen] = load_table(self.path(chosen), chosen)
+            found = self._tables[chosen] = self.read_table(chosen)
         return found
+
+    def read_table(self, rank: int) -> NodeTable:
+        """``rank``'s node table read afresh (not kept: :meth:`table` keeps it)."""
+        return _load_table(self._item(rank))
+
+    def renaming(self, rank: int) -> RankRenaming | None:
+        """How ``rank``'s nodes differ from its class file's (``None``: the workload has rank files)."""
+        return None if self.classes is None else self.classes.renaming(rank)
+
+    def require_rank_files(self, purpose: str) -> None:
+        """Raise :class:`ChakraInputError` when the workload is written as classes: ``purpose`` (what
+        needs one file per rank) reads rank files only."""
+        if self.classes is not None:
+            raise ChakraInputError(
+                f"{purpose} reads one file per rank; this workload is written as "
+                f"{len(self.classes.classes)} class files",
+                path=self.classes_path,
+                hint=f"write its rank files first: chakra expand {self.prefix} -o NEW_PREFIX",
+            )
+
+    def _item(self, rank: int) -> _RankItem:
+        return _RankItem(rank, str(self.path(rank)), self.renaming(rank))
 
     @property
     def tables(self) -> dict[int, NodeTable]:
@@ -135,8 +176,14 @@ class Workload:
         return {rank: self.table(rank) for rank in self.files}
 
     def trace(self, rank: int) -> Trace:
-        """One rank's nodes as protobuf messages (:class:`chakra.trace.Trace`), read afresh."""
-        return Trace.load(self.path(rank))
+        """One rank's nodes as protobuf messages (:class:`chakra.trace.Trace`), read afresh (in a
+        workload written as classes: its class's nodes with the rank's groups and peers)."""
+        trace = Trace.load(self.path(rank))
+        renaming = self.renaming(rank)
+        if renaming is not None:
+            for node in trace.nodes:
+                renaming.node(node)
+        return trace
 
     def load(
         self,
@@ -147,10 +194,10 @@ class Workload:
     ) -> Workload:
         """Load every rank's table not loaded yet, in parallel (:func:`chakra.parallel.map_ranks`:
         ``workers`` processes, or a Dask ``scheduler``); returns the workload itself."""
-        todo = [(rank, str(path)) for rank, path in self.files.items() if rank not in self._tables]
+        todo = [self._item(rank) for rank in self.files if rank not in self._tables]
         loaded = map_ranks(_load_table, todo, workers=workers, scheduler=scheduler, progress=progress,
                            description="load")  # fmt: skip
-        self._tables.update({rank: table for (rank, _), table in zip(todo, loaded, strict=True)})
+        self._tables.update({item.rank: table for item, table in zip(todo, loaded, strict=True)})
         return self
 
     def map(
@@ -165,7 +212,7 @@ class Workload:
         returns: memory holds the results, not the tables, so a workload of thousands of ranks is
         analysed in the memory of a few. ``fn`` must be picklable (a top-level function, or a
         ``functools.partial`` of one) when ranks run in worker processes."""
-        items = [(rank, str(path)) for rank, path in self.files.items()]
+        items = [self._item(rank) for rank in self.files]
         found = map_ranks(_OnTable(fn), items, workers=workers, scheduler=scheduler, progress=progress,
                           description="analyse")  # fmt: skip
         results = dict(zip(self.files, found, strict=True))
@@ -180,9 +227,33 @@ class Workload:
         return found
 
 
-def _load_table(item: tuple[int, str]) -> NodeTable:
-    rank, path = item
-    return load_table(path, rank)
+@dataclass(frozen=True)
+class _RankItem:
+    """What a worker needs to load one rank: its file, and its renaming when the file is its class's."""
+
+    rank: int
+    path: str
+    renaming: RankRenaming | None
+
+
+#: Class files this process read last, by path and modification time: the ranks of a class come one
+#: after another, each a renaming of its class's table.
+_CLASS_TABLES: dict[tuple[str, int], NodeTable] = {}
+#: Class tables kept at most (a workload's ranks come class by class).
+CLASS_TABLES_KEPT = 2
+
+
+def _load_table(item: _RankItem) -> NodeTable:
+    if item.renaming is None:
+        return load_table(item.path, item.rank)
+    key = (item.path, Path(item.path).stat().st_mtime_ns)
+    table = _CLASS_TABLES.get(key)
+    if table is None:
+        table = load_table(item.path)
+        while len(_CLASS_TABLES) >= CLASS_TABLES_KEPT:
+            del _CLASS_TABLES[next(iter(_CLASS_TABLES))]
+        _CLASS_TABLES[key] = table
+    return item.renaming.table(table, item.rank)
 
 
 @dataclass(frozen=True)
@@ -190,7 +261,7 @@ class _OnTable(Generic[R]):
     # picklable: worker processes get the function and load the table themselves
     fn: Callable[[NodeTable], R]
 
-    def __call__(self, item: tuple[int, str]) -> R:
+    def __call__(self, item: _RankItem) -> R:
         return self.fn(_load_table(item))
 
 
@@ -202,10 +273,14 @@ def open_workload(where: PathLike, ranks: Iterable[int] | None = None, *, whole:
     path = Path(where)
     if not path.exists() and GLOB_CHARACTERS & set(text):
         return _open_glob(text, ranks)
-    if path.is_file() and not whole:
+    if path.is_file() and prefix_of_classes(path) is not None:
+        path = Path(str(prefix_of_classes(path)))
+    elif path.is_file() and not whole:
         return _open_file(path, ranks)
     prefix = _find_prefix(path)
     files = rank_files(prefix)
+    if classes_path(prefix).is_file():
+        return _open_classes(prefix, files, ranks)
     if not files:
         raise ChakraInputError(f"no files {prefix.name}.{{rank}}.et found", path=prefix.parent,
                                hint="a workload is PREFIX.0.et, PREFIX.1.et, ...")  # fmt: skip
@@ -227,6 +302,24 @@ def _open_file(path: Path, ranks: Iterable[int] | None) -> Workload:
     return Workload(path, {rank: path}, groups, comm_groups_path=groups_file, single_file=True)
 
 
+def _open_classes(prefix: Path, files: dict[int, Path], ranks: Iterable[int] | None) -> Workload:
+    """The workload of ``PREFIX.classes.json``: every rank's file is its class's."""
+    mapping = classes_path(prefix)
+    if files:
+        raise ChakraInputError(f"{prefix.name} has both rank files and class files ({mapping.name})", path=mapping,
+                               hint="remove one of the two, or write the workload again")  # fmt: skip
+    layout = ClassLayout.read(mapping)
+    class_files = [class_file_of(mapping, cls) for cls in layout.classes]
+    absent = [p.name for p in class_files if not p.is_file()]
+    if absent:
+        raise ChakraInputError(f"the class file {absent[0]} it names is missing", path=mapping,
+                               hint="write the workload again")  # fmt: skip
+    every = {rank: class_files[entry.class_index] for rank, entry in enumerate(layout.ranks)}
+    groups, groups_file = _groups_beside(prefix)
+    return Workload(prefix, _chosen(every, ranks, prefix), groups, comm_groups_path=groups_file, classes=layout,
+                    classes_path=mapping)  # fmt: skip
+
+
 def _open_glob(pattern: str, ranks: Iterable[int] | None) -> Workload:
     matched = [(Path(p), RANK_FILE.match(Path(p).name)) for p in sorted(glob.glob(pattern))]
     prefixes = {str(p.parent / m.group("prefix")) if m else "" for p, m in matched}
@@ -245,8 +338,10 @@ def _open_glob(pattern: str, ranks: Iterable[int] | None) -> Workload:
 def _find_prefix(where: Path) -> Path:
     """The prefix of a workload named by its prefix, one of its files, or the folder holding it."""
     if not where.is_dir():
-        return prefix_of(where) or where
+        of_class = CLASS_FILE.match(where.name)
+        return prefix_of(where) or (where.with_name(of_class.group("prefix")) if of_class else where)
     prefixes = {m.group("prefix") for p in where.iterdir() if (m := RANK_FILE.match(p.name))}
+    prefixes |= {p.name[: -len(CLASSES_SUFFIX)] for p in where.iterdir() if prefix_of_classes(p) is not None}
     if len(prefixes) != 1:
         found = ", ".join(sorted(prefixes)) or "none"
         raise ChakraInputError(f"expected one workload PREFIX.{{rank}}.et in the directory, found: {found}",

@@ -79,6 +79,7 @@ def adapt_workload(
     """
     rules = rules_for(target)
     workload = open_workload(source, whole=True)
+    workload.require_rank_files("adapt")
 
     def tell(stage: str) -> Callable[[int, int], None] | None:
         return (lambda done, total: progress(stage, done, total)) if progress else None

@@ -189,13 +189,20 @@ def llm(
     max_size: str = typer.Option(
         "4GiB", "--max-size", help="Refuse to write more than this (estimated before writing): 64GiB, 500MB, ..."
     ),
+    as_classes: bool = typer.Option(
+        False,
+        "--classes",
+        help="Write one file per pipeline stage (PREFIX.class{k}.et) and the rank-to-class mapping "
+        "(PREFIX.classes.json) instead of one file per rank: chakra-et's own layout, read by its commands; "
+        "`chakra expand` writes the rank files ASTRA-sim reads.",
+    ),
 ) -> None:
     """Write a transformer training or inference step for every rank of a parallel job.
 
     Compute nodes carry num_ops (FLOPs), tensor_size (bytes) and a roofline duration; collectives
     run in their process groups (PREFIX.comm_groups.json); pipeline stages exchange SEND/RECV pairs.
-    Each pipeline stage is built once and written for all of its ranks. A spec file sets anything;
-    options given here override it.
+    Each pipeline stage is built once and written for all of its ranks (or, with --classes, once).
+    A spec file sets anything; options given here override it.
 
     Example: chakra generate llm --preset gpt3-175b --tp 8 --pp 8 --dp 32 --global-batch 256 -o out/gpt3
     """
@@ -234,12 +241,19 @@ def llm(
         labels["model"] = "--preset"
     spec = resolve_spec(preset, spec_file, overrides=overrides, labels=labels, durations=not no_durations)
     max_bytes = parse_size_text(max_size, what="--max-size")
-    llm_lib.check_llm_output_size(spec, max_bytes, path=spec_file)
+    llm_lib.check_llm_output_size(spec, max_bytes, path=spec_file, as_classes=as_classes)
     started = time.perf_counter()
     with progress_bar() as progress:
-        task = progress.add_task("writing ranks", total=spec.parallel.world_size)
+        what, total = (
+            ("writing classes", spec.parallel.pp) if as_classes else ("writing ranks", spec.parallel.world_size)
+        )
+        task = progress.add_task(what, total=total)
         result = llm_lib.generate_llm(
-            spec, output, progress=lambda done, _: progress.update(task, completed=done), max_output_bytes=max_bytes
+            spec,
+            output,
+            progress=lambda done, _: progress.update(task, completed=done),
+            max_output_bytes=max_bytes,
+            as_classes=as_classes,
         )
     elapsed_s = time.perf_counter() - started
     _print_llm(spec, result, elapsed_s)
@@ -289,7 +303,49 @@ def _print_llm(spec: WorkloadSpec, result: LlmWorkload, elapsed_s: float) -> Non
     if result.removed_stale:
         stderr.print(Text(f"removed {len(result.removed_stale)} files of an earlier, larger workload", style="yellow"))
     groups = f" and {result.groups_file} ({result.group_count} groups)" if result.groups_file else ""
+    if result.classes_file is not None:
+        stdout.print(
+            f"wrote {result.world_size:,} ranks ({result.total_nodes:,} nodes) as {len(result.class_files)} classes "
+            f"to {result.prefix}.class{{k}}.et, the mapping {result.classes_file}{groups} in {elapsed_s:.1f} s"
+        )
+        return
     stdout.print(
         f"wrote {result.world_size:,} ranks ({result.total_nodes:,} nodes) to {result.prefix}.{{rank}}.et{groups} "
         f"in {elapsed_s:.1f} s"
+    )
+
+
+@app.command("expand")
+def expand(
+    source: Path = typer.Argument(
+        ..., help="A workload written as classes: its PREFIX, its PREFIX.classes.json, or its folder."
+    ),
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="Output prefix: writes OUT.{rank}.et and OUT.comm_groups.json (may be the input's)."
+    ),
+) -> None:
+    """Write one file per rank from a workload written as classes (`chakra generate llm --classes`).
+
+    ASTRA-sim and other tools read PREFIX.{rank}.et; chakra-et's commands read the classes as they are.
+    The files are byte for byte what the generator writes without --classes. Given the input's own
+    prefix, the rank files replace the class files and the mapping.
+
+    Example: chakra expand out/gpt3 -o out/gpt3_ranks
+    """
+    import time
+
+    from chakra.class_expansion import expand_classes
+    from chakra.workload import open_workload
+
+    started = time.perf_counter()
+    workload = open_workload(source)
+    with progress_bar() as progress:
+        task = progress.add_task("writing ranks", total=len(workload))
+        written = expand_classes(workload, output, progress=lambda done, _: progress.update(task, completed=done))
+    if (removed := written.removed_note()) is not None:
+        note(removed)
+    groups = f" and {written.groups_path}" if written.groups_path is not None else ""
+    stdout.print(
+        f"wrote {len(written.paths):,} ranks to {written.prefix}.{{rank}}.et{groups} "
+        f"in {time.perf_counter() - started:.1f} s"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,23 +142,27 @@ def info(
     from chakra.analyze.summary import summarize_file
 
     targets = _targets_of(inputs)
-    files = [p for item in targets for p in ([item] if isinstance(item, Path) else item.files.values())]
+    files = list(
+        dict.fromkeys(p for item in targets for p in ([item] if isinstance(item, Path) else item.files.values()))
+    )
     summaries: dict[Path, TraceSummary] = {}
     with progress_bar() as progress:
         task = progress.add_task("reading", total=len(files))
         for path in files:
             summaries[path] = summarize_file(path)
             progress.advance(task)
+    # a workload written as classes: each rank counts as its class's file, under its own rank
+    shown = [[summaries[item]] if isinstance(item, Path) else _rank_summaries(item, summaries) for item in targets]
     if as_json:
-        stdout.print_json(json.dumps([summaries[p].to_dict() for p in files]))
+        stdout.print_json(json.dumps([s.to_dict() for found in shown for s in found]))
         return
-    for i, item in enumerate(targets):
+    for i, (item, found) in enumerate(zip(targets, shown, strict=True)):
         if i:
             stdout.rule()
         if isinstance(item, Path):
-            _render_summary(summaries[item])
+            _render_summary(found[0])
         else:
-            _render_workload(item, [summaries[p] for p in item.files.values()], per_rank)
+            _render_workload(item, found, per_rank)
 
 
 def _render_workload(traces: Workload, summaries: list[TraceSummary], per_rank: bool) -> None:
@@ -225,17 +231,18 @@ def _render_findings(title: str, findings: list[Finding]) -> None:
 
 def _targets_of(inputs: list[Path]) -> list[Path | Workload]:
     """Each input is a file (checked alone) or a workload prefix/directory (checked across ranks)."""
+    from chakra.paths import prefix_of_classes
     from chakra.workload import open_workload
 
     out: list[Path | Workload] = []
     for item in inputs:
-        if item.is_file():
+        if item.is_file() and prefix_of_classes(item) is None:  # a classes mapping names its workload
             out.append(item)
             continue
         try:
             out.append(open_workload(item, whole=True))
         except ChakraInputError:
-            if not item.exists():
+            if not item.exists() and not any(item.parent.glob(f"{glob.escape(item.name)}.*")):
                 raise ChakraInputError(
                     "no such file, workload prefix or directory",
                     path=item,
@@ -283,7 +290,7 @@ def validate(
                 continue
             mine: list[tuple[str, list[Finding]]] = []
             for rank, findings in iter_validate_set(item, target=target, limit_per_code=limit):
-                name = str(item.files[rank]) if rank is not None else f"{item.prefix} (across ranks)"
+                name = _rank_name(item, rank) if rank is not None else f"{item.prefix} (across ranks)"
                 mine.append((name, findings))
                 progress.advance(task)
             results.extend(mine)
@@ -345,3 +352,16 @@ def _render_workload_findings(prefix: str, files: list[tuple[str, list[Finding]]
         listed = ", ".join(f"{code} ({n:,})" for code, n in sorted(codes.items(), key=lambda kv: -kv[1]))
         stdout.print(f"{len(left):,} more rank files with findings not listed: {listed}; --per-rank lists them")
     _render_findings(*across)
+
+
+def _rank_summaries(workload: Workload, summaries: dict[Path, TraceSummary]) -> list[TraceSummary]:
+    """Each rank's summary; in a workload written as classes, its class file's under its own rank."""
+    if workload.classes is None:
+        return [summaries[path] for path in workload.files.values()]
+    return [dataclasses.replace(summaries[path], rank=rank) for rank, path in workload.files.items()]
+
+
+def _rank_name(workload: Workload, rank: int) -> str:
+    """How findings name a rank: its file, or its rank and class file in a workload written as classes."""
+    path = workload.files[rank]
+    return f"rank {rank} ({path})" if workload.classes is not None else str(path)

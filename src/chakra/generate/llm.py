@@ -56,6 +56,7 @@ Example:
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -64,6 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra.attrs import get_attr
+from chakra.class_layout import ClassLayoutBuilder
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.inference import build_inference
 from chakra.generate.layout import Layout, comm_groups
@@ -74,6 +76,7 @@ from chakra.generate.transformer import StageBuilder
 from chakra.groups import CommGroups, astra_group_id_note
 from chakra.io import FORMAT_VERSION
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
+from chakra.paths import class_path
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -102,6 +105,9 @@ class LlmWorkload:
     kinds_per_stage: list[dict[str, int]] = field(default_factory=list)
     removed_stale: list[Path] = field(default_factory=list)  # files of an earlier, larger workload
     notes: list[str] = field(default_factory=list)  # what a consumer should know about the files
+    #: written as classes (:mod:`chakra.class_layout`): one file per stage and the mapping; ``files`` empty
+    class_files: list[Path] = field(default_factory=list)
+    classes_file: Path | None = None
 
     @property
     def total_nodes(self) -> int:
@@ -160,8 +166,9 @@ BYTES_PER_LAYER_STEP = 3000
 EXTRA_LAYERS = 2
 
 
-def estimated_llm_output_bytes(spec: WorkloadSpec) -> int:
-    """About how many bytes :func:`generate_llm` writes for ``spec`` (an upper bound).
+def estimated_llm_output_bytes(spec: WorkloadSpec, *, as_classes: bool = False) -> int:
+    """About how many bytes :func:`generate_llm` writes for ``spec`` (an upper bound; ``as_classes``:
+    one rank per pipeline stage).
 
     >>> from chakra.generate.specs import PRESETS, ParallelSpec
     >>> gpt3 = WorkloadSpec(PRESETS["gpt3-175b"], ParallelSpec(tp=8, pp=8, dp=32), global_batch=256)
@@ -171,15 +178,18 @@ def estimated_llm_output_bytes(spec: WorkloadSpec) -> int:
     par = spec.parallel
     steps = spec.micro_batches if spec.step == "train" else spec.micro_batches * (1 + spec.decode_steps)
     layers = -(-spec.model.layers // par.pp) + EXTRA_LAYERS
-    return par.world_size * steps * layers * BYTES_PER_LAYER_STEP
+    return (par.pp if as_classes else par.world_size) * steps * layers * BYTES_PER_LAYER_STEP
 
 
-def check_llm_output_size(spec: WorkloadSpec, max_bytes: int | None, *, path: PathLike | None = None) -> None:
+def check_llm_output_size(
+    spec: WorkloadSpec, max_bytes: int | None, *, path: PathLike | None = None, as_classes: bool = False
+) -> None:
     """Refuse ``spec`` (read from ``path``) when it would write more than ``max_bytes``."""
+    files = f"{spec.parallel.pp:,} classes" if as_classes else f"{spec.parallel.world_size:,} ranks"
     check_output_size(
-        estimated_llm_output_bytes(spec),
+        estimated_llm_output_bytes(spec, as_classes=as_classes),
         max_bytes,
-        f"{spec.parallel.world_size:,} ranks x {spec.micro_batches:,} micro-batches",
+        f"{files} x {spec.micro_batches:,} micro-batches",
         path=path,
         check="the global batch and the parallel sizes",
     )
@@ -191,9 +201,12 @@ def generate_llm(
     *,
     progress: Callable[[int, int], None] | None = None,
     max_output_bytes: int | None = MAX_OUTPUT_BYTES,
+    as_classes: bool = False,
 ) -> LlmWorkload:
     """Write ``PREFIX.{rank}.et`` for every rank and ``PREFIX.comm_groups.json``; returns what was
     written. Each pipeline stage is built once; ``progress(done, total)`` is called as ranks are written.
+    ``as_classes``: write one file per pipeline stage and the rank-to-class mapping instead
+    (:mod:`chakra.class_layout`: chakra-et reads it, ``chakra expand`` writes the rank files).
 
     Raises :class:`ChakraInputError` for a spec that cannot be generated (see :func:`check_spec`),
     and before writing anything for one whose :func:`estimated_llm_output_bytes` is over
@@ -201,13 +214,13 @@ def generate_llm(
     """
     check_spec(spec)
     _check_generatable(spec)
-    check_llm_output_size(spec, max_output_bytes)
+    check_llm_output_size(spec, max_output_bytes, as_classes=as_classes)
     layout = Layout.of(spec.parallel)
     groups, ids = comm_groups(layout, _kinds_used(_group_sizes(spec, layout)))
     metadata = GlobalMetadata(version=FORMAT_VERSION)
     _record_spec(metadata, spec)
     stages = (build_stage(spec, stage) for stage in range(layout.pp))  # built one at a time, as written
-    return _write_workload(prefix, layout, stages, metadata, groups, ids, progress)
+    return _write_workload(prefix, layout, stages, metadata, groups, ids, progress, as_classes=as_classes)
 
 
 def _write_workload(
@@ -218,9 +231,12 @@ def _write_workload(
     groups: dict[int, list[int]],
     ids: dict[str, np.ndarray],
     progress: Callable[[int, int], None] | None,
+    *,
+    as_classes: bool = False,
 ) -> LlmWorkload:
-    """Write each stage's template for every rank of the stage, the communicator groups, and remove
-    the files of an earlier, larger workload of the same prefix: every file this module writes."""
+    """Write each stage's template for every rank of the stage (or once, as its class, with the
+    mapping), the communicator groups, and remove the files of an earlier workload of the same
+    prefix: every file this module writes."""
     id_arrays = {kind: array.tolist() for kind, array in ids.items()}
 
     def group_id(kind: str, rank: int) -> int:
@@ -230,14 +246,22 @@ def _write_workload(
     per_stage = world // layout.pp
     nodes_per_stage: list[int] = []
     kinds_per_stage: list[dict[str, int]] = []
-    tell = None if progress is None else partial(_tell, progress, world)
+    tell = None if progress is None else partial(_tell, progress, layout.pp if as_classes else world)
+    classes = ClassLayoutBuilder()
     with WorkloadWriter(prefix, progress=tell) as writer:
         for stage, template in enumerate(stages):
             nodes_per_stage.append(len(template))
             kinds_per_stage.append(_count_kinds(template))
             frozen = template.freeze(metadata)
-            for rank in range(stage * per_stage, (stage + 1) * per_stage):
+            ranks = range(stage * per_stage, (stage + 1) * per_stage)
+            if as_classes:
+                writer.write_class_bytes(stage, frozen.render(ranks[0], group_id))
+                _add_class(classes, class_path(writer.prefix, stage).name, template, ranks, group_id)
+                continue
+            for rank in ranks:
                 writer.write_bytes(rank, frozen.render(rank, group_id))
+        if as_classes:
+            writer.classes = classes.build()
         if groups:
             writer.groups = CommGroups({k: tuple(v) for k, v in groups.items()})
     written = writer.result
@@ -246,14 +270,39 @@ def _write_workload(
     return LlmWorkload(
         written.prefix,
         world,
-        [written.paths[rank] for rank in range(world)],
+        [written.paths[rank] for rank in sorted(written.paths)],
         written.groups_path,
         len(groups),
         nodes_per_stage,
         kinds_per_stage,
         list(written.removed),
         notes,
+        list(written.class_paths),
+        written.classes_path,
     )
+
+
+def _add_class(
+    classes: ClassLayoutBuilder, file: str, template: RankTemplate, ranks: range, group_id: Callable[[str, int], int]
+) -> None:
+    """Class ``file`` of a stage's ``ranks`` (the first the representative), each rank's groups by
+    kind and peers at the template's offsets renamed from the representative's."""
+    first = ranks[0]
+    kinds = sorted({kind for kind, _ in template.open_kinds.values() if kind not in ("send", "recv")})
+    offsets = sorted({offset for kind, offset in template.open_kinds.values() if kind in ("send", "recv")})
+    index = classes.add_class(file, first, [str(group_id(kind, first)) for kind in kinds],
+                              [first + offset for offset in offsets])  # fmt: skip
+    for rank in ranks[1:]:
+        names: dict[str, str] = {}
+        for kind in kinds:
+            mine = names.setdefault(str(group_id(kind, first)), str(group_id(kind, rank)))
+            if mine != str(group_id(kind, rank)):
+                raise ChakraInputError(
+                    f"rank {rank} cannot be written as its stage's class: group kinds that are one group on "
+                    f"rank {first} are two on it",
+                    hint="write one file per rank",
+                )
+        classes.add_rank(rank, index, names.__getitem__, partial(operator.add, rank - first))
 
 
 def _tell(progress: Callable[[int, int], None], total: int, done: int) -> None:

@@ -35,6 +35,7 @@ def replay_this_rank(workload: PathLike, settings: ReplaySettings) -> WorkloadRe
     import torch.distributed as dist
 
     traces = open_workload(workload, whole=True)
+    traces.require_rank_files("replay")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if world != len(traces.files) or rank not in traces.files:
         raise ChakraInputError(

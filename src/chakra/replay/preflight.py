@@ -127,6 +127,7 @@ def plan_replay(workload: PathLike, *, progress: Callable[[str, int, int], None]
     'rank 0 posts 1 send(s) to rank 1, which posts 0 receive(s) from it'
     """
     traces = open_workload(workload, whole=True)
+    traces.require_rank_files("replay")
     ranks = sorted(traces.files)
     if ranks != list(range(len(ranks))):
         raise ChakraInputError(f"ranks {ranks[:8]} are not 0..{len(ranks) - 1}", path=traces.prefix,

@@ -132,6 +132,7 @@ def anonymize_workload(
     file), then check it for leaks (:attr:`AnonymizeReport.leaks`); with ``mapping`` write the
     tokens' names there (JSON, for the owner). ``progress`` is told ``(stage, done, total)``."""
     traces = open_workload(workload, whole=True)
+    traces.require_rank_files("anonymize")
     if mapping is not None and not Path(mapping).resolve().parent.is_dir():  # refused before any work
         raise ChakraInputError("the mapping's folder does not exist", path=mapping, hint="create it first")
     report = AnonymizeReport(str(out), ranks=len(traces.files))

@@ -28,7 +28,7 @@ from chakra.sim.engine import simulate
 from chakra.sim.matching import check_groups
 from chakra.sim.program import RankProgram, program_of
 from chakra.sim.results import SimResult
-from chakra.table import NodeTable
+from chakra.table import NodeTable, load_table
 from chakra.workload import Workload, open_workload
 
 #: ASTRA-sim's convention: a comm-group path containing this means "no groups" (§1).
@@ -81,8 +81,11 @@ def load_programs(
     each program as its compact columns; by default as many as :func:`load_workers` finds worth starting.
     Ranks whose programs are equal but for their groups and peers share one program's columns (made
     read-only), each with its own groups and peers: memory grows with the distinct programs, not
-    the ranks.
+    the ranks. A workload written as classes (:mod:`chakra.class_layout`) loads each class file once,
+    here, and gives each rank its groups and peers from the mapping.
     """
+    if workload.classes is not None:
+        return _class_programs(workload, cpu_per_thread=cpu_per_thread, gpu_per_stream=gpu_per_stream)
     if workers is None:
         workers = load_workers(workload)
     build = functools.partial(
@@ -97,6 +100,31 @@ def load_programs(
             shared[loaded.digest] = loaded.program
         programs[rank] = loaded.of(shared[loaded.digest])
     _HANDED_BACK.pop(build.keywords["call"], None)  # ranks loaded in this process
+    return programs
+
+
+def _class_programs(workload: Workload, *, cpu_per_thread: bool, gpu_per_stream: bool) -> dict[int, RankProgram]:
+    """Every rank's program from its class's, loaded once per class file."""
+    assert workload.classes is not None
+    shared: dict[Path, RankProgram] = {}
+    programs = {}
+    for rank, path in workload.files.items():
+        entry = workload.classes.ranks[rank]
+        program = shared.get(path)
+        if program is None:
+            representative = workload.classes.classes[entry.class_index].representative
+            table = load_table(path, representative)
+            program = shared[path] = program_of(table, representative, cpu_per_thread=cpu_per_thread,
+                                                gpu_per_stream=gpu_per_stream)  # fmt: skip
+            for column in program.columns:
+                column.flags.writeable = False  # shared by every rank of the class
+        renaming = workload.renaming(rank)
+        assert renaming is not None
+        c = program.columns
+        identity = (renaming.groups_of(c.comm_group).astype(c.comm_group.dtype),
+                    renaming.peers_of(c.comm_src).astype(c.comm_src.dtype),
+                    renaming.peers_of(c.comm_dst).astype(c.comm_dst.dtype))  # fmt: skip
+        programs[rank] = _Loaded(rank, path, b"", identity, None).of(program)
     return programs
 
 

@@ -38,10 +38,11 @@ from chakra.sim.config import NetworkConfig, RemoteMemoryConfig, SystemConfig
 from chakra.sim.engine import simulate
 from chakra.sim.program import RankProgram, program_of
 from chakra.sim.results import SimulationStuck
-from chakra.sim.run import check_network_covers, open_simulated
+from chakra.sim.run import check_network_covers, load_programs, open_simulated
 from chakra.sim.scenario import Scenario
 from chakra.table import load_table
 from chakra.units import NS_PER_MS
+from chakra.workload import open_workload
 
 COMPUTE_SCALE, BANDWIDTH_SCALE, LATENCY_SCALE = "compute-scale", "bandwidth-scale", "latency-scale"
 #: The axes that scale the workload or network rather than override a configuration key.
@@ -213,11 +214,25 @@ _RankFile = tuple[int, str, int, int]
 
 
 @dataclass(frozen=True)
+class _WorkloadFiles:
+    """The workload a worker loads: its rank files, or (``classes``) the prefix of a workload written
+    as classes with its class files and mapping as ``files`` (each with rank -1)."""
+
+    files: tuple[_RankFile, ...]
+    classes: str | None = None
+
+
+def _stamp(rank: int, path: Path) -> _RankFile:
+    stat = path.stat()
+    return rank, str(path), stat.st_size, stat.st_mtime_ns
+
+
+@dataclass(frozen=True)
 class _PointTask:
     """What a worker needs to simulate one point: the rank files, the groups, the point's
     configurations (read and checked in the caller) and the point (all picklable)."""
 
-    rank_files: tuple[_RankFile, ...]
+    rank_files: _WorkloadFiles
     comm_groups: CommGroups | None
     system: SystemConfig
     network: NetworkConfig
@@ -247,10 +262,11 @@ def run_sweep(
     the point.
     """
     opened = open_simulated(workload, comm_groups_path)
-    rank_files = tuple(
-        (rank, str(path), (stat := path.stat()).st_size, stat.st_mtime_ns)
-        for rank, path in sorted(opened.files.items())
-    )
+    if opened.classes_path is not None:
+        stamps = tuple(_stamp(-1, path) for path in [*dict.fromkeys(opened.files.values()), opened.classes_path])
+        rank_files = _WorkloadFiles(stamps, opened.prefix)
+    else:
+        rank_files = _WorkloadFiles(tuple(_stamp(rank, path) for rank, path in sorted(opened.files.items())))
     tasks = []
     for point in points:
         at_point = point.on(scenario)
@@ -267,9 +283,11 @@ def run_sweep(
 
 
 @functools.lru_cache(maxsize=1)
-def _programs(rank_files: tuple[_RankFile, ...]) -> dict[int, RankProgram]:
+def _programs(rank_files: _WorkloadFiles) -> dict[int, RankProgram]:
     """The workload's programs, loaded once per process: every point a worker runs reuses them."""
-    return {rank: program_of(load_table(path, rank), rank) for rank, path, _, _ in rank_files}
+    if rank_files.classes is not None:
+        return load_programs(open_workload(rank_files.classes), workers=1)
+    return {rank: program_of(load_table(path, rank), rank) for rank, path, _, _ in rank_files.files}
 
 
 def _run_point(task: _PointTask) -> SweepResult:

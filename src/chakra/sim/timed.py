@@ -57,6 +57,7 @@ def write_timed_workload(result: SimResult, source: PathLike, out_prefix: PathLi
     if result.intervals is None:
         raise ChakraInputError("the simulation kept no intervals", hint="simulate with keep_intervals=True")
     traces = open_workload(source, whole=True)
+    traces.require_rank_files("writing simulated times")
     unrun: dict[int, int] = {}
     with WorkloadWriter(out_prefix) as writer:
         for rank, path in sorted(traces.files.items()):

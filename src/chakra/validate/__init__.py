@@ -14,7 +14,8 @@ Example:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,22 +174,23 @@ def validate_file(
 
     if comm_groups is None:
         comm_groups = open_workload(path).comm_groups
-    findings, _ = _validate_file(path, target, rank_of(path), comm_groups, limit_per_code)
+    from chakra.table import load_table
+
+    rank = rank_of(path)
+    findings, _ = _validate_loaded(lambda: load_table(path, rank), target, rank, comm_groups, limit_per_code)
     return findings
 
 
-def _validate_file(
-    path: str | Path,
+def _validate_loaded(
+    load: Callable[[], NodeTable],
     target: Target | str | None,
     rank: int | None,
     comm_groups: Groups | None,
     limit_per_code: int | None,
 ) -> tuple[list[Finding], RankSummary | None]:
-    from chakra.table import load_table
-
     _target(target)
     try:
-        table = load_table(path, rank)
+        table = load()
     except ChakraFormatError as exc:
         where = ""
         if exc.offset is not None:
@@ -206,8 +208,9 @@ def iter_validate_set(
     from chakra.validate.workload import cross_rank_findings
 
     summaries: dict[int, RankSummary] = {}
-    for rank, path in workload.files.items():
-        findings, summary = _validate_file(path, target, rank, workload.comm_groups, limit_per_code)
+    for rank in workload.files:
+        findings, summary = _validate_loaded(partial(workload.read_table, rank), target, rank, workload.comm_groups,
+                                             limit_per_code)  # fmt: skip
         if summary is not None:
             summaries[rank] = summary
         yield rank, findings
