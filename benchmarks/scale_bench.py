@@ -1,17 +1,22 @@
-"""Workload commands at cluster scale: GPT-3 175B and Llama 3 405B on 2,048 to 32,768 ranks.
+"""Workload commands at cluster scale: GPT-3 175B, Llama 3 405B and other parallelisms on 2,048 to
+32,768 ranks, written one file per rank or (``--classes``) one file per class.
 
 Each command runs as a user runs it (``python -m chakra ...``, a fresh process, stdout to a pipe),
 measured by :func:`harness.run_measured`: wall time, the peak RSS of its process tree (workers
 included) and the lines it printed. The workload is generated first (measured too) with TP 8 and
 PP 8 at 2,048 ranks (the README's example), PP 16 from 8,192 on, DP the rest, 8 micro-batches of
-one; the network is H100 boxes of 8 on a 400 GB/s switch, the boxes on a 50 GB/s one.
+one; the network is H100 boxes of 8 on a 400 GB/s switch, the boxes on a 50 GB/s one. Other
+``--workload`` choices add sequence, context or expert parallelism or ZeRO-3 (:data:`WORKLOADS`).
+``--classes`` generates the workload with ``generate llm --classes`` (a file per pipeline stage and
+the rank-to-class mapping) and times ``expand`` too (the rank files written from it).
 
 Targets: issue 15's, every command's default output under 60 lines, and ``analyze breakdown`` of
 one named rank file about as long as of that file alone; issue 35's, ``simulate`` under 60 s and
 4 GB at 32,768 ranks (one rank per class of equivalent ranks), every other command under 3 minutes
 and 4 GB there. The simulator's bytes per node are its peak RSS over the nodes of the workload.
 
-Usage: python benchmarks/scale_bench.py [--ranks 2048] [--preset gpt3-175b] [--data DIR] [--only info,validate]
+Usage: python benchmarks/scale_bench.py [--ranks 2048] [--workload gpt3-175b] [--classes] [--data DIR]
+                                        [--only info,validate]
 """
 
 from __future__ import annotations
@@ -27,10 +32,17 @@ from pathlib import Path
 from harness import run_measured, verdict
 
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "chakra-scale-bench"
-#: Tensor parallel within a box of 8; the pipeline depth by scale (the README's example at 2,048).
-TP = 8
+#: Micro-batches of one sequence per step (the pipeline depth by scale: :func:`pipeline_depth`).
 MICRO_BATCHES = 8
-PRESETS = ("gpt3-175b", "llama3-405b")
+#: The workloads: (model preset, TP, PP (``None``: by scale), the parallelism's own options, CP).
+WORKLOADS: dict[str, tuple[str, int, int | None, tuple[str, ...], int]] = {
+    "gpt3-175b": ("gpt3-175b", 8, None, (), 1),
+    "llama3-405b": ("llama3-405b", 8, None, (), 1),
+    "gpt3-175b-sp": ("gpt3-175b", 8, None, ("--sp",), 1),
+    "llama3-405b-cp": ("llama3-405b", 8, None, ("--cp", "2"), 2),
+    "mixtral-8x7b-ep": ("mixtral-8x7b", 4, 4, ("--ep", "8"), 1),
+    "llama3-70b-zero3": ("llama3-70b", 8, 4, ("--zero", "3"), 1),
+}
 #: Issue 15: every workload command's default output fits a screen or two.
 MAX_LINES = 60
 #: "About as long": the named rank file may take this much longer than the file alone (s), the
@@ -62,12 +74,14 @@ def chakra(*args: str) -> list[str]:
     return [sys.executable, "-m", "chakra", *args]
 
 
-def generate_argv(preset: str, ranks: int, prefix: Path) -> list[str]:
-    pp = pipeline_depth(ranks)
-    dp = ranks // (TP * pp)
+def generate_argv(workload: str, ranks: int, prefix: Path, *, classes: bool) -> list[str]:
+    preset, tp, pp, options, cp = WORKLOADS[workload]
+    pp = pp or pipeline_depth(ranks)
+    dp = ranks // (tp * pp * cp)
     return [
-        "generate", "llm", "--preset", preset, "--tp", str(TP), "--pp", str(pp), "--dp", str(dp),
+        "generate", "llm", "--preset", preset, "--tp", str(tp), "--pp", str(pp), "--dp", str(dp), *options,
         "--global-batch", str(dp * MICRO_BATCHES), "--max-size", MAX_SIZE, "-o", str(prefix),
+        *(["--classes"] if classes else []),
     ]  # fmt: skip
 
 
@@ -85,8 +99,9 @@ def prepare(data: Path, ranks: int) -> tuple[Path, Path]:
 def nodes_of(prefix: Path) -> int:
     """Nodes of the whole workload (the rank files summed, by ``chakra.analyze.summary``)."""
     script = (
-        "import sys; from chakra.analyze.summary import summarize_file; from chakra.workload import open_workload; "
-        "print(sum(summarize_file(p).num_nodes for p in open_workload(sys.argv[1]).files.values()))"
+        "import sys, functools; from chakra.analyze.summary import summarize_file; "
+        "from chakra.workload import open_workload; nodes = functools.cache(lambda p: summarize_file(p).num_nodes); "
+        "print(sum(nodes(p) for p in open_workload(sys.argv[1]).files.values()))"
     )
     out = subprocess.run([sys.executable, "-c", script, str(prefix)], check=True, capture_output=True, text=True)
     return int(out.stdout)
@@ -95,38 +110,43 @@ def nodes_of(prefix: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2048, help="ranks to generate (a multiple of 512)")
-    parser.add_argument("--preset", default=PRESETS[0], choices=PRESETS)
+    parser.add_argument("--workload", "--preset", default="gpt3-175b", choices=WORKLOADS)
+    parser.add_argument("--classes", action="store_true", help="generate one file per class (generate llm --classes)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR, help="where the workload is generated")
     parser.add_argument("--only", default="", help="comma-separated command names to run")
     parser.add_argument("--keep", action="store_true", help="keep the generated workload afterwards")
     args = parser.parse_args()
-    data = args.data / f"{args.preset}-{args.ranks}"
+    data = args.data / f"{args.workload}-{args.ranks}{'-classes' if args.classes else ''}"
     system, network = prepare(data, args.ranks)
     prefix = data / "w"
     report = data / "report.html"
     sim = ["simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network)]
+    first_file = f"{prefix}.class0.et" if args.classes else f"{prefix}.0.et"
     commands = {
-        "generate": generate_argv(args.preset, args.ranks, prefix),
+        "generate": generate_argv(args.workload, args.ranks, prefix, classes=args.classes),
         "info": ["info", str(prefix)],
         "validate": ["validate", str(prefix)],
         "analyze breakdown": ["analyze", "breakdown", str(prefix)],
-        "analyze breakdown rank 0": ["analyze", "breakdown", f"{prefix}.0.et"],
+        "analyze breakdown rank 0": ["analyze", "breakdown", first_file],
         "analyze breakdown file alone": ["analyze", "breakdown", str(data / "alone" / "rank.et")],
         "analyze ranks": ["analyze", "ranks", str(prefix)],
         "simulate": sim,
         "report": ["report", str(prefix), "-o", str(report)],
     }
+    if args.classes:
+        commands["expand"] = ["expand", str(prefix), "-o", str(data / "expanded" / "w")]
     wanted = set(filter(None, args.only.split(",")))
     results = {}
-    print(f"{args.preset} on {args.ranks:,} ranks (TP {TP}, PP {pipeline_depth(args.ranks)})", flush=True)
-    generated = Path(f"{prefix}.{args.ranks - 1}.et").exists()  # kept from a run with --keep
+    print(f"{args.workload} on {args.ranks:,} ranks: chakra {' '.join(commands['generate'])}", flush=True)
+    # kept from a run with --keep
+    generated = Path(f"{prefix}.classes.json" if args.classes else f"{prefix}.{args.ranks - 1}.et").exists()
     for name, argv in commands.items():
         skip = generated if name == "generate" else bool(wanted) and name not in wanted
         if skip:
             continue
         if name == "analyze breakdown file alone":
             (data / "alone").mkdir(exist_ok=True)
-            shutil.copy(f"{prefix}.0.et", data / "alone" / "rank.et")
+            shutil.copy(first_file, data / "alone" / "rank.et")
         ran = run_measured(chakra(*argv))
         lines = len(ran.stdout.splitlines())
         results[name] = ran

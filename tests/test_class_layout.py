@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from helpers import SIM_SYSTEM_JSON, assert_one_line_error, run_cli
 
+from chakra import io
 from chakra.class_expansion import expand_classes
-from chakra.class_layout import ClassLayout
+from chakra.class_layout import RENAMED_ATTRS, ClassLayout
 from chakra.generate.llm import generate_llm
 from chakra.generate.specs import HARDWARE_PRESETS, ModelSpec, ParallelSpec, WorkloadSpec
 from chakra.workload import open_workload
@@ -197,3 +198,24 @@ def test_the_mapping_round_trips_and_lists_one_rank_a_line(both):
     assert ClassLayout.from_json(layout.to_json(), mapping) == layout
     assert len(mapping.read_text().splitlines()) == 16 + 3
     assert layout.ranks_of(1) == list(range(8, 16))
+
+
+def test_a_class_file_whose_groups_and_peers_come_before_other_attributes_expands_to_the_same_values(tmp_path):
+    generate_llm(spec_of("tp-pp-dp"), tmp_path / "w", as_classes=True)
+    for path in tmp_path.glob("w.class*.et"):
+        metadata, nodes = io.read(path)
+        for node in nodes:
+            ordered = sorted(node.attr, key=lambda attr: attr.name not in RENAMED_ATTRS)
+            copies = [type(attr)() for attr in ordered]
+            for copy, attr in zip(copies, ordered, strict=True):
+                copy.CopyFrom(attr)
+            del node.attr[:]
+            node.attr.extend(copies)
+        io.write(path, metadata, nodes)
+    expanded = expand_classes(open_workload(tmp_path / "w"), tmp_path / "x" / "w")
+    direct = generate_llm(spec_of("tp-pp-dp"), tmp_path / "d" / "w")
+    for rank, path in enumerate(direct.files):
+        theirs, mine = io.read(path)[1], io.read(expanded.paths[rank])[1]
+        assert [{a.name: a.SerializeToString() for a in n.attr} for n in mine] == [
+            {a.name: a.SerializeToString() for a in n.attr} for n in theirs
+        ], rank

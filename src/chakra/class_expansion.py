@@ -23,12 +23,15 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
 from chakra import io
+from chakra.attrs import get_attr, set_attr
 from chakra.class_layout import RENAMED_ATTRS, RankRenaming
 from chakra.errors import ChakraInputError, PathLike
 from chakra.io.framing import read_record
@@ -64,9 +67,19 @@ def expand_classes(
     return writer.result
 
 
-def _class_parts(path: Path) -> list[bytes | Node]:
-    """A class file as framed bytes shared by every rank, and the nodes to rename per rank, in order."""
-    parts: list[bytes | Node] = []
+class _Renamed(NamedTuple):
+    """A node whose last attributes name groups or peers: its bytes without them, and for each of
+    them its name, value and bytes (attr is the last field of ``Node``, so a rank's node is the prefix
+    followed by its renamed attributes: what protobuf writes for it)."""
+
+    prefix: bytes
+    attrs: tuple[tuple[str, Any, bytes], ...]
+
+
+def _class_parts(path: Path) -> list[bytes | _Renamed | Node]:
+    """A class file as framed bytes shared by every rank, and the nodes to rename per rank, in order
+    (as :class:`_Renamed` where their renamed attributes come last, else whole)."""
+    parts: list[bytes | _Renamed | Node] = []
     shared: list[bytes] = []
     stream, _ = io.open_decompressed(path)
     with stream:
@@ -85,21 +98,59 @@ def _class_parts(path: Path) -> list[bytes | Node]:
             if any(attr.name in RENAMED_ATTRS for attr in node.attr):
                 parts.append(b"".join(shared))
                 shared = []
-                parts.append(node)
+                parts.append(_renamed(node, payload))
             else:
                 shared.append(io.frame(payload))
     parts.append(b"".join(shared))
     return parts
 
 
-def _render(parts: list[bytes | Node], renaming: RankRenaming) -> bytes:
+def _renamed(node: Node, payload: bytes) -> _Renamed | Node:
+    """``node`` (read from ``payload``) as a prefix and its trailing renamed attributes, or itself
+    where that would not give back its bytes (renamed attributes between others, a name twice, a
+    value outside its canonical member, unknown fields)."""
+    first = len(node.attr)
+    while first and node.attr[first - 1].name in RENAMED_ATTRS:
+        first -= 1
+    names = [attr.name for attr in node.attr[first:]]
+    if any(attr.name in RENAMED_ATTRS for attr in node.attr[:first]) or len(set(names)) != len(names):
+        return node
+    attrs = tuple((attr.name, get_attr(node, attr.name), attr.SerializeToString()) for attr in node.attr[first:])
+    stripped = Node()
+    stripped.CopyFrom(node)
+    del stripped.attr[first:]
+    found = _Renamed(stripped.SerializeToString(), attrs)
+    if found.prefix + b"".join(_attr_field(data, name, value) for name, value, data in attrs) != payload:
+        return node
+    return found
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _attr_field(attr: bytes, name: str, value: Any) -> bytes:
+    """The ``attr`` field of a node holding the attribute ``attr`` (its bytes) set to ``value``."""
+    holder = Node()
+    holder.attr.add().MergeFromString(attr)
+    set_attr(holder, name, value)
+    return holder.SerializeToString()
+
+
+def _render(parts: list[bytes | _Renamed | Node], renaming: RankRenaming) -> bytes:
     out: list[bytes] = []
+    groups, peers = renaming.group_names, renaming.peers
     for part in parts:
         if isinstance(part, bytes):
             out.append(part)
-            continue
-        node = Node()
-        node.CopyFrom(part)
-        renaming.node(node)
-        out.append(io.frame(node.SerializeToString()))
+        elif isinstance(part, _Renamed):
+            extra = b"".join(
+                _attr_field(data, name, groups.get(value, value) if name == "pg_name" else peers.get(value, value))
+                for name, value, data in part.attrs
+            )
+            out.append(io.encode_varint(len(part.prefix) + len(extra)))
+            out.append(part.prefix)
+            out.append(extra)
+        else:
+            node = Node()
+            node.CopyFrom(part)
+            renaming.node(node)
+            out.append(io.frame(node.SerializeToString()))
     return b"".join(out)
