@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-quick lint proto bench clean
+.PHONY: venv demo test test-quick lint docs proto bench clean
 
 venv: $(STAMP)
 
@@ -29,8 +29,12 @@ test-quick: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not live and not binaries" -n auto
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks scripts examples
+	$(BIN)/ruff check src tests benchmarks scripts examples docs/hooks
 	$(BIN)/mypy
+
+# the documentation site, built offline into site/ (strict: a broken link or a missing object fails)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
@@ -50,4 +54,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/kineto_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output src/chakra/*.so src/chakra/share/*.so
+	rm -rf $(VENV) build *.egg-info src/*.egg-info demo-output site src/chakra/*.so src/chakra/share/*.so

@@ -1,0 +1,74 @@
+"""MkDocs hook: the command-line reference, generated from the ``chakra`` Typer app at every build
+(``reference/cli.md``), so that it cannot drift from ``--help``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import typer
+from mkdocs.structure.files import File, Files
+
+#: Where the generated page lies in the site.
+PAGE = "reference/cli.md"
+
+
+def commands(command: click.Command, words: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    """Every leaf command under ``command``, with the words that name it (``("convert", "xla")``)."""
+    if hasattr(command, "list_commands"):  # a group (typer ships its own click classes)
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            if sub is not None and not sub.hidden:
+                yield from commands(sub, (*words, name))
+    else:
+        yield words, command
+
+
+def _option_row(param: click.Parameter) -> str:
+    names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
+    help_text = " ".join((getattr(param, "help", None) or "").split()).replace("|", "\\|")
+    default = param.default if not callable(param.default) else None
+    kind = "argument" if param.param_type_name == "argument" else "option"
+    shown = "" if default in (None, False, (), []) or kind == "argument" else f" (default: `{default}`)"
+    return f"| {names} | {kind} | {help_text}{shown} |"
+
+
+def page() -> str:
+    """The reference page: every command, its help text (with its example) and its parameters."""
+    from chakra.cli.main import app
+
+    root = typer.main.get_command(app)
+    lines = [
+        "# Command reference",
+        "",
+        "Every `chakra` command, generated from the command-line app at build time (the same text as",
+        "`chakra COMMAND --help`).",
+        "",
+    ]
+    for words, command in commands(root, ()):
+        name = " ".join(words)
+        lines += [f"## `chakra {name}`", ""]
+        lines += [_paragraphs(command.help or ""), ""]
+        params = [p for p in command.params if p.name not in ("help",) and not getattr(p, "hidden", False)]
+        if params:
+            lines += ["| name | kind | what |", "|---|---|---|", *(_option_row(p) for p in params), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _paragraphs(text: str) -> str:
+    """A docstring's paragraphs as Markdown, its ``Example:`` line as a code block."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        joined = " ".join(block.split())
+        if joined.startswith("Example:"):
+            out.append(f"```sh\n{joined.removeprefix('Example:').strip()}\n```")
+        else:
+            out.append(joined)
+    return "\n\n".join(out)
+
+
+def on_files(files: Files, config: Any) -> Files:
+    files.append(File.generated(config, PAGE, content=page()))
+    return files
