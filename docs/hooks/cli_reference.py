@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,6 +70,31 @@ def _paragraphs(text: str) -> str:
     return "\n\n".join(out)
 
 
+def api_modules() -> list[str]:
+    """Every module of the package whose API the reference shows: all but the generated protobuf
+    modules, the command-line modules (the command reference shows them) and private ones."""
+    root = Path(__file__).resolve().parents[2] / "src"
+    names = []
+    for path in sorted((root / "chakra").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if "schema" in parts or "cli" in parts or any(p.startswith("_") for p in parts[1:]):
+            continue
+        names.append(".".join(parts))
+    return names
+
+
+def on_config(config: Any) -> Any:
+    """Every module's API page in the navigation, under Reference."""
+    modules = [{name: f"reference/api/{name}.md"} for name in api_modules()]
+    for section in config["nav"]:
+        if isinstance(section, dict) and "Reference" in section:
+            section["Reference"].append({"Modules": modules})
+    return config
+
+
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, PAGE, content=page()))
+    for name in api_modules():
+        files.append(File.generated(config, f"reference/api/{name}.md", content=f"::: {name}\n"))
     return files
