@@ -59,3 +59,20 @@ def test_every_public_class_and_function_of_the_package_has_its_entry_in_the_api
             if f'id="{module}.{name}"' not in page.read_text():
                 missing.append(f"{module}.{name}")
     assert missing == []
+
+
+def test_the_home_page_and_a_tutorial_render_in_a_browser(site: Path):
+    from test_viz_report import chromium
+
+    for page, heading in (("index.html", "chakra-et"), ("tutorials/what-if/index.html", "What-if studies")):
+        shown = chromium("--dump-dom", (site / page).as_uri())
+        assert shown.returncode == 0, shown.stderr
+        assert heading in shown.stdout and "md-nav" in shown.stdout, page
+
+
+def test_the_search_index_finds_all_reduce_in_the_guides_and_the_reference(site: Path):
+    import json
+
+    entries = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    found = {entry["location"].split("#")[0] for entry in entries if "all-reduce" in entry["text"].lower()}
+    assert {"concepts/simulator/", "reference/cli/"} <= found, sorted(found)

@@ -84,6 +84,26 @@ def api_modules() -> list[str]:
     return names
 
 
+def attributes_page() -> str:
+    """The well-known node attributes, from the registry every reader and writer uses (chakra.attrs)."""
+    from chakra.attrs import WELL_KNOWN
+
+    lines = [
+        "# Node attributes",
+        "",
+        "The attributes chakra-et reads and writes with a meaning, generated from its registry",
+        "(`chakra.attrs.WELL_KNOWN`) at build time: the value kind consumers read, the `AttributeProto`",
+        "member it is written in, its unit, and who needs it.",
+        "",
+        "| attribute | member | kind | unit | meaning | needed by |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in WELL_KNOWN.values():
+        cells = [f"`{spec.name}`", f"`{spec.member}`", spec.kind, spec.unit, spec.doc, spec.required_by]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def on_config(config: Any) -> Any:
     """Every module's API page in the navigation, under Reference."""
     modules = [{name: f"reference/api/{name}.md"} for name in api_modules()]
@@ -95,6 +115,7 @@ def on_config(config: Any) -> Any:
 
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, PAGE, content=page()))
+    files.append(File.generated(config, "reference/attributes.md", content=attributes_page()))
     for name in api_modules():
         files.append(File.generated(config, f"reference/api/{name}.md", content=f"::: {name}\n"))
     return files

@@ -47,7 +47,7 @@ from chakra.trace import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
 #: The fidelity check fails a rank whose replayed span is further than this from the measured one
-#: (the converter is measured within 1.5 % on the gloo example; README, Fidelity).
+#: (the converter is measured within 1.5 % on the gloo example; docs/frontends/pytorch.md, Fidelity).
 PYTORCH_FIDELITY_TOLERANCE = 0.05
 
 
