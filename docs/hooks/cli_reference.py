@@ -104,6 +104,47 @@ def attributes_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def fidelity_page() -> str:
+    """What each front end's fidelity check compares, with the tolerances the code states."""
+    from chakra.flexflow.convert import FLEXFLOW_FIDELITY_TOLERANCE
+    from chakra.kineto.workload import KINETO_FIDELITY_TOLERANCE
+    from chakra.pytorch.workload import PYTORCH_FIDELITY_TOLERANCE
+    from chakra.tensorflow.pipeline import TF_FIDELITY_TOLERANCE
+    from chakra.xla.pipeline import XLA_FIDELITY_TOLERANCE
+
+    rows = [
+        ("PyTorch host + Kineto (`convert pytorch --check`)", PYTORCH_FIDELITY_TOLERANCE,
+         "each rank replayed alone with its recorded durations, against its measured step"),
+        ("Kineto alone (`convert kineto --check`)", KINETO_FIDELITY_TOLERANCE,
+         "each rank replayed alone, against the measured span of the converted ProfilerStep"),
+        ("JAX / XLA (`convert xla --check`)", XLA_FIDELITY_TOLERANCE,
+         "each device replayed with the profiled op times, against the profiled step"),
+        ("TensorFlow (`convert tensorflow --check`)", TF_FIDELITY_TOLERANCE,
+         "each rank replayed, against the measured step of its worker"),
+        ("FlexFlow (`convert flexflow --check`)", FLEXFLOW_FIDELITY_TOLERANCE,
+         "every device replayed together, against the task graph's makespan"),
+    ]  # fmt: skip
+    lines = [
+        "# Fidelity checks",
+        "",
+        "Every front end says how close its ETs are to what was measured: with `--check`, the converted",
+        "graph is replayed by the core's list scheduler (`chakra.schedule`: one operation at a time per",
+        "thread and stream, each after its dependencies, with the recorded durations) and the replayed",
+        "step is compared with the measured one. The command fails when a rank lands outside the",
+        "tolerance; `--json` reports every rank's figures (`FidelityCheck`). The tolerances, as the code",
+        "states them (generated at build time):",
+        "",
+        "| front end | tolerance | what is compared |",
+        "|---|---:|---|",
+        *(f"| {name} | {tolerance:.0%} | {what} |" for name, tolerance, what in rows),
+        "",
+        "A check within tolerance says the graph's dependencies and durations reproduce the step as it",
+        "ran; it does not say the step was typical (the converters take the complete step of median",
+        "span) nor that a simulator given the ET predicts another system well.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def on_config(config: Any) -> Any:
     """Every module's API page in the navigation, under Reference."""
     modules = [{name: f"reference/api/{name}.md"} for name in api_modules()]
@@ -116,6 +157,7 @@ def on_config(config: Any) -> Any:
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, PAGE, content=page()))
     files.append(File.generated(config, "reference/attributes.md", content=attributes_page()))
+    files.append(File.generated(config, "concepts/fidelity.md", content=fidelity_page()))
     for name in api_modules():
         files.append(File.generated(config, f"reference/api/{name}.md", content=f"::: {name}\n"))
     return files
