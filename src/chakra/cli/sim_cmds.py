@@ -189,7 +189,12 @@ def _print_simulation(result: SimResult, per_rank: bool) -> None:
         )
     if result.classes is not None:
         stdout.print(
-            Text(f"simulated as {result.classes:,} classes of equivalent ranks, one rank of each", style="dim")
+            Text(
+                "simulated as one class of equivalent ranks, one rank of it"
+                if result.classes == 1
+                else f"simulated as {result.classes:,} classes of equivalent ranks, one rank of each",
+                style="dim",
+            )
         )
     elif result.rank_by_rank is not None and len(result.ranks) > 1:
         stdout.print(Text(f"simulated rank by rank: {result.rank_by_rank}", style="dim"))
