@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 TUTORIALS = REPO / "docs" / "tutorials"
 #: A fenced shell block of a page.
 SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
-#: Tutorials that record a job with PyTorch, JAX or TensorFlow (the ``live`` tier of conftest).
-RECORDING = {"pytorch-to-astra-sim", "profiler-trace-alone", "jax-and-tensorflow"}
+#: Tutorials that record a job with PyTorch, JAX or TensorFlow or run ranks as processes (the ``live`` tier).
+RECORDING = {"pytorch-to-astra-sim", "profiler-trace-alone", "jax-and-tensorflow", "replay"}
 
 
 def shell_blocks(page: Path) -> list[str]:
