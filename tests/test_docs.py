@@ -47,7 +47,7 @@ def test_every_public_class_and_function_of_the_package_has_its_entry_in_the_api
     from test_architecture import public_definitions
 
     sys.path.insert(0, str(REPO / "docs" / "hooks"))
-    from cli_reference import api_modules
+    from generated_pages import api_modules
 
     shown = set(api_modules())
     missing = []

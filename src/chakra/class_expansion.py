@@ -136,15 +136,11 @@ def _attr_field(attr: bytes, name: str, value: Any) -> bytes:
 
 def _render(parts: list[bytes | _Renamed | Node], renaming: RankRenaming) -> bytes:
     out: list[bytes] = []
-    groups, peers = renaming.group_names, renaming.peers
     for part in parts:
         if isinstance(part, bytes):
             out.append(part)
         elif isinstance(part, _Renamed):
-            extra = b"".join(
-                _attr_field(data, name, groups.get(value, value) if name == "pg_name" else peers.get(value, value))
-                for name, value, data in part.attrs
-            )
+            extra = b"".join(_attr_field(data, name, renaming.value(name, value)) for name, value, data in part.attrs)
             out.append(io.encode_varint(len(part.prefix) + len(extra)))
             out.append(part.prefix)
             out.append(extra)

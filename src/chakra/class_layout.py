@@ -147,18 +147,18 @@ class RankRenaming:
         )
         return replace(table, rank=rank, comm=renamed, derived_results={})
 
+    def value(self, name: str, value: Any) -> Any:
+        """This rank's value of the renamed attribute ``name`` (one of :data:`RENAMED_ATTRS`) whose
+        class file holds ``value``."""
+        return self.group_names.get(value, value) if name == "pg_name" else self.peers.get(value, value)
+
     def node(self, node: Node) -> bool:
         """Rename ``node``'s groups and peers in place (each attribute where it stands); whether it had any."""
         found = False
         for attr in node.attr:
-            if attr.name not in RENAMED_ATTRS:
-                continue
-            found = True
-            value = get_attr(node, attr.name)
-            if attr.name == "pg_name":
-                set_attr(node, "pg_name", self.group_names.get(value, value))
-            else:
-                set_attr(node, attr.name, self.peers.get(value, value))
+            if attr.name in RENAMED_ATTRS:
+                found = True
+                set_attr(node, attr.name, self.value(attr.name, get_attr(node, attr.name)))
         return found
 
 

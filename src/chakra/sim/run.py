@@ -124,7 +124,7 @@ def _class_programs(workload: Workload, *, cpu_per_thread: bool, gpu_per_stream:
         identity = (renaming.groups_of(c.comm_group).astype(c.comm_group.dtype),
                     renaming.peers_of(c.comm_src).astype(c.comm_src.dtype),
                     renaming.peers_of(c.comm_dst).astype(c.comm_dst.dtype))  # fmt: skip
-        programs[rank] = _Loaded(rank, path, b"", identity, None).of(program)
+        programs[rank] = _with_identity(program, rank, path, identity)
     return programs
 
 
@@ -180,11 +180,16 @@ class _Loaded:
 
     def of(self, shared: RankProgram) -> RankProgram:
         """This rank's program, sharing every column but its groups and peers with ``shared``."""
-        if shared.rank == self.rank:
-            return shared
-        columns = shared.columns._replace(**dict(zip(_IDENTITY, self.identity, strict=True)))
-        return RankProgram(self.rank, self.path, columns, shared.name_list, shared.slot_names,
-                           shared.cpu_slots, shared.missing_deps)  # fmt: skip
+        return _with_identity(shared, self.rank, self.path, self.identity)
+
+
+def _with_identity(shared: RankProgram, rank: int, path: Path, identity: tuple[np.ndarray, ...]) -> RankProgram:
+    """``rank``'s program: ``shared``'s columns but its own groups and peers (``identity``, as :data:`_IDENTITY`)."""
+    if shared.rank == rank:
+        return shared
+    columns = shared.columns._replace(**dict(zip(_IDENTITY, identity, strict=True)))
+    return RankProgram(rank, path, columns, shared.name_list, shared.slot_names, shared.cpu_slots,
+                       shared.missing_deps)  # fmt: skip
 
 
 def _loaded_program(table: NodeTable, *, call: str, cpu_per_thread: bool, gpu_per_stream: bool) -> _Loaded:

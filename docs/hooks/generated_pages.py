@@ -1,5 +1,6 @@
-"""MkDocs hook: the command-line reference, generated from the ``chakra`` Typer app at every build
-(``reference/cli.md``), so that it cannot drift from ``--help``."""
+"""MkDocs hook: the pages generated from the code at every build, so that they cannot drift from it:
+the command reference (``reference/cli.md``, from the ``chakra`` Typer app), a page per module
+(mkdocstrings), the node attributes (``attrs.WELL_KNOWN``) and the fidelity tolerances."""
 
 from __future__ import annotations
 
