@@ -137,7 +137,7 @@ LIVE_MODULES = frozenset(
 #: What in a test's own code records a live job or starts rank processes.
 LIVE_CALLS = re.compile(r"record_gloo|examples/|EXAMPLES? /|torchrun|replay_workload\(|\"replay\", str\(")
 #: What in a test's own code runs an outside binary: ASTRA-sim's builds, a headless Chromium.
-BINARY_CALLS = re.compile(r"run_astra_sim|_printed_by_every_rank|ASTRA_SIM|chromium\(")
+BINARY_CALLS = re.compile(r"run_astra_sim|_printed_by_every_rank|ASTRA_SIM|chromium\(|BrowserPage\(")
 
 
 def _source(item: pytest.Item) -> str:

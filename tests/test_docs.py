@@ -1,5 +1,5 @@
-"""The documentation site (``make docs``): it builds offline without a warning, and its command
-reference lists every command of ``chakra --help``."""
+"""The documentation site (``make docs``): it builds offline without a warning, its command
+reference lists every command of ``chakra --help``, and it works in a real browser (pages, search)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser import ARTIFACTS, BrowserPage, served
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,13 +62,25 @@ def test_every_public_class_and_function_of_the_package_has_its_entry_in_the_api
     assert missing == []
 
 
-def test_the_home_page_and_a_tutorial_render_in_a_browser(site: Path):
-    from test_viz_report import chromium
+def test_the_home_page_and_a_tutorial_render_in_a_browser_with_their_navigation(site: Path):
+    with served(site) as url:
+        for page, heading, picture in (("", "chakra-et", "docs-home.png"),
+                                       ("tutorials/what-if/", "What-if studies", "docs-tutorial.png")):  # fmt: skip
+            with BrowserPage(f"{url}/{page}") as browser:
+                shown = browser.wait_for("document.readyState == 'complete' && document.querySelector('h1')?.innerText")
+                entries = browser.evaluate("document.querySelectorAll('.md-nav__link').length")
+                browser.screenshot(ARTIFACTS / picture)
+            assert heading in shown and entries > 50, page
 
-    for page, heading in (("index.html", "chakra-et"), ("tutorials/what-if/index.html", "What-if studies")):
-        shown = chromium("--dump-dom", (site / page).as_uri())
-        assert shown.returncode == 0, shown.stderr
-        assert heading in shown.stdout and "md-nav" in shown.stdout, page
+
+def test_searching_all_reduce_in_a_browser_lists_the_written_pages_that_explain_it_first(site: Path):
+    with served(site) as url, BrowserPage(f"{url}/?q=all-reduce") as browser:
+        titles = browser.wait_for(
+            "[...document.querySelectorAll('.md-search-result__item h1')].map(title => title.textContent.trim())"
+        )
+        browser.screenshot(ARTIFACTS / "docs-search.png")
+    assert any(title.startswith("Simulator") for title in titles), titles
+    assert not any(title.startswith("chakra.") for title in titles[:5]), titles  # module pages come after
 
 
 def test_the_search_index_finds_all_reduce_in_the_guides_and_the_reference(site: Path):

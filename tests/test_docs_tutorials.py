@@ -1,6 +1,6 @@
 """The tutorials run as written: every ``sh`` block of a tutorial, in order, in one shell that stops
 at the first failing command, from a folder that looks like the repository's root (``examples/``
-there) with ``chakra`` and ``python`` of this environment on the path."""
+and ``tests/`` there) with ``chakra`` and ``python`` of this environment on the path."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def shell_blocks(page: Path) -> list[str]:
 
 
 def run_tutorial(page: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    (folder / "examples").symlink_to(REPO / "examples")
+    for shipped in ("examples", "tests"):
+        (folder / shipped).symlink_to(REPO / shipped)
     (folder / "out").mkdir()
     script = "set -euo pipefail\n" + "\n".join(shell_blocks(page))
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+from browser import ARTIFACTS, chromium
 from helpers import make_node, write_et
 
 from chakra.pytorch.workload import convert_workload
@@ -17,30 +14,9 @@ from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, COMP_N
 from chakra.viz.report import write_report
 from chakra.workload import open_workload
 
-#: Where the screenshot is kept for people to look at (CI keeps the folder as an artifact).
-ARTIFACTS = Path(os.environ.get("CHAKRA_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
-#: Flags for a root user on a closed network (env notes: no sandbox, no background connections).
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)  # fmt: skip
-CHROMIUM_TIMEOUT_S = 120
 SCREENSHOT_SIZE = "1280,4000"
 #: A PNG with less than this share of non-white pixels would be a blank page.
 MIN_INK_FRACTION = 0.01
-
-
-def chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        pytest.fail("chromium is not installed: run scripts/system_deps.sh (make does)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-            capture_output=True,
-            text=True,
-            timeout=CHROMIUM_TIMEOUT_S,
-        )
 
 
 @pytest.fixture(scope="module")

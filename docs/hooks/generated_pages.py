@@ -14,6 +14,14 @@ from mkdocs.structure.files import File, Files
 
 #: Where the generated page lies in the site.
 PAGE = "reference/cli.md"
+#: A module's API page; searches rank it below the pages written to explain (its constants and
+#: signatures match many words those pages are the better answer for).
+API_PAGE = """---
+search:
+  boost: 0.0005
+---
+::: {module}
+"""
 
 
 def commands(command: click.Command, words: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], click.Command]]:
@@ -160,5 +168,5 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/attributes.md", content=attributes_page()))
     files.append(File.generated(config, "concepts/fidelity.md", content=fidelity_page()))
     for name in api_modules():
-        files.append(File.generated(config, f"reference/api/{name}.md", content=f"::: {name}\n"))
+        files.append(File.generated(config, f"reference/api/{name}.md", content=API_PAGE.format(module=name)))
     return files
