@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-quick lint docs proto bench clean
+.PHONY: venv demo test test-quick lint docs proto bench bench-check clean
 
 venv: $(STAMP)
 
@@ -38,6 +38,10 @@ docs: $(STAMP)
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
+
+# the fast benchmarks against their targets: exit 1 on a MISS (benchmarks/check.py)
+bench-check: $(STAMP)
+	$(BIN)/python benchmarks/check.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/io_bench.py

@@ -1,6 +1,6 @@
-"""The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py) and
-the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/rules.py),
-both reading the wire format through ``src/chakra/_wire.h``.
+"""The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py), the
+producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/rules.py),
+all three reading or writing the wire format through ``src/chakra/_wire.h``.
 
 Everything else about the package is in pyproject.toml.
 """
@@ -18,6 +18,7 @@ NATIVE = [
 setup(
     ext_modules=[
         Extension("chakra._columns", sources=["src/chakra/_columns.c"], depends=[WIRE], extra_compile_args=["-O2"]),
+        Extension("chakra._encode", sources=["src/chakra/_encode.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

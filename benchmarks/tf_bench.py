@@ -17,10 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import best_of, layers_arguments
+from harness import best_of, layers_arguments, verdict
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tf_mirrored_mlp.py"
 DEFAULT_LAYERS = 400
+#: Nodes written per second of the CLI's wall time, start-up included (issue 37).
+TARGET_NODES_PER_S = 100_000
 
 
 def main() -> None:
@@ -39,6 +41,8 @@ def main() -> None:
             f"{nodes:,} nodes: {best.wall_s:.2f} s (best of {repeat}), {nodes / best.wall_s:,.0f} nodes/s, "
             f"{events / best.wall_s:,.0f} profile events/s, peak RSS {best.peak_rss / 2**20:,.0f} MiB"
         )
+        rate = nodes / best.wall_s
+        print(f"{verdict(rate >= TARGET_NODES_PER_S)}: {rate:,.0f} nodes/s (target >= {TARGET_NODES_PER_S:,})")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import best_of, layers_arguments
+from harness import best_of, layers_arguments, verdict
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "jax_scan_layers.py"
 DEFAULT_LAYERS = 1300
+#: Nodes written per second of the CLI's wall time, start-up included (issue 37).
+TARGET_NODES_PER_S = 100_000
 #: What convert xla prints about the files it wrote.
 WROTE = re.compile(r"wrote \d+ files of ([\d,]+) nodes")
 
@@ -41,6 +43,8 @@ def main() -> None:
             f"{best.wall_s:.2f} s (best of {repeat}), {nodes / best.wall_s:,.0f} nodes/s, "
             f"peak RSS {best.peak_rss / 2**20:,.0f} MiB"
         )
+        rate = nodes / best.wall_s
+        print(f"{verdict(rate >= TARGET_NODES_PER_S)}: {rate:,.0f} nodes/s (target >= {TARGET_NODES_PER_S:,})")
 
 
 if __name__ == "__main__":

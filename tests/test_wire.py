@@ -67,5 +67,39 @@ def test_nodes_encode_like_protobuf(node_id, name, node_type, ctrl, data, start,
     assert payload == expected.SerializeToString()
 
 
+@given(
+    node_id=st.integers(0, (1 << 64) - 1),
+    deps=st.lists(st.integers(0, (1 << 64) - 1), max_size=6),
+    io=st.tuples(st.text(max_size=300), st.text(max_size=10), st.text(max_size=10)),
+)
+def test_full_range_ids_and_both_io_lists_encode_like_protobuf(node_id, deps, io):
+    expected = Node(id=node_id, data_deps=deps)
+    expected.inputs.CopyFrom(IOInfo(values=io[0], shapes=io[1], types=io[2]))
+    expected.outputs.CopyFrom(IOInfo(values=io[2], shapes=io[0], types=io[1]))
+    payload = encode_node(node_id, "", 0, [], deps, 0, 0, io, (io[2], io[0], io[1]), [])
+    assert payload == expected.SerializeToString()
+
+
+def test_io_text_given_as_utf8_bytes_encodes_as_the_same_text():
+    as_text = encode_node(1, "n", 4, [], [], 0, 0, ("[1, 'é']", "[[]]", "['Int']"), None, [])
+    as_bytes = encode_node(1, "n", 4, [], [], 0, 0, ("[1, 'é']".encode(), b"[[]]", b"['Int']"), None, [])
+    assert as_text == as_bytes
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        (1.5, "n", 4, [], [], 0, 0, None, None, []),  # a float id
+        (1, "n", 4, ["2"], [], 0, 0, None, None, []),  # a dependency that is text
+        (1, "n", 4, [], [], 0, 0, ("values", "shapes"), None, []),  # an IOInfo of two lists
+        (1, "n", 4, [], [], 0, 0, None, None, ["is_cpu_op"]),  # an attr that is not encoded
+        (1, 2, 4, [], [], 0, 0, None, None, []),  # a name that is not text
+    ],
+)
+def test_wrong_argument_types_are_refused_with_a_type_error(arguments):
+    with pytest.raises(TypeError):
+        encode_node(*arguments)
+
+
 def test_negative_numbers_are_64_bit_twos_complement_varints():
     assert varint(-1) == b"\xff" * 9 + b"\x01"

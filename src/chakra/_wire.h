@@ -1,9 +1,10 @@
 /*
  * The protobuf wire format as the C parts of chakra read it: cursors, varints, tags, lengths, skipping
  * unknown fields, UTF-8 as upb validates it, the AttributeProto members of et_def.proto, and record
- * framing (a varint32 length prefix and a payload). Shared by chakra._columns (the node table's decoder)
- * and chakra.share._native (the anonymizer's rewriter and the leakage check), so that both accept
- * exactly what protobuf's own parser (upb) accepts.
+ * framing (a varint32 length prefix and a payload). Shared by chakra._columns (the node table's decoder),
+ * chakra._encode (the producers' node encoder) and chakra.share._native (the anonymizer's rewriter and
+ * the leakage check), so that the readers accept exactly what protobuf's own parser (upb) accepts and
+ * the writer writes what it writes.
  */
 #ifndef CHAKRA_WIRE_H
 #define CHAKRA_WIRE_H

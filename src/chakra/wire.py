@@ -1,8 +1,12 @@
 """Hand-written protobuf encoding of ``Node`` records for producers' hot paths.
 
 Building a ``Node`` message and its ``AttributeProto`` children costs a few µs per field in Python;
-a converter writing 100k nodes a second cannot afford it. :func:`encode_node` writes the same bytes
-protobuf would (fields in number order, proto3 defaults omitted, repeated ids packed), and
+a converter writing 100k nodes a second cannot afford it. ``encode_node(node_id, name, node_type,
+ctrl_deps, data_deps, start_time_micros, duration_micros, inputs, outputs, attrs)`` (C,
+``src/chakra/_encode.c``) writes the same bytes protobuf would (fields in number order, proto3
+defaults omitted, repeated ids packed; ``inputs``/``outputs`` ``None`` or an IOInfo's (values, shapes,
+types) as text or UTF-8 bytes, written even when empty; ``attrs`` fields from :class:`AttrEncoder`);
+``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement); and
 :class:`AttrEncoder` encodes attributes in their registered value kinds (``chakra.attrs``), caching
 the bytes of values that repeat (``op_schema`` strings, flags, thread ids). Tests compare both with
 protobuf's own serialization.
@@ -18,100 +22,20 @@ Example:
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 from typing import Any
 
+from chakra._encode import encode_node, varint
 from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
-from chakra.io import encode_varint
 from chakra.schema.protobuf.et_def_pb2 import Node
 
-_MASK64 = (1 << 64) - 1
-#: Pre-encoded varints for small values (ids, lengths, durations): one tuple lookup.
-_SMALL_BITS = 14
-_SMALL_LIMIT = 1 << _SMALL_BITS
-_LOW14 = _SMALL_LIMIT - 1
-
-
-def varint(value: int) -> bytes:
-    """Base-128 varint of ``value`` (negative numbers as their 64-bit two's complement)."""
-    if 0 <= value < _SMALL_LIMIT:
-        return _SMALL[value]
-    value &= _MASK64
-    # 14 bits at a time from a table (timestamps of 51 bits take four lookups, not eight loops)
-    parts = []
-    while value >= _SMALL_LIMIT:
-        parts.append(_CONTINUED[value & _LOW14])
-        value >>= _SMALL_BITS
-    parts.append(_SMALL[value])
-    return b"".join(parts)
-
-
-_SMALL = tuple(encode_varint(n) for n in range(_SMALL_LIMIT))
-#: 14 low bits as two varint bytes that both say "more follows".
-_CONTINUED = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(_SMALL_LIMIT))
+__all__ = ["AttrEncoder", "encode_node", "varint"]
 
 
 def _len_field(tag: bytes, payload: bytes) -> bytes:
     return tag + varint(len(payload)) + payload
 
 
-# Node field tags: (field number << 3) | wire type (0 varint, 2 length-delimited).
-_ID, _NAME, _TYPE, _CTRL, _DATA, _START, _DUR, _INPUTS, _OUTPUTS, _ATTR = (
-    b"\x08", b"\x12", b"\x18", b"\x22", b"\x2a", b"\x30", b"\x38", b"\x42", b"\x4a", b"\x52",
-)  # fmt: skip
-
-
-def _io_info(io: tuple[str | bytes, str | bytes, str | bytes]) -> bytes:
-    """``IOInfo`` (values, shapes, types; text or UTF-8 bytes) as a Node field, empty ones omitted."""
-    small, limit = _SMALL, _SMALL_LIMIT
-    out = b""
-    for tag, text in zip((b"\x0a", b"\x12", b"\x1a"), io, strict=True):
-        if text:
-            data = text.encode() if isinstance(text, str) else text
-            n = len(data)
-            out += tag + (small[n] if n < limit else varint(n)) + data
-    return out
-
-
-def encode_node(
-    node_id: int,
-    name: str,
-    node_type: int,
-    ctrl_deps: Sequence[int],
-    data_deps: Sequence[int],
-    start_time_micros: int,
-    duration_micros: int,
-    inputs: tuple[str | bytes, str | bytes, str | bytes] | None,
-    outputs: tuple[str | bytes, str | bytes, str | bytes] | None,
-    attrs: Sequence[bytes],
-) -> bytes:
-    """A ``Node`` message's bytes; ``attrs`` are fields from :class:`AttrEncoder`."""
-    # hot path: varints of small values are inlined table lookups
-    small, limit = _SMALL, _SMALL_LIMIT
-    parts = []
-    if node_id:
-        parts.append(_ID + (small[node_id] if 0 < node_id < limit else varint(node_id)))
-    if name:
-        data = name.encode()
-        parts.append(_NAME + (small[len(data)] if len(data) < limit else varint(len(data))) + data)
-    if node_type:
-        parts.append(_TYPE + varint(node_type))
-    for tag, deps in ((_CTRL, ctrl_deps), (_DATA, data_deps)):
-        if deps:
-            packed = b"".join([small[d] if 0 <= d < limit else varint(d) for d in deps])
-            parts.append(tag + (small[len(packed)] if len(packed) < limit else varint(len(packed))) + packed)
-    if start_time_micros:
-        parts.append(_START + varint(start_time_micros))
-    if duration_micros:
-        parts.append(_DUR + (small[duration_micros] if 0 < duration_micros < limit else varint(duration_micros)))
-    for tag, io in ((_INPUTS, inputs), (_OUTPUTS, outputs)):
-        if io is not None:  # a given IOInfo is written even when empty, as protobuf writes a set field
-            body = _io_info(io)
-            parts.append(tag + (small[len(body)] if len(body) < limit else varint(len(body))) + body)
-    parts.extend(attrs)
-    return b"".join(parts)
-
-
+_ATTR = b"\x52"  # Node.attr = 10, length-delimited
 #: Value tags of the scalar oneof members written by hand.
 _VARINT_MEMBERS = {"int64_val": b"\x48", "uint64_val": b"\x68", "int32_val": b"\x38", "uint32_val": b"\x58"}
 _BOOL_TAG = b"\xd8\x01"  # bool_val = 27
