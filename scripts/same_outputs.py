@@ -72,6 +72,9 @@ def cases() -> list[Case]:
              str(hta / "benchmark_simple_add_trace.json.gz"), "-o", "{out}/et/job"),
             *_analyses("{out}/et/job", "{out}/et/job.0.et"),
         )),
+        Case("pytorch host alone (PARAM resnet 1 GPU)", (
+            ("convert", "pytorch", "--host", str(param / "resnet_1gpu_et.json.gz"), "-o", "{out}/et/job"),
+        )),
         Case("pytorch host with collectives (PARAM resnet 2 GPUs)", (
             ("convert", "pytorch", "--host", str(param / "resnet_2gpu_et.json.gz"), "-o", "{out}/et/job"),
             *_analyses("{out}/et/job", "{out}/et/job.0.et"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,7 +12,7 @@ from hypothesis import strategies as st
 from chakra.attrs import WELL_KNOWN, set_attr
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node
-from chakra.wire import AttrEncoder, encode_node, varint
+from chakra.wire import AttrEncoder, encode_node, python_repr_of_json, varint
 
 #: A value of each well-known attribute's kind, defaults included (oneof members have presence).
 SAMPLE_VALUES = {"bool": [True, False], "int": [0, 1, 300, -1, 1 << 40], "str": ["", "aten::mm(Tensor self)"]}
@@ -103,3 +106,50 @@ def test_wrong_argument_types_are_refused_with_a_type_error(arguments):
 
 def test_negative_numbers_are_64_bit_twos_complement_varints():
     assert varint(-1) == b"\xff" * 9 + b"\x01"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(value=JSON_VALUES, spaced=st.booleans())
+def test_json_as_python_text_is_strs_text_or_left_to_python(value, spaced):
+    text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":")).encode()
+    written = python_repr_of_json(text)
+    assert written is None or written == str(msgspec.json.decode(text)).encode()
+
+
+@given(
+    value=st.lists(
+        st.recursive(
+            st.none()
+            | st.booleans()
+            | st.integers(-(10**17), 10**17)
+            | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(
+                alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="\\'\""), max_size=8
+            ),
+            lambda inner: st.lists(inner, max_size=4),
+            max_leaves=12,
+        )
+    )
+)
+def test_io_lists_of_numbers_flags_and_plain_names_are_written_without_python(value):
+    text = json.dumps(value).encode()
+    assert python_repr_of_json(text) == str(msgspec.json.decode(text)).encode()
+
+
+def test_forms_whose_python_text_has_rules_of_its_own_are_left_to_python():
+    for text in (
+        b'"bare"',
+        b'["it\'s"]',
+        b'["caf\\u00e9"]',
+        '["café"]'.encode(),
+        b'[{"a": 1, "a": 2}]',
+        b"[123456789012345678901]",
+        b"[1,",
+    ):
+        assert python_repr_of_json(text) is None, text

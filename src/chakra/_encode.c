@@ -7,6 +7,10 @@
  */
 #include "_wire.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 /* Node field tags: (field number << 3) | wire type. */
 enum {
     T_ID = 0x08, T_NAME = 0x12, T_TYPE = 0x18, T_CTRL = 0x22, T_DATA = 0x2a, T_START = 0x30, T_DUR = 0x38,
@@ -163,6 +167,154 @@ static PyObject *encode_node(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
+/*
+ * Python's str() of a JSON value, written from the JSON text without building the value: what
+ * upstream's converter stores as an IO list (str of the parsed list). Only the forms whose text is
+ * certain are written here: lists, true/false/null, integers of at most 18 digits, numbers
+ * with a fraction or an exponent (Python floats: repr'd by CPython's own float formatting), and
+ * strings of printable ASCII without quotes or escapes. Anything else (long integers, escapes,
+ * non-ASCII text, quotes, which Python's repr escapes by its own rules; objects, whose duplicate keys
+ * Python settles; a bare string, whose str() is not its repr) makes the whole value None,
+ * and the caller parses it with Python.
+ */
+#define REPR_MAX_INT_DIGITS 18
+
+typedef struct {
+    const char *p;
+    const char *end;
+} Json;
+
+/* 1: written; 0: a form left to Python; -1: an error (set). */
+static int repr_value(Json *j, Buf *out, int depth);
+
+static void skip_space(Json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
+}
+
+static int repr_string(Json *j, Buf *out) {
+    const char *start = ++j->p; /* after the opening quote */
+    while (j->p < j->end && *j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '\\' || c == '\'' || c < 0x20 || c >= 0x7f) return 0;
+        j->p++;
+    }
+    if (j->p >= j->end) return 0;
+    size_t len = (size_t)(j->p - start);
+    j->p++; /* the closing quote */
+    if (put_byte(out, '\'') < 0 || put_bytes(out, start, len) < 0 || put_byte(out, '\'') < 0) return -1;
+    return 1;
+}
+
+static int repr_number(Json *j, Buf *out) {
+    const char *start = j->p;
+    int is_float = 0, digits = 0;
+    if (j->p < j->end && *j->p == '-') j->p++;
+    while (j->p < j->end) {
+        char c = *j->p;
+        if (c >= '0' && c <= '9') {
+            digits++;
+        } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+            is_float = 1;
+        } else {
+            break;
+        }
+        j->p++;
+    }
+    size_t len = (size_t)(j->p - start);
+    if (digits == 0 || len > 64) return 0;
+    char text[65];
+    memcpy(text, start, len);
+    text[len] = '\0';
+    if (!is_float) {
+        if (digits > REPR_MAX_INT_DIGITS) return 0;
+        long long value = strtoll(text, NULL, 10);
+        char printed[32];
+        int n = snprintf(printed, sizeof printed, "%lld", value);
+        return put_bytes(out, printed, (size_t)n) < 0 ? -1 : 1;
+    }
+    char *after = NULL;
+    double value = PyOS_string_to_double(text, &after, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (after != text + len || !isfinite(value)) return 0;
+    char *printed = PyOS_double_to_string(value, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (!printed) return -1;
+    int rc = put_bytes(out, printed, strlen(printed)) < 0 ? -1 : 1;
+    PyMem_Free(printed);
+    return rc;
+}
+
+static int repr_word(Json *j, Buf *out, const char *word, const char *python) {
+    size_t n = strlen(word);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return 0;
+    j->p += n;
+    return put_bytes(out, python, strlen(python)) < 0 ? -1 : 1;
+}
+
+/* The items of a list, after its opening bracket, up to and including the closing one. */
+static int repr_list(Json *j, Buf *out, int depth) {
+    if (put_byte(out, '[') < 0) return -1;
+    skip_space(j);
+    if (j->p < j->end && *j->p == ']') {
+        j->p++;
+        return put_byte(out, ']') < 0 ? -1 : 1;
+    }
+    for (;;) {
+        int rc = repr_value(j, out, depth + 1);
+        if (rc != 1) return rc;
+        skip_space(j);
+        if (j->p >= j->end) return 0;
+        if (*j->p == ']') {
+            j->p++;
+            return put_byte(out, ']') < 0 ? -1 : 1;
+        }
+        if (*j->p != ',') return 0;
+        j->p++;
+        if (put_bytes(out, ", ", 2) < 0) return -1;
+    }
+}
+
+static int repr_value(Json *j, Buf *out, int depth) {
+    if (depth > MAX_DEPTH) return 0;
+    skip_space(j);
+    if (j->p >= j->end) return 0;
+    switch (*j->p) {
+    case '[': j->p++; return repr_list(j, out, depth);
+    case '{': return 0; /* a dict: duplicate keys and their order are Python's to settle */
+    case '"': return depth > 0 ? repr_string(j, out) : 0; /* str() of a bare string is not its repr */
+    case 't': return repr_word(j, out, "true", "True");
+    case 'f': return repr_word(j, out, "false", "False");
+    case 'n': return repr_word(j, out, "null", "None");
+    default: return repr_number(j, out);
+    }
+}
+
+static PyObject *python_repr_of_json(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Json j = {(const char *)view.buf, (const char *)view.buf + view.len};
+    Buf out = {0};
+    int rc = repr_value(&j, &out, 0);
+    if (rc == 1) {
+        skip_space(&j);
+        if (j.p != j.end) rc = 0; /* text after the value: not a value Python would have parsed */
+    }
+    PyObject *result = NULL;
+    if (rc == 1) {
+        result = buf_to_bytes(&out);
+    } else if (rc == 0) {
+        result = Py_NewRef(Py_None);
+    } else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(out.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *varint(PyObject *self, PyObject *value) {
     (void)self;
     uint64_t v;
@@ -175,6 +327,8 @@ static PyMethodDef methods[] = {
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL,
      "encode_node(node_id, name, node_type, ctrl_deps, data_deps, start_time_micros, duration_micros, "
      "inputs, outputs, attrs) -> bytes of the Node message"},
+    {"python_repr_of_json", python_repr_of_json, METH_O,
+     "python_repr_of_json(json_text) -> UTF-8 bytes of str(the parsed value), or None for a form left to Python"},
     {"varint", varint, METH_O, "varint(value) -> base-128 varint bytes (negative values as 64-bit two's complement)"},
     {NULL, NULL, 0, NULL},
 };

@@ -6,7 +6,10 @@ ctrl_deps, data_deps, start_time_micros, duration_micros, inputs, outputs, attrs
 ``src/chakra/_encode.c``) writes the same bytes protobuf would (fields in number order, proto3
 defaults omitted, repeated ids packed; ``inputs``/``outputs`` ``None`` or an IOInfo's (values, shapes,
 types) as text or UTF-8 bytes, written even when empty; ``attrs`` fields from :class:`AttrEncoder`);
-``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement); and
+``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement);
+``python_repr_of_json(text)`` is ``str()`` of a JSON value as UTF-8 (the text upstream stores for an IO
+list), written from the JSON without parsing it into objects, or ``None`` for the forms whose text
+Python's own rules settle (escapes, non-ASCII, quotes, objects, long integers: parse those); and
 :class:`AttrEncoder` encodes attributes in their registered value kinds (``chakra.attrs``), caching
 the bytes of values that repeat (``op_schema`` strings, flags, thread ids). Tests compare both with
 protobuf's own serialization.
@@ -24,11 +27,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from chakra._encode import encode_node, varint
+from chakra._encode import encode_node, python_repr_of_json, varint
 from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
 from chakra.schema.protobuf.et_def_pb2 import Node
 
-__all__ = ["AttrEncoder", "encode_node", "varint"]
+__all__ = ["AttrEncoder", "encode_node", "python_repr_of_json", "varint"]
 
 
 def _len_field(tag: bytes, payload: bytes) -> bytes:

@@ -27,7 +27,7 @@ from chakra.pytorch.report import (
     Conversion,
 )
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE, AttributeProto, GlobalMetadata
-from chakra.wire import AttrEncoder, encode_node
+from chakra.wire import AttrEncoder, encode_node, python_repr_of_json
 
 _decode_json = msgspec.json.Decoder().decode
 
@@ -200,14 +200,15 @@ class _Encoder:
 
 def _python_repr_of_json(raw: msgspec.Raw, cache: dict[bytes, bytes] | None = None) -> bytes:
     """The text upstream stores for an IO list, UTF-8 encoded: Python ``str()`` of the parsed
-    JSON (``reference/chakra-format.md`` §7); shapes and types repeat, so callers pass a cache."""
+    JSON (``reference/chakra-format.md`` §7), written from the JSON where it can be
+    (:func:`chakra.wire.python_repr_of_json`); shapes and types repeat, so callers pass a cache."""
     if cache is not None:
         key = bytes(raw)
         text = cache.get(key)
         if text is None:
-            text = cache[key] = str(_decode_json(key)).encode()
+            text = cache[key] = python_repr_of_json(key) or str(_decode_json(key)).encode()
         return text
-    return str(_decode_json(raw)).encode()
+    return python_repr_of_json(raw) or str(_decode_json(raw)).encode()
 
 
 def _thread_ids(items: list[Item]) -> dict[Any, int]:
