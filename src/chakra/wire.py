@@ -6,7 +6,8 @@ ctrl_deps, data_deps, start_time_micros, duration_micros, inputs, outputs, attrs
 ``src/chakra/_encode.c``) writes the same bytes protobuf would (fields in number order, proto3
 defaults omitted, repeated ids packed; ``inputs``/``outputs`` ``None`` or an IOInfo's (values, shapes,
 types) as text or UTF-8 bytes, written even when empty; ``attrs`` fields from :class:`AttrEncoder`);
-``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement);
+``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement; the same
+function as :func:`chakra.io.encode_varint`);
 ``python_repr_of_json(text)`` is ``str()`` of a JSON value as UTF-8 (the text upstream stores for an IO
 list), written from the JSON without parsing it into objects, or ``None`` for the forms whose text
 Python's own rules settle (escapes, non-ASCII, quotes, objects, long integers: parse those); and

@@ -20,6 +20,9 @@ from typing import Any, BinaryIO
 
 import zstandard
 
+# encode_varint: base-128 varint, least significant group first (protobuf's length encoding; negative
+# values as their 64-bit two's complement): the one varint writer, in C beside the node encoder
+from chakra._encode import varint as encode_varint
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 
 #: Version string written into ``GlobalMetadata.version`` when a producer leaves it empty: the
@@ -53,16 +56,6 @@ def compression_for(path: PathLike) -> str | None:
     if suffix in (".zst", ".zstd"):
         return "zstd"
     return None
-
-
-def encode_varint(value: int) -> bytes:
-    """Unsigned base-128 varint, least significant group first (protobuf's length encoding)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 #: Pre-encoded length prefixes for records under 16 KiB, which covers nearly every node.

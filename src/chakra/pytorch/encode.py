@@ -198,17 +198,17 @@ class _Encoder:
         return metadata
 
 
-def _python_repr_of_json(raw: msgspec.Raw, cache: dict[bytes, bytes] | None = None) -> bytes:
+def _python_repr_of_json(raw: msgspec.Raw | bytes, cache: dict[bytes, bytes] | None = None) -> bytes:
     """The text upstream stores for an IO list, UTF-8 encoded: Python ``str()`` of the parsed
     JSON (``reference/chakra-format.md`` §7), written from the JSON where it can be
     (:func:`chakra.wire.python_repr_of_json`); shapes and types repeat, so callers pass a cache."""
-    if cache is not None:
-        key = bytes(raw)
-        text = cache.get(key)
-        if text is None:
-            text = cache[key] = python_repr_of_json(key) or str(_decode_json(key)).encode()
-        return text
-    return python_repr_of_json(raw) or str(_decode_json(raw)).encode()
+    if cache is None:
+        return python_repr_of_json(raw) or str(_decode_json(raw)).encode()
+    key = bytes(raw)
+    text = cache.get(key)
+    if text is None:
+        text = cache[key] = _python_repr_of_json(key)
+    return text
 
 
 def _thread_ids(items: list[Item]) -> dict[Any, int]:
