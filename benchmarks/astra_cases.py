@@ -11,7 +11,6 @@ simulators and returns both figures per rank.
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, CollectiveCommType
-from chakra.sim.astra import AstraRank, AstraRun, run_astra_sim
+from chakra.sim.astra import CRASHED_AT_EXIT, AstraRank, AstraRun, run_astra_sim
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import load_network, load_system
 from chakra.sim.config.system import ASTRA_COMPAT_KEY
@@ -42,8 +41,7 @@ BASE_SYSTEM = {
     "roofline-enabled": 0,
     "peak-perf": 900,
 }
-#: How subprocess reports ASTRA-sim killed by SIGABRT, and how often such a run is tried (run_workload).
-ABORTED = -signal.SIGABRT
+#: How often a run that crashed at exit with lines missing is tried (run_workload).
 ABORT_ATTEMPTS = 3
 #: The comm group id of a case's subgroup.
 SUBGROUP_ID = 1
@@ -182,15 +180,16 @@ def run_workload(
 ) -> Outcome:
     """Run the workload ``prefix`` (with ``case``'s configuration files) in both simulators.
 
-    Where ranks are in several groups, ASTRA-sim may abort at exit (a double free in its
-    communicator-group teardown, SIGABRT) after printing its results, and its logger may lose lines
-    then: such a run is repeated (up to :data:`ABORT_ATTEMPTS` runs) until every rank's line is there.
+    Where ranks are in several groups, ASTRA-sim may crash at exit (a double free in its
+    communicator-group teardown, :data:`chakra.sim.astra.CRASHED_AT_EXIT`) after printing its
+    results, and its logger may lose lines then: such a run is repeated (up to
+    :data:`ABORT_ATTEMPTS` runs) until every rank's line is there.
     """
     from chakra.errors import ChakraError
 
     for _ in range(ABORT_ATTEMPTS):
         theirs = run_astra_sim(binary, prefix, system_path, network_path, comm_groups=comm_groups)
-        if theirs.returncode != ABORTED or len(theirs.ranks) == case.world:
+        if theirs.returncode not in CRASHED_AT_EXIT or len(theirs.ranks) == case.world:
             break
     try:
         result = simulate_workload(
