@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from chakra.attrs import WELL_KNOWN, set_attr
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node
-from chakra.wire import AttrEncoder, encode_node, python_repr_of_json, varint
+from chakra.wire import RAW, AttrColumn, AttrEncoder, encode_columns, encode_node, python_repr_of_json, varint
 
 #: A value of each well-known attribute's kind, defaults included (oneof members have presence).
 SAMPLE_VALUES = {"bool": [True, False], "int": [0, 1, 300, -1, 1 << 40], "str": ["", "aten::mm(Tensor self)"]}
@@ -153,3 +153,127 @@ def test_forms_whose_python_text_has_rules_of_its_own_are_left_to_python():
         b"[1,",
     ):
         assert python_repr_of_json(text) is None, text
+
+
+# -- the batch encoder: columns in, the same records out ---------------------------------------------
+
+IO_TEXTS = st.one_of(st.none(), st.tuples(st.text(max_size=8), st.text(max_size=8), st.text(max_size=8)))
+#: Values of attributes of each member the batch encoder writes itself, None for rows without one.
+ATTR_COLUMNS = {
+    "rf_id": st.one_of(st.none(), st.integers(-(1 << 63), (1 << 63) - 1)),  # int64_val
+    "comm_src": st.one_of(st.none(), st.integers(-(1 << 31), (1 << 31) - 1)),  # int32_val
+    "tensor_size": st.one_of(st.none(), st.integers(0, (1 << 64) - 1)),  # uint64_val
+    "is_cpu_op": st.one_of(st.none(), st.booleans()),  # bool_val
+    "op_schema": st.one_of(st.none(), st.text(max_size=12)),  # string_val
+}
+ROWS = st.fixed_dictionaries(
+    {
+        "name": st.text(max_size=10),
+        "type": st.integers(0, 7),
+        "ctrl": st.lists(st.integers(0, 1 << 40), max_size=4),
+        "data": st.lists(st.integers(0, 1 << 40), max_size=4),
+        "start": st.integers(0, 1 << 50),
+        "dur": st.integers(0, 1 << 30),
+        "inputs": IO_TEXTS,
+        "outputs": IO_TEXTS,
+        **ATTR_COLUMNS,
+    }
+)
+
+
+def _columns(rows: list[dict]) -> tuple[list, list[AttrColumn]]:
+    keys = ["name", "type", "ctrl", "data", "start", "dur", "inputs", "outputs"]
+    return [[r[k] for r in rows] for k in keys], [AttrColumn(name, [r[name] for r in rows]) for name in ATTR_COLUMNS]
+
+
+@given(rows=st.lists(ROWS, max_size=6), first_id=st.integers(0, 1 << 40))
+def test_a_batch_encodes_as_each_node_alone_with_its_dependencies_once(rows, first_id):
+    columns, attrs = _columns(rows)
+    ids = [first_id + i for i in range(len(rows))]
+    done = encode_columns(*columns, attrs, node_ids=ids)
+    encode = AttrEncoder()
+    alone = [
+        encode_node(
+            ids[i], r["name"], r["type"], list(dict.fromkeys(r["ctrl"])), list(dict.fromkeys(r["data"])),
+            r["start"], r["dur"], r["inputs"], r["outputs"],
+            [encode(name, r[name]) for name in ATTR_COLUMNS if r[name] is not None],
+        )
+        for i, r in enumerate(rows)
+    ]  # fmt: skip
+    assert done.payloads == alone
+    assert done.repeated == sum(
+        len(r["ctrl"]) - len(set(r["ctrl"])) + len(r["data"]) - len(set(r["data"])) for r in rows
+    )
+
+
+@given(deps=st.lists(st.integers(0, 200), max_size=150))
+def test_long_dependency_lists_keep_the_first_mention_of_each_id_in_order(deps):
+    done = encode_columns(["n"], [4], [deps], [[]], [0], [0], [None], [None], node_ids=[1000])
+    assert list(Node.FromString(done.payloads[0]).ctrl_deps) == list(dict.fromkeys(deps))
+
+
+def test_dependencies_are_mapped_and_those_not_below_the_node_are_left_out_and_counted():
+    id_map = {10: 0, 20: 1, 30: 2}
+    done = encode_columns(
+        ["a", "b", "c"], [4, 4, 4], [[], [10, 99], [20, 30]], [[], [], [10, 10]], [0] * 3, [0] * 3,
+        [None] * 3, [None] * 3, id_map=id_map, earlier_only=True,
+    )  # fmt: skip
+    c = Node.FromString(done.payloads[2])
+    assert (list(c.ctrl_deps), list(c.data_deps)) == ([1], [0])
+    assert (done.later, done.repeated) == (1, 1)  # 30 is c itself; 99 names no node written: skipped
+
+
+def test_raw_columns_append_fields_encoded_elsewhere():
+    encode = AttrEncoder()
+    fields = encode("comm_type", 0) + encode("comm_size", 1 << 20)
+    done = encode_columns(["ar"], [7], [[]], [[]], [0], [0], [None], [None], [AttrColumn("group", [fields], RAW)])
+    expected = Node(id=0, name="ar", type=7)
+    set_attr(expected, "comm_type", 0)
+    set_attr(expected, "comm_size", 1 << 20)
+    assert done.payloads[0] == expected.SerializeToString()
+
+
+@pytest.mark.parametrize("values", [[1.5, 0.25], ["a", "bc"], [[1, 2], [3]], [b"x", b"yz"]])
+def test_columns_of_other_members_encode_as_set_attr_writes_them(values):
+    done = encode_columns(["a", "b"], [4, 4], [[], []], [[], []], [0, 0], [0, 0], [None] * 2, [None] * 2,
+                          [AttrColumn("custom", values)])  # fmt: skip
+    for payload, value in zip(done.payloads, values, strict=True):
+        expected = Node(id=Node.FromString(payload).id, name=Node.FromString(payload).name, type=4)
+        set_attr(expected, "custom", value)
+        assert payload == expected.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("comm_src", 1 << 40),
+        ("rf_id", 1 << 63),
+        ("tensor_size", -1),
+        ("tensor_size", 1 << 64),
+        ("is_cpu_op", 2),
+        ("op_schema", 3),
+        ("rf_id", True),
+        ("rf_id", 1.0),
+    ],
+)
+def test_batch_values_the_member_cannot_hold_are_refused_as_set_attr_refuses_them(name, value):
+    with pytest.raises(AttrKindError) as batch:
+        encode_columns(["n"], [4], [[]], [[]], [0], [0], [None], [None], [AttrColumn(name, [value])])
+    with pytest.raises(AttrKindError) as alone:
+        set_attr(Node(), name, value)
+    assert str(batch.value) == str(alone.value)
+
+
+def test_columns_of_different_lengths_are_refused():
+    with pytest.raises(ValueError, match="node_types has 1 rows, names has 2"):
+        encode_columns(["a", "b"], [4], [[], []], [[], []], [0, 0], [0, 0], [None] * 2, [None] * 2)
+
+
+@given(lists=st.lists(st.tuples(JSON_VALUES, JSON_VALUES, JSON_VALUES), min_size=1, max_size=4))
+def test_io_lists_given_as_json_are_written_as_the_text_of_their_python_values(lists):
+    as_json = [tuple(json.dumps(value).encode() for value in io) for io in lists]
+    as_text = [tuple(str(value) for value in io) for io in lists]
+    rows = len(lists)
+    common = (["n"] * rows, [4] * rows, [[]] * rows, [[]] * rows, [0] * rows, [0] * rows)
+    from_json = encode_columns(*common, as_json, [None] * rows, io_json=lambda raw: str(json.loads(raw)))
+    assert from_json.payloads == encode_columns(*common, as_text, [None] * rows).payloads

@@ -1,5 +1,6 @@
 # Types of the C module src/chakra/_encode.c (Node records as protobuf writes them; see chakra/wire.py).
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 def encode_node(
     node_id: int,
@@ -13,5 +14,21 @@ def encode_node(
     outputs: tuple[str | bytes, str | bytes, str | bytes] | None,
     attrs: Sequence[bytes],
 ) -> bytes: ...
+def encode_nodes(
+    names: Sequence[str | bytes],
+    node_types: Sequence[int],
+    ctrl_deps: Sequence[Sequence[int]],
+    data_deps: Sequence[Sequence[int]],
+    start_time_micros: Sequence[int],
+    duration_micros: Sequence[int],
+    inputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    outputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    attrs: Sequence[tuple[str, str, Sequence[Any]]],
+    *,
+    node_ids: Sequence[int] | None = None,
+    id_map: dict[Any, Any] | None = None,
+    earlier_only: bool = False,
+    io_json: Callable[[Any], str | bytes] | None = None,
+) -> tuple[list[bytes], int, int]: ...
 def varint(value: int) -> bytes: ...
 def python_repr_of_json(json_text: bytes | bytearray | memoryview) -> bytes | None: ...

@@ -6,7 +6,9 @@ ctrl_deps, data_deps, start_time_micros, duration_micros, inputs, outputs, attrs
 ``src/chakra/_encode.c``) writes the same bytes protobuf would (fields in number order, proto3
 defaults omitted, repeated ids packed; ``inputs``/``outputs`` ``None`` or an IOInfo's (values, shapes,
 types) as text or UTF-8 bytes, written even when empty; ``attrs`` fields from :class:`AttrEncoder`);
-``varint(value)`` is a base-128 varint (negative values as their 64-bit two's complement; the same
+``encode_nodes`` is the same for a batch of nodes given as columns (:func:`encode_columns` takes
+attributes as :class:`AttrColumn`), the loop in C too; ``varint(value)`` is a base-128 varint
+(negative values as their 64-bit two's complement; the same
 function as :func:`chakra.io.encode_varint`);
 ``python_repr_of_json(text)`` is ``str()`` of a JSON value as UTF-8 (the text upstream stores for an IO
 list), written from the JSON without parsing it into objects, or ``None`` for the forms whose text
@@ -26,13 +28,25 @@ Example:
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from chakra._encode import encode_node, python_repr_of_json, varint
+from chakra._encode import encode_node, encode_nodes, python_repr_of_json, varint
 from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
 from chakra.schema.protobuf.et_def_pb2 import Node
 
-__all__ = ["AttrEncoder", "encode_node", "python_repr_of_json", "varint"]
+__all__ = [
+    "RAW",
+    "AttrColumn",
+    "AttrEncoder",
+    "EncodedNodes",
+    "encode_columns",
+    "encode_node",
+    "encode_nodes",
+    "python_repr_of_json",
+    "varint",
+]
 
 
 def _len_field(tag: bytes, payload: bytes) -> bytes:
@@ -105,3 +119,107 @@ class AttrEncoder:
         if key is not None and len(self._cache) < _CACHE_LIMIT:
             self._cache[key] = field
         return field
+
+
+#: The member of an :class:`AttrColumn` whose values are attribute fields already encoded (bytes
+#: from :class:`AttrEncoder`, any number of fields), appended as they are.
+RAW = "raw"
+#: Members the C batch encoder writes itself; columns of other members are encoded here first.
+_BATCH_MEMBERS = frozenset(
+    {RAW, "int64_val", "uint64_val", "int32_val", "uint32_val", "bool_val", "string_val", "double_val"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AttrColumn:
+    """One attribute over a batch of nodes: ``values[i]`` is row i's value, ``None`` where the row
+    has none. ``member`` is the registered one for well-known names (``chakra.attrs``), else the
+    one given, else inferred from each value as :func:`chakra.attrs.set_attr` infers it; :data:`RAW`
+    for encoded fields (``name`` is then only a label)."""
+
+    name: str
+    values: Sequence[Any]
+    member: str | None = None
+
+
+class EncodedNodes(NamedTuple):
+    """What :func:`encode_columns` wrote: one payload per row, and the dependencies it left out
+    (``later``: not below the row's own id, with ``earlier_only``; ``repeated``: a second mention)."""
+
+    payloads: list[bytes]
+    later: int
+    repeated: int
+
+
+def encode_columns(
+    names: Sequence[str | bytes],
+    node_types: Sequence[int],
+    ctrl_deps: Sequence[Sequence[int]],
+    data_deps: Sequence[Sequence[int]],
+    start_time_micros: Sequence[int],
+    duration_micros: Sequence[int],
+    inputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    outputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    attrs: Sequence[AttrColumn] = (),
+    *,
+    node_ids: Sequence[int] | None = None,
+    id_map: Mapping[int, int] | None = None,
+    earlier_only: bool = False,
+    io_json: Callable[[Any], str | bytes] | None = None,
+) -> EncodedNodes:
+    """Nodes given as columns (one row per node), encoded as :func:`encode_node` encodes one: row
+    ``i`` gets id ``node_ids[i]`` (default ``i``). Dependencies are mapped through ``id_map`` when
+    given (ids it lacks are skipped: nodes not written), with ``earlier_only`` those not below the
+    row's own id are left out, and each is written once. Attribute values are checked as
+    :func:`chakra.attrs.set_attr` checks them (:class:`~chakra.errors.AttrKindError`). With
+    ``io_json``, the IO lists are given as JSON (bytes, ``msgspec.Raw``) and written as Python's
+    ``str()`` of their values (upstream's text form), by :func:`python_repr_of_json` or, for the
+    forms it leaves to Python, by ``io_json(json)``.
+
+    Example:
+        >>> done = encode_columns(["a", "b"], [4, 4], [[], [0, 0]], [[], [5]], [0, 2], [2, 1],
+        ...                       [None, None], [None, None], [AttrColumn("rf_id", [None, 7])], earlier_only=True)
+        >>> done.later, done.repeated
+        (1, 1)
+        >>> Node.FromString(done.payloads[1]).ctrl_deps, Node.FromString(done.payloads[1]).attr[0].int64_val
+        ([0], 7)
+    """
+    columns = [_batch_column(column) for column in attrs]
+    payloads, later, repeated = encode_nodes(
+        names,
+        node_types,
+        ctrl_deps,
+        data_deps,
+        start_time_micros,
+        duration_micros,
+        inputs,
+        outputs,
+        columns,
+        node_ids=node_ids,
+        id_map=dict(id_map) if id_map is not None and not isinstance(id_map, dict) else id_map,
+        earlier_only=earlier_only,
+        io_json=io_json,
+    )
+    return EncodedNodes(payloads, later, repeated)
+
+
+def _batch_column(column: AttrColumn) -> tuple[str, str, Sequence[Any]]:
+    """``column`` as the C encoder takes it: its member, or its values encoded here when the member
+    is one it does not write (or has to be inferred value by value)."""
+    spec = WELL_KNOWN.get(column.name)
+    member = spec.member if spec is not None else column.member
+    if member in _BATCH_MEMBERS:
+        return (column.name, member, column.values)
+    encode = AttrEncoder()
+    fields: list[bytes | None] = []
+    for value in column.values:
+        if value is None:
+            fields.append(None)
+            continue
+        if member is None:
+            fields.append(encode(column.name, value))
+            continue
+        holder = Node()
+        set_attr(holder, column.name, value, member=member)
+        fields.append(_len_field(_ATTR, holder.attr[0].SerializeToString()))
+    return (column.name, RAW, fields)

@@ -15,8 +15,9 @@ from chakra import __version__
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, op_cost
-from chakra.pytorch.host import HostNode
+from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item
+from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
     KIND_CPU,
@@ -27,9 +28,18 @@ from chakra.pytorch.report import (
     Conversion,
 )
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE, AttributeProto, GlobalMetadata
-from chakra.wire import AttrEncoder, encode_node, python_repr_of_json
+from chakra.wire import RAW, AttrColumn, AttrEncoder, encode_columns
 
 _decode_json = msgspec.json.Decoder().decode
+
+#: The attribute columns of a conversion's nodes, in the order a node lists them (no node has both
+#: ``rf_id`` columns or both ``tensor_size`` ones); ``added`` holds the fields the steps added.
+_COLUMN_ORDER = (
+    "is_cpu_op", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema", "num_ops", "tensor_size",
+    "stream", "device", "correlation", "launcher_rf_id", "activity_bytes", "added", "part_of",
+)  # fmt: skip
+#: Columns named for their role, written as these attributes.
+_COLUMN_ATTR = {"launcher_rf_id": "rf_id", "activity_bytes": "tensor_size"}
 
 
 def encode_nodes(builder: Builder, comm_nodes: list[CommNode]) -> Conversion:
@@ -61,9 +71,7 @@ class _Encoder:
         self.rank = builder.rank
         self.report = builder.report
         self.costed_below = _costed_ancestors(builder)
-        self.io_cache: dict[bytes, bytes] = {}
         self.encode = AttrEncoder()
-        self.shared_attrs: dict[tuple[Any, ...], bytes] = {}
 
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
@@ -71,47 +79,28 @@ class _Encoder:
         items = sorted(self.items.values(), key=lambda i: i.key)
         new_id = {item.node_id: index for index, item in enumerate(items)}
         thread_ids = _thread_ids(items) if self.linked else {}
-        payloads: list[bytes] = []
         starts = [i.ts_us for i in items if i.ts_us is not None]
         if starts:
             self.report.measured_span_us = max(i.end_us for i in items if i.ts_us is not None) - min(starts)
-        kinds = self.report.nodes
-        for own, item in enumerate(items):
-            data = [new_id[d] for d in item.data if d in new_id]
-            ctrl = [new_id[d] for d in item.ctrl if d in new_id]
-            kept_data = _dedupe([d for d in data if d < own])
-            kept_ctrl = _dedupe([d for d in ctrl if d < own])
-            self.report.edges_against_time += len(data) - len(kept_data) + len(ctrl) - len(kept_ctrl)
-            attrs = self._attributes(item, thread_ids)
-            if item.part_of is not None:
-                attrs.append(self.encode("part_of", new_id[item.part_of.node_id]))
-            timed = item.ts_us is not None
-            payloads.append(
-                encode_node(
-                    own,
-                    item.name,
-                    item.node_type,
-                    kept_ctrl,
-                    kept_data,
-                    max(0, round(item.ts_us)) if timed else 0,  # type: ignore[arg-type]
-                    max(0, round(item.excl_us)) if timed else 0,
-                    self._io(item.host.inputs) if item.host is not None else None,
-                    self._io(item.host.outputs) if item.host is not None and item.node_type != METADATA_NODE else None,
-                    attrs,
-                )
-            )
-            kinds[self._kind_label(item)] += 1
+        done = encode_columns(
+            [i.name for i in items],
+            [i.node_type for i in items],
+            [i.ctrl for i in items],
+            [i.data for i in items],
+            [max(0, round(i.ts_us)) if i.ts_us is not None else 0 for i in items],
+            [max(0, round(i.excl_us)) if i.ts_us is not None else 0 for i in items],
+            [_io_json(i.host.inputs) if i.host is not None else None for i in items],
+            [_io_json(i.host.outputs) if i.host is not None and i.node_type != METADATA_NODE else None for i in items],
+            self._attribute_columns(items, thread_ids, new_id),
+            id_map=new_id,
+            earlier_only=True,
+            io_json=_python_text_of_json,
+        )
+        self.report.edges_against_time += done.later
+        self.report.nodes.update(self._kind_label(item) for item in items)
         for comm in comm_nodes:
             comm.node_id = new_id[comm.node_id]
-        return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
-
-    def _io(self, lists: Any) -> tuple[bytes, bytes, bytes]:
-        """The host trace's IO lists in upstream's text form (values unique, shapes/types repeat)."""
-        return (
-            _python_repr_of_json(lists.raw_values),
-            _python_repr_of_json(lists.raw_shapes, self.io_cache),
-            _python_repr_of_json(lists.raw_types, self.io_cache),
-        )
+        return Conversion(self._metadata(), done.payloads, comm_nodes, self.report, self.rank)
 
     def _kind_label(self, item: Item) -> str:
         if item.node_type == METADATA_NODE:
@@ -124,54 +113,61 @@ class _Encoder:
             )
         return KIND_CPU
 
-    def _attributes(self, item: Item, thread_ids: dict[Any, int]) -> list[bytes]:
-        """The node's attributes, encoded, in the registered value kinds."""
+    def _attribute_columns(
+        self, items: list[Item], thread_ids: dict[Any, int], new_id: dict[int, int]
+    ) -> list[AttrColumn]:
+        """The nodes' attributes as columns, in the order each kind of node lists them: a host op's
+        own (its trace's core attributes, then ``num_ops``/``tensor_size`` of modelled ops), the
+        later part of an op (its op's ``rf_id`` and thread), time between ops on a thread (the
+        thread), a device activity (stream, device, correlation, its launcher's ``rf_id``, bytes),
+        then the attributes the conversion's steps added, then ``part_of``."""
+        rows = len(items)
+        column: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMN_ORDER}
+        hosts = [item.host for item in items]
+        # a host op's own: one pass per column (most nodes are host ops), the rest row by row
+        column["is_cpu_op"] = [item.is_cpu if item.node_type != METADATA_NODE else None for item in items]
+        for name in ("rf_id", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"):
+            column[name] = [getattr(host, name) if host is not None else None for host in hosts]
+        if self.linked:
+            column["tid"] = [thread_ids.get(i.thread, i.host.tid) if i.host is not None else None for i in items]
+        else:
+            column["tid"] = [host.tid if host is not None else None for host in hosts]
+        for row, item in enumerate(items):
+            host = hosts[row]
+            if host is not None:
+                if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
+                    cost = _cost(host)
+                    if cost is not None:
+                        column["num_ops"][row] = cost.num_ops
+                        column["tensor_size"][row] = cost.tensor_size
+            elif item.part_of is not None and item.part_of.host is not None:
+                owner = item.part_of.host
+                column["rf_id"][row] = owner.rf_id
+                column["tid"][row] = thread_ids.get(item.thread, owner.tid)
+            elif item.activity is None and item.thread in thread_ids:
+                column["tid"][row] = thread_ids[item.thread]  # time outside operators on a thread
+            elif item.activity is not None:
+                self._activity_row(column, row, item.activity, item.node_type)
         encode = self.encode
-        out: list[bytes] = []
-        host = item.host
-        if item.node_type != METADATA_NODE:
-            out.append(encode("is_cpu_op", item.is_cpu))
-        if host is not None:
-            tid = thread_ids.get(item.thread, host.tid) if self.linked else host.tid
-            out += [encode.int64("rf_id", host.rf_id), encode("fw_parent", host.fw_parent)]
-            out.append(encode.int64("seq_id", host.seq_id))
-            # these four repeat together (one op kind on one thread): encoded once per combination
-            key = (host.scope, tid, host.fw_tid, host.op_schema)
-            shared = self.shared_attrs.get(key)
-            if shared is None:
-                shared = self.shared_attrs[key] = b"".join(
-                    [
-                        encode("scope", key[0]),
-                        encode("tid", key[1]),
-                        encode("fw_tid", key[2]),
-                        encode("op_schema", key[3]),
-                    ]
-                )
-            out.append(shared)
-            if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
-                cost = _cost(host)
-                if cost is not None:
-                    out += [encode("num_ops", cost.num_ops), encode("tensor_size", cost.tensor_size)]
-        elif item.part_of is not None and item.part_of.host is not None:
-            owner = item.part_of.host
-            out += [encode("rf_id", owner.rf_id), encode("tid", thread_ids.get(item.thread, owner.tid))]
-        elif item.activity is None and item.thread in thread_ids:
-            out.append(encode("tid", thread_ids[item.thread]))  # time outside operators on a thread
-        elif item.activity is not None:
-            activity = item.activity
-            out.append(encode("stream", activity.stream if isinstance(activity.stream, int) else 0))
-            if isinstance(activity.device, int):
-                out.append(encode("device", activity.device))
-            if activity.correlation is not None:
-                out.append(encode("correlation", int(activity.correlation)))
-            launcher = self.items.get(activity.host_id) if activity.host_id is not None else None
-            if launcher is not None and launcher.host is not None:
-                out.append(encode("rf_id", launcher.host.rf_id))
-            nbytes = activity.args.get("bytes")
-            if isinstance(nbytes, int) and item.node_type == COMP_NODE:
-                out.append(encode("tensor_size", nbytes))
-        out += [encode(name, value) for name, value in item.attrs]
-        return out
+        column["added"] = [
+            b"".join([encode(name, value) for name, value in item.attrs]) if item.attrs else None for item in items
+        ]
+        column["part_of"] = [new_id[item.part_of.node_id] if item.part_of is not None else None for item in items]
+        return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else None)
+                for name, values in column.items()]  # fmt: skip
+
+    def _activity_row(self, column: dict[str, list[Any]], row: int, activity: DeviceActivity, node_type: int) -> None:
+        column["stream"][row] = activity.stream if isinstance(activity.stream, int) else 0
+        if isinstance(activity.device, int):
+            column["device"][row] = activity.device
+        if activity.correlation is not None:
+            column["correlation"][row] = int(activity.correlation)
+        launcher = self.items.get(activity.host_id) if activity.host_id is not None else None
+        if launcher is not None and launcher.host is not None:
+            column["launcher_rf_id"][row] = launcher.host.rf_id
+        nbytes = activity.args.get("bytes")
+        if isinstance(nbytes, int) and node_type == COMP_NODE:
+            column["activity_bytes"][row] = nbytes
 
     def _metadata(self) -> GlobalMetadata:
         metadata = GlobalMetadata(version=FORMAT_VERSION)
@@ -198,17 +194,16 @@ class _Encoder:
         return metadata
 
 
-def _python_repr_of_json(raw: msgspec.Raw | bytes, cache: dict[bytes, bytes] | None = None) -> bytes:
-    """The text upstream stores for an IO list, UTF-8 encoded: Python ``str()`` of the parsed
-    JSON (``reference/chakra-format.md`` §7), written from the JSON where it can be
-    (:func:`chakra.wire.python_repr_of_json`); shapes and types repeat, so callers pass a cache."""
-    if cache is None:
-        return python_repr_of_json(raw) or str(_decode_json(raw)).encode()
-    key = bytes(raw)
-    text = cache.get(key)
-    if text is None:
-        text = cache[key] = _python_repr_of_json(key)
-    return text
+def _io_json(lists: IOLists) -> tuple[msgspec.Raw, msgspec.Raw, msgspec.Raw]:
+    """An op's inputs or outputs as the JSON texts of its ``values``, ``shapes`` and ``types``."""
+    return (lists.raw_values, lists.raw_shapes, lists.raw_types)
+
+
+def _python_text_of_json(raw: msgspec.Raw) -> bytes:
+    """The text upstream stores for an IO list (Python ``str()`` of the parsed JSON,
+    ``reference/chakra-format.md`` §7), for the forms :func:`chakra.wire.python_repr_of_json`
+    leaves to Python."""
+    return str(_decode_json(raw)).encode()
 
 
 def _thread_ids(items: list[Item]) -> dict[Any, int]:
