@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py scripts/system_deps.sh $(wildcard src/chakra/_*.c) src/chakra/_wire.h $(wildcard src/chakra/share/_*.c src/chakra/share/_*.h)
+$(STAMP): pyproject.toml setup.py scripts/system_deps.sh $(wildcard src/chakra/_*.c src/chakra/_*.h) $(wildcard src/chakra/share/_*.c src/chakra/share/_*.h)
 	bash scripts/system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -1,6 +1,8 @@
 """The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py), the
-producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the anonymizer's rewriter and leakage search (``src/chakra/share/_native.c``, see chakra/share/rules.py),
-all three reading or writing the wire format through ``src/chakra/_wire.h``.
+producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the anonymizer's rewriter and leakage
+search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three reading or writing the wire format
+through ``src/chakra/_wire.h``; and the host trace's attribute splitter (``src/chakra/_host_attrs.c``, see
+chakra/pytorch/host.py).
 
 Everything else about the package is in pyproject.toml.
 """
@@ -18,7 +20,13 @@ NATIVE = [
 setup(
     ext_modules=[
         Extension("chakra._columns", sources=["src/chakra/_columns.c"], depends=[WIRE], extra_compile_args=["-O2"]),
-        Extension("chakra._encode", sources=["src/chakra/_encode.c"], depends=[WIRE], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._encode",
+            sources=["src/chakra/_encode.c", "src/chakra/_json_repr.c"],
+            depends=[WIRE, "src/chakra/_json_repr.h"],
+            extra_compile_args=["-O2"],
+        ),
+        Extension("chakra._host_attrs", sources=["src/chakra/_host_attrs.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

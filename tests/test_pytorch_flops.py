@@ -22,6 +22,7 @@ from chakra.pytorch.flops import (
     SOFTMAX_FLOPS,
     OpCost,
     op_cost,
+    reads_values,
 )
 from chakra.pytorch.host import load_host_trace
 
@@ -471,3 +472,36 @@ def test_every_gemm_of_the_flat_layout_linear_trace_gets_a_cost():
     costs, _, _ = costs_by_name("param/linear_et.json.gz")
     for name in ["aten::addmm", "aten::mm", "aten::linear", "aten::relu"]:
         assert costs[name] and all(c is not None and c.num_ops > 0 for c in costs[name])
+
+
+# -- when the values matter ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "types", "reads"),
+    [
+        ("aten::mm", [F32, F32], False),
+        ("aten::layer_norm", [F32, "GenericList[Int]", F32, F32, "Double", "Bool"], False),
+        ("aten::_foreach_sqrt", ["GenericList[Tensor(float),Tensor(float)]"], False),
+        ("aten::_foreach_sqrt", ["GenericList[Tensor(float),Tensor(odd)]"], True),  # an itemsize from the value
+        ("aten::mm", ["Tensor(odd)", F32], True),
+        ("aten::convolution", [F32, F32, F32], True),  # the transposed flag
+        ("aten::relu", [UNDEFINED], False),
+    ],
+)
+def test_the_values_matter_for_convolutions_and_tensors_of_unknown_dtype(name, types, reads):
+    assert reads_values(name, types) is reads
+
+
+@pytest.mark.parametrize("relpath", ["param/resnet_2gpu_et.json.gz", "param/linear_et.json.gz"])
+def test_where_the_values_do_not_matter_the_cost_is_the_same_without_them(relpath):
+    trace = load_host_trace(require_shared(relpath))
+    checked = 0
+    for node in trace.nodes:
+        types = node.inputs.types()
+        if node.name not in MODELED_OPS or reads_values(node.name, types):
+            continue
+        args = (node.name, node.inputs.shapes(), types, node.outputs.shapes(), node.outputs.types())
+        assert op_cost(*args, node.inputs.values()) == op_cost(*args, None), node.id
+        checked += 1
+    assert checked > 0

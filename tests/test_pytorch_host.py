@@ -6,11 +6,21 @@ import gzip
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from helpers import require_shared
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chakra.errors import ChakraFormatError, ChakraInputError
-from chakra.pytorch.host import PROCESS_ROOT_NAMES, load_host_trace
+from chakra.pytorch.host import (
+    CORE_ATTRS,
+    PROCESS_ROOT_NAMES,
+    GroupedRecord,
+    _attrs_by_msgspec,
+    host_node_from_record,
+    load_host_trace,
+)
 
 #: Every host trace in ../shared/data: (path, schema, layout, node count).
 SHARED_HOST_TRACES = [
@@ -112,3 +122,40 @@ def test_broken_json_is_reported_with_line_and_column(tmp_path: Path):
 def test_a_missing_file_is_an_input_error(tmp_path: Path):
     with pytest.raises(ChakraInputError, match="no such file"):
         load_host_trace(tmp_path / "host.0.json")
+
+
+# -- the attribute splitter reads what msgspec reads ----------------------------------------------------
+
+ATTR_NAMES = st.sampled_from(["rf_id", "seq_id", "tid", "op_schema", "kernel_file", "pg_name", "in_msg_nelems", "é"])
+ATTR_VALUES = st.one_of(
+    st.integers(-(1 << 70), 1 << 70), st.text(max_size=6), st.booleans(), st.none(),
+    st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2),
+)  # fmt: skip
+
+
+def _attr_json(attrs: list[tuple[str, object, bool]]) -> bytes:
+    """The attrs list as a writer might write it: ``type`` or not, spaces or not, text escaped or not."""
+    objects = [{"name": n, "type": "x", "value": v} if typed else {"value": v, "name": n} for n, v, typed in attrs]
+    spaced = (",", ":") if len(attrs) % 2 else (", ", ": ")
+    return json.dumps(objects, separators=spaced, ensure_ascii=len(attrs) % 3 == 0).encode()
+
+
+@given(attrs=st.lists(st.tuples(ATTR_NAMES, ATTR_VALUES, st.booleans()), max_size=6))
+def test_split_attributes_are_the_ones_msgspec_decodes(attrs):
+    record = GroupedRecord(id=1, name="op", attrs=msgspec.Raw(_attr_json(attrs)))
+    try:
+        expected = _attrs_by_msgspec(record)
+    except msgspec.ValidationError:
+        with pytest.raises(msgspec.ValidationError):
+            host_node_from_record(record)
+        return
+    node = host_node_from_record(record, {})
+    assert {name: getattr(node, name) for name in CORE_ATTRS} == expected[0]
+    assert node.attrs == expected[1] and list(node.attrs) == list(expected[1])
+
+
+def test_nodes_given_one_shared_dict_share_equal_extra_attributes():
+    raw = msgspec.Raw(b'[{"name": "rf_id", "type": "uint64", "value": 3}, {"name": "kernel_file", "value": ""}]')
+    shared: dict = {}
+    first, second = (host_node_from_record(GroupedRecord(id=i, name="op", attrs=raw), shared) for i in (1, 2))
+    assert first.attrs is second.attrs and first.attrs == {"kernel_file": ""} and first.rf_id == 3

@@ -277,3 +277,10 @@ def test_io_lists_given_as_json_are_written_as_the_text_of_their_python_values(l
     common = (["n"] * rows, [4] * rows, [[]] * rows, [[]] * rows, [0] * rows, [0] * rows)
     from_json = encode_columns(*common, as_json, [None] * rows, io_json=lambda raw: str(json.loads(raw)))
     assert from_json.payloads == encode_columns(*common, as_text, [None] * rows).payloads
+
+
+@pytest.mark.parametrize(
+    ("text", "python"), [(b"[-0, 0, 10, -7]", b"[0, 0, 10, -7]"), (b"[-0.0, 1E2]", b"[-0.0, 100.0]")]
+)
+def test_numbers_are_written_as_python_prints_them_not_as_the_json_spells_them(text, python):
+    assert python_repr_of_json(text) == python == str(msgspec.json.decode(text)).encode()

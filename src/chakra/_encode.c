@@ -6,6 +6,7 @@
  * field with protobuf's own serialization.
  */
 #include "_wire.h"
+#include "_json_repr.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,29 +20,15 @@ enum {
 /* IOInfo field tags: values, shapes, types. */
 static const uint8_t IO_TAGS[3] = {0x0a, 0x12, 0x1a};
 
-static int put_byte(Buf *b, uint8_t byte) {
-    uint8_t *at = buf_push(b, 1);
-    if (!at) return -1;
-    *at = byte;
-    return 0;
-}
-
 static int put_uvarint(Buf *b, uint64_t v) {
     if (buf_reserve(b, MAX_VARINT_BYTES) < 0) return -1;
     b->len += (size_t)put_varint((uint8_t *)b->data + b->len, v);
     return 0;
 }
 
-static int put_bytes(Buf *b, const char *data, size_t len) {
-    char *at = buf_push(b, len);
-    if (!at) return -1;
-    memcpy(at, data, len);
-    return 0;
-}
-
 static int put_len_field(Buf *b, uint8_t tag, const char *data, size_t len) {
-    if (put_byte(b, tag) < 0 || put_uvarint(b, len) < 0) return -1;
-    return put_bytes(b, data, len);
+    if (buf_put_byte(b, tag) < 0 || put_uvarint(b, len) < 0) return -1;
+    return buf_put_bytes(b, data, len);
 }
 
 /* An int argument as its 64-bit two's complement (what the varint carries); -1 with an error set. */
@@ -97,7 +84,7 @@ static int put_packed_ids(Buf *b, uint8_t tag, const uint64_t *ids, Py_ssize_t n
     size_t body = 0;
     uint8_t scratch[MAX_VARINT_BYTES];
     for (Py_ssize_t i = 0; i < n; i++) body += (size_t)put_varint(scratch, ids[i]);
-    if (put_byte(b, tag) < 0 || put_uvarint(b, body) < 0 || buf_reserve(b, body) < 0) return -1;
+    if (buf_put_byte(b, tag) < 0 || put_uvarint(b, body) < 0 || buf_reserve(b, body) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) b->len += (size_t)put_varint((uint8_t *)b->data + b->len, ids[i]);
     return 0;
 }
@@ -138,7 +125,7 @@ static int put_io(Buf *b, uint8_t tag, PyObject *io) {
             body += 1 + (size_t)put_varint(scratch, (uint64_t)lens[i]) + (size_t)lens[i];
         }
     }
-    if (put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
+    if (buf_put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
     for (int i = 0; i < 3; i++) {
         if (lens[i] && put_len_field(b, IO_TAGS[i], parts[i], (size_t)lens[i]) < 0) return -1;
     }
@@ -156,7 +143,7 @@ static int put_attrs(Buf *b, PyObject *attrs) {
             PyErr_Format(PyExc_TypeError, "an encoded attr field must be bytes, not %.80s", Py_TYPE(items[i])->tp_name);
             rc = -1;
         } else {
-            rc = put_bytes(b, PyBytes_AS_STRING(items[i]), (size_t)PyBytes_GET_SIZE(items[i]));
+            rc = buf_put_bytes(b, PyBytes_AS_STRING(items[i]), (size_t)PyBytes_GET_SIZE(items[i]));
         }
     }
     Py_DECREF(fast);
@@ -178,13 +165,13 @@ static PyObject *encode_node(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (text_bytes(args[1], &name, &name_len) < 0) return NULL;
     Buf b = {0};
     int rc = 0;
-    if (node_id) rc = put_byte(&b, T_ID) < 0 || put_uvarint(&b, node_id) < 0 ? -1 : 0;
+    if (node_id) rc = buf_put_byte(&b, T_ID) < 0 || put_uvarint(&b, node_id) < 0 ? -1 : 0;
     if (rc == 0 && name_len) rc = put_len_field(&b, T_NAME, name, (size_t)name_len);
-    if (rc == 0 && node_type) rc = put_byte(&b, T_TYPE) < 0 || put_uvarint(&b, node_type) < 0 ? -1 : 0;
+    if (rc == 0 && node_type) rc = buf_put_byte(&b, T_TYPE) < 0 || put_uvarint(&b, node_type) < 0 ? -1 : 0;
     if (rc == 0) rc = put_packed(&b, T_CTRL, args[3]);
     if (rc == 0) rc = put_packed(&b, T_DATA, args[4]);
-    if (rc == 0 && start) rc = put_byte(&b, T_START) < 0 || put_uvarint(&b, start) < 0 ? -1 : 0;
-    if (rc == 0 && dur) rc = put_byte(&b, T_DUR) < 0 || put_uvarint(&b, dur) < 0 ? -1 : 0;
+    if (rc == 0 && start) rc = buf_put_byte(&b, T_START) < 0 || put_uvarint(&b, start) < 0 ? -1 : 0;
+    if (rc == 0 && dur) rc = buf_put_byte(&b, T_DUR) < 0 || put_uvarint(&b, dur) < 0 ? -1 : 0;
     if (rc == 0) rc = put_io(&b, T_INPUTS, args[7]);
     if (rc == 0) rc = put_io(&b, T_OUTPUTS, args[8]);
     if (rc == 0) rc = put_attrs(&b, args[9]);
@@ -196,141 +183,6 @@ static PyObject *encode_node(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     PyMem_Free(b.data);
     return out;
-}
-
-/*
- * Python's str() of a JSON value, written from the JSON text without building the value: what
- * upstream's converter stores as an IO list (str of the parsed list). Only the forms whose text is
- * certain are written here: lists, true/false/null, integers of at most 18 digits, numbers
- * with a fraction or an exponent (Python floats: repr'd by CPython's own float formatting), and
- * strings of printable ASCII without quotes or escapes. Anything else (long integers, escapes,
- * non-ASCII text, quotes, which Python's repr escapes by its own rules; objects, whose duplicate keys
- * Python settles; a bare string, whose str() is not its repr) makes the whole value None,
- * and the caller parses it with Python.
- */
-#define REPR_MAX_INT_DIGITS 18
-
-typedef struct {
-    const char *p;
-    const char *end;
-} Json;
-
-/* 1: written; 0: a form left to Python; -1: an error (set). */
-static int repr_value(Json *j, Buf *out, int depth);
-
-static void skip_space(Json *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
-}
-
-static int repr_string(Json *j, Buf *out) {
-    const char *start = ++j->p; /* after the opening quote */
-    while (j->p < j->end && *j->p != '"') {
-        unsigned char c = (unsigned char)*j->p;
-        if (c == '\\' || c == '\'' || c < 0x20 || c >= 0x7f) return 0;
-        j->p++;
-    }
-    if (j->p >= j->end) return 0;
-    size_t len = (size_t)(j->p - start);
-    j->p++; /* the closing quote */
-    if (put_byte(out, '\'') < 0 || put_bytes(out, start, len) < 0 || put_byte(out, '\'') < 0) return -1;
-    return 1;
-}
-
-static int repr_number(Json *j, Buf *out) {
-    const char *start = j->p;
-    int is_float = 0, digits = 0;
-    if (j->p < j->end && *j->p == '-') j->p++;
-    while (j->p < j->end) {
-        char c = *j->p;
-        if (c >= '0' && c <= '9') {
-            digits++;
-        } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-            is_float = 1;
-        } else {
-            break;
-        }
-        j->p++;
-    }
-    size_t len = (size_t)(j->p - start);
-    if (digits == 0 || len > 64) return 0;
-    char text[65];
-    memcpy(text, start, len);
-    text[len] = '\0';
-    if (!is_float) {
-        if (digits > REPR_MAX_INT_DIGITS) return 0;
-        long long value = strtoll(text, NULL, 10);
-        char printed[32];
-        int n = snprintf(printed, sizeof printed, "%lld", value);
-        return put_bytes(out, printed, (size_t)n) < 0 ? -1 : 1;
-    }
-    char *after = NULL;
-    double value = PyOS_string_to_double(text, &after, NULL);
-    if (value == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (after != text + len || !isfinite(value)) return 0;
-    char *printed = PyOS_double_to_string(value, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (!printed) return -1;
-    int rc = put_bytes(out, printed, strlen(printed)) < 0 ? -1 : 1;
-    PyMem_Free(printed);
-    return rc;
-}
-
-static int repr_word(Json *j, Buf *out, const char *word, const char *python) {
-    size_t n = strlen(word);
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return 0;
-    j->p += n;
-    return put_bytes(out, python, strlen(python)) < 0 ? -1 : 1;
-}
-
-/* The items of a list, after its opening bracket, up to and including the closing one. */
-static int repr_list(Json *j, Buf *out, int depth) {
-    if (put_byte(out, '[') < 0) return -1;
-    skip_space(j);
-    if (j->p < j->end && *j->p == ']') {
-        j->p++;
-        return put_byte(out, ']') < 0 ? -1 : 1;
-    }
-    for (;;) {
-        int rc = repr_value(j, out, depth + 1);
-        if (rc != 1) return rc;
-        skip_space(j);
-        if (j->p >= j->end) return 0;
-        if (*j->p == ']') {
-            j->p++;
-            return put_byte(out, ']') < 0 ? -1 : 1;
-        }
-        if (*j->p != ',') return 0;
-        j->p++;
-        if (put_bytes(out, ", ", 2) < 0) return -1;
-    }
-}
-
-static int repr_value(Json *j, Buf *out, int depth) {
-    if (depth > MAX_DEPTH) return 0;
-    skip_space(j);
-    if (j->p >= j->end) return 0;
-    switch (*j->p) {
-    case '[': j->p++; return repr_list(j, out, depth);
-    case '{': return 0; /* a dict: duplicate keys and their order are Python's to settle */
-    case '"': return depth > 0 ? repr_string(j, out) : 0; /* str() of a bare string is not its repr */
-    case 't': return repr_word(j, out, "true", "True");
-    case 'f': return repr_word(j, out, "false", "False");
-    case 'n': return repr_word(j, out, "null", "None");
-    default: return repr_number(j, out);
-    }
-}
-
-/* Python's str() of the JSON text into `out`: 1 written, 0 a form left to Python, -1 an error (set). */
-static int repr_json(const char *data, Py_ssize_t len, Buf *out) {
-    Json j = {data, data + len};
-    int rc = repr_value(&j, out, 0);
-    if (rc == 1) {
-        skip_space(&j);
-        if (j.p != j.end) rc = 0; /* text after the value: not a value Python would have parsed */
-    }
-    return rc;
 }
 
 static PyObject *python_repr_of_json(PyObject *self, PyObject *arg) {
@@ -451,7 +303,7 @@ static int put_attr_value(Buf *b, const AttrColumn *c, PyObject *v) {
                          Py_TYPE(v)->tp_name);
             return -1;
         }
-        return put_bytes(b, PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v));
+        return buf_put_bytes(b, PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v));
     }
     uint8_t value[MAX_VARINT_BYTES + 8];
     size_t value_len = 0;
@@ -495,10 +347,10 @@ static int put_attr_value(Buf *b, const AttrColumn *c, PyObject *v) {
         value_len = (size_t)put_varint(value, u);
     }
     size_t body = c->head.len + value_len + (size_t)text_len;
-    if (put_byte(b, T_ATTR) < 0 || put_uvarint(b, body) < 0 || put_bytes(b, c->head.data, c->head.len) < 0 ||
-        put_bytes(b, (const char *)value, value_len) < 0)
+    if (buf_put_byte(b, T_ATTR) < 0 || put_uvarint(b, body) < 0 || buf_put_bytes(b, c->head.data, c->head.len) < 0 ||
+        buf_put_bytes(b, (const char *)value, value_len) < 0)
         return -1;
-    return text_len ? put_bytes(b, text, (size_t)text_len) : 0;
+    return text_len ? buf_put_bytes(b, text, (size_t)text_len) : 0;
 }
 
 static int compare_ids(const void *a, const void *b) {
@@ -601,7 +453,7 @@ static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, Bu
             PyObject *text = PyObject_CallOneArg(fallback, json);
             const char *data;
             Py_ssize_t len;
-            rc = text && text_bytes(text, &data, &len) == 0 ? put_bytes(&texts[i], data, (size_t)len) : -1;
+            rc = text && text_bytes(text, &data, &len) == 0 ? buf_put_bytes(&texts[i], data, (size_t)len) : -1;
             Py_XDECREF(text);
             if (rc < 0) return -1;
         }
@@ -610,7 +462,7 @@ static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, Bu
             body += 1 + (size_t)put_varint(scratch, (uint64_t)texts[i].len) + texts[i].len;
         }
     }
-    if (put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
+    if (buf_put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
     for (int i = 0; i < 3; i++) {
         if (texts[i].len && put_len_field(b, IO_TAGS[i], texts[i].data, texts[i].len) < 0) return -1;
     }
@@ -668,7 +520,7 @@ static int parse_attr_columns(PyObject *attrs, Py_ssize_t rows, AttrColumn **out
         Py_ssize_t name_len;
         const char *name_text = PyUnicode_AsUTF8AndSize(name, &name_len);
         if (!name_text || put_len_field(&c->head, ATTR_NAME_TAG, name_text, (size_t)name_len) < 0 ||
-            put_bytes(&c->head, (const char *)MEMBERS[c->kind].tag, (size_t)MEMBERS[c->kind].tag_len) < 0)
+            buf_put_bytes(&c->head, (const char *)MEMBERS[c->kind].tag, (size_t)MEMBERS[c->kind].tag_len) < 0)
             rc = -1;
     }
     Py_DECREF(fast);
@@ -742,13 +594,13 @@ static PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) 
             goto done;
         b.len = 0;
         int rc = 0;
-        if (own) rc = put_byte(&b, T_ID) < 0 || put_uvarint(&b, own) < 0 ? -1 : 0;
+        if (own) rc = buf_put_byte(&b, T_ID) < 0 || put_uvarint(&b, own) < 0 ? -1 : 0;
         if (rc == 0 && name_len) rc = put_len_field(&b, T_NAME, name, (size_t)name_len);
-        if (rc == 0 && node_type) rc = put_byte(&b, T_TYPE) < 0 || put_uvarint(&b, node_type) < 0 ? -1 : 0;
+        if (rc == 0 && node_type) rc = buf_put_byte(&b, T_TYPE) < 0 || put_uvarint(&b, node_type) < 0 ? -1 : 0;
         if (rc == 0) rc = put_packed_ids(&b, T_CTRL, ctrl.ids, ctrl.len);
         if (rc == 0) rc = put_packed_ids(&b, T_DATA, data.ids, data.len);
-        if (rc == 0 && start) rc = put_byte(&b, T_START) < 0 || put_uvarint(&b, start) < 0 ? -1 : 0;
-        if (rc == 0 && dur) rc = put_byte(&b, T_DUR) < 0 || put_uvarint(&b, dur) < 0 ? -1 : 0;
+        if (rc == 0 && start) rc = buf_put_byte(&b, T_START) < 0 || put_uvarint(&b, start) < 0 ? -1 : 0;
+        if (rc == 0 && dur) rc = buf_put_byte(&b, T_DUR) < 0 || put_uvarint(&b, dur) < 0 ? -1 : 0;
         if (io_json == Py_None) {
             if (rc == 0) rc = put_io(&b, T_INPUTS, *row[6]);
             if (rc == 0) rc = put_io(&b, T_OUTPUTS, *row[7]);

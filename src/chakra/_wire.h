@@ -61,6 +61,21 @@ static inline void *buf_push(Buf *b, size_t size) {
     return at;
 }
 
+static inline int buf_put_byte(Buf *b, uint8_t byte) {
+    uint8_t *at = buf_push(b, 1);
+    if (!at) return -1;
+    *at = byte;
+    return 0;
+}
+
+static inline int buf_put_bytes(Buf *b, const void *data, size_t len) {
+    if (!len) return 0;
+    char *at = buf_push(b, len);
+    if (!at) return -1;
+    memcpy(at, data, len);
+    return 0;
+}
+
 static inline PyObject *buf_to_bytes(Buf *b) {
     return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
 }

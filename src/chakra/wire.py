@@ -125,6 +125,8 @@ class AttrEncoder:
 #: from :class:`AttrEncoder`, any number of fields), appended as they are.
 RAW = "raw"
 #: Members the C batch encoder writes itself; columns of other members are encoded here first.
+#: The member an unregistered attribute's value of each type gets (chakra.attrs.member_for_python_value).
+_MEMBER_OF_TYPE = {bool: "bool_val", int: "int64_val", float: "double_val", str: "string_val"}
 _BATCH_MEMBERS = frozenset(
     {RAW, "int64_val", "uint64_val", "int32_val", "uint32_val", "bool_val", "string_val", "double_val"}
 )
@@ -208,6 +210,9 @@ def _batch_column(column: AttrColumn) -> tuple[str, str, Sequence[Any]]:
     is one it does not write (or has to be inferred value by value)."""
     spec = WELL_KNOWN.get(column.name)
     member = spec.member if spec is not None else column.member
+    if member is None:  # one Python type throughout infers one member, as set_attr would for each
+        kinds = {type(value) for value in column.values if value is not None}
+        member = _MEMBER_OF_TYPE.get(kinds.pop()) if len(kinds) == 1 else None
     if member in _BATCH_MEMBERS:
         return (column.name, member, column.values)
     encode = AttrEncoder()

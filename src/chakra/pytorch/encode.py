@@ -14,7 +14,7 @@ import msgspec
 from chakra import __version__
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
-from chakra.pytorch.flops import MODELED_OPS, op_cost
+from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item
 from chakra.pytorch.link import DeviceActivity
@@ -38,6 +38,9 @@ _COLUMN_ORDER = (
     "is_cpu_op", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema", "num_ops", "tensor_size",
     "stream", "device", "correlation", "launcher_rf_id", "activity_bytes", "added", "part_of",
 )  # fmt: skip
+#: Distinct (op, shapes, types) whose cost is kept for reuse: bounds the memory a trace of ever new
+#: shapes can take (a step of a model repeats a few hundred).
+_COSTS_KEPT = 1 << 16
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"launcher_rf_id": "rf_id", "activity_bytes": "tensor_size"}
 
@@ -72,6 +75,7 @@ class _Encoder:
         self.report = builder.report
         self.costed_below = _costed_ancestors(builder)
         self.encode = AttrEncoder()
+        self.costs: dict[tuple[str, bytes, bytes, bytes, bytes], OpCost | None] = {}
 
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
@@ -136,7 +140,7 @@ class _Encoder:
             host = hosts[row]
             if host is not None:
                 if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
-                    cost = _cost(host)
+                    cost = self._cost(host)
                     if cost is not None:
                         column["num_ops"][row] = cost.num_ops
                         column["tensor_size"][row] = cost.tensor_size
@@ -168,6 +172,29 @@ class _Encoder:
         nbytes = activity.args.get("bytes")
         if isinstance(nbytes, int) and node_type == COMP_NODE:
             column["activity_bytes"][row] = nbytes
+
+    def _cost(self, host: HostNode) -> OpCost | None:
+        """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one
+        (:func:`~chakra.pytorch.flops.reads_values` says when the values matter too)."""
+        try:
+            input_types = host.inputs.types()
+            if reads_values(host.name, input_types):
+                return _cost_of(host, input_types)
+            key = (
+                host.name,
+                bytes(host.inputs.raw_shapes),
+                bytes(host.inputs.raw_types),
+                bytes(host.outputs.raw_shapes),
+                bytes(host.outputs.raw_types),
+            )
+            if key in self.costs:
+                return self.costs[key]
+            cost = _cost_of(host, input_types)
+            if len(self.costs) < _COSTS_KEPT:
+                self.costs[key] = cost
+            return cost
+        except msgspec.DecodeError:
+            return None
 
     def _metadata(self) -> GlobalMetadata:
         metadata = GlobalMetadata(version=FORMAT_VERSION)
@@ -234,19 +261,12 @@ def _thread_ids(items: list[Item]) -> dict[Any, int]:
     return mapping
 
 
-def _cost(host: HostNode) -> Any:
-    try:
-        return op_cost(
-            host.name,
-            host.inputs.shapes(),
-            host.inputs.types(),
-            host.outputs.shapes(),
-            host.outputs.types(),
-            host.inputs.values(),
-        )
-    except msgspec.DecodeError:
-        return None
-
-
-def _dedupe(ids: list[int]) -> list[int]:
-    return list(dict.fromkeys(ids)) if len(ids) > 1 else ids
+def _cost_of(host: HostNode, input_types: list[Any]) -> OpCost | None:
+    return op_cost(
+        host.name,
+        host.inputs.shapes(),
+        input_types,
+        host.outputs.shapes(),
+        host.outputs.types(),
+        host.inputs.values(),
+    )

@@ -676,6 +676,8 @@ class _Model:
     bytes: Bytes = _all_bytes
     #: An in-place op: when the trace lists no tensor output, its first input is also written.
     in_place: bool = False
+    #: Reads flags of its input values (a convolution's ``transposed``, ``output_mask``).
+    reads_flags: bool = False
 
 
 _MATMUL: dict[str, Flops] = {
@@ -910,7 +912,7 @@ def _build_models() -> dict[str, _Model]:
     for name, fn in _MATMUL.items():
         models[name] = _Model("matmul", fn)
     for name, fn in _CONVOLUTION.items():
-        models[name] = _Model("convolution", fn)
+        models[name] = _Model("convolution", fn, reads_flags=True)
     for name, per_element in _POINTWISE.items():
         models[name] = _Model("elementwise", _pointwise(per_element))
         models[name + "_"] = _Model("elementwise", _pointwise(per_element), in_place=True)
@@ -933,6 +935,35 @@ _MODELS = _build_models()
 
 #: Full names (``"aten::mm"``) of the operators :func:`op_cost` models; others always give ``None``.
 MODELED_OPS: frozenset[str] = frozenset(_MODELS)
+
+
+def reads_values(name: str, input_types: list[Any]) -> bool:
+    """Whether :func:`op_cost` of ``name`` reads its input values with these input types: models
+    that read flags (convolutions) and tensors whose dtype string the table does not know (their
+    itemsize is in the value). Where it does not, the cost is a function of the name, shapes and
+    types alone, so callers may reuse it for ops that repeat them.
+
+    >>> reads_values("aten::mm", ["Tensor(float)", "Tensor(float)"]), reads_values("aten::convolution", [])
+    (False, True)
+    >>> reads_values("aten::mm", ["Tensor(float8_e4m3fnuz_x)", "Tensor(float)"])
+    True
+    """
+    model = _MODELS.get(name)
+    if model is None:
+        return False
+    if model.reads_flags or type(input_types) is not list:
+        return True
+    for type_ in input_types:
+        if type(type_) is not str or type_ in _TENSOR_TYPE_BYTES or type_ in _SCALAR_TYPES:
+            continue
+        if type_.startswith(_LIST_PREFIXES) and all(
+            item in _TENSOR_TYPE_BYTES or not _is_tensor_type(item) for item in _list_item_types(type_)
+        ):
+            continue
+        if not _is_tensor_type(type_) and not type_.startswith(_LIST_PREFIXES):
+            continue  # another kind of argument: never sized
+        return True
+    return False
 
 
 def op_cost(

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from chakra._host_attrs import split_attrs
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.jsonfile import position_of, read_json_bytes
@@ -288,9 +290,41 @@ def _io_lists(io: _IO | None) -> IOLists:
     return IOLists(io.values, io.shapes, io.types, io.strides)
 
 
-def host_node_from_record(raw: GroupedRecord) -> HostNode:
+def host_node_from_record(
+    raw: GroupedRecord, shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] | None = None
+) -> HostNode:
     """A grouped-layout record as a node; raises ``msgspec.ValidationError`` (the caller names the
-    file and node) when a core attribute holds a value of another kind than the observer writes."""
+    file and node) when a core attribute holds a value of another kind than the observer writes.
+    Nodes given the same ``shared`` dict share equal dicts of extra attributes."""
+    split = split_attrs(raw.attrs, CORE_ATTRS)
+    if split is None:  # a form the splitter leaves to msgspec (or a damaged list)
+        core, extra = _attrs_by_msgspec(raw)
+        rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema = core.values()
+    else:
+        (rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema), pairs = split
+        known = shared.get(pairs) if shared is not None else None
+        extra = dict(pairs) if known is None else known
+        if shared is not None and known is None:
+            shared[pairs] = extra
+    return HostNode(
+        id=raw.id,
+        name=raw.name,
+        parent=raw.ctrl_deps,
+        rf_id=rf_id,
+        tid=tid,
+        fw_parent=fw_parent,
+        seq_id=seq_id,
+        scope=scope,
+        fw_tid=fw_tid,
+        op_schema=op_schema,
+        inputs=_io_lists(raw.inputs),
+        outputs=_io_lists(raw.outputs),
+        attrs=extra,
+    )
+
+
+def _attrs_by_msgspec(raw: GroupedRecord) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The core attributes (in :data:`CORE_ATTRS`'s order) and the others of ``raw``, decoded by msgspec."""
     core = dict(CORE_ATTRS)
     extra: dict[str, Any] = {}
     for attr in _decode_attrs(raw.attrs):
@@ -304,21 +338,7 @@ def host_node_from_record(raw: GroupedRecord) -> HostNode:
             core[attr.name] = attr.value
         else:
             extra[attr.name] = attr.value
-    return HostNode(
-        id=raw.id,
-        name=raw.name,
-        parent=raw.ctrl_deps,
-        rf_id=core["rf_id"],
-        tid=core["tid"],
-        fw_parent=core["fw_parent"],
-        seq_id=core["seq_id"],
-        scope=core["scope"],
-        fw_tid=core["fw_tid"],
-        op_schema=core["op_schema"],
-        inputs=_io_lists(raw.inputs),
-        outputs=_io_lists(raw.outputs),
-        attrs=extra,
-    )
+    return core, extra
 
 
 def _from_flat(raw: _FlatNode) -> HostNode:
@@ -367,7 +387,8 @@ def load_host_trace(path: PathLike) -> HostTrace:
     layout = _layout_of(data)
     with gc_paused():
         raw, notes = _decode(data, layout, path)
-        convert = host_node_from_record if layout == "grouped" else _from_flat
+        shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+        convert = partial(host_node_from_record, shared=shared) if layout == "grouped" else _from_flat
         nodes: list[Any] = raw.nodes
         if not nodes:
             raise ChakraFormatError(
