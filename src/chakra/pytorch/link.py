@@ -24,6 +24,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
@@ -40,8 +42,7 @@ SYNTHETIC_HOST_OPS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 REPORT_EXAMPLES = 20
 
 
-@dataclass(frozen=True)
-class HostTiming:
+class HostTiming(msgspec.Struct, frozen=True, gc=False):
     """Measured timing of one host op (µs; ``ts_us`` on the Kineto clock, Unix epoch)."""
 
     ts_us: float
@@ -123,8 +124,14 @@ class LinkedTrace:
 
 def _join_key(host_ops: list[KinetoEvent]) -> str:
     """Record-function ids when the Kineto trace has them (observer attached), else External ids."""
-    with_rf = sum(1 for e in host_ops if e.rf_id is not None)
+    with_rf = sum(1 for e in host_ops if _is_rf_id(e.args.rf_id))
     return "Record function id" if with_rf >= len(host_ops) / 2 and with_rf else "External id"
+
+
+def _is_rf_id(value: Any) -> bool:
+    """Whether a ``Record function id`` argument joins (as ``KinetoEvent.rf_id`` reads it, without a
+    call per event): an integer (not a damaged file's text or flag), not 0 (no observer ran)."""
+    return type(value) is int and value != 0
 
 
 def nest_events(events: list[KinetoEvent]) -> tuple[dict[int, float], dict[int, KinetoEvent]]:
@@ -134,15 +141,19 @@ def nest_events(events: list[KinetoEvent]) -> tuple[dict[int, float], dict[int, 
     exclusive: dict[int, float] = {}
     parent_of: dict[int, KinetoEvent] = {}
     stack: list[KinetoEvent] = []
+    ends: list[float] = []  # of the events on the stack
     for event in events:
-        while stack and event.ts >= stack[-1].ts + stack[-1].dur:
+        ts, dur = event.ts, event.dur
+        while ends and ts >= ends[-1]:
             stack.pop()
-        exclusive[id(event)] = event.dur
+            ends.pop()
+        exclusive[id(event)] = dur
         if stack:
             parent = stack[-1]
             parent_of[id(event)] = parent
-            exclusive[id(parent)] -= min(event.dur, parent.ts + parent.dur - event.ts)
+            exclusive[id(parent)] -= min(dur, ends[-1] - ts)
         stack.append(event)
+        ends.append(ts + dur)
     return {key: max(value, 0.0) for key, value in exclusive.items()}, parent_of
 
 
@@ -150,8 +161,9 @@ def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> 
     """For each launch (by ``id()``), the innermost host op of the same thread that encloses it.
     ``ProfilerStep#N`` annotations never count as launchers."""
     by_thread: dict[Any, list[tuple[float, int, KinetoEvent]]] = defaultdict(list)
+    launch_threads = {launch.tid for launch in launches}  # only their host ops can enclose a launch
     for op in host_ops:
-        if not op.name.startswith(PROFILER_STEP_PREFIX):
+        if op.tid in launch_threads and not op.name.startswith(PROFILER_STEP_PREFIX):
             by_thread[op.tid].append((op.ts, 0, op))
     for launch in launches:
         by_thread[launch.tid].append((launch.ts, 1, launch))
@@ -184,9 +196,11 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     report.duplicate_correlations = len(events.duplicate_correlations)
 
     kineto_by_key: dict[int, KinetoEvent] = {}
+    by_rf_id = key == "Record function id"
     for event in events.host_ops:
-        value = event.rf_id if key == "Record function id" else event.external_id
-        if value is not None:
+        value = event.args.rf_id if by_rf_id else event.args.external_id
+        # as KinetoEvent.rf_id / external_id read them, without a call per event
+        if type(value) is int and (value or not by_rf_id):
             kineto_by_key.setdefault(value, event)  # first = outermost for shared External ids
 
     by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)

@@ -40,28 +40,7 @@ def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
     for thread, items in by_thread.items():
         if isinstance(thread, tuple):  # device streams have no nesting
             continue
-        segs: list[Segment] = []
-        stack: list[list[Any]] = []  # [item, cursor: where its exclusive time resumes]
-        top_cursor = float("-inf")
-        for item in items:
-            ts = item.ts_us or 0.0
-            while stack and ts >= stack[-1][0].end_us:
-                top_cursor = _close(stack, segs, top_cursor)
-            if stack:
-                parent, cursor = stack[-1]
-                if ts > cursor:
-                    segs.append(Segment(cursor, ts, parent, cursor == (parent.ts_us or 0.0)))
-                stack[-1][1] = max(cursor, ts)
-                item.depth = len(stack)
-                if item.host is not None and item.host.parent == parent.node_id:
-                    item.ctrl.append(parent.node_id)
-            else:
-                if top_cursor != float("-inf") and ts > top_cursor:
-                    segs.append(Segment(top_cursor, ts, None, False))
-                item.depth = 0
-            stack.append([item, ts])
-        while stack:
-            top_cursor = _close(stack, segs, top_cursor)
+        segs = _nest_thread(items)
         segments[thread] = segs
         # exclusive time = the op's segments, consistent with how children were assigned above
         for item in items:
@@ -72,19 +51,50 @@ def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
     return segments
 
 
+def _nest_thread(items: list[Item]) -> list[Segment]:
+    """The segments of one thread's ops (in time order), setting depths and call-tree parents. The
+    open ops are a stack of ``[item, cursor, start, end]``: the cursor is where the item's exclusive
+    time resumes."""
+    segs: list[Segment] = []
+    stack: list[list[Any]] = []
+    top_cursor = float("-inf")
+    for item in items:
+        ts = item.ts_us or 0.0
+        while stack and ts >= stack[-1][3]:
+            top_cursor = _close(stack, segs, top_cursor)
+        if stack:
+            top = stack[-1]
+            parent, cursor = top[0], top[1]
+            if ts > cursor:
+                segs.append(Segment(cursor, ts, parent, cursor == top[2]))
+                top[1] = ts
+            item.depth = len(stack)
+            if item.host is not None and item.host.parent == parent.node_id:
+                item.ctrl.append(parent.node_id)
+        else:
+            if top_cursor != float("-inf") and ts > top_cursor:
+                segs.append(Segment(top_cursor, ts, None, False))
+            item.depth = 0
+        stack.append([item, ts, ts, ts + item.dur_us])
+    while stack:
+        top_cursor = _close(stack, segs, top_cursor)
+    return segs
+
+
 def _close(stack: list[list[Any]], segs: list[Segment], top_cursor: float) -> float:
     """Pop the innermost open op: its last exclusive segment, and move its parent's cursor (or the
     thread's, returned) past everything below it."""
-    owner, cursor = stack.pop()
-    if owner.end_us > cursor:
-        segs.append(Segment(cursor, owner.end_us, owner, cursor == (owner.ts_us or 0.0)))
+    owner, cursor, start, end = stack.pop()
+    if end > cursor:
+        segs.append(Segment(cursor, end, owner, cursor == start))
     # a child may outlast its parent (gloo's recv runs on after c10d::recv_ returns): that time
     # is the child's, not the grandparent's
-    subtree_end = max(owner.end_us, cursor)
+    subtree_end = end if end > cursor else cursor
     if stack:
-        stack[-1][1] = max(stack[-1][1], subtree_end)
+        if subtree_end > stack[-1][1]:
+            stack[-1][1] = subtree_end
         return top_cursor
-    return max(top_cursor, subtree_end)
+    return top_cursor if top_cursor > subtree_end else subtree_end
 
 
 def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None:
