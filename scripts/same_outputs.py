@@ -97,6 +97,10 @@ def cases() -> list[Case]:
             *_analyses("{out}/et/step", "{out}/et/step.0.et"),
             _simulated("{out}/et/step"),
         )),
+        Case("tensorflow recording (mirrored MLP, 2 devices)", (
+            ("convert", "tensorflow", str(TESTS_DATA / "tensorflow" / "mirrored_mlp_2dev"), "-o", "{out}/et/step"),
+            *_analyses("{out}/et/step", "{out}/et/step.0.et"),
+        )),
         Case("flexflow task graph", (
             ("convert", "flexflow", str(TESTS_DATA / "flexflow" / "mlp2.taskgraph.dot"), "--strategy",
              str(TESTS_DATA / "flexflow" / "mlp2.strategy"), "-o", "{out}/et/mlp"),
