@@ -35,7 +35,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from chakra import io
-from chakra.attrs import set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -70,6 +69,7 @@ from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
 from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.units import NS_PER_US
+from chakra.wire import AttrColumn, encode_columns
 
 SEND_OPS = frozenset({"_Send", "_HostSend"})
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
@@ -113,7 +113,7 @@ class TfConversion:
     """Every rank's nodes, the communicator groups, and what became of each graph node and event."""
 
     devices: list[str]  # rank -> device name
-    nodes: dict[int, list[Node]]
+    payloads: dict[int, list[bytes]]  # rank -> its nodes, encoded
     groups: CommGroups
     converted: Counter[str] = field(default_factory=Counter)  # op -> nodes written (all ranks)
     folded: Counter[str] = field(default_factory=Counter)  # op -> graph nodes folded
@@ -126,6 +126,11 @@ class TfConversion:
     step_run: StepRun | None = None
     profiled: bool = False
     group_notes: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> dict[int, list[Node]]:
+        """Every rank's nodes as messages (decoded from :attr:`payloads` at each call)."""
+        return {rank: [Node.FromString(p) for p in payloads] for rank, payloads in self.payloads.items()}
 
     @property
     def notes(self) -> list[str]:
@@ -164,8 +169,8 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
     for worker in workers:
         for device, graph in worker.graphs.items():
             rank = devices.index(device)
-            conversion.nodes[rank] = _Device(context, conversion, rank, graph).emit()
-    conversion.nodes = dict(sorted(conversion.nodes.items()))
+            conversion.payloads[rank] = _Device(context, conversion, rank, graph).emit()
+    conversion.payloads = dict(sorted(conversion.payloads.items()))
     return conversion
 
 
@@ -304,8 +309,19 @@ def _dtype(node: NodeDef) -> int | None:
     return None
 
 
+#: The attribute columns of a device's nodes, in the order a node lists them; a send names its peer
+#: as ``comm_dst`` before its own rank, a receive its peer as ``comm_src`` before its own.
+_COLUMNS = (
+    "op_type", "duration_ns", "tid", "is_cpu_op", "send_peer", "comm_src", "recv_self", "comm_tag", "comm_type",
+    "comm_size", "pg_name", "num_ops", "tensor_size",
+)  # fmt: skip
+#: Columns named for their role, written as these attributes.
+_COLUMN_ATTR = {"send_peer": "comm_dst", "recv_self": "comm_dst"}
+
+
 class _Device:
-    """One device's nodes, emitted in dependency order (ties: as measured, then as in the graph)."""
+    """One device's nodes, emitted in dependency order (ties: as measured, then as in the graph),
+    built as columns and encoded at the end (:func:`chakra.wire.encode_columns`)."""
 
     def __init__(self, context: _Context, conversion: TfConversion, rank: int, graph: GraphDef):
         self.context = context
@@ -314,7 +330,13 @@ class _Device:
         self.device = conversion.devices[rank]
         self.graph = graph
         self.runs = context.executions.get(self.device, {})
-        self.nodes: list[Node] = []
+        self.names: list[str] = []
+        self.types: list[int] = []
+        self.data: list[list[int]] = []
+        self.ctrl: list[list[int]] = []
+        self.starts: list[int] = []
+        self.durations: list[int] = []
+        self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS}  # column -> row -> value
 
     def order(self) -> list[NodeDef]:
         """Kahn's order over data and control edges, the loop back edges dropped."""
@@ -350,7 +372,7 @@ class _Device:
             self.conversion.dropped["nodes on a dependency cycle"] += len(self.graph.node) - len(out)
         return out
 
-    def emit(self) -> list[Node]:
+    def emit(self) -> list[bytes]:
         stands_for: dict[str, frozenset[int]] = {}  # graph node -> the ET nodes it stands for
         for node in self.order():
             data: set[int] = set()
@@ -363,31 +385,46 @@ class _Device:
                 stands_for[node.name] = frozenset(data | ctrl)
                 continue
             stands_for[node.name] = frozenset({self.add(node, sorted(data), sorted(ctrl - data))})
-        return self.nodes
+        rows = len(self.names)
+        columns = [
+            AttrColumn(_COLUMN_ATTR.get(column, column), [values.get(row) for row in range(rows)])
+            for column, values in self.attrs.items()
+        ]
+        empty: list[None] = [None] * rows
+        done = encode_columns(
+            self.names, self.types, self.ctrl, self.data, self.starts, self.durations, empty, empty, columns
+        )
+        return done.payloads
 
     def add(self, graph_node: NodeDef, data: list[int], ctrl: list[int]) -> int:
-        node = Node(id=len(self.nodes), name=graph_node.name, data_deps=data, ctrl_deps=ctrl)
-        set_attr(node, "op_type", graph_node.op)
+        row = len(self.names)
+        attrs = self.attrs
+        self.names.append(graph_node.name)
+        self.data.append(data)
+        self.ctrl.append(ctrl)
+        attrs["op_type"][row] = graph_node.op
         runs = self.runs.get(graph_node.name)
+        start_us = dur_us = 0
         if runs:
-            node.start_time_micros = max(1, runs[0].start_ns // NS_PER_US)
+            start_us = max(1, runs[0].start_ns // NS_PER_US)
             dur_ns = sum(r.dur_ns for r in runs)
-            node.duration_micros = dur_ns // NS_PER_US
-            set_attr(node, "duration_ns", dur_ns)
+            dur_us = dur_ns // NS_PER_US
+            attrs["duration_ns"][row] = dur_ns
             if runs[0].thread is not None:  # an asynchronous kernel holds no thread: no resource
-                set_attr(node, "tid", runs[0].thread)
+                attrs["tid"][row] = runs[0].thread
             if len(runs) > 1:
                 self.conversion.repeated[graph_node.op] += 1
         elif self.conversion.profiled:
             self.conversion.untimed[graph_node.op] += 1
-        set_attr(node, "is_cpu_op", False)
-        node.type = self.kind(graph_node, node)
+        self.starts.append(start_us)
+        self.durations.append(dur_us)
+        attrs["is_cpu_op"][row] = False
+        self.types.append(self.kind(graph_node, row))
         self.conversion.converted[graph_node.op] += 1
-        self.nodes.append(node)
-        return node.id
+        return row
 
-    def kind(self, graph_node: NodeDef, node: Node) -> NodeType:
-        """The node's type, with the attributes of that type set on ``node``."""
+    def kind(self, graph_node: NodeDef, row: int) -> NodeType:
+        """The node's type, with the attributes of that type set in row ``row``."""
         op = graph_node.op
         if op in SEND_OPS or op in RECV_OPS:
             key = _rendezvous(graph_node)
@@ -395,21 +432,22 @@ class _Device:
             peer = self.context.rank_of.get(key[1] if sending else key[0])
             if peer is not None:
                 size = self.context.sent_bytes(key)
-                set_attr(node, "comm_dst" if sending else "comm_src", peer)
-                set_attr(node, "comm_src" if sending else "comm_dst", self.rank)
-                set_attr(node, "comm_tag", self.context.tags[key])
-                self.set_size(node, op, size)
+                attrs = self.attrs
+                attrs["send_peer" if sending else "comm_src"][row] = peer
+                attrs["comm_src" if sending else "recv_self"][row] = self.rank
+                attrs["comm_tag"][row] = self.context.tags[key]
+                self.set_size(row, op, size)
                 return COMM_SEND_NODE if sending else COMM_RECV_NODE
             self.conversion.dropped[f"{op} with a device not recorded: kept as compute"] += 1
         rule = COLLECTIVES.get(op)
         if rule is not None:
-            set_attr(node, "comm_type", int(rule.comm_type))
+            self.attrs["comm_type"][row] = int(rule.comm_type)
             size = (self.context.output_bytes(self.device, graph_node, 0) if rule.data is None
                     else self.context.input_bytes(self.device, graph_node, rule.data))  # fmt: skip
-            self.set_size(node, op, size)
+            self.set_size(row, op, size)
             group_key = self.context.group_key_of.get((self.device, graph_node.name))
             if group_key is not None:
-                set_attr(node, "pg_name", str(self.context.gid_of_key[group_key]))
+                self.attrs["pg_name"][row] = str(self.context.gid_of_key[group_key])
             else:
                 self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
             return COMM_COLL_NODE
@@ -428,25 +466,25 @@ class _Device:
         flags = {name: graph_node.attr[name].b for name in ("transpose_a", "adj_x") if name in graph_node.attr}
         flops = op_flops(op, inputs, outputs, flags)
         if flops is not None:
-            set_attr(node, "num_ops", flops)
+            self.attrs["num_ops"][row] = flops
         output_bytes = sum(self.context.output_bytes(self.device, graph_node, p) or 0 for p in range(len(outputs)))
-        set_attr(node, "tensor_size", input_bytes + output_bytes)
+        self.attrs["tensor_size"][row] = input_bytes + output_bytes
         return COMP_NODE
 
-    def set_size(self, node: Node, op: str, size: int | None) -> None:
+    def set_size(self, row: int, op: str, size: int | None) -> None:
         if size is None:
             self.conversion.unsized[op] += 1
         else:
-            set_attr(node, "comm_size", size)
+            self.attrs["comm_size"][row] = size
 
 
 def write_tf_workload(conversion: TfConversion, prefix: PathLike) -> WrittenWorkload:
     """Write ``PREFIX.{rank}.et`` for every device and ``PREFIX.comm_groups.json``."""
     with WorkloadWriter(prefix) as writer:
-        for rank, nodes in conversion.nodes.items():
+        for rank, payloads in conversion.payloads.items():
             metadata = GlobalMetadata(version=io.FORMAT_VERSION)
             metadata.attr.add(name="tf_device", string_val=conversion.devices[rank])
-            writer.write_nodes(rank, nodes, metadata)
+            writer.write_framed(rank, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
         if conversion.groups:
             writer.groups = conversion.groups
     assert writer.result is not None

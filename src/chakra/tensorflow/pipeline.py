@@ -32,7 +32,7 @@ class TensorFlowResult(ConversionResult[TfConversion]):
         conversion = self.conversion
         return {
             "devices": conversion.devices,
-            "nodes_per_rank": {str(r): len(n) for r, n in conversion.nodes.items()},
+            "nodes_per_rank": {str(r): len(n) for r, n in conversion.payloads.items()},
             "converted": dict(conversion.converted),
             "folded": dict(conversion.folded),
             "events": dict(conversion.events),

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 from google.protobuf.message import DecodeError
 
 from chakra import io
@@ -41,12 +42,13 @@ PROCESS_STEP_STAT = "id"
 ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::ProcessAsync::Done"
 #: Stats of a collective op's event, and the node an async kernel's events name.
 STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
+#: The integer stats the op events and the executor's regions are read for.
+_KEY_STATS = frozenset({STEP_STAT, GROUP_STAT, INSTANCE_STAT, PROCESS_STEP_STAT})
 #: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
 OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
 
 
-@dataclass(frozen=True)
-class OpExecution:
+class OpExecution(msgspec.Struct, frozen=True, gc=False):
     """One execution of a graph node: start (ns since the epoch of the profile), duration (ns),
     the thread line it ran on (``None`` for an asynchronous kernel: from its launch to its done
     callback it holds no thread), and a collective's group and instance keys."""
@@ -99,8 +101,10 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     process_ids = {key for key, name in names.items() if name == PROCESS_EVENT}
     launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
+    # the stats an op event is read for: the rest are skipped unread
+    keys = {key: name for key, name in stat_names.items() if name in _KEY_STATS}
     for thread, line in enumerate(host.lines):
-        profile.stepless += _read_line(line, thread, op_nodes, process_ids, stat_names, steps)
+        profile.stepless += _read_line(line, thread, op_nodes, process_ids, keys, steps)
         _read_async(line, names, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     if not steps:
@@ -136,42 +140,51 @@ def _read_line(
     thread: int,
     op_nodes: dict[int, str],
     process_ids: set[int],
-    stat_names: dict[int, str],
+    key_stats: dict[int, str],
     steps: dict[int, dict[str, list[OpExecution]]],
 ) -> int:
     """Add the op executions of one thread line to ``steps``; returns those with no step id.
 
     ``op_nodes``: event metadata id -> the node an op event names; ``process_ids``: the ids of the
-    executor's step regions. One sweep in start order keeps the regions open at each event on a
+    executor's step regions; ``key_stats``: stat metadata id -> name, of the stats read
+    (:data:`_KEY_STATS`). One sweep in start order keeps the regions open at each event on a
     stack (regions on one thread nest or follow each other), so an op's step is the innermost
     region around it."""
     base_ns = line.timestamp_ns
     open_regions: list[tuple[int, int]] = []  # (end ps, step id), innermost last
     stepless = 0
-    wanted = [e for e in line.events if e.metadata_id in op_nodes or e.metadata_id in process_ids]
-    wanted.sort(key=lambda e: (e.offset_ps, -e.duration_ps))
-    for event in wanted:
-        offset_ps = event.offset_ps
+    # (start, longer first, then as recorded): events are read once, their fields kept
+    wanted = [
+        (e.offset_ps, -e.duration_ps, index, e)
+        for index, e in enumerate(line.events)
+        if e.metadata_id in op_nodes or e.metadata_id in process_ids
+    ]
+    wanted.sort()
+    for offset_ps, minus_duration_ps, _, event in wanted:
+        duration_ps = -minus_duration_ps
         while open_regions and open_regions[-1][0] < offset_ps:
             open_regions.pop()
-        stats = _int_stats(event, stat_names) if event.stats else {}
+        stats = _int_stats(event, key_stats) if event.stats else {}
         node = op_nodes.get(event.metadata_id)
         if node is None:  # an executor region
             region_step = stats.get(PROCESS_STEP_STAT)
             if region_step is not None:
-                open_regions.append((offset_ps + event.duration_ps, region_step))
+                open_regions.append((offset_ps + duration_ps, region_step))
             continue
         step = stats.get(STEP_STAT)
         if step is None:
-            end_ps = offset_ps + event.duration_ps
-            step = next((s for end, s in reversed(open_regions) if end >= end_ps), None)
+            end_ps = offset_ps + duration_ps
+            for end, region_step in reversed(open_regions):
+                if end >= end_ps:
+                    step = region_step
+                    break
         if step is None:
             stepless += 1
             continue
         steps[step][node].append(
             OpExecution(
                 base_ns + offset_ps // PS_PER_NS,
-                event.duration_ps // PS_PER_NS,
+                duration_ps // PS_PER_NS,
                 thread,
                 stats.get(GROUP_STAT),
                 stats.get(INSTANCE_STAT),
@@ -238,12 +251,16 @@ def _ref_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> str | N
 
 
 def _int_stats(event: XEvent, stat_names: dict[int, str]) -> dict[str, int]:
-    """The integer stats of an event by name."""
+    """The integer stats of an event by name, of those ``stat_names`` names (a later one of a name
+    wins)."""
     out = {}
     for stat in event.stats:
+        name = stat_names.get(stat.metadata_id)
+        if name is None:
+            continue
         kind = stat.WhichOneof("value")
         if kind == "int64_value" or kind == "uint64_value":
-            out[stat_names.get(stat.metadata_id, "")] = int(getattr(stat, kind))
+            out[name] = int(getattr(stat, kind))
     return out
 
 
