@@ -303,7 +303,7 @@ def _print_xla(conversion: XlaConversion, written: WrittenWorkload, fidelity: Fi
         for opcode, count in counts.most_common():
             table.add_row(opcode, f"{count:,}", what)
     print_table(table)
-    nodes = len(conversion.nodes[0]) if conversion.nodes else 0
+    nodes = len(conversion.payloads[0]) if conversion.payloads else 0
     stdout.print(
         f"wrote {conversion.devices} files of {nodes:,} nodes and {len(conversion.groups)} communicator groups"
     )

@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from chakra import io
-from chakra.attrs import set_attr
+from chakra.attrs import WELL_KNOWN, check_value
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
@@ -59,6 +59,7 @@ from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstruction
 from chakra.steps import StepRun, step_note
 from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.units import NS_PER_US
+from chakra.wire import AttrColumn, encode_columns
 from chakra.xla.costs import instruction_bytes, instruction_flops
 from chakra.xla.hlo import (
     HloModule,
@@ -113,6 +114,11 @@ def flat(produced: Produced) -> list[int]:
     return produced
 
 
+#: The attribute columns of a device's nodes, in the order a node lists them.
+_COLUMNS = (
+    "duration_ns", "is_cpu_op", "stream", "num_ops", "tensor_size", "comm_type", "comm_dst", "comm_src", "comm_tag",
+    "comm_size", "pg_name",
+)  # fmt: skip
 #: Control flow kept as one node for now (the report says so).
 NOT_UNROLLED = frozenset({"while", "conditional"})
 
@@ -123,7 +129,7 @@ class XlaConversion:
 
     module: HloModule
     devices: int
-    nodes: dict[int, list[Node]]
+    payloads: dict[int, list[bytes]]  # device -> its nodes, encoded
     groups: CommGroups
     converted: Counter[str] = field(default_factory=Counter)  # opcode -> instructions made into nodes
     folded: Counter[str] = field(default_factory=Counter)  # opcode -> instructions folded
@@ -135,6 +141,11 @@ class XlaConversion:
     step_run: str | None = None  # the run whose times the nodes carry (Profile.step_run)
     costs: dict[int, dict[str, int]] = field(default_factory=dict)  # instruction id -> its costs
     done_of: dict[int, HloInstructionProto] = field(default_factory=dict)  # async start id -> its done
+
+    @property
+    def nodes(self) -> dict[int, list[Node]]:
+        """Every device's nodes as messages (decoded from :attr:`payloads` at each call)."""
+        return {device: [Node.FromString(p) for p in payloads] for device, payloads in self.payloads.items()}
 
     @property
     def notes(self) -> list[str]:
@@ -198,7 +209,7 @@ def convert_module(
         run = profile.step_run(module.proto.name)
     for device in range(count):
         timings = profile.timings(module.proto.name, device, run) if profile is not None else None
-        conversion.nodes[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
+        conversion.payloads[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
     conversion.profiled = profile is not None
     conversion.step_run = run
     conversion.groups = CommGroups({gid: members for members, gid in group_ids.items()})
@@ -242,10 +253,10 @@ def _device_nodes(
     group_ids: dict[tuple[int, ...], int],
     counting: bool,
     timings: dict[str, list[Timing]] | None,
-) -> list[Node]:
+) -> list[bytes]:
     emitter = _Emitter(conversion, device, group_ids, counting, timings)
     emitter.emit(conversion.module.entry, {})
-    return emitter.nodes
+    return emitter.encoded()
 
 
 class _Emitter:
@@ -264,7 +275,12 @@ class _Emitter:
         self.device = device
         self.group_ids = group_ids
         self.counting = counting
-        self.nodes: list[Node] = []
+        self.names: list[str] = []
+        self.types: list[int] = []
+        self.deps: list[list[int]] = []
+        self.starts: list[int] = []
+        self.durations: list[int] = []
+        self.attrs: dict[str, dict[int, object]] = {name: {} for name in _COLUMNS}  # name -> row -> value
         self.permutes = 0  # collective-permutes emitted: their tags, the same order on every device
         self.timings = timings
         self.emitted: Counter[str] = Counter()  # instruction name -> emissions so far
@@ -292,23 +308,41 @@ class _Emitter:
     def add(
         self, name: str, node_type: NodeType, deps: list[int], timing: Timing | None = None, **attrs: object
     ) -> int:
-        node = Node(id=len(self.nodes), name=name, type=node_type, data_deps=deps)
+        row = len(self.names)
+        self.names.append(name)
+        self.types.append(node_type)
+        self.deps.append(deps)
+        columns = self.attrs
         if timing is not None:
             start_us, dur_us = timing
-            node.start_time_micros = max(1, round(start_us))  # 0 would read as "not recorded"
-            node.duration_micros = round(dur_us)
-            set_attr(node, "duration_ns", round(dur_us * NS_PER_US))
-        set_attr(node, "is_cpu_op", False)
-        set_attr(node, "stream", DEVICE_STREAM)
+            self.starts.append(max(1, round(start_us)))  # 0 would read as "not recorded"
+            self.durations.append(round(dur_us))
+            columns["duration_ns"][row] = round(dur_us * NS_PER_US)
+        else:
+            self.starts.append(0)
+            self.durations.append(0)
+        columns["is_cpu_op"][row] = False
+        columns["stream"][row] = DEVICE_STREAM
         for key, value in attrs.items():
-            try:
-                set_attr(node, key, value)
-            except AttrKindError as exc:  # a size past int64: a shape no device holds
-                raise ChakraInputError(
-                    f"{name}: {exc}", path=self.module.path, hint="the module's shapes are damaged: dump it again"
-                ) from None
-        self.nodes.append(node)
-        return node.id
+            columns[key][row] = value
+        return row
+
+    def encoded(self) -> list[bytes]:
+        """The nodes added, encoded (:func:`chakra.wire.encode_columns`)."""
+        rows = len(self.names)
+        columns = [AttrColumn(name, [values.get(row) for row in range(rows)]) for name, values in self.attrs.items()]
+        empty: list[None] = [None] * rows
+        try:
+            return encode_columns(
+                self.names, self.types, [[]] * rows, self.deps, self.starts, self.durations, empty, empty, columns
+            ).payloads
+        except AttrKindError as exc:  # a size past int64: a shape no device holds
+            row = _first_refused(columns)
+            raise ChakraInputError(
+                f"{self.names[row]}: {exc}",
+                path=self.module.path,
+                hint="the module's shapes are damaged: dump it again",
+            ) from None
 
     def costs(self, instruction: HloInstructionProto) -> dict[str, int]:
         """``num_ops`` and ``tensor_size`` of an instruction, computed once per module (every device
@@ -455,13 +489,25 @@ def _comm_size(module: HloModule, instruction: HloInstructionProto, base: str) -
     return operands
 
 
+def _first_refused(columns: list[AttrColumn]) -> int:
+    """The first row holding a value its attribute cannot (what the batch encoder refused)."""
+    for column in columns:
+        for row, value in enumerate(column.values):
+            if value is not None:
+                try:
+                    check_value(column.name, WELL_KNOWN[column.name].member, value)
+                except AttrKindError:
+                    return row
+    return 0
+
+
 def write_xla_workload(conversion: XlaConversion, prefix: PathLike) -> WrittenWorkload:
     """Write ``PREFIX.{device}.et`` for every device and ``PREFIX.comm_groups.json``."""
     metadata = GlobalMetadata(version=io.FORMAT_VERSION)
     metadata.attr.add(name="xla_module", string_val=conversion.module.proto.name)
     with WorkloadWriter(prefix) as writer:
-        for device, nodes in conversion.nodes.items():
-            writer.write_nodes(device, nodes, metadata)
+        for device, payloads in conversion.payloads.items():
+            writer.write_framed(device, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
         if conversion.groups:
             writer.groups = conversion.groups
     assert writer.result is not None

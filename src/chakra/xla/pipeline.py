@@ -34,7 +34,7 @@ class XlaResult(ConversionResult[XlaConversion]):
         return {
             "module": conversion.module.proto.name,
             "devices": conversion.devices,
-            "nodes_per_device": {str(d): len(n) for d, n in conversion.nodes.items()},
+            "nodes_per_device": {str(d): len(n) for d, n in conversion.payloads.items()},
             "converted": dict(conversion.converted),
             "folded": dict(conversion.folded),
             "kept": dict(conversion.kept),
