@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chakra import io
+from chakra.collector import gc_paused
 from chakra.conversion import ConversionResult
 from chakra.errors import ChakraInputError, PathLike
 from chakra.flexflow.compgraph import read_compgraph
@@ -47,7 +48,7 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, CO
 from chakra.table import load_table
 from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
-from chakra.wire import AttrEncoder, encode_node
+from chakra.wire import AttrColumn, encode_columns
 
 #: The first start written (µs; 0 means "not recorded" in the format).
 FIRST_START_US = 1
@@ -109,20 +110,23 @@ def convert_flexflow(
     tell = progress or (lambda stage, done, total: None)
     if num_devices is not None and not 0 < num_devices <= MAX_DEVICES + 1:
         raise ChakraInputError(f"{num_devices:,} devices: FlexFlow's files name at most {MAX_DEVICES + 1:,}")
-    graph = read_task_graph(taskgraph, time_unit=time_unit)
-    tell("reading", 1, 3)
-    link = LinkModel(bandwidth_gbps * BYTES_PER_NS_PER_GBPS, latency_us * NS_PER_US) if bandwidth_gbps else None
-    placed = place(
-        graph,
-        read_strategy(strategy) if strategy is not None else None,
-        read_compgraph(compgraph) if compgraph is not None else None,
-        link=link,
-        num_devices=num_devices,
-        sources=tuple(str(p) for p in (strategy, compgraph) if p is not None),
-    )
-    tell("reading", 2, 3)
-    nodes, report = _build(graph, placed)
-    tell("reading", 3, 3)
+    # a few objects per task, freed at the end: the collector's passes over them would cost more than
+    # the building (see chakra.collector)
+    with gc_paused():
+        graph = read_task_graph(taskgraph, time_unit=time_unit)
+        tell("reading", 1, 3)
+        link = LinkModel(bandwidth_gbps * BYTES_PER_NS_PER_GBPS, latency_us * NS_PER_US) if bandwidth_gbps else None
+        placed = place(
+            graph,
+            read_strategy(strategy) if strategy is not None else None,
+            read_compgraph(compgraph) if compgraph is not None else None,
+            link=link,
+            num_devices=num_devices,
+            sources=tuple(str(p) for p in (strategy, compgraph) if p is not None),
+        )
+        tell("reading", 2, 3)
+        nodes, report = _build(graph, placed)
+        tell("reading", 3, 3)
     writer = WorkloadWriter(output)
     with writer:
         for done, device in enumerate(range(placed.num_devices), start=1):
@@ -149,6 +153,10 @@ def convert_flexflow(
         together = replace(together, measured_span_us=conversion.makespan_us)
         fidelity = check_fidelity({}, FLEXFLOW_FIDELITY_TOLERANCE, whole=together)
     return FlexFlowResult(conversion, written, fidelity)
+
+
+#: The attribute columns of the nodes, in the order a node lists them.
+_COLUMNS = ("is_cpu_op", "stream", "comm_src", "comm_dst", "comm_tag", "comm_size", "duration_ns")
 
 
 @dataclass
@@ -219,9 +227,9 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
 
 
 def _records(items: list[_Item]) -> dict[int, list[bytes]]:
-    """The items as node records per device (:mod:`chakra.wire`), ids in time order, tags counted per
-    pair of devices."""
-    order = sorted(range(len(items)), key=lambda i: (items[i].order, i))
+    """The items as node records per device (:func:`chakra.wire.encode_columns`), ids in time
+    order, tags counted per pair of devices."""
+    order = [i for _, i in sorted((item.order, i) for i, item in enumerate(items))]
     node_id: dict[int, int] = {}
     next_id = 0
     for i in order:
@@ -233,26 +241,38 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         next_id += 1
     tags: Counter[tuple[int, int]] = Counter()
     tag_of: dict[int, int] = {}
-    encode = AttrEncoder()
-    on_device = encode("is_cpu_op", False)
-    by_device: dict[int, list[bytes]] = {}
-    for i in order:
+    rows = len(order)
+    columns: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMNS}
+    columns["is_cpu_op"] = [False] * rows
+    columns["duration_ns"] = [items[i].dur_ns for i in order]
+    for row, i in enumerate(order):
         item = items[i]
-        attrs = [on_device]
         transfer = item.transfer
         if transfer is None:
-            attrs.append(encode("stream", COMPUTE_STREAM))
-        else:
-            if item.type == COMM_SEND_NODE:
-                tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
-                tags[(transfer.src, transfer.dst)] += 1
-                attrs.append(encode("stream", COMPUTE_STREAM + 1 + transfer.dst))
-            attrs += [encode("comm_src", transfer.src), encode("comm_dst", transfer.dst),
-                      encode("comm_tag", tag_of[id(transfer)]), encode("comm_size", transfer.size_bytes)]  # fmt: skip
-        attrs.append(encode.int64("duration_ns", item.dur_ns))
-        start_us = round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0
-        deps = sorted({node_id[d] for d in item.deps})
-        payload = encode_node(node_id[i], item.name, item.type, [], deps, start_us, round(item.dur_ns / NS_PER_US),
-                              None, None, attrs)  # fmt: skip
+            columns["stream"][row] = COMPUTE_STREAM
+            continue
+        if item.type == COMM_SEND_NODE:
+            tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
+            tags[(transfer.src, transfer.dst)] += 1
+            columns["stream"][row] = COMPUTE_STREAM + 1 + transfer.dst
+        columns["comm_src"][row] = transfer.src
+        columns["comm_dst"][row] = transfer.dst
+        columns["comm_tag"][row] = tag_of[id(transfer)]
+        columns["comm_size"][row] = transfer.size_bytes
+    ordered = [items[i] for i in order]
+    done = encode_columns(
+        [item.name for item in ordered],
+        [item.type for item in ordered],
+        [[]] * rows,
+        [sorted({node_id[d] for d in item.deps}) for item in ordered],
+        [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
+        [round(item.dur_ns / NS_PER_US) for item in ordered],
+        [None] * rows,
+        [None] * rows,
+        [AttrColumn(name, values) for name, values in columns.items()],
+        node_ids=[node_id[i] for i in order],
+    )
+    by_device: dict[int, list[bytes]] = {}
+    for item, payload in zip(ordered, done.payloads, strict=True):
         by_device.setdefault(item.device, []).append(payload)
     return by_device

@@ -47,7 +47,7 @@ def position_error(path: PathLike, line: int, column: int, message: str, hint: s
     return ChakraInputError(f"line {line}, column {column}: {message}", path=path, hint=hint)
 
 
-@dataclass
+@dataclass(slots=True)
 class DotNode:
     """A node statement (or a node first named by an edge): its attributes, and where it was first seen."""
 
@@ -57,8 +57,9 @@ class DotNode:
     column: int = 0
 
 
-@dataclass(frozen=True)
-class DotEdge:
+class DotEdge(NamedTuple):
+    """An edge statement (one edge of a chain) and where it was written."""
+
     source: str
     target: str
     line: int
@@ -125,6 +126,7 @@ _STATEMENT = re.compile(
     re.VERBOSE,
 )
 _ATTRIBUTE = re.compile(r'\s*(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,"\s]+)\s*(?:,|$)')
+_ESCAPED = re.compile(r'\\(["\\])')
 _FOOTER = re.compile(r"\s*\}\s*")
 
 
@@ -153,7 +155,9 @@ def _regular(text: str, path: str, lines: _Lines) -> DotGraph | None:
             if attribute.start() != at:
                 return None
             value = attribute[2]
-            attrs[attribute[1]] = re.sub(r'\\(["\\])', r"\1", value[1:-1]) if value.startswith('"') else value
+            if value.startswith('"'):
+                value = _ESCAPED.sub(r"\1", value[1:-1]) if "\\" in value else value[1:-1]
+            attrs[attribute[1]] = value
             at = attribute.end()
         if at != len(body) and body[at:].strip():
             return None
