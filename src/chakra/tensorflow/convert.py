@@ -35,6 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from chakra import io
+from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -164,12 +165,13 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
         times = step_times(workers)
         executions, conversion.step_runs, conversion.step_run = times.executions, times.runs, times.chosen
         conversion.events.update(times.events)
-    context = _Context(workers, devices, executions)
-    conversion.groups = context.comm_groups(conversion)
-    for worker in workers:
-        for device, graph in worker.graphs.items():
-            rank = devices.index(device)
-            conversion.payloads[rank] = _Device(context, conversion, rank, graph).emit()
+    with gc_paused():  # a few objects per node, kept to the end: see chakra.collector
+        context = _Context(workers, devices, executions)
+        conversion.groups = context.comm_groups(conversion)
+        for worker in workers:
+            for device, graph in worker.graphs.items():
+                rank = devices.index(device)
+                conversion.payloads[rank] = _Device(context, conversion, rank, graph).emit()
     conversion.payloads = dict(sorted(conversion.payloads.items()))
     return conversion
 

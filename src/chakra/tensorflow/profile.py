@@ -28,6 +28,7 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from chakra import io
+from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XSpace
 from chakra.units import PS_PER_NS
@@ -103,9 +104,10 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
     # the stats an op event is read for: the rest are skipped unread
     keys = {key: name for key, name in stat_names.items() if name in _KEY_STATS}
-    for thread, line in enumerate(host.lines):
-        profile.stepless += _read_line(line, thread, op_nodes, process_ids, keys, steps)
-        _read_async(line, names, stat_names, launched, finished)
+    with gc_paused():  # an execution per op event, kept: see chakra.collector
+        for thread, line in enumerate(host.lines):
+            profile.stepless += _read_line(line, thread, op_nodes, process_ids, keys, steps)
+            _read_async(line, names, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     if not steps:
         raise ChakraInputError(

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from chakra import io
 from chakra.attrs import WELL_KNOWN, check_value
+from chakra.collector import gc_paused
 from chakra.errors import AttrKindError, ChakraInputError, PathLike
 from chakra.groups import CommGroups
 from chakra.output_size import MAX_OUTPUT_BYTES, check_output_size
@@ -207,9 +208,10 @@ def convert_module(
     if profile is not None:
         conversion.step_runs = profile.step_runs(module.proto.name)
         run = profile.step_run(module.proto.name)
-    for device in range(count):
-        timings = profile.timings(module.proto.name, device, run) if profile is not None else None
-        conversion.payloads[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
+    with gc_paused():  # a few objects per node, kept to the end: see chakra.collector
+        for device in range(count):
+            timings = profile.timings(module.proto.name, device, run) if profile is not None else None
+            conversion.payloads[device] = _device_nodes(conversion, device, group_ids, device == 0, timings)
     conversion.profiled = profile is not None
     conversion.step_run = run
     conversion.groups = CommGroups({gid: members for members, gid in group_ids.items()})
