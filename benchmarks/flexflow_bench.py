@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import verdict
+from harness import peak_rss_bytes, verdict
 
 # the task graph generator is the tests' (one simulation of FlexFlow's semantics, not two)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -32,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 DEFAULT_LAYERS = 384
 DEVICES = 64
 LINK_GBPS = 25.0
-KIB_PER_MIB = 1024
 CASES = ("read", "convert", "convert-check")
 #: Tasks converted (ETs written) per second, the case ``convert`` (issue 37: every front end past 100k/s).
 TARGET_TASKS_PER_S = 100_000
@@ -59,7 +57,7 @@ def run_case(case: str, folder: Path) -> dict[str, float]:
         if result.fidelity is not None and result.fidelity.whole is not None:
             error = result.fidelity.whole.error
     seconds = time.perf_counter() - t0
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / KIB_PER_MIB
+    peak_mib = peak_rss_bytes() / 2**20
     return {"seconds": seconds, "tasks": tasks, "peak_rss_mib": peak_mib, "error": error}
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness import peak_rss_bytes
 
 DATA_DIR = Path(__file__).resolve().parent / ".data"
 DEFAULT_NODES = 1_000_000
@@ -38,7 +39,7 @@ OPS = ("aten::mm", "aten::add_", "aten::relu", "aten::copy_", "aten::view", "ate
 
 
 def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_bytes() / 2**20
 
 
 def generate(path: Path, num_nodes: int) -> None:

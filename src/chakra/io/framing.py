@@ -161,9 +161,15 @@ class _ClosingStream:
 def read_decompressed(path: PathLike, *, what: str) -> bytes:
     """All the bytes of ``path``, decompressed when it is gzip or zstd (:func:`open_decompressed`);
     a truncated or corrupt compressed file is a :class:`ChakraFormatError` naming it."""
-    stream, _ = open_decompressed(path, what=what)
+    stream, size = open_decompressed(path, what=what)
     try:
-        return stream.read()
+        if size is None:
+            return stream.read()
+        # a plain file: read at its size into one buffer (an unsized read() after the format sniff
+        # gathers chunks and joins them: the file twice in memory at its peak)
+        data = stream.read(size)
+        rest = stream.read()  # a file still being written may have grown
+        return data + rest if rest else data
     except DECOMPRESS_ERRORS as exc:
         raise ChakraFormatError(
             f"cannot decompress: {exc}", path=path, hint="the compressed file is truncated or corrupt"

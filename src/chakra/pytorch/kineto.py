@@ -94,7 +94,7 @@ _ATTR_OF_KEY = {key: attr for attr, key in _ARG_KEYS.items()}
 NO_VALUE = msgspec.Raw(b"null")
 
 
-class KinetoArgs(msgspec.Struct, gc=False, rename=_ARG_KEYS):
+class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     """The ``args`` of an event that matter here; :meth:`get` reads them by their Kineto key."""
 
     external_id: Any = None
@@ -132,6 +132,10 @@ class KinetoArgs(msgspec.Struct, gc=False, rename=_ARG_KEYS):
         return default if value is None else value
 
 
+#: The args of an event that has none.
+NO_ARGS = KinetoArgs()
+
+
 class KinetoEvent(msgspec.Struct, gc=False):
     """One trace event as Kineto writes it. ``ts``/``dur`` in µs; for device events ``pid`` is the
     device and ``tid`` the stream."""
@@ -145,28 +149,29 @@ class KinetoEvent(msgspec.Struct, gc=False):
     # NaN when absent: a complete event without a start is refused (load_kineto_trace), not put at 0
     ts: float = math.nan
     dur: float = 0.0
-    args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)
+    # events without args (a third: flows) share one, read-only
+    args: KinetoArgs = NO_ARGS
     id: Any = None
     bp: str | None = None
 
+    # id arguments read from their fields (these run once per event or more: no lookup by key);
+    # one that is not an integer (a damaged file) joins nothing, as if absent
+
     @property
     def external_id(self) -> int | None:
-        return self._id_arg("External id")
+        value = self.args.external_id
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
     def correlation(self) -> int | None:
-        return self._id_arg("correlation")
+        value = self.args.correlation
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
     def rf_id(self) -> int | None:
         """``Record function id``: joins to the host trace's ``rf_id`` (0/absent when no observer ran)."""
-        value = self._id_arg("Record function id")
-        return value if value else None
-
-    def _id_arg(self, name: str) -> int | None:
-        """An id argument; one that is not an integer (a damaged file) joins nothing, as if absent."""
-        value = self.args.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        value = self.args.rf_id
+        return value if isinstance(value, int) and not isinstance(value, bool) and value else None
 
 
 class _KinetoFile(msgspec.Struct):

@@ -124,14 +124,8 @@ class LinkedTrace:
 
 def _join_key(host_ops: list[KinetoEvent]) -> str:
     """Record-function ids when the Kineto trace has them (observer attached), else External ids."""
-    with_rf = sum(1 for e in host_ops if _is_rf_id(e.args.rf_id))
+    with_rf = sum(1 for e in host_ops if e.rf_id is not None)
     return "Record function id" if with_rf >= len(host_ops) / 2 and with_rf else "External id"
-
-
-def _is_rf_id(value: Any) -> bool:
-    """Whether a ``Record function id`` argument joins (as ``KinetoEvent.rf_id`` reads it, without a
-    call per event): an integer (not a damaged file's text or flag), not 0 (no observer ran)."""
-    return type(value) is int and value != 0
 
 
 def nest_events(events: list[KinetoEvent]) -> tuple[dict[int, float], dict[int, KinetoEvent]]:
@@ -196,11 +190,9 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     report.duplicate_correlations = len(events.duplicate_correlations)
 
     kineto_by_key: dict[int, KinetoEvent] = {}
-    by_rf_id = key == "Record function id"
     for event in events.host_ops:
-        value = event.args.rf_id if by_rf_id else event.args.external_id
-        # as KinetoEvent.rf_id / external_id read them, without a call per event
-        if type(value) is int and (value or not by_rf_id):
+        value = event.rf_id if key == "Record function id" else event.external_id
+        if value is not None:
             kineto_by_key.setdefault(value, event)  # first = outermost for shared External ids
 
     by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)
