@@ -7,6 +7,7 @@ metadata; :func:`encode_nodes` returns the :class:`~chakra.pytorch.report.Conver
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -80,8 +81,10 @@ class _Encoder:
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
-        items = sorted(self.items.values(), key=lambda i: i.key)
+        items = sorted(self.items.values(), key=attrgetter("key"))
         new_id = {item.node_id: index for index, item in enumerate(items)}
+        hosts = [item.host for item in items]
+        rows = list(zip(items, hosts, strict=True))
         thread_ids = _thread_ids(items) if self.linked else {}
         starts = [i.ts_us for i in items if i.ts_us is not None]
         if starts:
@@ -93,8 +96,8 @@ class _Encoder:
             [i.data for i in items],
             [max(0, round(i.ts_us)) if i.ts_us is not None else 0 for i in items],
             [max(0, round(i.excl_us)) if i.ts_us is not None else 0 for i in items],
-            [_io_json(i.host.inputs) if i.host is not None else None for i in items],
-            [_io_json(i.host.outputs) if i.host is not None and i.node_type != METADATA_NODE else None for i in items],
+            [_io_json(h.inputs) if h is not None else None for h in hosts],
+            [_io_json(h.outputs) if h is not None and i.node_type != METADATA_NODE else None for i, h in rows],
             self._attribute_columns(items, thread_ids, new_id),
             id_map=new_id,
             earlier_only=True,
@@ -130,8 +133,12 @@ class _Encoder:
         hosts = [item.host for item in items]
         # a host op's own: one pass per column (most nodes are host ops), the rest row by row
         column["is_cpu_op"] = [item.is_cpu if item.node_type != METADATA_NODE else None for item in items]
-        for name in ("rf_id", "fw_parent", "seq_id", "scope", "fw_tid", "op_schema"):
-            column[name] = [getattr(host, name) if host is not None else None for host in hosts]
+        column["rf_id"] = [h.rf_id if h is not None else None for h in hosts]
+        column["fw_parent"] = [h.fw_parent if h is not None else None for h in hosts]
+        column["seq_id"] = [h.seq_id if h is not None else None for h in hosts]
+        column["scope"] = [h.scope if h is not None else None for h in hosts]
+        column["fw_tid"] = [h.fw_tid if h is not None else None for h in hosts]
+        column["op_schema"] = [h.op_schema if h is not None else None for h in hosts]
         if self.linked:
             column["tid"] = [thread_ids.get(i.thread, i.host.tid) if i.host is not None else None for i in items]
         else:
