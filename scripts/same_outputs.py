@@ -123,6 +123,13 @@ def cases() -> list[Case]:
             _simulated("{out}/et/llama"),
             ("analyze", "ranks", "{out}/et/llama", "--json", "--workers", "1"),
         )),
+        Case("synthetic sample (fitted to a generated llm, tp 2 pp 2)", (
+            ("generate", "llm", "--preset", "llama3-8b", "--tp", "2", "--pp", "2", "--dp", "1", "--global-batch",
+             "2", "-o", "{out}/gen/llama"),
+            ("synth", "fit", "{out}/gen/llama", "-o", "{out}/llama.synth.json"),
+            ("synth", "sample", "{out}/llama.synth.json", "-o", "{out}/et/synthetic", "--seed", "3"),
+            ("synth", "sample", "{out}/llama.synth.json", "-o", "{out}/et/wider", "--seed", "5", "--ranks", "8"),
+        )),
         Case("generated micro (2 ranks)", (
             ("generate", "micro", "-o", "{out}/et", "--ranks", "2"),
             _simulated("{out}/et/ALL_REDUCE"),

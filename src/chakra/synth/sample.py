@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,14 @@ from chakra.synth.fit import PHASES, phases
 from chakra.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
 from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
-from chakra.wire import AttrEncoder, encode_node
+from chakra.wire import AttrColumn, encode_columns
 
+#: The attribute columns of a sampled node, in the order a node lists them (a node has one of
+#: ``comm_dst``/``comm_src`` and one of ``stream``/``tid``).
+_COLUMNS = (
+    "is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_size", "pg_name", "comm_dst", "comm_src", "comm_tag",
+    "stream", "tid", "duration_ns",
+)  # fmt: skip
 #: Bytes a sampled node takes in its file at least, about: the --max-size estimate (a lower bound, so
 #: only samples sure to be too large are refused).
 NODE_BYTES_ESTIMATE = 32
@@ -265,7 +272,6 @@ class _Sampler:
         ctrl_flags = [k >= len(s.data) for s in symbols for k in range(len(s.data) + len(s.ctrl))]
         self.dep_ctrl = np.array(ctrl_flags, dtype=bool)
         self.names = [synthetic_name(model.keys[s.key].op_class, i) for i, s in enumerate(symbols)]
-        self.encoder = AttrEncoder()
         self.expanded: dict[int, _Expanded] = {}
         self.report = SampleReport("")
 
@@ -362,45 +368,54 @@ class _Sampler:
         group_ids = [world.group_of[rank].get(g, 0) if g != NONE else 0 for g in binding.groups]
         tracks = program.tracks
         tags: Counter[tuple[int, int]] = Counter()
-        encode, out = self.encoder, [frame(GlobalMetadata(version=FORMAT_VERSION).SerializeToString())]
         key_list = model.keys
+        names: list[str] = []
+        types: list[int] = []
+        durations_us: list[int] = []
+        data_deps: list[list[int]] = []
+        ctrl_deps: list[list[int]] = []
+        columns: dict[str, list[Any]] = {name: [None] * n for name in _COLUMNS}
         for i, (symbol, key, track, size, slot, delta) in enumerate(
             zip(seq.tolist(), keys.tolist(), self.sym_track[seq].tolist(), self.sym_size[seq].tolist(),
                 self.sym_group[seq].tolist(), self.sym_peer[seq].tolist(), strict=True)
         ):  # fmt: skip
             spec, atom = key_list[key], program.atoms[slot_of[i]]
             dur_ns = max(0, atom.dur_ns[pick[i]])
-            attrs = [encode("is_cpu_op", spec.is_cpu)]
+            columns["is_cpu_op"][i] = spec.is_cpu
             if spec.node_type in _SIZED_TYPES:
                 if atom.num_ops[pick[i]] >= 0:
-                    attrs.append(encode("num_ops", atom.num_ops[pick[i]]))
+                    columns["num_ops"][i] = atom.num_ops[pick[i]]
                 if atom.tensor_size[pick[i]] >= 0:
-                    attrs.append(encode("tensor_size", atom.tensor_size[pick[i]]))
+                    columns["tensor_size"][i] = atom.tensor_size[pick[i]]
             if spec.node_type in _COMM_TYPES:
                 if spec.node_type == COMM_COLL_NODE and spec.comm_type >= 0:
-                    attrs.append(encode("comm_type", spec.comm_type))
-                attrs.append(encode("comm_size", size))
+                    columns["comm_type"][i] = spec.comm_type
+                columns["comm_size"][i] = size
                 if slot != NONE and group_ids[slot]:
-                    attrs.append(encode("pg_name", str(group_ids[slot])))
+                    columns["pg_name"][i] = str(group_ids[slot])
                 if spec.node_type != COMM_COLL_NODE:
                     peer = world.peer(rank, source + delta)
                     pair = (rank, peer) if spec.node_type == COMM_SEND_NODE else (peer, rank)
-                    attrs.append(encode("comm_dst" if spec.node_type == COMM_SEND_NODE else "comm_src", peer))
-                    attrs.append(encode("comm_tag", FIRST_TAG + tags[pair]))
+                    columns["comm_dst" if spec.node_type == COMM_SEND_NODE else "comm_src"][i] = peer
+                    columns["comm_tag"][i] = FIRST_TAG + tags[pair]
                     tags[pair] += 1
             if track != NONE:
-                attrs.append(encode("stream" if tracks[track] == STREAM else "tid", track + 1))
+                columns["stream" if tracks[track] == STREAM else "tid"][i] = track + 1
             if dur_ns % NS_PER_US:
-                attrs.append(encode("duration_ns", dur_ns))
+                columns["duration_ns"][i] = dur_ns
             lo, hi = ptr[i], ptr[i + 1]
-            data_deps = [parents[j] for j in range(lo, hi) if not ctrl[j]]
-            ctrl_deps = [parents[j] for j in range(lo, hi) if ctrl[j]]
-            out.append(frame(encode_node(
-                i, self.names[symbol], spec.node_type, ctrl_deps, data_deps, 0, round(dur_ns / NS_PER_US),
-                None, None, attrs,
-            )))  # fmt: skip
+            data_deps.append([parents[j] for j in range(lo, hi) if not ctrl[j]])
+            ctrl_deps.append([parents[j] for j in range(lo, hi) if ctrl[j]])
+            names.append(self.names[symbol])
+            types.append(spec.node_type)
+            durations_us.append(round(dur_ns / NS_PER_US))
+        empty: list[None] = [None] * n
+        done = encode_columns(
+            names, types, ctrl_deps, data_deps, [0] * n, durations_us, empty, empty,
+            [AttrColumn(name, values) for name, values in columns.items()],
+        )  # fmt: skip
         self.report.nodes += n
-        return b"".join(out)
+        return frame(GlobalMetadata(version=FORMAT_VERSION).SerializeToString()) + b"".join(map(frame, done.payloads))
 
 
 def sample_workload(
