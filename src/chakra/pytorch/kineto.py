@@ -229,7 +229,8 @@ def _check_times(events: list[KinetoEvent], path: Path) -> None:
     for index, event in enumerate(events):
         if event.ph != "X":
             continue
-        if math.isfinite(event.ts) and event.ts >= 0 and math.isfinite(event.dur) and event.dur >= 0:
+        ts, dur = event.ts, event.dur
+        if 0 <= ts < math.inf and 0 <= dur < math.inf:  # false for NaN (no ts) and infinities
             continue
         what = "has no ts" if math.isnan(event.ts) else f"has ts {event.ts!r} and dur {event.dur!r}"
         raise ChakraFormatError(
