@@ -9,6 +9,7 @@ The rules are in the module docstring of :mod:`chakra.pytorch.convert`.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from typing import Any
 
@@ -142,6 +143,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             parent = builder.items.get(dep)
             if parent is not None and parent.thread != item.thread and not isinstance(parent.thread, tuple):
                 issued[parent.thread].append(item)
+    tops: dict[Any, _TopLevel] = {}  # made when first asked: the threads' items do not change here
     for thread in cpu_threads:
         items = by_thread[thread]
         starts = [i.ts_us or 0.0 for i in items]
@@ -166,7 +168,10 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if id(waited) not in mine and owner is not None:
                 # waiting for another thread's work starts when that thread took it up: before,
                 # this thread was still busy handing it over (Python calling backward())
-                wait_start = max(seg_start, min(_busy_since(by_thread[waited.thread], waited), ends[k]))
+                top_level = tops.get(waited.thread)
+                if top_level is None:
+                    top_level = tops[waited.thread] = _TopLevel(by_thread[waited.thread])
+                wait_start = max(seg_start, min(top_level.busy_since(waited), ends[k]))
             wait_us = ends[k] - wait_start
             if seg_end - ends[k] > max(WAIT_RESUME_TOLERANCE_US, WAIT_RESUME_SHARE * wait_us):
                 continue
@@ -189,18 +194,34 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             segments[thread].sort(key=lambda seg: seg.start_us)
 
 
-def _busy_since(items: list[Item], item: Item) -> float:
-    """When the busy period of ``item``'s thread that ``item`` ends began (µs): back through the
-    thread's top-level ops while each starts within ``INTER_THREAD_IDLE_US`` of the one before."""
-    tops = [i for i in items if i.depth == 0 and i.ts_us is not None and i.end_us <= item.end_us]
-    if not tops:
-        return item.ts_us or 0.0
-    since = tops[-1].ts_us or 0.0
-    for earlier in reversed(tops[:-1]):
-        if since - earlier.end_us > INTER_THREAD_IDLE_US:
-            break
-        since = earlier.ts_us or 0.0
-    return since
+class _TopLevel:
+    """A thread's top-level timed ops in time order, with their ends, for :meth:`busy_since`."""
+
+    def __init__(self, items: list[Item]):
+        self.tops = [i for i in items if i.depth == 0 and i.ts_us is not None]
+        self.ends = [i.end_us for i in self.tops]
+        self.ends_sorted = all(a <= b for a, b in itertools.pairwise(self.ends))
+
+    def busy_since(self, item: Item) -> float:
+        """When the busy period of ``item``'s thread that ``item`` ends began (µs): back through the
+        thread's top-level ops that end by ``item``'s end while each starts within
+        ``INTER_THREAD_IDLE_US`` of the one before."""
+        end_us = item.end_us
+        if self.ends_sorted:  # the usual case: those ending by then are a prefix
+            count = bisect.bisect_right(self.ends, end_us)
+            tops, ends = self.tops, self.ends
+        else:
+            kept = [k for k, end in enumerate(self.ends) if end <= end_us]
+            tops, ends = [self.tops[k] for k in kept], [self.ends[k] for k in kept]
+            count = len(kept)
+        if count == 0:
+            return item.ts_us or 0.0
+        since = tops[count - 1].ts_us or 0.0
+        for k in range(count - 2, -1, -1):
+            if since - ends[k] > INTER_THREAD_IDLE_US:
+                break
+            since = tops[k].ts_us or 0.0
+        return since
 
 
 def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
