@@ -29,7 +29,7 @@ from chakra.pytorch.report import (
     Conversion,
 )
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE, AttributeProto, GlobalMetadata
-from chakra.wire import RAW, AttrColumn, AttrEncoder, encode_columns
+from chakra.wire import RAW, AttrColumn, AttrEncoder, EncodedNodes, encode_columns
 
 _decode_json = msgspec.json.Decoder().decode
 
@@ -39,6 +39,8 @@ _COLUMN_ORDER = (
     "is_cpu_op", "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema", "num_ops", "tensor_size",
     "stream", "device", "correlation", "launcher_rf_id", "activity_bytes", "added", "part_of",
 )  # fmt: skip
+#: Nodes encoded per call of the batch encoder: their columns are all that is held at once.
+_BATCH_ROWS = 8192
 #: Distinct (op, shapes, types) whose cost is kept for reuse: bounds the memory a trace of ever new
 #: shapes can take (a step of a model repeats a few hundred).
 _COSTS_KEPT = 1 << 16
@@ -83,13 +85,27 @@ class _Encoder:
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
         items = sorted(self.items.values(), key=attrgetter("key"))
         new_id = {item.node_id: index for index, item in enumerate(items)}
-        hosts = [item.host for item in items]
-        rows = list(zip(items, hosts, strict=True))
         thread_ids = _thread_ids(items) if self.linked else {}
         starts = [i.ts_us for i in items if i.ts_us is not None]
         if starts:
             self.report.measured_span_us = max(i.end_us for i in items if i.ts_us is not None) - min(starts)
-        done = encode_columns(
+        payloads: list[bytes] = []
+        # in batches: the columns of one batch at a time beside the records written
+        for first in range(0, len(items), _BATCH_ROWS):
+            done = self._encoded(items[first : first + _BATCH_ROWS], first, thread_ids, new_id)
+            payloads += done.payloads
+            self.report.edges_against_time += done.later
+        self.report.nodes.update(self._kind_label(item) for item in items)
+        for comm in comm_nodes:
+            comm.node_id = new_id[comm.node_id]
+        return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
+
+    def _encoded(
+        self, items: list[Item], first: int, thread_ids: dict[Any, int], new_id: dict[int, int]
+    ) -> EncodedNodes:
+        """Nodes ``first``, ``first + 1``, ... (``items``), encoded."""
+        hosts = [item.host for item in items]
+        return encode_columns(
             [i.name for i in items],
             [i.node_type for i in items],
             [i.ctrl for i in items],
@@ -97,17 +113,16 @@ class _Encoder:
             [max(0, round(i.ts_us)) if i.ts_us is not None else 0 for i in items],
             [max(0, round(i.excl_us)) if i.ts_us is not None else 0 for i in items],
             [_io_json(h.inputs) if h is not None else None for h in hosts],
-            [_io_json(h.outputs) if h is not None and i.node_type != METADATA_NODE else None for i, h in rows],
+            [
+                _io_json(h.outputs) if h is not None and i.node_type != METADATA_NODE else None
+                for i, h in zip(items, hosts, strict=True)
+            ],
             self._attribute_columns(items, thread_ids, new_id),
+            node_ids=range(first, first + len(items)),
             id_map=new_id,
             earlier_only=True,
             io_json=_python_text_of_json,
         )
-        self.report.edges_against_time += done.later
-        self.report.nodes.update(self._kind_label(item) for item in items)
-        for comm in comm_nodes:
-            comm.node_id = new_id[comm.node_id]
-        return Conversion(self._metadata(), done.payloads, comm_nodes, self.report, self.rank)
 
     def _kind_label(self, item: Item) -> str:
         if item.node_type == METADATA_NODE:

@@ -285,9 +285,11 @@ def _decode(data: bytes, layout: str, path: Path | None) -> tuple[Any, list[str]
 
 
 def _io_lists(io: _IO | None) -> IOLists:
+    """``io``'s lists, copied out of the file's bytes: views would hold the whole file in memory for as
+    long as the trace lives, where the lists are an eighth of it."""
     if io is None:
         return IOLists()
-    return IOLists(io.values, io.shapes, io.types, io.strides)
+    return IOLists(io.values.copy(), io.shapes.copy(), io.types.copy(), io.strides.copy())
 
 
 def host_node_from_record(

@@ -161,10 +161,13 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
     host_nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
     activities: list[DeviceActivity] = []
-    for index, node in enumerate(raw.nodes):
+    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}  # equal extra attributes, one dict
+    records = raw.nodes
+    for index, node in enumerate(records):
+        records[index] = None  # type: ignore[call-overload]  # each record freed once read (a lower peak)
         if node.cat is None:
             try:
-                host_node = host_node_from_record(node)
+                host_node = host_node_from_record(node, shared)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise ChakraFormatError(
                     f"not a linked trace: its attrs: {exc}",
