@@ -361,16 +361,18 @@ def _from_flat(raw: _FlatNode) -> HostNode:
     )
 
 
-def _share_equal_values(nodes: list[HostNode]) -> None:
-    """Let nodes share equal names, schemas and extra-attribute dicts: the same op kind recurs
-    thousands of times, and the current writer puts the same ``kernel_backend``/``kernel_file``/
-    ``tensor_range`` on every node (a fifth of the loaded trace's memory otherwise). The dicts are
-    read-only by convention."""
+def _share_equal_values(nodes: list[HostNode], dicts_shared: bool) -> None:
+    """Let nodes share equal names, schemas and extra-attribute dicts (unless ``dicts_shared``: made
+    shared already): the same op kind recurs thousands of times, and the current writer puts the
+    same ``kernel_backend``/``kernel_file``/``tensor_range`` on every node (a fifth of the loaded
+    trace's memory otherwise). The dicts are read-only by convention."""
     strings: dict[str, str] = {}
     dicts: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
     for node in nodes:
         node.name = strings.setdefault(node.name, node.name)
         node.op_schema = strings.setdefault(node.op_schema, node.op_schema)
+        if dicts_shared:
+            continue
         attrs = node.attrs
         try:
             node.attrs = dicts.setdefault(tuple(attrs.items()), attrs)
@@ -409,7 +411,7 @@ def load_host_trace(path: PathLike) -> HostTrace:
                     node_index=i,
                     hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",
                 ) from None
-        _share_equal_values(nodes)
+        _share_equal_values(nodes, dicts_shared=layout == "grouped")  # host_node_from_record shared them
     if raw.schema not in KNOWN_SCHEMAS:
         notes.append(f"schema {raw.schema!r} is not one this tool was tested with; read by its fields")
     return HostTrace(
