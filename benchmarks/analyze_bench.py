@@ -10,7 +10,7 @@ and a duration; ctrl deps point to the call-tree parent (the launching op for ke
 to the producer of the inputs, across blocks too, so the graph is one long chain of layers with
 the communication hanging off it, overlapping the next layers' compute.
 
-Each run is a fresh process pinned to one core, so peak RSS (``ru_maxrss``) is its own:
+Each run is a fresh process pinned to one core, so peak RSS (``VmHWM``) is its own:
 ``load_table`` (the load stage), then ``critical_path``, ``breakdown`` and, for reference,
 ``top_operators`` (exclusive time; not part of the target), each timed alone. Target (issue):
 critical path plus breakdown of the 1M-node rank under 5 s on one core; the load stage is reported

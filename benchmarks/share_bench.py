@@ -19,17 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from harness import peak_rss_bytes
 from io_bench import generate
 
 DEFAULT_NODES = 1_000_000
-KIB_PER_MIB = 1024
 CASES = ("stream", "anonymize", "anonymize-kinds", "anonymize-coarse")
 #: What the chakra command sets before numpy loads (chakra.cli.main): idle BLAS threads spin otherwise.
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
@@ -57,7 +56,7 @@ def run_case(case: str, path: Path) -> dict[str, float]:
         report = anonymize_workload(path, path.parent / "out" / "job", options)
         count, leaks = report.nodes, len(report.leaks)
     seconds = time.perf_counter() - t0
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / KIB_PER_MIB
+    peak_mib = peak_rss_bytes() / 2**20
     return {"seconds": seconds, "nodes": count, "peak_rss_mib": peak_mib, "leaks": leaks}
 
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from harness import peak_rss_bytes
+
 DEFAULT_NODES = 1_000_000
-KIB_PER_MIB = 1024
 RANKS = 8
 #: Nodes of one micro-batch of Llama 3 8B on one rank without tensor or pipeline parallelism (measured).
 NODES_PER_MICRO_BATCH = 713
@@ -44,7 +44,7 @@ def run_case(case: str, folder: Path) -> dict[str, float]:
         result = sample_workload(load_model(model_path), folder / "sample" / "llama", seed=1)
         nodes, size = result.nodes, model_path.stat().st_size
     seconds = time.perf_counter() - t0
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / KIB_PER_MIB
+    peak_mib = peak_rss_bytes() / 2**20
     return {"seconds": seconds, "nodes": nodes, "peak_rss_mib": peak_mib, "model_bytes": size}
 
 
