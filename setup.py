@@ -1,7 +1,7 @@
 """The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py), the
 producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the anonymizer's rewriter and leakage
 search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three reading or writing the wire format
-through ``src/chakra/_wire.h``; and the host trace's attribute splitter (``src/chakra/_host_attrs.c``, see
+through ``src/chakra/_wire.h``; and the host trace's record splitter (``src/chakra/_host_record.c``, see
 chakra/pytorch/host.py).
 
 Everything else about the package is in pyproject.toml.
@@ -26,7 +26,7 @@ setup(
             depends=[WIRE, "src/chakra/_json_repr.h"],
             extra_compile_args=["-O2"],
         ),
-        Extension("chakra._host_attrs", sources=["src/chakra/_host_attrs.c"], extra_compile_args=["-O2"]),
+        Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

@@ -159,3 +159,33 @@ def test_nodes_given_one_shared_dict_share_equal_extra_attributes():
     shared: dict = {}
     first, second = (host_node_from_record(GroupedRecord(id=i, name="op", attrs=raw), shared) for i in (1, 2))
     assert first.attrs is second.attrs and first.attrs == {"kernel_file": ""} and first.rf_id == 3
+
+
+def test_inputs_that_are_not_an_object_are_refused_naming_the_node(tmp_path: Path):
+    path = tmp_path / "host.0.json"
+    node = {"id": 2, "name": "aten::mm", "ctrl_deps": 1, "inputs": [1, 2], "attrs": []}
+    path.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": [node]}))
+    with pytest.raises(ChakraFormatError, match=r"node #0.*inputs or outputs: Expected `object \| null`"):
+        load_host_trace(path)
+
+
+@given(
+    io=st.fixed_dictionaries(
+        {},
+        optional={
+            "values": st.lists(st.one_of(st.integers(), st.text(max_size=4), st.lists(st.integers(), max_size=2))),
+            "shapes": st.lists(st.lists(st.integers(0, 9), max_size=3)),
+            "types": st.lists(st.text(max_size=6)),
+            "strides": st.one_of(st.none(), st.lists(st.lists(st.integers(0, 9), max_size=3))),
+            "other": st.integers(),
+        },
+    ),
+    spaced=st.booleans(),
+)
+def test_io_lists_are_the_texts_msgspec_reads(io, spaced):
+    text = json.dumps(io, separators=(", ", ": ") if spaced else (",", ":")).encode()
+    record = GroupedRecord(id=1, name="op", inputs=msgspec.Raw(text))
+    lists = host_node_from_record(record).inputs
+    expected = msgspec.json.decode(text)
+    assert lists.values() == expected.get("values", []) and lists.shapes() == expected.get("shapes", [])
+    assert lists.types() == expected.get("types", []) and lists.strides() == expected.get("strides")

@@ -243,12 +243,12 @@ class _Encoder:
         return metadata
 
 
-def _io_json(lists: IOLists) -> tuple[msgspec.Raw, msgspec.Raw, msgspec.Raw]:
+def _io_json(lists: IOLists) -> tuple[msgspec.Raw | bytes, msgspec.Raw | bytes, msgspec.Raw | bytes]:
     """An op's inputs or outputs as the JSON texts of its ``values``, ``shapes`` and ``types``."""
     return (lists.raw_values, lists.raw_shapes, lists.raw_types)
 
 
-def _python_text_of_json(raw: msgspec.Raw) -> bytes:
+def _python_text_of_json(raw: msgspec.Raw | bytes) -> bytes:
     """The text upstream stores for an IO list (Python ``str()`` of the parsed JSON,
     ``reference/chakra-format.md`` §7), for the forms :func:`chakra.wire.python_repr_of_json`
     leaves to Python."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from chakra._host_attrs import split_attrs
+from chakra._host_record import split_attrs, split_io
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.jsonfile import position_of, read_json_bytes
@@ -90,8 +90,9 @@ class GroupedRecord(msgspec.Struct, gc=False):
     id: int
     name: str  # the observer names every node: a node without one is a damaged file
     ctrl_deps: int = 0
-    inputs: _IO | None = None
-    outputs: _IO | None = None
+    # kept as JSON: their lists are copied out in C (views would hold the whole file)
+    inputs: msgspec.Raw = _NULL
+    outputs: msgspec.Raw = _NULL
     # kept as JSON until the node is converted: decoded all at once, the attribute structs were
     # the largest part of the peak memory (a third more than the file)
     attrs: msgspec.Raw = _EMPTY_LIST
@@ -138,12 +139,13 @@ class _FlatTrace(msgspec.Struct):
 
 class IOLists(msgspec.Struct, gc=False):
     """An operator's inputs or outputs: ``values``, ``shapes``, ``types`` (and ``strides`` from
-    schema 1.1.1), kept as raw JSON and decoded on first use by the methods of the same name."""
+    schema 1.1.1), kept as their JSON text (bytes, or views of a file's) and decoded on use by the
+    methods of the same name."""
 
-    raw_values: msgspec.Raw = _EMPTY_LIST
-    raw_shapes: msgspec.Raw = _EMPTY_LIST
-    raw_types: msgspec.Raw = _EMPTY_LIST
-    raw_strides: msgspec.Raw = _NULL
+    raw_values: msgspec.Raw | bytes = _EMPTY_LIST
+    raw_shapes: msgspec.Raw | bytes = _EMPTY_LIST
+    raw_types: msgspec.Raw | bytes = _EMPTY_LIST
+    raw_strides: msgspec.Raw | bytes = _NULL
 
     def values(self) -> list[Any]:
         return _decode_any(self.raw_values)
@@ -284,12 +286,19 @@ def _decode(data: bytes, layout: str, path: Path | None) -> tuple[Any, list[str]
     )
 
 
-def _io_lists(io: _IO | None) -> IOLists:
-    """``io``'s lists, copied out of the file's bytes: views would hold the whole file in memory for as
-    long as the trace lives, where the lists are an eighth of it."""
+_decode_io = msgspec.json.Decoder(_IO | None).decode
+
+
+def _io_lists(raw: msgspec.Raw) -> IOLists:
+    """The lists of an ``inputs``/``outputs`` object, copied out of the file's bytes: views would hold
+    the whole file in memory for as long as the trace lives, where the lists are an eighth of it."""
+    parts = split_io(raw)
+    if parts is not None:
+        return IOLists(*parts)
+    io = _decode_io(raw)  # a form the splitter leaves to msgspec, which reads it or names the error
     if io is None:
         return IOLists()
-    return IOLists(io.values.copy(), io.shapes.copy(), io.types.copy(), io.strides.copy())
+    return IOLists(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
 
 
 def host_node_from_record(
@@ -406,7 +415,7 @@ def load_host_trace(path: PathLike) -> HostTrace:
                 nodes[i] = convert(nodes[i])
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise ChakraFormatError(
-                    f"not a host execution trace: its attrs: {exc}",
+                    f"not a host execution trace: its attrs, inputs or outputs: {exc}",
                     path=path,
                     node_index=i,
                     hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",

@@ -39,10 +39,15 @@ def _attr(name: str, value: Any) -> dict[str, Any]:
     return {"name": name, "type": kind or _ATTR_TYPES.get(type(value), "string"), "value": value}
 
 
+def _json(text: msgspec.Raw | bytes) -> msgspec.Raw:
+    """JSON text to write as it is (bytes would be written as base64)."""
+    return text if isinstance(text, msgspec.Raw) else msgspec.Raw(text)
+
+
 def _io(lists: Any) -> dict[str, Any]:
-    out = {"values": lists.raw_values, "shapes": lists.raw_shapes, "types": lists.raw_types}
+    out = {"values": _json(lists.raw_values), "shapes": _json(lists.raw_shapes), "types": _json(lists.raw_types)}
     if bytes(lists.raw_strides) != b"null":
-        out["strides"] = lists.raw_strides
+        out["strides"] = _json(lists.raw_strides)
     return out
 
 
@@ -170,7 +175,7 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
                 host_node = host_node_from_record(node, shared)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise ChakraFormatError(
-                    f"not a linked trace: its attrs: {exc}",
+                    f"not a linked trace: its attrs, inputs or outputs: {exc}",
                     path=path,
                     node_index=index,
                     hint="expected the JSON chakra_trace_link writes: attrs as a list of {name, type, value}",

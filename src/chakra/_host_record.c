@@ -1,8 +1,14 @@
 /*
- * chakra._host_attrs: the attrs list of a host execution trace's node (grouped layout, a JSON list of
- * {"name", "type", "value"} objects), split in one pass over its JSON text into the core attributes
- * and the others, without an object per attribute (see chakra/pytorch/host.py).
+ * chakra._host_record: the fields of a host execution trace's node (grouped layout) that are read from
+ * their JSON text in C, without an object per part (see chakra/pytorch/host.py).
  *
+ * split_io(json) -> (values, shapes, types, strides) or None. An `inputs`/`outputs` object's lists,
+ * each its JSON text copied into bytes of its own ("[]", "[]", "[]", "null" for one that is missing,
+ * and for a null object); None for a form left to msgspec (an escaped or repeated key, text that is
+ * not an object).
+ *
+ * The attrs list (a JSON list of {"name", "type", "value"} objects) is split into the core
+ * attributes and the others:
  * split_attrs(json, core) -> (core values, other (name, value) pairs) or None. `core` maps each core
  * name to the value a missing one means; a core value must be of its default's type (int or str).
  * Only the common forms are read here: names without escapes, string values without \uXXXX escapes,
@@ -253,14 +259,116 @@ done:
     return result;
 }
 
+/* The texts a missing list stands for (constants made once: "[]" is a fifth of the lists). */
+static PyObject *EMPTY_LIST, *NULL_VALUE;
+#define MAX_NESTING 256
+enum { IO_VALUES, IO_SHAPES, IO_TYPES, IO_STRIDES, IO_PARTS };
+static const char *IO_KEYS[IO_PARTS] = {"values", "shapes", "types", "strides"};
+
+/* Past one JSON value of text msgspec has checked: 0 at its end, -1 where the text is not one. */
+static int skip_value(Scan *s, int depth) {
+    skip_space(s);
+    if (s->p >= s->end || depth > MAX_NESTING) return -1;
+    char c = *s->p;
+    if (c == '"') {
+        for (s->p++; s->p < s->end && *s->p != '"'; s->p++)
+            if (*s->p == '\\') s->p++;
+        if (s->p >= s->end) return -1;
+        s->p++;
+        return 0;
+    }
+    if (c == '[' || c == '{') {
+        char close = c == '[' ? ']' : '}';
+        s->p++;
+        if (take(s, close)) return 0;
+        do {
+            if (c == '{' && (skip_value(s, depth + 1) < 0 || !take(s, ':'))) return -1;
+            if (skip_value(s, depth + 1) < 0) return -1;
+        } while (take(s, ','));
+        return take(s, close) ? 0 : -1;
+    }
+    const char *start = s->p; /* a number, true, false or null: up to the next delimiter */
+    while (s->p < s->end && *s->p != ',' && *s->p != ']' && *s->p != '}' && *s->p != ' ' && *s->p != '\n' &&
+           *s->p != '\r' && *s->p != '\t')
+        s->p++;
+    return s->p > start ? 0 : -1;
+}
+
+static PyObject *split_io(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Scan s = {(const char *)view.buf, (const char *)view.buf + view.len};
+    const char *from[IO_PARTS] = {NULL};
+    Py_ssize_t len[IO_PARTS] = {0};
+    int ok = 1;
+    skip_space(&s);
+    if ((size_t)(s.end - s.p) >= 4 && memcmp(s.p, "null", 4) == 0) {
+        s.p += 4; /* a null object: every list missing */
+    } else if (!take(&s, '{')) {
+        ok = 0;
+    } else if (!take(&s, '}')) {
+        do {
+            const char *key;
+            Py_ssize_t key_len;
+            if (!string_span(&s, &key, &key_len) || !take(&s, ':')) {
+                ok = 0;
+                break;
+            }
+            skip_space(&s);
+            const char *start = s.p;
+            if (skip_value(&s, 0) < 0) {
+                ok = 0;
+                break;
+            }
+            for (int k = 0; k < IO_PARTS; k++) {
+                if (key_is(key, key_len, IO_KEYS[k])) {
+                    if (from[k]) ok = 0; /* given twice: msgspec settles which counts */
+                    from[k] = start;
+                    len[k] = s.p - start;
+                }
+            }
+        } while (ok && take(&s, ','));
+        if (ok && !take(&s, '}')) ok = 0;
+    }
+    if (ok) {
+        skip_space(&s);
+        if (s.p != s.end) ok = 0;
+    }
+    PyObject *result = NULL;
+    if (!ok) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = PyTuple_New(IO_PARTS);
+        for (int k = 0; result && k < IO_PARTS; k++) {
+            PyObject *part = from[k] ? PyBytes_FromStringAndSize(from[k], len[k])
+                                     : Py_NewRef(k == IO_STRIDES ? NULL_VALUE : EMPTY_LIST);
+            if (!part) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyTuple_SET_ITEM(result, k, part);
+        }
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"split_io", split_io, METH_O,
+     "split_io(json) -> (values, shapes, types, strides) as bytes of JSON text, or None for a form left to msgspec"},
     {"split_attrs", split_attrs, METH_VARARGS,
      "split_attrs(json, core) -> (core values in core's order, other (name, value) pairs), or None for a "
      "form left to msgspec"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "chakra._host_attrs", NULL, -1, methods, NULL, NULL, NULL,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "chakra._host_record", NULL, -1, methods, NULL, NULL, NULL,
                                     NULL};
 
-PyMODINIT_FUNC PyInit__host_attrs(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__host_record(void) {
+    EMPTY_LIST = PyBytes_FromStringAndSize("[]", 2);
+    NULL_VALUE = PyBytes_FromStringAndSize("null", 4);
+    if (!EMPTY_LIST || !NULL_VALUE) return NULL;
+    return PyModule_Create(&module);
+}

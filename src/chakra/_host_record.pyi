@@ -1,0 +1,7 @@
+# Types of the C module src/chakra/_host_record.c (a host trace node's fields read in C; see chakra/pytorch/host.py).
+from typing import Any
+
+def split_attrs(
+    json: bytes | bytearray | memoryview | Any, core: dict[str, Any]
+) -> tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]] | None: ...
+def split_io(json: bytes | bytearray | memoryview | Any) -> tuple[bytes, bytes, bytes, bytes] | None: ...
