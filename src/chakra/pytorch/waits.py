@@ -103,11 +103,7 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
     (a gloo ``c10d::`` op that stays busy after handing its work to the worker), split the
     issuer's time at that moment: the work depends on the issuer's first piece, the rest
     becomes a part (or a wait, if the issuer then waited for the work)."""
-    by_owner: dict[int, list[Segment]] = defaultdict(list)
-    for segs in segments.values():
-        for segment in segs:
-            if segment.owner is not None:
-                by_owner[segment.owner.node_id].append(segment)
+    issued: list[tuple[float, Item]] = []  # (when work started elsewhere, its issuer), in the items' order
     for item in builder.items.values():
         if item.ts_us is None or isinstance(item.thread, tuple):
             continue
@@ -121,13 +117,23 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
                 or not issuer.ts_us < item.ts_us < issuer.end_us - PART_MIN_US
             ):
                 continue
-            for segment in by_owner.get(issuer.node_id, []):
-                if segment.start_us < item.ts_us < segment.end_us - PART_MIN_US:
-                    rest = Segment(item.ts_us, segment.end_us, issuer, False)
-                    segment.end_us = item.ts_us
-                    segments[issuer.thread].append(rest)
-                    by_owner[issuer.node_id].append(rest)
-                    break
+            issued.append((item.ts_us, issuer))
+    if not issued:
+        return
+    issuers = {issuer.node_id for _, issuer in issued}  # only their segments are looked at
+    by_owner: dict[int, list[Segment]] = defaultdict(list)
+    for segs in segments.values():
+        for segment in segs:
+            if segment.owner is not None and segment.owner.node_id in issuers:
+                by_owner[segment.owner.node_id].append(segment)
+    for start_us, issuer in issued:
+        for segment in by_owner.get(issuer.node_id, []):
+            if segment.start_us < start_us < segment.end_us - PART_MIN_US:
+                rest = Segment(start_us, segment.end_us, issuer, False)
+                segment.end_us = start_us
+                segments[issuer.thread].append(rest)
+                by_owner[issuer.node_id].append(rest)
+                break
 
 
 def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
