@@ -17,6 +17,7 @@ from chakra.pytorch.host import (
     CORE_ATTRS,
     PROCESS_ROOT_NAMES,
     GroupedRecord,
+    SharedValues,
     _attrs_by_msgspec,
     host_node_from_record,
     load_host_trace,
@@ -149,14 +150,14 @@ def test_split_attributes_are_the_ones_msgspec_decodes(attrs):
         with pytest.raises(msgspec.ValidationError):
             host_node_from_record(record)
         return
-    node = host_node_from_record(record, {})
+    node = host_node_from_record(record, SharedValues())
     assert {name: getattr(node, name) for name in CORE_ATTRS} == expected[0]
     assert node.attrs == expected[1] and list(node.attrs) == list(expected[1])
 
 
 def test_nodes_given_one_shared_dict_share_equal_extra_attributes():
     raw = msgspec.Raw(b'[{"name": "rf_id", "type": "uint64", "value": 3}, {"name": "kernel_file", "value": ""}]')
-    shared: dict = {}
+    shared = SharedValues()
     first, second = (host_node_from_record(GroupedRecord(id=i, name="op", attrs=raw), shared) for i in (1, 2))
     assert first.attrs is second.attrs and first.attrs == {"kernel_file": ""} and first.rf_id == 3
 
@@ -189,3 +190,13 @@ def test_io_lists_are_the_texts_msgspec_reads(io, spaced):
     expected = msgspec.json.decode(text)
     assert lists.values() == expected.get("values", []) and lists.shapes() == expected.get("shapes", [])
     assert lists.types() == expected.get("types", []) and lists.strides() == expected.get("strides")
+
+
+def test_nodes_given_one_shared_values_share_equal_shapes_and_types_but_not_values():
+    io = msgspec.Raw(b'{"values": [[1, 2]], "shapes": [[4, 8]], "types": ["Tensor(float)"], "strides": [[8, 1]]}')
+    shared = SharedValues()
+    first, second = (host_node_from_record(GroupedRecord(id=i, name="op", inputs=io), shared) for i in (1, 2))
+    assert first.inputs.raw_shapes is second.inputs.raw_shapes and first.inputs.raw_types is second.inputs.raw_types
+    assert (
+        first.inputs.raw_values == second.inputs.raw_values and first.inputs.raw_values is not second.inputs.raw_values
+    )

@@ -2,10 +2,11 @@
  * chakra._host_record: the fields of a host execution trace's node (grouped layout) that are read from
  * their JSON text in C, without an object per part (see chakra/pytorch/host.py).
  *
- * split_io(json) -> (values, shapes, types, strides) or None. An `inputs`/`outputs` object's lists,
- * each its JSON text copied into bytes of its own ("[]", "[]", "[]", "null" for one that is missing,
- * and for a null object); None for a form left to msgspec (an escaped or repeated key, text that is
- * not an object).
+ * split_io(json, shared) -> (values, shapes, types, strides) or None. An `inputs`/`outputs` object's
+ * lists, each its JSON text copied into bytes of its own ("[]", "[]", "[]", "null" for one that is
+ * missing, and for a null object); shapes, types and strides, which repeat, are kept once in the dict
+ * `shared` (text -> itself) and given from it. None for a form left to msgspec (an escaped or
+ * repeated key, text that is not an object).
  *
  * The attrs list (a JSON list of {"name", "type", "value"} objects) is split into the core
  * attributes and the others:
@@ -294,10 +295,11 @@ static int skip_value(Scan *s, int depth) {
     return s->p > start ? 0 : -1;
 }
 
-static PyObject *split_io(PyObject *self, PyObject *arg) {
+static PyObject *split_io(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *shared;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyDict_Type, &shared)) return NULL;
     Scan s = {(const char *)view.buf, (const char *)view.buf + view.len};
     const char *from[IO_PARTS] = {NULL};
     Py_ssize_t len[IO_PARTS] = {0};
@@ -343,6 +345,11 @@ static PyObject *split_io(PyObject *self, PyObject *arg) {
         for (int k = 0; result && k < IO_PARTS; k++) {
             PyObject *part = from[k] ? PyBytes_FromStringAndSize(from[k], len[k])
                                      : Py_NewRef(k == IO_STRIDES ? NULL_VALUE : EMPTY_LIST);
+            if (part && from[k] && k != IO_VALUES) { /* shapes, types, strides repeat: one object each */
+                PyObject *known = PyDict_SetDefault(shared, part, part);
+                if (known) Py_SETREF(part, Py_NewRef(known));
+                else Py_CLEAR(part);
+            }
             if (!part) {
                 Py_CLEAR(result);
                 break;
@@ -355,8 +362,9 @@ static PyObject *split_io(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"split_io", split_io, METH_O,
-     "split_io(json) -> (values, shapes, types, strides) as bytes of JSON text, or None for a form left to msgspec"},
+    {"split_io", split_io, METH_VARARGS,
+     "split_io(json, shared) -> (values, shapes, types, strides) as bytes of JSON text (shapes, types and strides "
+     "equal to one in the dict shared are that one), or None for a form left to msgspec"},
     {"split_attrs", split_attrs, METH_VARARGS,
      "split_attrs(json, core) -> (core values in core's order, other (name, value) pairs), or None for a "
      "form left to msgspec"},

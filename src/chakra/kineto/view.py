@@ -40,7 +40,15 @@ import msgspec
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
-from chakra.pytorch.kineto import NO_VALUE, PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace, classify
+from chakra.pytorch.kineto import (
+    NO_VALUE,
+    PROFILER_STEP_PREFIX,
+    KinetoEvent,
+    KinetoEvents,
+    KinetoInputArgs,
+    KinetoTrace,
+    classify,
+)
 from chakra.pytorch.link import HostTiming, LinkedTrace, LinkReport, attach_activities, nest_events
 
 #: How the report names the join of a profiler trace alone.
@@ -146,10 +154,10 @@ def _outside_operators(events: KinetoEvents) -> list[KinetoEvent]:
     return outside
 
 
-def _values(event: KinetoEvent) -> msgspec.Raw:
+def _values(event: KinetoEvent, args: KinetoInputArgs) -> msgspec.Raw:
     """``Concrete Inputs`` as host-trace values: numbers and flags parsed for the operators whose
     scalar arguments the converter reads, the recorded texts for the rest."""
-    raw = event.args.concrete_inputs
+    raw = args.concrete_inputs
     if raw is NO_VALUE or raw == b"null":
         return _EMPTY
     if not event.name.startswith(_CALL_PREFIXES):
@@ -172,11 +180,13 @@ def _values(event: KinetoEvent) -> msgspec.Raw:
 
 def _inputs(event: KinetoEvent) -> IOLists:
     args = event.args
+    if not isinstance(args, KinetoInputArgs):  # a trace loaded without them
+        return _NO_IO
     if args.input_dims is NO_VALUE and args.input_type is NO_VALUE and args.concrete_inputs is NO_VALUE:
         return _NO_IO
     dims = _EMPTY if args.input_dims is NO_VALUE else args.input_dims
     types = _EMPTY if args.input_type is NO_VALUE else args.input_type
-    return IOLists(_values(event), dims, types)
+    return IOLists(_values(event, args), dims, types)
 
 
 def _comm_attrs(event: KinetoEvent) -> dict[str, Any]:

@@ -289,10 +289,19 @@ def _decode(data: bytes, layout: str, path: Path | None) -> tuple[Any, list[str]
 _decode_io = msgspec.json.Decoder(_IO | None).decode
 
 
-def _io_lists(raw: msgspec.Raw) -> IOLists:
+@dataclass
+class SharedValues:
+    """What the nodes of one trace share: equal dicts of extra attributes, equal IO list texts (the
+    same op kind recurs thousands of times with the same shapes and types)."""
+
+    extras: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = field(default_factory=dict)
+    texts: dict[bytes, bytes] = field(default_factory=dict)
+
+
+def _io_lists(raw: msgspec.Raw, texts: dict[bytes, bytes]) -> IOLists:
     """The lists of an ``inputs``/``outputs`` object, copied out of the file's bytes: views would hold
     the whole file in memory for as long as the trace lives, where the lists are an eighth of it."""
-    parts = split_io(raw)
+    parts = split_io(raw, texts)
     if parts is not None:
         return IOLists(*parts)
     io = _decode_io(raw)  # a form the splitter leaves to msgspec, which reads it or names the error
@@ -301,22 +310,21 @@ def _io_lists(raw: msgspec.Raw) -> IOLists:
     return IOLists(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
 
 
-def host_node_from_record(
-    raw: GroupedRecord, shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] | None = None
-) -> HostNode:
+def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None) -> HostNode:
     """A grouped-layout record as a node; raises ``msgspec.ValidationError`` (the caller names the
     file and node) when a core attribute holds a value of another kind than the observer writes.
-    Nodes given the same ``shared`` dict share equal dicts of extra attributes."""
+    Nodes given the same ``shared`` share equal dicts of extra attributes and equal IO list texts."""
     split = split_attrs(raw.attrs, CORE_ATTRS)
     if split is None:  # a form the splitter leaves to msgspec (or a damaged list)
         core, extra = _attrs_by_msgspec(raw)
         rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema = core.values()
     else:
         (rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema), pairs = split
-        known = shared.get(pairs) if shared is not None else None
+        known = shared.extras.get(pairs) if shared is not None else None
         extra = dict(pairs) if known is None else known
         if shared is not None and known is None:
-            shared[pairs] = extra
+            shared.extras[pairs] = extra
+    texts = shared.texts if shared is not None else {}
     return HostNode(
         id=raw.id,
         name=raw.name,
@@ -328,8 +336,8 @@ def host_node_from_record(
         scope=scope,
         fw_tid=fw_tid,
         op_schema=op_schema,
-        inputs=_io_lists(raw.inputs),
-        outputs=_io_lists(raw.outputs),
+        inputs=_io_lists(raw.inputs, texts),
+        outputs=_io_lists(raw.outputs, texts),
         attrs=extra,
     )
 
@@ -400,8 +408,7 @@ def load_host_trace(path: PathLike) -> HostTrace:
     layout = _layout_of(data)
     with gc_paused():
         raw, notes = _decode(data, layout, path)
-        shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
-        convert = partial(host_node_from_record, shared=shared) if layout == "grouped" else _from_flat
+        convert = partial(host_node_from_record, shared=SharedValues()) if layout == "grouped" else _from_flat
         nodes: list[Any] = raw.nodes
         if not nodes:
             raise ChakraFormatError(

@@ -95,7 +95,8 @@ NO_VALUE = msgspec.Raw(b"null")
 
 
 class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
-    """The ``args`` of an event that matter here; :meth:`get` reads them by their Kineto key."""
+    """The ``args`` of an event that linking reads; :meth:`get` reads them by their Kineto key. The
+    operators' input lists are in :class:`KinetoInputArgs`, read only where they are used."""
 
     external_id: Any = None
     rf_id: Any = None
@@ -114,10 +115,6 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     group_size: Any = None
     seq_id: Any = None
     fw_tid: Any = None
-    # lists, kept as their JSON text: decoded only for the few ops that need them
-    input_dims: msgspec.Raw = NO_VALUE
-    input_type: msgspec.Raw = NO_VALUE
-    concrete_inputs: msgspec.Raw = NO_VALUE
     pg_desc: Any = None
     pg_ranks: Any = None
     global_rank_start: Any = None
@@ -128,12 +125,23 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     def get(self, key: str, default: Any = None) -> Any:
         """The value of Kineto arg ``key`` (``"External id"``, ``"stream"``, ...), else ``default``."""
         attr = _ATTR_OF_KEY.get(key)
-        value = getattr(self, attr) if attr is not None else None
+        value = getattr(self, attr, None) if attr is not None else None
         return default if value is None else value
+
+
+class KinetoInputArgs(KinetoArgs, frozen=True, gc=False, rename=_ARG_KEYS):
+    """:class:`KinetoArgs` with the operators' input lists (what a profiler trace alone offers in place
+    of the host trace's), kept as their JSON text: views of the file's bytes, which they keep in
+    memory, so a trace loaded to be linked with its host trace reads none."""
+
+    input_dims: msgspec.Raw = NO_VALUE
+    input_type: msgspec.Raw = NO_VALUE
+    concrete_inputs: msgspec.Raw = NO_VALUE
 
 
 #: The args of an event that has none.
 NO_ARGS = KinetoArgs()
+NO_INPUT_ARGS = KinetoInputArgs()
 
 
 class KinetoEvent(msgspec.Struct, gc=False):
@@ -172,6 +180,12 @@ class KinetoEvent(msgspec.Struct, gc=False):
         """``Record function id``: joins to the host trace's ``rf_id`` (0/absent when no observer ran)."""
         value = self.args.rf_id
         return value if isinstance(value, int) and not isinstance(value, bool) and value else None
+
+
+class KinetoInputEvent(KinetoEvent, gc=False):
+    """A :class:`KinetoEvent` with its operators' input lists (:class:`KinetoInputArgs`)."""
+
+    args: KinetoInputArgs = NO_INPUT_ARGS
 
 
 class _KinetoFile(msgspec.Struct):
@@ -281,11 +295,19 @@ def classify(trace: KinetoTrace) -> KinetoEvents:
     return out
 
 
-_DECODER = msgspec.json.Decoder(_KinetoFile)
+class _KinetoInputFile(_KinetoFile):
+    traceEvents: list[KinetoInputEvent] = msgspec.field(default_factory=list)  # type: ignore[assignment]
 
 
-def load_kineto_trace(path: PathLike) -> KinetoTrace:
-    """Read a Kineto trace (plain or gzip JSON).
+_DECODERS: dict[bool, msgspec.json.Decoder[_KinetoFile]] = {
+    False: msgspec.json.Decoder(_KinetoFile),
+    True: msgspec.json.Decoder(_KinetoInputFile),
+}
+
+
+def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
+    """Read a Kineto trace (plain or gzip JSON); ``inputs``: with the operators' input lists
+    (:class:`KinetoInputEvent`), which linking with a host trace does not need.
 
     Raises :class:`ChakraFormatError` (with line and column) for files that are not Kineto traces
     and :class:`ChakraInputError` for files that cannot be read.
@@ -294,7 +316,7 @@ def load_kineto_trace(path: PathLike) -> KinetoTrace:
     data = read_json_bytes(path, "a Kineto trace")
     raw = decode_json(
         data,
-        _DECODER.decode,
+        _DECODERS[inputs].decode,
         path=path,
         kind="a Kineto trace",
         hint="expected the JSON written by torch.profiler's export_chrome_trace",

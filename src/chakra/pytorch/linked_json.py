@@ -23,7 +23,7 @@ import msgspec
 
 from chakra.errors import ChakraFormatError, PathLike
 from chakra.io import AtomicFile
-from chakra.pytorch.host import CORE_ATTRS, GroupedRecord, HostNode, HostTrace, host_node_from_record
+from chakra.pytorch.host import CORE_ATTRS, GroupedRecord, HostNode, HostTrace, SharedValues, host_node_from_record
 from chakra.pytorch.jsonfile import decode_json, read_json_bytes
 from chakra.pytorch.kineto import KinetoTrace
 from chakra.pytorch.link import DeviceActivity, HostTiming, LinkedTrace, LinkReport
@@ -166,7 +166,7 @@ def load_linked_json(path: PathLike) -> LinkedTrace:
     host_nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
     activities: list[DeviceActivity] = []
-    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}  # equal extra attributes, one dict
+    shared = SharedValues()
     records = raw.nodes
     for index, node in enumerate(records):
         records[index] = None  # type: ignore[call-overload]  # each record freed once read (a lower peak)
