@@ -22,8 +22,8 @@ setup(
         Extension("chakra._columns", sources=["src/chakra/_columns.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension(
             "chakra._encode",
-            sources=["src/chakra/_encode.c", "src/chakra/_json_repr.c"],
-            depends=[WIRE, "src/chakra/_json_repr.h"],
+            sources=["src/chakra/_encode.c", "src/chakra/_encode_columns.c", "src/chakra/_json_repr.c"],
+            depends=[WIRE, "src/chakra/_encode.h", "src/chakra/_json_repr.h"],
             extra_compile_args=["-O2"],
         ),
         Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),

@@ -1,0 +1,432 @@
+/*
+ * chakra._encode's batch encoder (see _encode.h): a batch of nodes given as columns, one record per row.
+ */
+#include "_encode.h"
+
+/*
+ * encode_nodes: columns in, one Node payload per row out, the loop of encode_node run in C. Row i's
+ * id is node_ids[i] (default i); its dependency ids are mapped through id_map when given (ids it
+ * lacks are nodes not written: skipped), with earlier_only those not below the row's own id are
+ * dropped, and each is written once: the counts of the dropped and repeated ones are returned.
+ * Attributes come as columns (name, member, values): a row's value None writes nothing; members are
+ * the common scalars, checked as chakra.attrs.check_value checks them, or "raw" for fields already
+ * encoded (bytes, appended as they are). Columns are written in the order given.
+ */
+enum { M_RAW, M_INT64, M_UINT64, M_INT32, M_UINT32, M_BOOL, M_STRING, M_DOUBLE };
+#define T_ATTR 0x52 /* Node.attr = 10, length-delimited */
+#define ATTR_NAME_TAG 0x0a /* AttributeProto.name = 1 */
+#define SORTED_DEDUPE_FROM 64 /* longer dependency lists find repeats by sorting, not by scanning */
+
+static const struct {
+    const char *name;
+    int member;
+    uint8_t tag[2];
+    int tag_len;
+    const char *range; /* for messages, as chakra.attrs.INT_MEMBER_RANGES */
+} MEMBERS[] = {
+    {"raw", M_RAW, {0}, 0, NULL},
+    {"int64_val", M_INT64, {0x48}, 1, "[-9223372036854775808, 9223372036854775807]"},
+    {"uint64_val", M_UINT64, {0x68}, 1, "[0, 18446744073709551615]"},
+    {"int32_val", M_INT32, {0x38}, 1, "[-2147483648, 2147483647]"},
+    {"uint32_val", M_UINT32, {0x58}, 1, "[0, 4294967295]"},
+    {"bool_val", M_BOOL, {0xd8, 0x01}, 2, NULL},
+    {"string_val", M_STRING, {0xea, 0x01}, 2, NULL},
+    {"double_val", M_DOUBLE, {0x19}, 1, NULL},
+};
+#define N_MEMBERS ((int)(sizeof(MEMBERS) / sizeof(MEMBERS[0])))
+
+typedef struct {
+    PyObject *name; /* str */
+    int kind;       /* index into MEMBERS */
+    Buf head;       /* the name field and the value's tag */
+    PyObject *values;
+} AttrColumn;
+
+/* Raises chakra.errors.AttrKindError (a TypeError), the error set_attr raises for the same value. */
+static void attr_kind_error(PyObject *message) {
+    PyObject *errors = PyImport_ImportModule("chakra.errors");
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, "AttrKindError") : NULL;
+    Py_XDECREF(errors);
+    if (!cls) {
+        PyErr_Clear();
+        cls = Py_NewRef(PyExc_TypeError);
+    }
+    if (message) PyErr_SetObject(cls, message);
+    Py_DECREF(cls);
+    Py_XDECREF(message);
+}
+
+static int attr_int(const AttrColumn *c, PyObject *v, uint64_t *out) {
+    const char *member = MEMBERS[c->kind].name;
+    if (PyBool_Check(v) || !PyLong_Check(v)) {
+        attr_kind_error(PyUnicode_FromFormat("attribute %R needs an integer (%s), got %R", c->name, member, v));
+        return -1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    int fits;
+    switch (MEMBERS[c->kind].member) {
+    case M_INT64: fits = !overflow; break;
+    case M_INT32: fits = !overflow && x >= INT32_MIN && x <= INT32_MAX; break;
+    case M_UINT32: fits = !overflow && x >= 0 && x <= (long long)UINT32_MAX; break;
+    default: /* M_UINT64 */
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                fits = 0;
+            } else {
+                *out = u;
+                return 0;
+            }
+        } else {
+            fits = !overflow && x >= 0;
+        }
+    }
+    if (!fits) {
+        attr_kind_error(
+            PyUnicode_FromFormat("attribute %R: %S does not fit %s %s", c->name, v, member, MEMBERS[c->kind].range));
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+/* The field of one attribute value: T_ATTR, the length, the name and tag, the value. */
+static int put_attr_value(Buf *b, const AttrColumn *c, PyObject *v) {
+    int member = MEMBERS[c->kind].member;
+    if (member == M_RAW) {
+        if (!PyBytes_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "a raw attribute value must be bytes of encoded fields, not %.80s",
+                         Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        return buf_put_bytes(b, PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v));
+    }
+    uint8_t value[MAX_VARINT_BYTES + 8];
+    size_t value_len = 0;
+    const char *text = NULL;
+    Py_ssize_t text_len = 0;
+    if (member == M_BOOL) {
+        int truth = 0;
+        if (PyBool_Check(v)) {
+            truth = v == Py_True;
+        } else {
+            PyObject *zero = PyLong_FromLong(0), *one = PyLong_FromLong(1);
+            int is_zero = zero ? PyObject_RichCompareBool(v, zero, Py_EQ) : -1;
+            int is_one = one && is_zero == 0 ? PyObject_RichCompareBool(v, one, Py_EQ) : 0;
+            Py_XDECREF(zero);
+            Py_XDECREF(one);
+            if (is_zero < 0 || is_one < 0) return -1;
+            if (!is_zero && !is_one) {
+                attr_kind_error(PyUnicode_FromFormat("attribute %R needs a bool, got %R", c->name, v));
+                return -1;
+            }
+            truth = is_one;
+        }
+        value[0] = (uint8_t)truth;
+        value_len = 1;
+    } else if (member == M_STRING) {
+        if (!PyUnicode_Check(v)) {
+            attr_kind_error(PyUnicode_FromFormat("attribute %R needs a string, got %R", c->name, v));
+            return -1;
+        }
+        text = PyUnicode_AsUTF8AndSize(v, &text_len);
+        if (!text) return -1;
+        value_len = (size_t)put_varint(value, (uint64_t)text_len);
+    } else if (member == M_DOUBLE) {
+        double x = PyFloat_AsDouble(v);
+        if (x == -1.0 && PyErr_Occurred()) return -1;
+        if (PyFloat_Pack8(x, (char *)value, 1) < 0) return -1;
+        value_len = 8;
+    } else {
+        uint64_t u;
+        if (attr_int(c, v, &u) < 0) return -1;
+        value_len = (size_t)put_varint(value, u);
+    }
+    size_t body = c->head.len + value_len + (size_t)text_len;
+    if (buf_put_byte(b, T_ATTR) < 0 || put_uvarint(b, body) < 0 || buf_put_bytes(b, c->head.data, c->head.len) < 0 ||
+        buf_put_bytes(b, (const char *)value, value_len) < 0)
+        return -1;
+    return text_len ? buf_put_bytes(b, text, (size_t)text_len) : 0;
+}
+
+static int compare_ids(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Keeps the first of each id in `a` (in place, order kept); returns how many were removed, or -1. */
+static Py_ssize_t dedupe_ids(Ids *a) {
+    Py_ssize_t kept = 0;
+    if (a->len < SORTED_DEDUPE_FROM) {
+        for (Py_ssize_t i = 0; i < a->len; i++) {
+            Py_ssize_t k = 0;
+            while (k < kept && a->ids[k] != a->ids[i]) k++;
+            if (k == kept) a->ids[kept++] = a->ids[i];
+        }
+    } else {
+        uint64_t *sorted = PyMem_Malloc((size_t)a->len * sizeof(uint64_t));
+        char *seen = PyMem_Calloc((size_t)a->len, 1);
+        if (!sorted || !seen) {
+            PyMem_Free(sorted);
+            PyMem_Free(seen);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(sorted, a->ids, (size_t)a->len * sizeof(uint64_t));
+        qsort(sorted, (size_t)a->len, sizeof(uint64_t), compare_ids);
+        for (Py_ssize_t i = 0; i < a->len; i++) {
+            Py_ssize_t lo = 0, hi = a->len; /* the first sorted position of this id */
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (sorted[mid] < a->ids[i]) lo = mid + 1; else hi = mid;
+            }
+            if (!seen[lo]) {
+                seen[lo] = 1;
+                a->ids[kept++] = a->ids[i];
+            }
+        }
+        PyMem_Free(sorted);
+        PyMem_Free(seen);
+    }
+    Py_ssize_t removed = a->len - kept;
+    a->len = kept;
+    return removed;
+}
+
+/* A row's dependency ids, mapped and filtered (see above), into `out`. */
+static int map_deps(Ids *out, PyObject *deps, PyObject *id_map, int earlier_only, uint64_t own, Py_ssize_t *later,
+                    Py_ssize_t *repeated) {
+    out->len = 0;
+    PyObject *fast = PySequence_Fast(deps, "dependencies must be a sequence of ints");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *target = items[i];
+        if (id_map != Py_None) {
+            target = PyDict_GetItemWithError(id_map, items[i]);
+            if (!target) {
+                if (PyErr_Occurred()) rc = -1;
+                continue;
+            }
+        }
+        uint64_t id;
+        rc = as_u64(target, "a dependency", &id);
+        if (rc == 0 && earlier_only && id >= own) {
+            (*later)++;
+            continue;
+        }
+        if (rc == 0) rc = ids_push(out, id);
+    }
+    Py_DECREF(fast);
+    if (rc < 0) return -1;
+    Py_ssize_t removed = dedupe_ids(out);
+    if (removed < 0) return -1;
+    *repeated += removed;
+    return 0;
+}
+
+/* An IOInfo field from (values, shapes, types) given as JSON texts, each written as Python's str()
+ * of its value: here, or by `fallback(json)` (returning str or bytes) for the forms left to Python. */
+static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, Buf texts[3]) {
+    if (io == Py_None) return 0;
+    if (!PyTuple_Check(io) || PyTuple_GET_SIZE(io) != 3) {
+        PyErr_SetString(PyExc_TypeError, "inputs and outputs must be None or a (values, shapes, types) tuple");
+        return -1;
+    }
+    size_t body = 0;
+    for (int i = 0; i < 3; i++) {
+        PyObject *json = PyTuple_GET_ITEM(io, i);
+        Py_buffer view;
+        if (PyObject_GetBuffer(json, &view, PyBUF_SIMPLE) < 0) return -1;
+        texts[i].len = 0;
+        int rc = repr_json((const char *)view.buf, view.len, &texts[i]);
+        PyBuffer_Release(&view);
+        if (rc < 0) return -1;
+        if (rc == 0) {
+            texts[i].len = 0;
+            PyObject *text = PyObject_CallOneArg(fallback, json);
+            const char *data;
+            Py_ssize_t len;
+            rc = text && text_bytes(text, &data, &len) == 0 ? buf_put_bytes(&texts[i], data, (size_t)len) : -1;
+            Py_XDECREF(text);
+            if (rc < 0) return -1;
+        }
+        if (texts[i].len) {
+            uint8_t scratch[MAX_VARINT_BYTES];
+            body += 1 + (size_t)put_varint(scratch, (uint64_t)texts[i].len) + texts[i].len;
+        }
+    }
+    if (buf_put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
+    for (int i = 0; i < 3; i++) {
+        if (texts[i].len && put_len_field(b, IO_TAGS[i], texts[i].data, texts[i].len) < 0) return -1;
+    }
+    return 0;
+}
+
+#define N_COLUMNS 8
+static const char *COLUMN_NAMES[N_COLUMNS] = {
+    "names", "node_types", "ctrl_deps", "data_deps", "start_time_micros", "duration_micros", "inputs", "outputs"};
+
+static int parse_attr_columns(PyObject *attrs, Py_ssize_t rows, AttrColumn **out, Py_ssize_t *count) {
+    PyObject *fast = PySequence_Fast(attrs, "attrs must be a sequence of (name, member, values) columns");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    AttrColumn *cols = PyMem_Calloc((size_t)(n ? n : 1), sizeof(AttrColumn));
+    if (!cols) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    *out = cols;
+    *count = 0;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *spec = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *name, *member, *values;
+        if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "UUO", &name, &member, &values)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "an attribute column is a (name, member, values) tuple");
+            rc = -1;
+            break;
+        }
+        AttrColumn *c = &cols[(*count)++];
+        c->kind = -1;
+        for (int k = 0; k < N_MEMBERS; k++)
+            if (PyUnicode_CompareWithASCIIString(member, MEMBERS[k].name) == 0) c->kind = k;
+        if (c->kind < 0) {
+            PyErr_Format(PyExc_ValueError, "attribute %R: member %R is not one encode_nodes writes (raw, int64_val, "
+                         "uint64_val, int32_val, uint32_val, bool_val, string_val, double_val)", name, member);
+            rc = -1;
+            break;
+        }
+        c->name = Py_NewRef(name);
+        c->values = PySequence_Fast(values, "an attribute column's values must be a sequence");
+        if (!c->values) {
+            rc = -1;
+            break;
+        }
+        if (PySequence_Fast_GET_SIZE(c->values) != rows) {
+            PyErr_Format(PyExc_ValueError, "attribute column %R has %zd values for %zd nodes", name,
+                         PySequence_Fast_GET_SIZE(c->values), rows);
+            rc = -1;
+            break;
+        }
+        Py_ssize_t name_len;
+        const char *name_text = PyUnicode_AsUTF8AndSize(name, &name_len);
+        if (!name_text || put_len_field(&c->head, ATTR_NAME_TAG, name_text, (size_t)name_len) < 0 ||
+            buf_put_bytes(&c->head, (const char *)MEMBERS[c->kind].tag, (size_t)MEMBERS[c->kind].tag_len) < 0)
+            rc = -1;
+    }
+    Py_DECREF(fast);
+    return rc;
+}
+
+static void free_attr_columns(AttrColumn *cols, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_XDECREF(cols[i].name);
+        Py_XDECREF(cols[i].values);
+        PyMem_Free(cols[i].head.data);
+    }
+    PyMem_Free(cols);
+}
+
+PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"names", "node_types", "ctrl_deps", "data_deps", "start_time_micros",
+                               "duration_micros", "inputs", "outputs", "attrs", "node_ids", "id_map",
+                               "earlier_only", "io_json", NULL};
+    PyObject *given[N_COLUMNS], *attrs, *node_ids = Py_None, *id_map = Py_None, *io_json = Py_None;
+    int earlier_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|$OOpO", keywords, &given[0], &given[1], &given[2],
+                                     &given[3], &given[4], &given[5], &given[6], &given[7], &attrs, &node_ids,
+                                     &id_map, &earlier_only, &io_json))
+        return NULL;
+    if (io_json != Py_None && !PyCallable_Check(io_json)) {
+        PyErr_SetString(PyExc_TypeError, "io_json must be None or a callable (JSON text -> Python text)");
+        return NULL;
+    }
+    if (id_map != Py_None && !PyDict_Check(id_map)) {
+        PyErr_SetString(PyExc_TypeError, "id_map must be a dict or None");
+        return NULL;
+    }
+    PyObject *cols[N_COLUMNS + 1] = {NULL};
+    AttrColumn *attr_cols = NULL;
+    Py_ssize_t n_attr = 0, later = 0, repeated = 0;
+    Ids ctrl = {0}, data = {0};
+    Buf b = {0}, texts[3] = {{0}};
+    PyObject *out = NULL, *result = NULL;
+    int n_cols = node_ids == Py_None ? N_COLUMNS : N_COLUMNS + 1;
+    Py_ssize_t rows = 0;
+    for (int k = 0; k < n_cols; k++) {
+        cols[k] = PySequence_Fast(k < N_COLUMNS ? given[k] : node_ids, "a column must be a sequence");
+        if (!cols[k]) goto done;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(cols[k]);
+        if (k == 0) {
+            rows = len;
+        } else if (len != rows) {
+            PyErr_Format(PyExc_ValueError, "column %s has %zd rows, names has %zd",
+                         k < N_COLUMNS ? COLUMN_NAMES[k] : "node_ids", len, rows);
+            goto done;
+        }
+    }
+    if (parse_attr_columns(attrs, rows, &attr_cols, &n_attr) < 0) goto done;
+    out = PyList_New(rows);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        PyObject **row[N_COLUMNS + 1];
+        for (int k = 0; k < n_cols; k++) row[k] = &PySequence_Fast_ITEMS(cols[k])[i];
+        uint64_t own = (uint64_t)i, node_type, start, dur;
+        if ((node_ids != Py_None && as_u64(*row[N_COLUMNS], "node_id", &own) < 0) ||
+            as_u64(*row[1], "node_type", &node_type) < 0 || as_u64(*row[4], "start_time_micros", &start) < 0 ||
+            as_u64(*row[5], "duration_micros", &dur) < 0)
+            goto done;
+        const char *name;
+        Py_ssize_t name_len;
+        if (text_bytes(*row[0], &name, &name_len) < 0) goto done;
+        if (map_deps(&ctrl, *row[2], id_map, earlier_only, own, &later, &repeated) < 0 ||
+            map_deps(&data, *row[3], id_map, earlier_only, own, &later, &repeated) < 0)
+            goto done;
+        b.len = 0;
+        int rc = 0;
+        if (own) rc = buf_put_byte(&b, T_ID) < 0 || put_uvarint(&b, own) < 0 ? -1 : 0;
+        if (rc == 0 && name_len) rc = put_len_field(&b, T_NAME, name, (size_t)name_len);
+        if (rc == 0 && node_type) rc = buf_put_byte(&b, T_TYPE) < 0 || put_uvarint(&b, node_type) < 0 ? -1 : 0;
+        if (rc == 0) rc = put_packed_ids(&b, T_CTRL, ctrl.ids, ctrl.len);
+        if (rc == 0) rc = put_packed_ids(&b, T_DATA, data.ids, data.len);
+        if (rc == 0 && start) rc = buf_put_byte(&b, T_START) < 0 || put_uvarint(&b, start) < 0 ? -1 : 0;
+        if (rc == 0 && dur) rc = buf_put_byte(&b, T_DUR) < 0 || put_uvarint(&b, dur) < 0 ? -1 : 0;
+        if (io_json == Py_None) {
+            if (rc == 0) rc = put_io(&b, T_INPUTS, *row[6]);
+            if (rc == 0) rc = put_io(&b, T_OUTPUTS, *row[7]);
+        } else {
+            if (rc == 0) rc = put_io_json(&b, T_INPUTS, *row[6], io_json, texts);
+            if (rc == 0) rc = put_io_json(&b, T_OUTPUTS, *row[7], io_json, texts);
+        }
+        for (Py_ssize_t a = 0; a < n_attr && rc == 0; a++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(attr_cols[a].values, i);
+            if (v != Py_None) rc = put_attr_value(&b, &attr_cols[a], v);
+        }
+        if (rc < 0) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            goto done;
+        }
+        PyObject *payload = buf_to_bytes(&b);
+        if (!payload) goto done;
+        PyList_SET_ITEM(out, i, payload);
+    }
+    result = Py_BuildValue("Onn", out, later, repeated);
+done:
+    Py_XDECREF(out);
+    for (int k = 0; k < N_COLUMNS + 1; k++) Py_XDECREF(cols[k]);
+    free_attr_columns(attr_cols, n_attr);
+    PyMem_Free(ctrl.ids);
+    PyMem_Free(data.ids);
+    PyMem_Free(b.data);
+    for (int k = 0; k < 3; k++) PyMem_Free(texts[k].data);
+    return result;
+}
