@@ -284,3 +284,8 @@ def test_io_lists_given_as_json_are_written_as_the_text_of_their_python_values(l
 )
 def test_numbers_are_written_as_python_prints_them_not_as_the_json_spells_them(text, python):
     assert python_repr_of_json(text) == python == str(msgspec.json.decode(text)).encode()
+
+
+def test_a_well_known_attribute_given_another_member_is_refused_as_set_attr_refuses_it():
+    with pytest.raises(AttrKindError, match="must be written as int64_val"):
+        encode_columns(["n"], [4], [[]], [[]], [0], [0], [None], [None], [AttrColumn("rf_id", [1], "uint64_val")])

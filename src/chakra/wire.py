@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from chakra._encode import encode_node, encode_nodes, python_repr_of_json, varint
 from chakra.attrs import WELL_KNOWN, check_value, member_for_python_value, set_attr
+from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import Node
 
 __all__ = [
@@ -124,9 +125,9 @@ class AttrEncoder:
 #: The member of an :class:`AttrColumn` whose values are attribute fields already encoded (bytes
 #: from :class:`AttrEncoder`, any number of fields), appended as they are.
 RAW = "raw"
-#: Members the C batch encoder writes itself; columns of other members are encoded here first.
 #: The member an unregistered attribute's value of each type gets (chakra.attrs.member_for_python_value).
 _MEMBER_OF_TYPE = {bool: "bool_val", int: "int64_val", float: "double_val", str: "string_val"}
+#: Members the C batch encoder writes itself; columns of other members are encoded here first.
 _BATCH_MEMBERS = frozenset(
     {RAW, "int64_val", "uint64_val", "int32_val", "uint32_val", "bool_val", "string_val", "double_val"}
 )
@@ -209,6 +210,8 @@ def _batch_column(column: AttrColumn) -> tuple[str, str, Sequence[Any]]:
     """``column`` as the C encoder takes it: its member, or its values encoded here when the member
     is one it does not write (or has to be inferred value by value)."""
     spec = WELL_KNOWN.get(column.name)
+    if spec is not None and column.member not in (None, spec.member):
+        raise AttrKindError(f"attribute {column.name!r} must be written as {spec.member}, not {column.member}")
     member = spec.member if spec is not None else column.member
     if member is None:  # one Python type throughout infers one member, as set_attr would for each
         kinds = {type(value) for value in column.values if value is not None}
