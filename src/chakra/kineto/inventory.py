@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from operator import attrgetter
 
 from chakra.pytorch.kineto import (
     DEVICE_OP_CATEGORIES,
@@ -38,6 +39,11 @@ DROPPED_OTHER = "dropped: a category the converter does not read"
 
 #: Phases that are not complete events, by what becomes of them.
 _PHASE_FATE = {"s": FOLDED_FLOW, "f": FOLDED_FLOW, "t": FOLDED_FLOW, "M": FOLDED_METADATA, "i": DROPPED_PROFILER}
+#: The categories whose complete events the converter reads (each converted, folded or outside the
+#: window), and those of them it folds (syncs: never a node of their own).
+_READ_CATEGORIES = HOST_OP_CATEGORIES | DEVICE_OP_CATEGORIES | RUNTIME_CATEGORIES | {SYNC_CATEGORY}
+_FOLDED_CATEGORIES = frozenset({SYNC_CATEGORY})
+_CATEGORY, _PHASE = attrgetter("cat"), attrgetter("ph")
 _CATEGORY_FATE = {
     "gpu_user_annotation": FOLDED_GPU_ANNOTATION,
     "python_function": DROPPED_PYTHON,
@@ -48,30 +54,37 @@ _CATEGORY_FATE = {
 
 def inventory(trace: KinetoTrace, linked: LinkedTrace, report: ConversionReport) -> dict[str, dict[str, int]]:
     """Per event category (``cpu_op``, ``kernel``, ``ac2g`` flows, ...), how many events met each
-    fate. Host operators and device work outside the window are dropped with the window's name."""
+    fate. Host operators and device work outside the window are dropped with the window's name.
+
+    The trace's events are counted by (category, phase) in one pass; what became of the complete
+    events of the categories the converter reads is counted from the window's lists (its
+    operators, device work, runtime calls and syncs), the rest of each category being outside."""
     events = linked.events
     assert events is not None, "a profiler view keeps its events"
-    kept = {id(e) for e in events.host_ops}
-    kept.update(id(e) for e in events.device_ops)
-    folded = {id(e) for e in events.syncs}
-    calls = {id(e) for e in events.launches.values()}
-    calls.update(id(e) for group in (events.sync_calls, events.event_records, events.other_runtime) for e in group)
+    kept = [*events.host_ops, *events.device_ops]
+    kept_ids = {id(e) for e in kept}
+    calls = [*events.launches.values(), *events.sync_calls, *events.event_records, *events.other_runtime]
+    converted = Counter(e.cat for e in kept if e.cat not in RUNTIME_CATEGORIES)
+    converted.update(e.cat for e in calls if id(e) in kept_ids)  # runtime calls made operators
+    folded = Counter(e.cat for e in calls if id(e) not in kept_ids)
+    folded.update(e.cat for e in events.syncs)
     window = report.window or "the window"
     outside = f"dropped: outside {window}"
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    for event in trace.events:
-        cat = event.cat or "(none)"
-        if event.ph != "X":
-            label = {"s": "flow", "f": "flow", "t": "flow"}.get(event.ph)
-            key = f"{cat} {label}" if label else {"M": "metadata", "i": "instant"}.get(event.ph, f"{cat} ({event.ph})")
-            counts[key][_PHASE_FATE.get(event.ph, DROPPED_OTHER)] += 1
-            continue
-        if cat in HOST_OP_CATEGORIES or cat in DEVICE_OP_CATEGORIES:
-            counts[cat][CONVERTED if id(event) in kept else outside] += 1
-        elif cat in RUNTIME_CATEGORIES:
-            counts[cat][(CONVERTED if id(event) in kept else FOLDED_CALL) if id(event) in calls else outside] += 1
-        elif cat == SYNC_CATEGORY:
-            counts[cat][FOLDED_SYNC if id(event) in folded else outside] += 1
+    kinds = Counter(zip(map(_CATEGORY, trace.events), map(_PHASE, trace.events), strict=True))
+    for (category, phase), count in kinds.items():
+        cat = category or "(none)"
+        if phase != "X":
+            label = {"s": "flow", "f": "flow", "t": "flow"}.get(phase)
+            key = f"{cat} {label}" if label else {"M": "metadata", "i": "instant"}.get(phase, f"{cat} ({phase})")
+            counts[key][_PHASE_FATE.get(phase, DROPPED_OTHER)] += count
+        elif cat in _READ_CATEGORIES:
+            made = converted[cat] if cat not in _FOLDED_CATEGORIES else 0
+            kept_in = folded[cat] if cat in RUNTIME_CATEGORIES or cat == SYNC_CATEGORY else 0
+            for fate, n in ((CONVERTED, made), (FOLDED_SYNC if cat == SYNC_CATEGORY else FOLDED_CALL, kept_in),
+                            (outside, count - made - kept_in)):  # fmt: skip
+                if n:
+                    counts[cat][fate] += n
         else:
-            counts[cat][_CATEGORY_FATE.get(cat, DROPPED_OTHER)] += 1
+            counts[cat][_CATEGORY_FATE.get(cat, DROPPED_OTHER)] += count
     return {cat: dict(fates) for cat, fates in sorted(counts.items())}
