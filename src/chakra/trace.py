@@ -19,7 +19,7 @@ import contextlib
 import os
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,6 +282,11 @@ class WorkloadWriter:
         """Write rank ``rank`` from node messages (``GlobalMetadata.version`` defaults to the format's)."""
         with self._writing(rank):
             io.write(self.staging_path(rank), metadata or GlobalMetadata(version=io.FORMAT_VERSION), nodes)
+
+    def write_payloads(self, rank: int, metadata: GlobalMetadata, payloads: Sequence[bytes]) -> None:
+        """Write rank ``rank`` from encoded node messages (the payloads of
+        :func:`chakra.wire.encode_columns`)."""
+        self.write_framed(rank, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
 
     def write_framed(self, rank: int, metadata: GlobalMetadata, batches: Iterable[tuple[bytes, int]]) -> None:
         """Write rank ``rank`` from batches of framed node records (``(records, count)``: a C

@@ -130,9 +130,7 @@ def convert_flexflow(
     writer = WorkloadWriter(output)
     with writer:
         for done, device in enumerate(range(placed.num_devices), start=1):
-            records = nodes.get(device, [])
-            framed = b"".join(io.frame(payload) for payload in records)
-            writer.write_framed(device, GlobalMetadata(version=io.FORMAT_VERSION), [(framed, len(records))])
+            writer.write_payloads(device, GlobalMetadata(version=io.FORMAT_VERSION), nodes.get(device, []))
             tell("writing devices", done, placed.num_devices)
     written = writer.result
     assert written is not None

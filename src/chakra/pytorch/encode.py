@@ -117,7 +117,7 @@ class _Encoder:
                 _io_json(h.outputs) if h is not None and i.node_type != METADATA_NODE else None
                 for i, h in zip(items, hosts, strict=True)
             ],
-            self._attribute_columns(items, thread_ids, new_id),
+            self._attribute_columns(items, hosts, thread_ids, new_id),
             node_ids=range(first, first + len(items)),
             id_map=new_id,
             earlier_only=True,
@@ -136,7 +136,7 @@ class _Encoder:
         return KIND_CPU
 
     def _attribute_columns(
-        self, items: list[Item], thread_ids: dict[Any, int], new_id: dict[int, int]
+        self, items: list[Item], hosts: list[HostNode | None], thread_ids: dict[Any, int], new_id: dict[int, int]
     ) -> list[AttrColumn]:
         """The nodes' attributes as columns, in the order each kind of node lists them: a host op's
         own (its trace's core attributes, then ``num_ops``/``tensor_size`` of modelled ops), the
@@ -145,7 +145,6 @@ class _Encoder:
         then the attributes the conversion's steps added, then ``part_of``."""
         rows = len(items)
         column: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMN_ORDER}
-        hosts = [item.host for item in items]
         # a host op's own: one pass per column (most nodes are host ops), the rest row by row
         column["is_cpu_op"] = [item.is_cpu if item.node_type != METADATA_NODE else None for item in items]
         column["rf_id"] = [h.rf_id if h is not None else None for h in hosts]

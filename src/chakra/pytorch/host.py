@@ -314,17 +314,16 @@ def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None
     """A grouped-layout record as a node; raises ``msgspec.ValidationError`` (the caller names the
     file and node) when a core attribute holds a value of another kind than the observer writes.
     Nodes given the same ``shared`` share equal dicts of extra attributes and equal IO list texts."""
+    shared = shared if shared is not None else SharedValues()
     split = split_attrs(raw.attrs, CORE_ATTRS)
     if split is None:  # a form the splitter leaves to msgspec (or a damaged list)
         core, extra = _attrs_by_msgspec(raw)
         rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema = core.values()
     else:
         (rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema), pairs = split
-        known = shared.extras.get(pairs) if shared is not None else None
-        extra = dict(pairs) if known is None else known
-        if shared is not None and known is None:
-            shared.extras[pairs] = extra
-    texts = shared.texts if shared is not None else {}
+        if pairs not in shared.extras:
+            shared.extras[pairs] = dict(pairs)
+        extra = shared.extras[pairs]
     return HostNode(
         id=raw.id,
         name=raw.name,
@@ -336,8 +335,8 @@ def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None
         scope=scope,
         fw_tid=fw_tid,
         op_schema=op_schema,
-        inputs=_io_lists(raw.inputs, texts),
-        outputs=_io_lists(raw.outputs, texts),
+        inputs=_io_lists(raw.inputs, shared.texts),
+        outputs=_io_lists(raw.outputs, shared.texts),
         attrs=extra,
     )
 

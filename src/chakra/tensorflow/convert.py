@@ -486,7 +486,7 @@ def write_tf_workload(conversion: TfConversion, prefix: PathLike) -> WrittenWork
         for rank, payloads in conversion.payloads.items():
             metadata = GlobalMetadata(version=io.FORMAT_VERSION)
             metadata.attr.add(name="tf_device", string_val=conversion.devices[rank])
-            writer.write_framed(rank, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
+            writer.write_payloads(rank, metadata, payloads)
         if conversion.groups:
             writer.groups = conversion.groups
     assert writer.result is not None

@@ -509,7 +509,7 @@ def write_xla_workload(conversion: XlaConversion, prefix: PathLike) -> WrittenWo
     metadata.attr.add(name="xla_module", string_val=conversion.module.proto.name)
     with WorkloadWriter(prefix) as writer:
         for device, payloads in conversion.payloads.items():
-            writer.write_framed(device, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
+            writer.write_payloads(device, metadata, payloads)
         if conversion.groups:
             writer.groups = conversion.groups
     assert writer.result is not None
