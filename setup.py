@@ -1,8 +1,10 @@
 """The compiled parts: the node table's record decoder (``src/chakra/_columns.c``, see chakra/table.py), the
 producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the anonymizer's rewriter and leakage
 search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three reading or writing the wire format
-through ``src/chakra/_wire.h``; and the host trace's record splitter (``src/chakra/_host_record.c``, see
-chakra/pytorch/host.py).
+through ``src/chakra/_wire.h``; the host trace's record splitter (``src/chakra/_host_record.c``, see
+chakra/pytorch/host.py); the passes over a Kineto trace's events (``src/chakra/_kineto_events.c``, see
+chakra/pytorch/kineto.py); and the JSON scanner that finds a file's big array a piece at a time
+(``src/chakra/_json_scan.c``, see chakra/pytorch/jsonfile.py).
 
 Everything else about the package is in pyproject.toml.
 """
@@ -27,6 +29,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),
+        Extension("chakra._kineto_events", sources=["src/chakra/_kineto_events.c"], extra_compile_args=["-O2"]),
+        Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

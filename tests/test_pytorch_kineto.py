@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from helpers import require_shared
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from chakra._kineto_events import count_kinds, sort_by_start
 from chakra.errors import ChakraFormatError, ChakraInputError
-from chakra.pytorch.kineto import classify, load_kineto_trace
+from chakra.pytorch.kineto import KinetoCategory, KinetoEvent, _KinetoInputFile, classify, load_kineto_trace
 
 
 def test_gpu_trace_events_are_sorted_by_role():
@@ -75,3 +81,78 @@ def test_broken_json_is_reported_with_line_and_column(tmp_path: Path):
 def test_a_missing_file_is_an_input_error(tmp_path: Path):
     with pytest.raises(ChakraInputError, match="no such file"):
         load_kineto_trace(tmp_path / "device.0.json")
+
+
+SHARED_TRACES = ["hta/alexnet_kineto.json.gz", "param/linear_kineto.json.gz", "hta/benchmark_simple_add_trace.json.gz"]
+
+
+@pytest.mark.parametrize("name", SHARED_TRACES)
+def test_a_trace_read_in_pieces_has_the_events_of_the_whole_file(name: str):
+    path = require_shared(name)
+    whole = msgspec.json.decode(gzip.decompress(path.read_bytes()), type=_KinetoInputFile)
+    trace = load_kineto_trace(path)
+    assert msgspec.json.encode(trace.events) == msgspec.json.encode(whole.traceEvents)
+    assert (trace.schema_version, trace.distributed_info, trace.device_properties, trace.trace_name) == (
+        whole.schemaVersion,
+        whole.distributedInfo,
+        whole.deviceProperties,
+        whole.traceName,
+    )
+
+
+def test_phases_categories_and_operator_names_are_kept_once():
+    events = load_kineto_trace(require_shared("hta/alexnet_kineto.json.gz")).events
+    for field in ("ph", "cat", "name"):
+        values = [getattr(e, field) for e in events]
+        assert len({id(v) for v in values}) == len(set(values)), field
+    assert {type(e.cat) for e in events} == {KinetoCategory}
+
+
+def test_a_category_kineto_does_not_write_is_read_as_a_string(tmp_path: Path):
+    path = tmp_path / "device.0.json"
+    events = [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}] * 3
+    path.write_text(json.dumps({"traceEvents": [*events, {**events[0], "cat": "npu_kernel"}]}))
+    trace = load_kineto_trace(path)
+    assert [e.cat for e in trace.events] == ["cpu_op"] * 3 + ["npu_kernel"]
+    assert classify(trace).other == 1
+
+
+def test_the_event_list_may_come_after_other_keys_or_hold_no_complete_event(tmp_path: Path):
+    path = tmp_path / "device.0.json"
+    path.write_text('{"deviceProperties": [{"id": 0}], "traceEvents": [{"ph": "i", "name": "x"}], "traceName": "t"}')
+    trace = load_kineto_trace(path)
+    assert (len(trace.events), trace.device_properties, trace.trace_name) == (1, [{"id": 0}], "t")
+
+
+def test_a_complete_event_without_a_start_is_refused_with_its_index(tmp_path: Path):
+    path = tmp_path / "device.0.json"
+    events = [{"ph": "X", "name": "ok", "ts": 1, "dur": 0}, {"ph": "s", "name": "flow"}, {"ph": "X", "name": "bad"}]
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(ChakraFormatError, match=r"trace event 2 \('bad'\) has no ts"):
+        load_kineto_trace(path)
+
+
+timed_events = st.lists(
+    st.builds(
+        KinetoEvent,
+        ph=st.just("X"),
+        ts=st.floats(0, 10).map(lambda x: round(x, 1)) | st.just(math.nan),
+        dur=st.sampled_from([0.0, 1.0, 2.5]),
+        name=st.sampled_from(["a", "b"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(timed_events)
+def test_events_sort_by_start_then_longer_first_then_as_listed(events: list[KinetoEvent]):
+    got = list(events)
+    sort_by_start(got)
+    expected = sorted(events, key=lambda e: (math.isnan(e.ts), 0 if math.isnan(e.ts) else e.ts, -e.dur))
+    assert [id(e) for e in got] == [id(e) for e in expected]
+
+
+def test_events_are_counted_by_category_and_phase():
+    events = load_kineto_trace(require_shared("hta/alexnet_kineto.json.gz")).events
+    assert count_kinds(events) == Counter((e.cat, e.ph) for e in events)

@@ -15,8 +15,8 @@ Example:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from operator import attrgetter
 
+from chakra._kineto_events import count_kinds
 from chakra.pytorch.kineto import (
     DEVICE_OP_CATEGORIES,
     HOST_OP_CATEGORIES,
@@ -43,7 +43,6 @@ _PHASE_FATE = {"s": FOLDED_FLOW, "f": FOLDED_FLOW, "t": FOLDED_FLOW, "M": FOLDED
 #: window), and those of them it folds (syncs: never a node of their own).
 _READ_CATEGORIES = HOST_OP_CATEGORIES | DEVICE_OP_CATEGORIES | RUNTIME_CATEGORIES | {SYNC_CATEGORY}
 _FOLDED_CATEGORIES = frozenset({SYNC_CATEGORY})
-_CATEGORY, _PHASE = attrgetter("cat"), attrgetter("ph")
 _CATEGORY_FATE = {
     "gpu_user_annotation": FOLDED_GPU_ANNOTATION,
     "python_function": DROPPED_PYTHON,
@@ -71,8 +70,7 @@ def inventory(trace: KinetoTrace, linked: LinkedTrace, report: ConversionReport)
     window = report.window or "the window"
     outside = f"dropped: outside {window}"
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    kinds = Counter(zip(map(_CATEGORY, trace.events), map(_PHASE, trace.events), strict=True))
-    for (category, phase), count in kinds.items():
+    for (category, phase), count in count_kinds(trace.events).items():
         cat = category or "(none)"
         if phase != "X":
             label = {"s": "flow", "f": "flow", "t": "flow"}.get(phase)

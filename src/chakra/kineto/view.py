@@ -32,7 +32,9 @@ Example:
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -76,6 +78,7 @@ _COMM_ATTRS = (
 _EMPTY = msgspec.Raw(b"[]")
 _NO_IO = IOLists()
 _NO_ATTRS: dict[str, Any] = {}
+_START = attrgetter("ts")
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
@@ -88,38 +91,45 @@ def window_events(events: KinetoEvents, window: Window) -> KinetoEvents:
     ``earlier_work`` counts the last kind."""
     if window.start_us is None and window.end_us is None:
         return events
-    holds = window.holds
+    start_us = window.start_us if window.start_us is not None else -math.inf
+    end_us = window.end_us if window.end_us is not None else math.inf
     out = KinetoEvents()
-    out.host_ops = [e for e in events.host_ops if holds(e.ts)]
-    out.launches = {corr: e for corr, e in events.launches.items() if holds(e.ts)}
-    out.sync_calls = [e for e in events.sync_calls if holds(e.ts)]
-    out.event_records = [e for e in events.event_records if holds(e.ts)]
-    out.other_runtime = [e for e in events.other_runtime if holds(e.ts)]
+    # the lists are in start order: the window's events are one slice of each
+    out.host_ops = _starting_in(events.host_ops, start_us, end_us)
+    out.sync_calls = _starting_in(events.sync_calls, start_us, end_us)
+    out.event_records = _starting_in(events.event_records, start_us, end_us)
+    out.launches = {corr: e for corr, e in events.launches.items() if start_us <= e.ts < end_us}
+    out.other_runtime = [e for e in events.other_runtime if start_us <= e.ts < end_us]
     kept = set(out.launches)
     kept.update(e.correlation for e in out.sync_calls if e.correlation is not None)
     known = set(events.launches)
     known.update(e.correlation for e in events.sync_calls if e.correlation is not None)
+    launches = events.launches
 
-    start_us = window.start_us if window.start_us is not None else float("-inf")
-    end_us = window.end_us if window.end_us is not None else float("inf")
-
-    def in_window(event: KinetoEvent) -> bool:
+    def fate(event: KinetoEvent) -> int:
+        """Whether device work is of the window (1), launched before it and running in it (the device
+        ran behind its host: 2), or neither (0)."""
         corr = event.correlation
-        return corr in kept if corr is not None and corr in known else holds(event.ts)
+        if corr is None or corr not in known:
+            return 1 if start_us <= event.ts < end_us else 0
+        if corr in kept:
+            return 1
+        launch = launches.get(corr)
+        ts = event.ts
+        return 2 if launch is not None and launch.ts < start_us and ts + event.dur > start_us and ts < end_us else 0
 
-    def ran_in_window(event: KinetoEvent) -> bool:
-        """Launched before the window, running in it: the device ran behind its host."""
-        corr = event.correlation
-        if corr is None or corr not in known or corr in kept:
-            return False
-        launch = events.launches.get(corr)
-        return launch is not None and launch.ts < start_us and event.ts + event.dur > start_us and event.ts < end_us
-
-    out.device_ops = [e for e in events.device_ops if in_window(e) or ran_in_window(e)]
-    out.earlier_work = sum(1 for e in out.device_ops if ran_in_window(e))
-    out.syncs = [e for e in events.syncs if in_window(e)]
+    fates = [(e, fate(e)) for e in events.device_ops]
+    out.device_ops = [e for e, kind in fates if kind]
+    out.earlier_work = sum(1 for _, kind in fates if kind == 2)
+    out.syncs = [e for e in events.syncs if fate(e) == 1]
     out.duplicate_correlations = events.duplicate_correlations
     return out
+
+
+def _starting_in(events: list[KinetoEvent], start_us: float, end_us: float) -> list[KinetoEvent]:
+    """The events, in start order, that start in [``start_us``, ``end_us``)."""
+    first = bisect.bisect_left(events, start_us, key=_START)
+    return events[first : bisect.bisect_left(events, end_us, lo=first, key=_START)]
 
 
 def _runtime_calls(events: KinetoEvents) -> list[KinetoEvent]:

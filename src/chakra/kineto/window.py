@@ -68,28 +68,23 @@ def _step_runs(events: KinetoEvents, steps: dict[int, KinetoEvent]) -> list[Step
     """One :class:`StepRun` per step: its span over host and device work, and whether complete
     (``executions`` 1) or missing launched device work (0)."""
     starts = sorted((event.ts, number) for number, event in steps.items())
-    launched: dict[int, int] = {}  # correlation -> step
-    ends = {number: event.ts + event.dur for number, event in steps.items()}
-
     start_times = [start for start, _ in starts]
-
-    def step_of(ts_us: float) -> int | None:
-        at = bisect.bisect_right(start_times, ts_us) - 1
-        if at < 0:
-            return None
-        number = starts[at][1]
-        return number if ts_us < steps[number].ts + steps[number].dur else None
-
+    numbers = [number for _, number in starts]
+    step_ends = [steps[number].ts + steps[number].dur for number in numbers]
+    ends = dict(zip(numbers, step_ends, strict=True))
+    launched: dict[int, int] = {}  # correlation -> step
+    after = bisect.bisect_right
     for correlation, call in events.launches.items():
-        number = step_of(call.ts)
-        if number is not None:
-            launched[correlation] = number
+        at = after(start_times, call.ts) - 1
+        if at >= 0 and call.ts < step_ends[at]:
+            launched[correlation] = numbers[at]
     done: dict[int, set[int]] = {}
     for activity in events.device_ops:
-        number = launched.get(activity.correlation) if activity.correlation is not None else None
+        launch = activity.correlation
+        number = launched.get(launch) if launch is not None else None
         if number is not None:
             ends[number] = max(ends[number], activity.ts + activity.dur)
-            done.setdefault(number, set()).add(activity.correlation)  # type: ignore[arg-type]
+            done.setdefault(number, set()).add(launch)  # type: ignore[arg-type]
     has_device = bool(events.device_ops)
     missing: dict[int, int] = {}
     for correlation, number in launched.items():

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +23,15 @@ from typing import Any
 
 import msgspec
 
+from chakra import _kineto_events, io
+from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError
-from chakra.pytorch.jsonfile import decode_json, read_json_bytes
+from chakra.pytorch.jsonfile import ArrayPieces, NotStreamable, decode_json, read_json_bytes
 
 PathLike = str | Path
 
+#: The top-level key of a trace's event list.
+TRACE_EVENTS_KEY = b"traceEvents"
 #: Host-side operator categories (``user_annotation`` covers ``record_function`` ranges).
 HOST_OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "Operator"})  # "Operator": old Kineto
 #: Runtime/driver API call categories.
@@ -188,6 +193,79 @@ class KinetoInputEvent(KinetoEvent, gc=False):
     args: KinetoInputArgs = NO_INPUT_ARGS
 
 
+class _ValueEnum(str, enum.Enum):
+    """A string read as one shared member (no string object per event); prints as its value."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+class KinetoPhase(_ValueEnum):
+    """Every phase of the Chrome trace event format (``ph``), and ``""`` for an event without one."""
+
+    NONE = ""
+    BEGIN, END, COMPLETE, INSTANT, INSTANT_LEGACY, COUNTER = "B", "E", "X", "i", "I", "C"
+    ASYNC_BEGIN, ASYNC_INSTANT, ASYNC_END = "b", "n", "e"
+    ASYNC_START_LEGACY, ASYNC_STEP_INTO, ASYNC_STEP_PAST, ASYNC_FINISH = "S", "T", "p", "F"
+    FLOW_START, FLOW_STEP, FLOW_END = "s", "t", "f"
+    SAMPLE, OBJECT_CREATED, OBJECT_SNAPSHOT, OBJECT_DESTROYED = "P", "N", "O", "D"
+    METADATA, GLOBAL_MEMORY_DUMP, PROCESS_MEMORY_DUMP, MARK, CLOCK_SYNC = "M", "V", "v", "R", "c"
+    CONTEXT_ENTER, CONTEXT_EXIT = "(", ")"
+
+
+class KinetoCategory(_ValueEnum):
+    """The categories Kineto writes (libkineto's activity type names, the trace writer's own flows
+    and spans, and the names of older versions), and ``""`` for an event without one. A trace with
+    another category is read all the same, as plain strings (:func:`load_kineto_trace`)."""
+
+    NONE = ""
+    CPU_OP, USER_ANNOTATION, GPU_USER_ANNOTATION = "cpu_op", "user_annotation", "gpu_user_annotation"
+    GPU_MEMCPY, GPU_MEMSET, KERNEL, EXTERNAL_CORRELATION = "gpu_memcpy", "gpu_memset", "kernel", "external_correlation"
+    CUDA_RUNTIME, CUDA_DRIVER, CUDA_SYNC, CUDA_PROFILER_RANGE = (
+        "cuda_runtime",
+        "cuda_driver",
+        "cuda_sync",
+        PROFILER_RANGE,
+    )
+    CPU_INSTANT_EVENT, PYTHON_FUNCTION, OVERHEAD, GLOW_RUNTIME = (
+        "cpu_instant_event",
+        "python_function",
+        "overhead",
+        "glow_runtime",
+    )
+    MTIA_RUNTIME, MTIA_CCP_EVENTS, HPU_OP, XPU_RUNTIME, XPU_DRIVER = (
+        "mtia_runtime",
+        "mtia_ccp_events",
+        "hpu_op",
+        "xpu_runtime",
+        "xpu_driver",
+    )
+    COLLECTIVE_COMM, PRIVATEUSE1_RUNTIME, PRIVATEUSE1_DRIVER = (
+        "collective_comm",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+    )
+    FLOW_LAUNCH, FLOW_FORWARD_BACKWARD, PROFILER_SPAN = "ac2g", "fwdbwd", "Trace"
+    OPERATOR, KERNEL_LEGACY, MEMCPY, MEMSET, RUNTIME = "Operator", "Kernel", "Memcpy", "Memset", "Runtime"
+
+
+class _KnownEvent(KinetoEvent, gc=False):
+    """A :class:`KinetoEvent` whose phase and category are known values, each one shared member."""
+
+    cat: KinetoCategory = KinetoCategory.NONE
+    ph: KinetoPhase = KinetoPhase.NONE
+
+
+class _KnownInputEvent(KinetoInputEvent, gc=False):
+    """A :class:`KinetoInputEvent` whose phase and category are known values."""
+
+    cat: KinetoCategory = KinetoCategory.NONE
+    ph: KinetoPhase = KinetoPhase.NONE
+
+
 class _KinetoFile(msgspec.Struct):
     traceEvents: list[KinetoEvent] = msgspec.field(default_factory=list)
     schemaVersion: int | None = None
@@ -240,69 +318,121 @@ class KinetoEvents:
 def _check_times(events: list[KinetoEvent], path: Path) -> None:
     """Refuse a complete (``X``) event without a start, or with a negative or non-finite start or
     duration: converted, it would start at 0 or last for months."""
-    for index, event in enumerate(events):
-        if event.ph != "X":
-            continue
-        ts, dur = event.ts, event.dur
-        if 0 <= ts < math.inf and 0 <= dur < math.inf:  # false for NaN (no ts) and infinities
-            continue
-        what = "has no ts" if math.isnan(event.ts) else f"has ts {event.ts!r} and dur {event.dur!r}"
-        raise ChakraFormatError(
-            f"trace event {index} ({event.name!r}) {what}: a complete event needs a start and a duration >= 0",
-            path=path,
-            hint="the file is damaged or not from torch.profiler: export the trace again",
-        )
+    index = _kineto_events.first_bad_time(events)
+    if index < 0:
+        return
+    event = events[index]
+    what = "has no ts" if math.isnan(event.ts) else f"has ts {event.ts!r} and dur {event.dur!r}"
+    raise ChakraFormatError(
+        f"trace event {index} ({event.name!r}) {what}: a complete event needs a start and a duration >= 0",
+        path=path,
+        hint="the file is damaged or not from torch.profiler: export the trace again",
+    )
+
+
+#: The role of a complete event of each category (:func:`classify`).
+_ROLES = {
+    **dict.fromkeys(HOST_OP_CATEGORIES, _kineto_events.ROLE_HOST),
+    **dict.fromkeys(RUNTIME_CATEGORIES, _kineto_events.ROLE_RUNTIME),
+    **dict.fromkeys(DEVICE_OP_CATEGORIES, _kineto_events.ROLE_DEVICE),
+    SYNC_CATEGORY: _kineto_events.ROLE_SYNC,
+}
 
 
 def classify(trace: KinetoTrace) -> KinetoEvents:
     """Split ``trace.events`` by role. A correlation id used by two launches is kept for the first
     and listed in ``duplicate_correlations`` (the upstream linker aborts on it)."""
-    out = KinetoEvents()
-    for event in trace.events:
-        if event.ph != "X":
-            out.other += 1
-            continue
-        cat = event.cat
-        if cat in HOST_OP_CATEGORIES:
-            out.host_ops.append(event)
-        elif cat in RUNTIME_CATEGORIES:
-            if event.name in LAUNCH_NAMES:
-                corr = event.correlation
-                if corr is None:
-                    out.other += 1
-                elif corr in out.launches:
-                    out.duplicate_correlations.append(corr)
-                else:
-                    out.launches[corr] = event
-            elif event.name in SYNC_CALL_NAMES:
-                out.sync_calls.append(event)
-            elif event.name in EVENT_RECORD_NAMES:
-                out.event_records.append(event)
-            else:
-                out.other_runtime.append(event)
-        elif cat in DEVICE_OP_CATEGORIES:
-            out.device_ops.append(event)
-        elif cat == SYNC_CATEGORY:
-            out.syncs.append(event)
-        else:
-            out.other += 1
-
-    def by_time(e: KinetoEvent) -> tuple[float, float]:
-        return (e.ts, -e.dur)
-
-    for events in (out.host_ops, out.sync_calls, out.event_records, out.device_ops, out.syncs):
-        events.sort(key=by_time)
-    return out
+    host_ops, launches, duplicates, sync_calls, records, other_runtime, device_ops, syncs, other = (
+        _kineto_events.sort_roles(trace.events, _ROLES, LAUNCH_NAMES, SYNC_CALL_NAMES, EVENT_RECORD_NAMES)
+    )
+    for events in (host_ops, sync_calls, records, device_ops, syncs):
+        _kineto_events.sort_by_start(events)  # by start, then longer first
+    return KinetoEvents(
+        host_ops=host_ops,
+        launches=launches,
+        sync_calls=sync_calls,
+        event_records=records,
+        other_runtime=other_runtime,
+        device_ops=device_ops,
+        syncs=syncs,
+        duplicate_correlations=duplicates,
+        other=other,
+    )
 
 
 class _KinetoInputFile(_KinetoFile):
     traceEvents: list[KinetoInputEvent] = msgspec.field(default_factory=list)  # type: ignore[assignment]
 
 
-_DECODERS: dict[bool, msgspec.json.Decoder[_KinetoFile]] = {
-    False: msgspec.json.Decoder(_KinetoFile),
-    True: msgspec.json.Decoder(_KinetoInputFile),
+class _KnownFile(_KinetoFile):
+    traceEvents: list[_KnownEvent] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class _KnownInputFile(_KinetoFile):
+    traceEvents: list[_KnownInputEvent] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+#: Decoders by (input lists read, phases and categories known): a known phase or category is one
+#: shared member, where a string would cost an object per event (a fifth of a trace's memory).
+_DECODERS: dict[tuple[bool, bool], msgspec.json.Decoder[_KinetoFile]] = {
+    (False, False): msgspec.json.Decoder(_KinetoFile),
+    (True, False): msgspec.json.Decoder(_KinetoInputFile),
+    (False, True): msgspec.json.Decoder(_KnownFile),
+    (True, True): msgspec.json.Decoder(_KnownInputFile),
 }
+
+
+#: Decoders of a piece of the event list, by (input lists read, phases and categories known).
+_EVENT_DECODERS: dict[tuple[bool, bool], msgspec.json.Decoder[list[KinetoEvent]]] = {
+    (False, False): msgspec.json.Decoder(list[KinetoEvent]),
+    (True, False): msgspec.json.Decoder(list[KinetoInputEvent]),
+    (False, True): msgspec.json.Decoder(list[_KnownEvent]),
+    (True, True): msgspec.json.Decoder(list[_KnownInputEvent]),
+}
+
+
+def _decode_events(data: bytes, inputs: bool) -> _KinetoFile:
+    """The trace, its phases and categories as shared members; as strings where one is not known
+    (decoded again: a category of a newer Kineto, a damaged file, whose error the second names)."""
+    try:
+        return _DECODERS[(inputs, True)].decode(data)
+    except msgspec.ValidationError:
+        return _DECODERS[(inputs, False)].decode(data)
+
+
+def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
+    """The trace, its events decoded a piece of the file at a time (:class:`ArrayPieces`): the file's
+    text is never all in memory beside its events. ``None`` where that cannot be done (a damaged file,
+    no events, an unusual layout): :func:`load_kineto_trace` reads the whole file, and names the error."""
+    stream, _ = io.open_decompressed(path, what="a Kineto trace")
+    events: list[KinetoEvent] = []
+    known = True
+    names: dict[str, str] = {}
+
+    def decode(piece: bytearray) -> list[KinetoEvent]:
+        nonlocal known
+        if known:
+            try:
+                return _EVENT_DECODERS[(inputs, True)].decode(piece)
+            except msgspec.ValidationError:  # a category not known: strings from here on
+                known = False
+        return _EVENT_DECODERS[(inputs, False)].decode(piece)
+
+    try:
+        reader = ArrayPieces(stream, TRACE_EVENTS_KEY, decode)
+        with gc_paused():  # an object per event, kept: see chakra.collector
+            for piece in reader.items():
+                _kineto_events.share_values(piece, 0, "name", names)
+                events += piece
+        head = _DECODERS[(False, False)].decode(reader.rest)
+    except (NotStreamable, msgspec.DecodeError, *io.DECOMPRESS_ERRORS):
+        return None
+    finally:
+        stream.close()
+    if not events or head.traceEvents:  # none, or a second list of events after the first
+        return None
+    head.traceEvents = events
+    return head
 
 
 def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
@@ -313,20 +443,23 @@ def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
     and :class:`ChakraInputError` for files that cannot be read.
     """
     path = Path(path)
-    data = read_json_bytes(path, "a Kineto trace")
-    raw = decode_json(
-        data,
-        _DECODERS[inputs].decode,
-        path=path,
-        kind="a Kineto trace",
-        hint="expected the JSON written by torch.profiler's export_chrome_trace",
-    )
-    if not raw.traceEvents and b'"nodes"' in data[: 1 << 16]:
-        raise ChakraFormatError(
-            "this is a host execution trace, not a Kineto (device) trace",
+    raw = _read_in_pieces(path, inputs)
+    if raw is None:
+        data = read_json_bytes(path, "a Kineto trace")
+        raw = decode_json(
+            data,
+            lambda data: _decode_events(data, inputs),
             path=path,
-            hint="pass it as the host trace",
+            kind="a Kineto trace",
+            hint="expected the JSON written by torch.profiler's export_chrome_trace",
         )
+        if not raw.traceEvents and b'"nodes"' in data[: 1 << 16]:
+            raise ChakraFormatError(
+                "this is a host execution trace, not a Kineto (device) trace",
+                path=path,
+                hint="pass it as the host trace",
+            )
+        del data
     if not raw.traceEvents:
         raise ChakraFormatError(
             "the Kineto trace has no events (traceEvents is missing or empty)",

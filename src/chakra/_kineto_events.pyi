@@ -1,0 +1,20 @@
+# Types of the C module src/chakra/_kineto_events.c (passes over every event of a Kineto trace; see
+# chakra/pytorch/kineto.py).
+from typing import Any
+
+ROLE_HOST: int
+ROLE_RUNTIME: int
+ROLE_DEVICE: int
+ROLE_SYNC: int
+
+def first_bad_time(events: list[Any]) -> int: ...
+def count_kinds(events: list[Any]) -> dict[tuple[str, str], int]: ...
+def sort_roles(
+    events: list[Any],
+    roles: dict[str, int],
+    launch_names: frozenset[str],
+    sync_names: frozenset[str],
+    record_names: frozenset[str],
+) -> tuple[list[Any], dict[int, Any], list[int], list[Any], list[Any], list[Any], list[Any], list[Any], int]: ...
+def sort_by_start(events: list[Any]) -> None: ...
+def share_values(events: list[Any], start: int, field: str, shared: dict[Any, Any]) -> None: ...
