@@ -157,6 +157,56 @@ def test_the_default_step_is_the_complete_one_of_median_span():
     assert any("3 profiled steps" in note for note in window.notes)
 
 
+def test_a_step_whose_launched_kernels_are_missing_is_not_the_default(tmp_path: Path):
+    """As when the profiler stopped before the device ran a step's work."""
+    source = require_shared("hta/nccl_2rank_rank0_kineto.json.gz")
+    with gzip.open(source, "rt") as handle:
+        document = json.load(handle)
+    step = next(e for e in document["traceEvents"] if e.get("name") == "ProfilerStep#4")
+    launched = {
+        e["args"]["correlation"]
+        for e in document["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and "Launch" in e["name"] and step["ts"] <= e["ts"] < step["ts"] + step["dur"]
+    }
+    document["traceEvents"] = [
+        e for e in document["traceEvents"] if not (e.get("cat") == "kernel" and e["args"]["correlation"] in launched)
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(document))
+    trace = load_kineto_trace(path)
+    assert launched
+    assert choose_window(trace, classify(trace)).label != "ProfilerStep#4"
+    only = choose_window(trace, classify(trace), step=4)
+    assert only.label == "ProfilerStep#4"
+
+
+def test_device_work_launched_before_a_step_that_ran_in_it_is_kept_and_counted(tmp_path: Path):
+    def x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    events = [
+        x("user_annotation", "ProfilerStep#1", 0, 100),
+        x("user_annotation", "ProfilerStep#2", 100, 100),
+        x("cpu_op", "aten::mm", 10, 20, **{"External id": 1}),
+        x("cuda_runtime", "cudaLaunchKernel", 15, 5, correlation=7),
+        x("cuda_runtime", "cudaLaunchKernel", 16, 2, correlation=8),
+        x("cpu_op", "aten::add", 120, 20, **{"External id": 2}),
+        x("cuda_runtime", "cudaLaunchKernel", 125, 5, correlation=9),
+        x("kernel", "gemm", 90, 50, correlation=7, stream=7, device=0),  # from step 1, into step 2
+        x("kernel", "small", 40, 5, correlation=8, stream=7, device=0),  # step 1's alone
+        x("kernel", "add", 140, 10, correlation=9, stream=7, device=0),
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_kineto_trace(path)
+    window = choose_window(trace, classify(trace), step=2)
+    linked = profiler_view(trace, window)
+    assert linked.events is not None
+    assert [e.name for e in linked.events.device_ops] == ["gemm", "add"]
+    assert linked.events.earlier_work == 1
+    assert any("1 device activities launched before ProfilerStep#2 ran in it" in n for n in linked.host.notes)
+
+
 def test_a_step_the_trace_lacks_is_one_line_naming_its_steps(tmp_path: Path):
     done = run_cli(
         "convert", "kineto", str(require_shared("hta/nccl_2rank_rank0_kineto.json.gz")), "-o", str(tmp_path / "w"),

@@ -8,9 +8,10 @@
  *
  * count_kinds(events) -> dict: (cat, ph) -> how many events have them.
  *
- * sort_roles(events, roles, launch_names, sync_names, record_names) -> (host_ops, launches, duplicates,
- * sync_calls, event_records, other_runtime, device_ops, syncs, other): the complete events by role, in
- * file order. `roles` maps a category to ROLE_HOST, ROLE_RUNTIME, ROLE_DEVICE or ROLE_SYNC (others have
+ * sort_roles(events, roles, launch_names, sync_names, record_names, mark_prefix) -> (host_ops, launches,
+ * duplicates, sync_calls, event_records, other_runtime, device_ops, syncs, other, marks): the complete
+ * events by role, in file order; `marks` are the host events whose name starts with `mark_prefix`
+ * (also in host_ops). `roles` maps a category to ROLE_HOST, ROLE_RUNTIME, ROLE_DEVICE or ROLE_SYNC (others have
  * none). A runtime call named in `launch_names` goes to `launches` (dict correlation -> event; a
  * correlation seen before is appended to `duplicates`, an event without an integer correlation counts
  * as other), one in `sync_names` to sync_calls, in `record_names` to event_records, any other to
@@ -18,6 +19,18 @@
  *
  * sort_by_start(events) -> None: sorts the list in place by ts, then longer dur first, then list order
  * (a NaN after every number).
+ *
+ * step_spans(launches, device_ops, starts, ends) -> (span_ends, missing): for steps whose host spans are
+ * [starts[k], ends[k]) (starts ascending), the end of each step's work (its span's end, or later the
+ * end of device work a runtime call in it launched: `launches` maps correlation -> call) and how many
+ * kernel launches ("Launch" in the call's name) of each step have no device work in `device_ops`
+ * (none counted when device_ops is empty).
+ *
+ * window_work(activities, kept, known, launches, start_us, end_us, earlier) -> (selected, earlier_count): the
+ * device activities (or syncs) of a window [start_us, end_us), in list order: those whose correlation
+ * is in `kept` (their calls are in the window), those whose correlation is not in `known` (no call in
+ * the trace) that start in it; with `earlier`, also those launched before the window (their call, in
+ * `launches`, starts before start_us) that ran into it, counted in earlier_count.
  *
  * share_values(events, start, field, shared) -> None: for events[start:], sets `field` to the equal
  * value kept in the dict `shared` (value -> itself), adding the ones it lacks: a decoder makes an
@@ -27,14 +40,69 @@
 #include <Python.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <structmember.h>
 
 enum { ROLE_HOST = 0, ROLE_RUNTIME = 1, ROLE_DEVICE = 2, ROLE_SYNC = 3 };
 
 static PyObject *s_ph, *s_cat, *s_ts, *s_dur, *s_name, *s_args, *s_correlation;
 
+/* Where a type keeps an attribute: the offset of its slot where it is a plain object member (a msgspec
+ * struct's fields are), else -1 (read through getattr). Reading the slot is what getattr does for such
+ * a member, without the lookup of the name in the type's dictionaries at each of a million reads. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *name;
+    Py_ssize_t offset;
+} Slot;
+
+#define MAX_SLOTS 64
+static Slot slots[MAX_SLOTS];
+static int slot_count;
+
+static Py_ssize_t slot_offset(PyObject *obj, PyObject *name) {
+    PyTypeObject *type = Py_TYPE(obj);
+    for (int i = 0; i < slot_count; i++)
+        if (slots[i].type == type && slots[i].name == name) return slots[i].offset;
+    Py_ssize_t offset = -1;
+    PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX) offset = member->offset;
+    }
+    if (slot_count < MAX_SLOTS) { /* types are kept for the life of the module: a few */
+        Py_INCREF(type);
+        Py_INCREF(name);
+        slots[slot_count++] = (Slot){type, name, offset};
+    }
+    return offset;
+}
+
+/* A new reference to the attribute `name` (an interned string) of `obj`; NULL with an exception. */
+static PyObject *field(PyObject *obj, PyObject *name) {
+    Py_ssize_t offset = slot_offset(obj, name);
+    if (offset >= 0) {
+        PyObject *value = *(PyObject **)((char *)obj + offset);
+        if (value != NULL) return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, name); /* also the error of an unset slot */
+}
+
+/* Sets the attribute `name` of `obj` to `value`; 0, or -1 with an exception. A slot is written without
+ * the type's setattr: not for the fields of a frozen struct. */
+static int set_field(PyObject *obj, PyObject *name, PyObject *value) {
+    Py_ssize_t offset = slot_offset(obj, name);
+    if (offset < 0) return PyObject_SetAttr(obj, name, value);
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    PyObject *old = *slot;
+    *slot = Py_NewRef(value);
+    Py_XDECREF(old);
+    return 0;
+}
+
 /* Whether the event's phase is the complete phase "X" (a str, or a str enum member): 1, 0, or -1 on error. */
 static int is_complete(PyObject *event) {
-    PyObject *ph = PyObject_GetAttr(event, s_ph);
+    PyObject *ph = field(event, s_ph);
     if (ph == NULL) return -1;
     int complete = PyUnicode_Check(ph) && PyUnicode_GET_LENGTH(ph) == 1 && PyUnicode_READ_CHAR(ph, 0) == 'X';
     Py_DECREF(ph);
@@ -42,8 +110,8 @@ static int is_complete(PyObject *event) {
 }
 
 /* A field as a double; -1 with an exception set when it is not a number. */
-static int number_of(PyObject *event, PyObject *field, double *out) {
-    PyObject *value = PyObject_GetAttr(event, field);
+static int number_of(PyObject *event, PyObject *name, double *out) {
+    PyObject *value = field(event, name);
     if (value == NULL) return -1;
     *out = PyFloat_CheckExact(value) ? PyFloat_AS_DOUBLE(value) : PyFloat_AsDouble(value);
     Py_DECREF(value);
@@ -86,9 +154,9 @@ static PyObject *count_kinds(PyObject *self, PyObject *events) {
     if (kinds == NULL) return PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
         PyObject *event = PyList_GET_ITEM(events, i);
-        PyObject *cat = PyObject_GetAttr(event, s_cat);
+        PyObject *cat = field(event, s_cat);
         if (cat == NULL) goto done;
-        PyObject *ph = PyObject_GetAttr(event, s_ph);
+        PyObject *ph = field(event, s_ph);
         if (ph == NULL) {
             Py_DECREF(cat);
             goto done;
@@ -158,9 +226,9 @@ done:
 /* The event's correlation: a new reference to an int (not a bool), NULL without an exception when it
  * has none, NULL with one on error. */
 static PyObject *correlation_of(PyObject *event) {
-    PyObject *args = PyObject_GetAttr(event, s_args);
+    PyObject *args = field(event, s_args);
     if (args == NULL) return NULL;
-    PyObject *value = PyObject_GetAttr(args, s_correlation);
+    PyObject *value = field(args, s_correlation);
     Py_DECREF(args);
     if (value == NULL) return NULL;
     if (PyLong_Check(value) && !PyBool_Check(value)) return value;
@@ -173,13 +241,13 @@ static int named(PyObject *names, PyObject *name) { return PySet_Contains(names,
 
 enum {
     OUT_HOST, OUT_LAUNCHES, OUT_DUPLICATES, OUT_SYNC_CALLS, OUT_RECORDS, OUT_OTHER_RUNTIME, OUT_DEVICE, OUT_SYNCS,
-    OUT_COUNT
+    OUT_MARKS, OUT_COUNT
 };
 
 /* Files one runtime call; 0, or -1 on error. */
 static int sort_call(PyObject *event, PyObject **out, PyObject *launch_names, PyObject *sync_names,
                      PyObject *record_names, Py_ssize_t *other) {
-    PyObject *name = PyObject_GetAttr(event, s_name);
+    PyObject *name = field(event, s_name);
     if (name == NULL) return -1;
     int launch = named(launch_names, name);
     int sync = launch == 0 ? named(sync_names, name) : 0;
@@ -203,10 +271,21 @@ static int sort_call(PyObject *event, PyObject **out, PyObject *launch_names, Py
     return status;
 }
 
+/* Appends the event to `marks` when its name starts with `prefix`; 0, or -1 on error. */
+static int append_mark(PyObject *event, PyObject *prefix, PyObject *marks) {
+    PyObject *name = field(event, s_name);
+    if (name == NULL) return -1;
+    Py_ssize_t starts = PyUnicode_Check(name) ? PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1) : 0;
+    int status = starts < 0 ? -1 : starts ? PyList_Append(marks, event) : 0;
+    Py_DECREF(name);
+    return status;
+}
+
 static PyObject *sort_roles(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 5 || !PyList_Check(argv[0]) || !PyDict_Check(argv[1]) || !PyAnySet_Check(argv[2]) ||
-        !PyAnySet_Check(argv[3]) || !PyAnySet_Check(argv[4])) {
-        PyErr_SetString(PyExc_TypeError, "sort_roles(events, roles, launch_names, sync_names, record_names)");
+    if (argc != 6 || !PyList_Check(argv[0]) || !PyDict_Check(argv[1]) || !PyAnySet_Check(argv[2]) ||
+        !PyAnySet_Check(argv[3]) || !PyAnySet_Check(argv[4]) || !PyUnicode_Check(argv[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sort_roles(events, roles, launch_names, sync_names, record_names, mark_prefix)");
         return NULL;
     }
     PyObject *events = argv[0], *roles = argv[1];
@@ -224,7 +303,7 @@ static PyObject *sort_roles(PyObject *self, PyObject *const *argv, Py_ssize_t ar
             other++;
             continue;
         }
-        PyObject *cat = PyObject_GetAttr(event, s_cat);
+        PyObject *cat = field(event, s_cat);
         if (cat == NULL) goto fail;
         PyObject *role = PyDict_GetItemWithError(roles, cat); /* borrowed */
         Py_DECREF(cat);
@@ -233,7 +312,10 @@ static PyObject *sort_roles(PyObject *self, PyObject *const *argv, Py_ssize_t ar
         if (code == -1 && PyErr_Occurred()) goto fail;
         int status = 0;
         switch (code) {
-            case ROLE_HOST: status = PyList_Append(out[OUT_HOST], event); break;
+            case ROLE_HOST:
+                status = PyList_Append(out[OUT_HOST], event);
+                if (status == 0) status = append_mark(event, argv[5], out[OUT_MARKS]);
+                break;
             case ROLE_RUNTIME:
                 status = sort_call(event, out, argv[2], argv[3], argv[4], &other);
                 break;
@@ -243,8 +325,9 @@ static PyObject *sort_roles(PyObject *self, PyObject *const *argv, Py_ssize_t ar
         }
         if (status < 0) goto fail;
     }
-    return Py_BuildValue("(NNNNNNNNn)", out[OUT_HOST], out[OUT_LAUNCHES], out[OUT_DUPLICATES], out[OUT_SYNC_CALLS],
-                         out[OUT_RECORDS], out[OUT_OTHER_RUNTIME], out[OUT_DEVICE], out[OUT_SYNCS], other);
+    return Py_BuildValue("(NNNNNNNNnN)", out[OUT_HOST], out[OUT_LAUNCHES], out[OUT_DUPLICATES], out[OUT_SYNC_CALLS],
+                         out[OUT_RECORDS], out[OUT_OTHER_RUNTIME], out[OUT_DEVICE], out[OUT_SYNCS], other,
+                         out[OUT_MARKS]);
 fail:
     for (int k = 0; k < OUT_COUNT; k++) Py_XDECREF(out[k]);
     return NULL;
@@ -269,6 +352,43 @@ static int by_start(const void *left, const void *right) {
     return order != 0 ? order : (a->index > b->index) - (a->index < b->index);
 }
 
+/* Sorts `timed` by by_start: merges its ascending runs, pair by pair (a trace's events are a few runs,
+ * one per thread, already in order: a sort that finds them does little more than read them). */
+static int merge_runs(Timed *timed, Py_ssize_t size) {
+    Py_ssize_t *bounds = PyMem_Malloc((size + 2) * sizeof(Py_ssize_t)), runs = 0;
+    Timed *spare = size > 1 ? PyMem_Malloc(size * sizeof(Timed)) : NULL;
+    if (bounds == NULL || (size > 1 && spare == NULL)) {
+        PyMem_Free(bounds);
+        PyMem_Free(spare);
+        return -1;
+    }
+    bounds[runs++] = 0;
+    for (Py_ssize_t i = 1; i < size; i++)
+        if (by_start(&timed[i - 1], &timed[i]) > 0) bounds[runs++] = i;
+    bounds[runs] = size;
+    Timed *from = timed, *to = spare;
+    while (runs > 1) {
+        Py_ssize_t merged = 0;
+        for (Py_ssize_t r = 0; r < runs; r += 2) {
+            Py_ssize_t left = bounds[r], middle = bounds[r + 1], right = r + 2 <= runs ? bounds[r + 2] : middle;
+            Py_ssize_t a = left, b = middle, out = left;
+            while (a < middle && b < right) to[out++] = by_start(&from[b], &from[a]) < 0 ? from[b++] : from[a++];
+            while (a < middle) to[out++] = from[a++];
+            while (b < right) to[out++] = from[b++];
+            bounds[merged++] = left;
+        }
+        bounds[merged] = size;
+        runs = merged;
+        Timed *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != timed) memcpy(timed, from, size * sizeof(Timed));
+    PyMem_Free(bounds);
+    PyMem_Free(spare);
+    return 0;
+}
+
 static PyObject *sort_by_start(PyObject *self, PyObject *events) {
     if (!PyList_Check(events)) {
         PyErr_SetString(PyExc_TypeError, "sort_by_start() takes a list of events");
@@ -291,27 +411,209 @@ static PyObject *sort_by_start(PyObject *self, PyObject *events) {
         PyErr_SetString(PyExc_RuntimeError, "the list changed while sorted");
         return NULL;
     }
-    qsort(timed, size, sizeof(Timed), by_start);
+    if (merge_runs(timed, size) < 0) {
+        PyMem_Free(timed);
+        return PyErr_NoMemory();
+    }
     /* a permutation of the list's own items: their references stay with the list */
     for (Py_ssize_t i = 0; i < size; i++) PyList_SET_ITEM(events, i, timed[i].event);
     PyMem_Free(timed);
     Py_RETURN_NONE;
 }
 
-static PyObject *share_values(PyObject *self, PyObject *args) {
-    PyObject *events, *field, *shared;
-    Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!nUO!", &PyList_Type, &events, &start, &field, &PyDict_Type, &shared))
+/* The doubles of a list of numbers, in a new PyMem block (NULL with an exception on error). */
+static double *doubles_of(PyObject *list) {
+    Py_ssize_t size = PyList_GET_SIZE(list);
+    double *out = PyMem_Malloc((size ? size : 1) * sizeof(double));
+    if (out == NULL) return (double *)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < size; i++) {
+        out[i] = PyFloat_AsDouble(PyList_GET_ITEM(list, i));
+        if (out[i] == -1.0 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* The step of a call starting at `ts_us`: the last one starting at or before it, if it ends after it; or -1. */
+static Py_ssize_t step_at(const double *starts, const double *ends, Py_ssize_t steps, double ts_us) {
+    Py_ssize_t low = 0, high = steps; /* the first start after ts_us, by bisection */
+    while (low < high) {
+        Py_ssize_t middle = (low + high) / 2;
+        if (ts_us < starts[middle])
+            high = middle;
+        else
+            low = middle + 1;
+    }
+    return low > 0 && ts_us < ends[low - 1] ? low - 1 : -1;
+}
+
+static PyObject *step_spans(PyObject *self, PyObject *args) {
+    PyObject *launches, *device_ops, *start_list, *end_list;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyDict_Type, &launches, &PyList_Type, &device_ops, &PyList_Type,
+                          &start_list, &PyList_Type, &end_list))
         return NULL;
+    Py_ssize_t steps = PyList_GET_SIZE(start_list);
+    if (PyList_GET_SIZE(end_list) != steps) {
+        PyErr_SetString(PyExc_ValueError, "step_spans() takes as many ends as starts");
+        return NULL;
+    }
+    double *starts = doubles_of(start_list), *spans = doubles_of(end_list), *ends = doubles_of(end_list);
+    Py_ssize_t *missing = PyMem_Calloc(steps ? steps : 1, sizeof(Py_ssize_t));
+    PyObject *launched = PyDict_New(), *done = PySet_New(NULL), *launch_word = PyUnicode_FromString("Launch");
+    PyObject *out = NULL, *correlation, *value;
+    Py_ssize_t position = 0;
+    if (!starts || !spans || !ends || !missing || !launched || !done || !launch_word) goto finally;
+    while (PyDict_Next(launches, &position, &correlation, &value)) {
+        double ts;
+        if (number_of(value, s_ts, &ts) < 0) goto finally;
+        Py_ssize_t step = step_at(starts, ends, steps, ts);
+        if (step < 0) continue;
+        PyObject *number = PyLong_FromSsize_t(step);
+        int status = number == NULL ? -1 : PyDict_SetItem(launched, correlation, number);
+        Py_XDECREF(number);
+        if (status < 0) goto finally;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(device_ops); i++) {
+        PyObject *activity = PyList_GET_ITEM(device_ops, i);
+        correlation = correlation_of(activity);
+        if (correlation == NULL) {
+            if (PyErr_Occurred()) goto finally;
+            continue;
+        }
+        PyObject *number = PyDict_GetItemWithError(launched, correlation); /* borrowed */
+        double ts, dur;
+        int status = number == NULL ? (PyErr_Occurred() ? -1 : 0) : 1;
+        if (status > 0) {
+            Py_ssize_t step = PyLong_AsSsize_t(number);
+            status = number_of(activity, s_ts, &ts) < 0 || number_of(activity, s_dur, &dur) < 0 ? -1 : 1;
+            if (status > 0 && ts + dur > spans[step]) spans[step] = ts + dur;
+            if (status > 0) status = PySet_Add(done, correlation);
+        }
+        Py_DECREF(correlation);
+        if (status < 0) goto finally;
+    }
+    position = 0;
+    while (PyList_GET_SIZE(device_ops) > 0 && PyDict_Next(launched, &position, &correlation, &value)) {
+        /* a copy or memset may be done by the host alone (pinned memory): only kernels must show */
+        PyObject *call = PyDict_GetItemWithError(launches, correlation); /* borrowed */
+        if (call == NULL) {
+            if (PyErr_Occurred()) goto finally;
+            continue;
+        }
+        PyObject *name = field(call, s_name);
+        if (name == NULL) goto finally;
+        int kernel = PyUnicode_Check(name) ? PyUnicode_Contains(name, launch_word) : 0;
+        Py_DECREF(name);
+        int seen = kernel > 0 ? PySet_Contains(done, correlation) : 0;
+        if (kernel < 0 || seen < 0) goto finally;
+        if (kernel && !seen) missing[PyLong_AsSsize_t(value)]++;
+    }
+    PyObject *span_list = PyList_New(steps), *missing_list = PyList_New(steps);
+    for (Py_ssize_t k = 0; span_list && missing_list && k < steps; k++) {
+        PyObject *span = PyFloat_FromDouble(spans[k]), *count = PyLong_FromSsize_t(missing[k]);
+        if (span == NULL || count == NULL) {
+            Py_XDECREF(span);
+            Py_XDECREF(count);
+            Py_CLEAR(span_list);
+            break;
+        }
+        PyList_SET_ITEM(span_list, k, span);
+        PyList_SET_ITEM(missing_list, k, count);
+    }
+    if (span_list && missing_list) out = Py_BuildValue("(NN)", span_list, missing_list);
+    else {
+        Py_XDECREF(span_list);
+        Py_XDECREF(missing_list);
+    }
+finally:
+    PyMem_Free(starts);
+    PyMem_Free(spans);
+    PyMem_Free(ends);
+    PyMem_Free(missing);
+    Py_XDECREF(launched);
+    Py_XDECREF(done);
+    Py_XDECREF(launch_word);
+    return out;
+}
+
+static PyObject *window_work(PyObject *self, PyObject *args) {
+    PyObject *activities, *kept, *known, *launches;
+    double start_us, end_us;
+    int earlier;
+    if (!PyArg_ParseTuple(args, "O!OOO!ddp", &PyList_Type, &activities, &kept, &known, &PyDict_Type, &launches,
+                          &start_us, &end_us, &earlier))
+        return NULL;
+    if (!PyAnySet_Check(kept) || !PyAnySet_Check(known)) {
+        PyErr_SetString(PyExc_TypeError, "window_work() takes sets of kept and known correlations");
+        return NULL;
+    }
+    PyObject *selected = PyList_New(0);
+    Py_ssize_t earlier_count = 0;
+    if (selected == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(activities); i++) {
+        PyObject *activity = PyList_GET_ITEM(activities, i);
+        PyObject *correlation = correlation_of(activity);
+        if (correlation == NULL && PyErr_Occurred()) goto fail;
+        int is_known = correlation == NULL ? 0 : PySet_Contains(known, correlation);
+        int is_kept = is_known > 0 ? PySet_Contains(kept, correlation) : 0;
+        int take = 0; /* 1: of the window, 2: launched before it, ran in it */
+        double ts, dur;
+        if (is_known < 0 || is_kept < 0 || number_of(activity, s_ts, &ts) < 0) {
+            Py_XDECREF(correlation);
+            goto fail;
+        }
+        if (!is_known) {
+            take = start_us <= ts && ts < end_us;
+        } else if (is_kept) {
+            take = 1;
+        } else if (earlier && ts < end_us) {
+            PyObject *call = PyDict_GetItemWithError(launches, correlation); /* borrowed */
+            double launched_us;
+            if (call == NULL && PyErr_Occurred()) {
+                Py_DECREF(correlation);
+                goto fail;
+            }
+            if (call != NULL) {
+                if (number_of(call, s_ts, &launched_us) < 0 || number_of(activity, s_dur, &dur) < 0) {
+                    Py_DECREF(correlation);
+                    goto fail;
+                }
+                take = launched_us < start_us && ts + dur > start_us ? 2 : 0;
+            }
+        }
+        Py_XDECREF(correlation);
+        if (take && PyList_Append(selected, activity) < 0) goto fail;
+        earlier_count += take == 2;
+    }
+    return Py_BuildValue("(Nn)", selected, earlier_count);
+fail:
+    Py_DECREF(selected);
+    return NULL;
+}
+
+static PyObject *share_values(PyObject *self, PyObject *args) {
+    PyObject *events, *attribute, *shared;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!nUO!", &PyList_Type, &events, &start, &attribute, &PyDict_Type, &shared))
+        return NULL;
+    Py_INCREF(attribute); /* interned: the slot cache compares names by identity */
+    PyUnicode_InternInPlace(&attribute);
+    int failed = 0;
     for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(events); i++) {
         PyObject *event = PyList_GET_ITEM(events, i);
-        PyObject *value = PyObject_GetAttr(event, field);
-        if (value == NULL) return NULL;
-        PyObject *kept = PyDict_SetDefault(shared, value, value); /* borrowed */
-        int status = kept == NULL ? -1 : kept == value ? 0 : PyObject_SetAttr(event, field, kept);
-        Py_DECREF(value);
-        if (status < 0) return NULL;
+        PyObject *value = field(event, attribute);
+        PyObject *kept = value == NULL ? NULL : PyDict_SetDefault(shared, value, value); /* borrowed */
+        int status = kept == NULL ? -1 : kept == value ? 0 : set_field(event, attribute, kept);
+        Py_XDECREF(value);
+        if (status < 0) {
+            failed = 1;
+            break;
+        }
     }
+    Py_DECREF(attribute);
+    if (failed) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -320,6 +622,8 @@ static PyMethodDef methods[] = {
     {"count_kinds", count_kinds, METH_O, "(cat, ph) -> number of events."},
     {"sort_roles", (PyCFunction)(void (*)(void))sort_roles, METH_FASTCALL, "The complete events by role."},
     {"sort_by_start", sort_by_start, METH_O, "Sorts events by ts, then longer dur first, then list order."},
+    {"step_spans", step_spans, METH_VARARGS, "Each step's end of work and its launches without device work."},
+    {"window_work", window_work, METH_VARARGS, "The device work of a window, and how much ran in it from before."},
     {"share_values", share_values, METH_VARARGS, "Sets a field of events[start:] to the equal value kept in a dict."},
     {NULL, NULL, 0, NULL},
 };

@@ -15,6 +15,21 @@ def sort_roles(
     launch_names: frozenset[str],
     sync_names: frozenset[str],
     record_names: frozenset[str],
-) -> tuple[list[Any], dict[int, Any], list[int], list[Any], list[Any], list[Any], list[Any], list[Any], int]: ...
+    mark_prefix: str,
+) -> tuple[
+    list[Any], dict[int, Any], list[int], list[Any], list[Any], list[Any], list[Any], list[Any], int, list[Any]
+]: ...
 def sort_by_start(events: list[Any]) -> None: ...
 def share_values(events: list[Any], start: int, field: str, shared: dict[Any, Any]) -> None: ...
+def step_spans(
+    launches: dict[int, Any], device_ops: list[Any], starts: list[float], ends: list[float]
+) -> tuple[list[float], list[int]]: ...
+def window_work(
+    activities: list[Any],
+    kept: set[int],
+    known: set[int],
+    launches: dict[int, Any],
+    start_us: float,
+    end_us: float,
+    earlier: bool,
+) -> tuple[list[Any], int]: ...

@@ -39,6 +39,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._kineto_events import window_work
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
@@ -98,30 +99,18 @@ def window_events(events: KinetoEvents, window: Window) -> KinetoEvents:
     out.host_ops = _starting_in(events.host_ops, start_us, end_us)
     out.sync_calls = _starting_in(events.sync_calls, start_us, end_us)
     out.event_records = _starting_in(events.event_records, start_us, end_us)
+    out.step_marks = _starting_in(events.step_marks, start_us, end_us)
     out.launches = {corr: e for corr, e in events.launches.items() if start_us <= e.ts < end_us}
     out.other_runtime = [e for e in events.other_runtime if start_us <= e.ts < end_us]
     kept = set(out.launches)
     kept.update(e.correlation for e in out.sync_calls if e.correlation is not None)
     known = set(events.launches)
     known.update(e.correlation for e in events.sync_calls if e.correlation is not None)
-    launches = events.launches
-
-    def fate(event: KinetoEvent) -> int:
-        """Whether device work is of the window (1), launched before it and running in it (the device
-        ran behind its host: 2), or neither (0)."""
-        corr = event.correlation
-        if corr is None or corr not in known:
-            return 1 if start_us <= event.ts < end_us else 0
-        if corr in kept:
-            return 1
-        launch = launches.get(corr)
-        ts = event.ts
-        return 2 if launch is not None and launch.ts < start_us and ts + event.dur > start_us and ts < end_us else 0
-
-    fates = [(e, fate(e)) for e in events.device_ops]
-    out.device_ops = [e for e, kind in fates if kind]
-    out.earlier_work = sum(1 for _, kind in fates if kind == 2)
-    out.syncs = [e for e in events.syncs if fate(e) == 1]
+    # device work of the window, and work launched before it that ran in it (the device behind its host)
+    out.device_ops, out.earlier_work = window_work(
+        events.device_ops, kept, known, events.launches, start_us, end_us, True
+    )
+    out.syncs, _ = window_work(events.syncs, kept, known, events.launches, start_us, end_us, False)
     out.duplicate_correlations = events.duplicate_correlations
     return out
 

@@ -23,10 +23,10 @@ Example:
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass, field
 
+from chakra._kineto_events import step_spans
 from chakra.errors import ChakraInputError
 from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace
 from chakra.steps import StepRun, step_note, step_to_convert
@@ -56,44 +56,28 @@ WHOLE_TRACE = Window("the whole trace")
 def profiler_steps(events: KinetoEvents) -> dict[int, KinetoEvent]:
     """The ``ProfilerStep#N`` annotations by step number (the first of a number, if repeated)."""
     steps: dict[int, KinetoEvent] = {}
-    for event in events.host_ops:
-        if event.name.startswith(PROFILER_STEP_PREFIX):
-            match = _STEP_NAME.match(event.name)
-            if match is not None:
-                steps.setdefault(int(match.group(1)), event)
+    for event in events.step_marks:
+        match = _STEP_NAME.match(event.name)
+        if match is not None:
+            steps.setdefault(int(match.group(1)), event)
     return dict(sorted(steps.items()))
 
 
 def _step_runs(events: KinetoEvents, steps: dict[int, KinetoEvent]) -> list[StepRun]:
     """One :class:`StepRun` per step: its span over host and device work, and whether complete
     (``executions`` 1) or missing launched device work (0)."""
-    starts = sorted((event.ts, number) for number, event in steps.items())
-    start_times = [start for start, _ in starts]
-    numbers = [number for _, number in starts]
-    step_ends = [steps[number].ts + steps[number].dur for number in numbers]
-    ends = dict(zip(numbers, step_ends, strict=True))
-    launched: dict[int, int] = {}  # correlation -> step
-    after = bisect.bisect_right
-    for correlation, call in events.launches.items():
-        at = after(start_times, call.ts) - 1
-        if at >= 0 and call.ts < step_ends[at]:
-            launched[correlation] = numbers[at]
-    done: dict[int, set[int]] = {}
-    for activity in events.device_ops:
-        launch = activity.correlation
-        number = launched.get(launch) if launch is not None else None
-        if number is not None:
-            ends[number] = max(ends[number], activity.ts + activity.dur)
-            done.setdefault(number, set()).add(launch)  # type: ignore[arg-type]
-    has_device = bool(events.device_ops)
-    missing: dict[int, int] = {}
-    for correlation, number in launched.items():
-        call = events.launches[correlation]
-        # a copy or memset may be done by the host alone (pinned memory): only kernels must show
-        if has_device and "Launch" in call.name and correlation not in done.get(number, set()):
-            missing[number] = missing.get(number, 0) + 1
+    order = sorted((event.ts, number) for number, event in steps.items())
+    numbers = [number for _, number in order]
+    spans, missing = step_spans(
+        events.launches,
+        events.device_ops,
+        [start for start, _ in order],
+        [steps[number].ts + steps[number].dur for number in numbers],
+    )
+    ends = dict(zip(numbers, spans, strict=True))
+    incomplete = {number for number, count in zip(numbers, missing, strict=True) if count}
     return [
-        StepRun(str(number), event.ts, ends[number] - event.ts, 0 if missing.get(number) else 1)
+        StepRun(str(number), event.ts, ends[number] - event.ts, 0 if number in incomplete else 1)
         for number, event in steps.items()
     ]
 

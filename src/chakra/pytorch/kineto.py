@@ -313,6 +313,7 @@ class KinetoEvents:
     duplicate_correlations: list[int] = field(default_factory=list)  # ids seen on more than one launch
     earlier_work: int = 0  # device work launched before a window that ran in it (chakra.kineto.view.window_events)
     other: int = 0  # events with no role in linking (flows, metadata, instants, python stacks, ...)
+    step_marks: list[KinetoEvent] = field(default_factory=list)  # host events named ProfilerStep*, also in host_ops
 
 
 def _check_times(events: list[KinetoEvent], path: Path) -> None:
@@ -342,10 +343,12 @@ _ROLES = {
 def classify(trace: KinetoTrace) -> KinetoEvents:
     """Split ``trace.events`` by role. A correlation id used by two launches is kept for the first
     and listed in ``duplicate_correlations`` (the upstream linker aborts on it)."""
-    host_ops, launches, duplicates, sync_calls, records, other_runtime, device_ops, syncs, other = (
-        _kineto_events.sort_roles(trace.events, _ROLES, LAUNCH_NAMES, SYNC_CALL_NAMES, EVENT_RECORD_NAMES)
+    host_ops, launches, duplicates, sync_calls, records, other_runtime, device_ops, syncs, other, marks = (
+        _kineto_events.sort_roles(
+            trace.events, _ROLES, LAUNCH_NAMES, SYNC_CALL_NAMES, EVENT_RECORD_NAMES, PROFILER_STEP_PREFIX
+        )
     )
-    for events in (host_ops, sync_calls, records, device_ops, syncs):
+    for events in (host_ops, sync_calls, records, device_ops, syncs, marks):
         _kineto_events.sort_by_start(events)  # by start, then longer first
     return KinetoEvents(
         host_ops=host_ops,
@@ -357,6 +360,7 @@ def classify(trace: KinetoTrace) -> KinetoEvents:
         syncs=syncs,
         duplicate_correlations=duplicates,
         other=other,
+        step_marks=marks,
     )
 
 
