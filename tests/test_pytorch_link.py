@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 from helpers import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_op, require_shared, write_trace_pair
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import load_host_trace
-from chakra.pytorch.kineto import load_kineto_trace
-from chakra.pytorch.link import link
+from chakra.pytorch.kineto import KinetoEvent, load_kineto_trace
+from chakra.pytorch.link import link, nest_events
 
 
 def _hta_pair():
@@ -106,3 +108,37 @@ def test_live_gloo_traces_link_completely(gloo_traces: Path, rank: int):
     assert list(report.host_unmatched) == [
         "process-group record (written when the observer starts, no Kineto event by design)"
     ]
+
+
+def _nested_by_stacks(events: list[KinetoEvent]) -> tuple[list[float], list[int]]:
+    """The rule nest_events follows, thread by thread with a stack of open events."""
+    exclusive = [e.dur for e in events]
+    parents = [-1] * len(events)
+    stacks: dict[object, list[int]] = {}
+    for index, event in enumerate(events):
+        stack = stacks.setdefault(event.tid, [])
+        while stack and event.ts >= events[stack[-1]].ts + events[stack[-1]].dur:
+            stack.pop()
+        if stack:
+            parent = stack[-1]
+            parents[index] = parent
+            exclusive[parent] -= min(event.dur, events[parent].ts + events[parent].dur - event.ts)
+        stack.append(index)
+    return [max(x, 0.0) for x in exclusive], parents
+
+
+host_events = st.lists(
+    st.builds(
+        KinetoEvent,
+        tid=st.sampled_from([1, 2, "gpu"]),
+        ts=st.integers(0, 30).map(float),
+        dur=st.integers(0, 12).map(float),
+    ),
+    max_size=30,
+).map(lambda events: sorted(events, key=lambda e: (e.ts, -e.dur)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(host_events)
+def test_each_host_event_nests_in_the_innermost_open_event_of_its_thread(events: list[KinetoEvent]):
+    assert nest_events(events) == _nested_by_stacks(events)

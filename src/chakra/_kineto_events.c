@@ -32,6 +32,13 @@
  * the trace) that start in it; with `earlier`, also those launched before the window (their call, in
  * `launches`, starts before start_us) that ran into it, counted in earlier_count.
  *
+ * nest_by_thread(events) -> (exclusive, parents): for host events sorted by start (longer first), each one's
+ * exclusive time (its dur less its children's, clipped to it, and at least 0) and the index of its
+ * parent (the innermost event of its thread `tid` open at its start), -1 for a top-level one.
+ *
+ * join_index(events, id_field) -> (first, count): the index of the first event of each value of
+ * `args.<id_field>` (an int, not a bool; for "rf_id" not 0), and how many events have one.
+ *
  * share_values(events, start, field, shared) -> None: for events[start:], sets `field` to the equal
  * value kept in the dict `shared` (value -> itself), adding the ones it lacks: a decoder makes an
  * object per event of what repeats (operator names, thread ids).
@@ -45,7 +52,7 @@
 
 enum { ROLE_HOST = 0, ROLE_RUNTIME = 1, ROLE_DEVICE = 2, ROLE_SYNC = 3 };
 
-static PyObject *s_ph, *s_cat, *s_ts, *s_dur, *s_name, *s_args, *s_correlation;
+static PyObject *s_ph, *s_cat, *s_ts, *s_dur, *s_name, *s_args, *s_correlation, *s_tid;
 
 /* Where a type keeps an attribute: the offset of its slot where it is a plain object member (a msgspec
  * struct's fields are), else -1 (read through getattr). Reading the slot is what getattr does for such
@@ -449,6 +456,26 @@ static Py_ssize_t step_at(const double *starts, const double *ends, Py_ssize_t s
     return low > 0 && ts_us < ends[low - 1] ? low - 1 : -1;
 }
 
+/* A new tuple of two lists: `floats` as floats and `ints` as ints, `size` of each. */
+static PyObject *two_lists(const double *floats, const Py_ssize_t *ints, Py_ssize_t size) {
+    PyObject *float_list = PyList_New(size), *int_list = PyList_New(size), *out = NULL;
+    for (Py_ssize_t k = 0; float_list && int_list && k < size; k++) {
+        PyObject *number = PyFloat_FromDouble(floats[k]), *count = PyLong_FromSsize_t(ints[k]);
+        if (number == NULL || count == NULL) {
+            Py_XDECREF(number);
+            Py_XDECREF(count);
+            Py_CLEAR(float_list);
+            break;
+        }
+        PyList_SET_ITEM(float_list, k, number);
+        PyList_SET_ITEM(int_list, k, count);
+    }
+    if (float_list && int_list) out = PyTuple_Pack(2, float_list, int_list);
+    Py_XDECREF(float_list);
+    Py_XDECREF(int_list);
+    return out;
+}
+
 static PyObject *step_spans(PyObject *self, PyObject *args) {
     PyObject *launches, *device_ops, *start_list, *end_list;
     if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyDict_Type, &launches, &PyList_Type, &device_ops, &PyList_Type,
@@ -510,23 +537,7 @@ static PyObject *step_spans(PyObject *self, PyObject *args) {
         if (kernel < 0 || seen < 0) goto finally;
         if (kernel && !seen) missing[PyLong_AsSsize_t(value)]++;
     }
-    PyObject *span_list = PyList_New(steps), *missing_list = PyList_New(steps);
-    for (Py_ssize_t k = 0; span_list && missing_list && k < steps; k++) {
-        PyObject *span = PyFloat_FromDouble(spans[k]), *count = PyLong_FromSsize_t(missing[k]);
-        if (span == NULL || count == NULL) {
-            Py_XDECREF(span);
-            Py_XDECREF(count);
-            Py_CLEAR(span_list);
-            break;
-        }
-        PyList_SET_ITEM(span_list, k, span);
-        PyList_SET_ITEM(missing_list, k, count);
-    }
-    if (span_list && missing_list) out = Py_BuildValue("(NN)", span_list, missing_list);
-    else {
-        Py_XDECREF(span_list);
-        Py_XDECREF(missing_list);
-    }
+    out = two_lists(spans, missing, steps);
 finally:
     PyMem_Free(starts);
     PyMem_Free(spans);
@@ -593,6 +604,91 @@ fail:
     return NULL;
 }
 
+static PyObject *nest_by_thread(PyObject *self, PyObject *events) {
+    if (!PyList_Check(events)) {
+        PyErr_SetString(PyExc_TypeError, "nest_by_thread() takes a list of events");
+        return NULL;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(events), slots = size ? size : 1;
+    double *exclusive = PyMem_Malloc(slots * sizeof(double)), *ends = PyMem_Malloc(slots * sizeof(double));
+    Py_ssize_t *parents = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *below = PyMem_Malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *tops = PyMem_Malloc(slots * sizeof(Py_ssize_t)); /* the open events of each thread: a stack */
+    PyObject *threads = PyDict_New(), *out = NULL;
+    if (!exclusive || !ends || !parents || !below || !tops || !threads) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto finally;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        double ts, dur;
+        if (number_of(event, s_ts, &ts) < 0 || number_of(event, s_dur, &dur) < 0) goto finally;
+        PyObject *tid = field(event, s_tid);
+        if (tid == NULL) goto finally;
+        PyObject *known = PyDict_GetItemWithError(threads, tid); /* borrowed */
+        Py_ssize_t thread = known != NULL ? PyLong_AsSsize_t(known) : PyDict_GET_SIZE(threads);
+        int status = 0;
+        if (known == NULL && !PyErr_Occurred()) {
+            PyObject *number = PyLong_FromSsize_t(thread);
+            status = number == NULL ? -1 : PyDict_SetItem(threads, tid, number);
+            Py_XDECREF(number);
+            tops[thread] = -1;
+        }
+        Py_DECREF(tid);
+        if (status < 0 || PyErr_Occurred()) goto finally;
+        while (tops[thread] >= 0 && ts >= ends[tops[thread]]) tops[thread] = below[tops[thread]];
+        exclusive[i] = dur;
+        ends[i] = ts + dur;
+        Py_ssize_t parent = tops[thread];
+        parents[i] = parent;
+        if (parent >= 0) {
+            double inside = ends[parent] - ts; /* a child outlasting its parent counts to the parent's end */
+            exclusive[parent] -= inside < dur ? inside : dur;
+        }
+        below[i] = parent;
+        tops[thread] = i;
+    }
+    for (Py_ssize_t i = 0; i < size; i++)
+        if (0.0 > exclusive[i]) exclusive[i] = 0.0;
+    out = two_lists(exclusive, parents, size);
+finally:
+    Py_XDECREF(threads);
+    PyMem_Free(exclusive);
+    PyMem_Free(ends);
+    PyMem_Free(parents);
+    PyMem_Free(below);
+    PyMem_Free(tops);
+    return out;
+}
+
+static PyObject *join_index(PyObject *self, PyObject *args) {
+    PyObject *events, *id_field;
+    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &events, &id_field)) return NULL;
+    Py_INCREF(id_field); /* interned: the slot cache compares names by identity */
+    PyUnicode_InternInPlace(&id_field);
+    int skip_zero = PyUnicode_CompareWithASCIIString(id_field, "rf_id") == 0;
+    PyObject *first = PyDict_New();
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; first != NULL && i < PyList_GET_SIZE(events); i++) {
+        PyObject *event_args = field(PyList_GET_ITEM(events, i), s_args);
+        PyObject *value = event_args == NULL ? NULL : field(event_args, id_field);
+        Py_XDECREF(event_args);
+        int status = value == NULL ? -1 : 0;
+        if (value != NULL && PyLong_Check(value) && !PyBool_Check(value)) {
+            int zero = skip_zero ? !PyObject_IsTrue(value) : 0;
+            if (!zero) {
+                count++;
+                PyObject *index = PyLong_FromSsize_t(i);
+                status = index == NULL || PyDict_SetDefault(first, value, index) == NULL ? -1 : 0;
+                Py_XDECREF(index);
+            }
+        }
+        Py_XDECREF(value);
+        if (status < 0) Py_CLEAR(first);
+    }
+    Py_DECREF(id_field);
+    return first == NULL ? NULL : Py_BuildValue("(Nn)", first, count);
+}
+
 static PyObject *share_values(PyObject *self, PyObject *args) {
     PyObject *events, *attribute, *shared;
     Py_ssize_t start;
@@ -624,6 +720,8 @@ static PyMethodDef methods[] = {
     {"sort_by_start", sort_by_start, METH_O, "Sorts events by ts, then longer dur first, then list order."},
     {"step_spans", step_spans, METH_VARARGS, "Each step's end of work and its launches without device work."},
     {"window_work", window_work, METH_VARARGS, "The device work of a window, and how much ran in it from before."},
+    {"nest_by_thread", nest_by_thread, METH_O, "Each host event's exclusive time and parent index."},
+    {"join_index", join_index, METH_VARARGS, "The first event of each id value, and how many have one."},
     {"share_values", share_values, METH_VARARGS, "Sets a field of events[start:] to the equal value kept in a dict."},
     {NULL, NULL, 0, NULL},
 };
@@ -638,7 +736,8 @@ PyMODINIT_FUNC PyInit__kineto_events(void) {
     s_name = PyUnicode_InternFromString("name");
     s_args = PyUnicode_InternFromString("args");
     s_correlation = PyUnicode_InternFromString("correlation");
-    if (!s_ph || !s_cat || !s_ts || !s_dur || !s_name || !s_args || !s_correlation) return NULL;
+    s_tid = PyUnicode_InternFromString("tid");
+    if (!s_ph || !s_cat || !s_ts || !s_dur || !s_name || !s_args || !s_correlation || !s_tid) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ROLE_HOST", ROLE_HOST) < 0 ||

@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from chakra._kineto_events import window_work
+from chakra._kineto_events import sort_by_start, window_work
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
@@ -211,32 +211,24 @@ def profiler_view(trace: KinetoTrace, window: Window, events: KinetoEvents | Non
 def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrace:
     events = window_events(every, window)
     orphans = _outside_operators(events)
-    operators = sorted(events.host_ops + orphans, key=lambda e: (e.ts, -e.dur))
+    operators = events.host_ops + orphans
+    sort_by_start(operators)
     events.host_ops = operators
-    node_id = {id(e): k + 1 for k, e in enumerate(operators)}
+    node_id = {id(e): k + 1 for k, e in enumerate(operators)}  # an operator's node: its place, from 1
     thread_number: dict[Any, int] = {}
-    by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)
     for event in operators:
         thread_number.setdefault(event.tid, len(thread_number) + 1)
-        by_thread[event.tid].append(event)
-    exclusive: dict[int, float] = {}
-    parent_of: dict[int, KinetoEvent] = {}
-    for thread_events in by_thread.values():
-        excl, parents = nest_events(thread_events)
-        exclusive.update(excl)
-        parent_of.update(parents)
+    exclusive, parents = nest_events(operators)
 
     nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
-    for event in operators:
-        own = node_id[id(event)]
-        parent = parent_of.get(id(event))
+    for own, (event, excl, parent) in enumerate(zip(operators, exclusive, parents, strict=True), start=1):
         args = event.args
         nodes.append(
             HostNode(
                 id=own,
                 name=event.name,
-                parent=node_id[id(parent)] if parent is not None else 0,
+                parent=parent + 1,  # the parent's node, 0 for none (-1)
                 rf_id=_int(args.rf_id, 0),
                 tid=thread_number[event.tid],
                 fw_parent=0,
@@ -249,7 +241,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
                 attrs=_comm_attrs(event),
             )
         )
-        timing[own] = HostTiming(event.ts, event.dur, exclusive.get(id(event), event.dur), event.tid)
+        timing[own] = HostTiming(event.ts, event.dur, excl, event.tid)
 
     host = HostTrace(path=trace.path, schema="", layout="kineto", nodes=nodes, notes=list(window.notes))
     if events.earlier_work:

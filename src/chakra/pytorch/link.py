@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._kineto_events import join_index, nest_by_thread
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
@@ -122,33 +123,33 @@ class LinkedTrace:
     events: KinetoEvents | None = None  # the Kineto events joined, by role (a profiler trace alone: its window's)
 
 
-def _join_key(host_ops: list[KinetoEvent]) -> str:
-    """Record-function ids when the Kineto trace has them (observer attached), else External ids."""
-    with_rf = sum(1 for e in host_ops if e.rf_id is not None)
-    return "Record function id" if with_rf >= len(host_ops) / 2 and with_rf else "External id"
+#: The Kineto args a host op joins by (``KinetoArgs`` fields), and the host trace's names for them.
+_RECORD_FUNCTION_ID, _EXTERNAL_ID = "Record function id", "External id"
+_ID_FIELDS = {_RECORD_FUNCTION_ID: "rf_id", _EXTERNAL_ID: "external_id"}
 
 
-def nest_events(events: list[KinetoEvent]) -> tuple[dict[int, float], dict[int, KinetoEvent]]:
-    """Exclusive µs and call-stack parent of each event (by ``id()``) of one thread sorted by
-    (ts, -dur): an event's children are the events that start inside it; its exclusive time is its
-    duration minus theirs (clipped to it). Top-level events have no parent entry."""
-    exclusive: dict[int, float] = {}
-    parent_of: dict[int, KinetoEvent] = {}
-    stack: list[KinetoEvent] = []
-    ends: list[float] = []  # of the events on the stack
-    for event in events:
-        ts, dur = event.ts, event.dur
-        while ends and ts >= ends[-1]:
-            stack.pop()
-            ends.pop()
-        exclusive[id(event)] = dur
-        if stack:
-            parent = stack[-1]
-            parent_of[id(event)] = parent
-            exclusive[id(parent)] -= min(dur, ends[-1] - ts)
-        stack.append(event)
-        ends.append(ts + dur)
-    return {key: max(value, 0.0) for key, value in exclusive.items()}, parent_of
+def _join_index(host_ops: list[KinetoEvent]) -> tuple[str, dict[int, int]]:
+    """The key host ops join by (record-function ids when the Kineto trace has them, observer
+    attached, else External ids) and the index in ``host_ops`` of the first op of each id (the
+    outermost, for External ids several ops share)."""
+    first, with_rf = join_index(host_ops, _ID_FIELDS[_RECORD_FUNCTION_ID])
+    if with_rf and with_rf >= len(host_ops) / 2:
+        return _RECORD_FUNCTION_ID, first
+    return _EXTERNAL_ID, join_index(host_ops, _ID_FIELDS[_EXTERNAL_ID])[0]
+
+
+def nest_events(events: list[KinetoEvent]) -> tuple[list[float], list[int]]:
+    """Exclusive µs and call-stack parent (an index in ``events``, -1 for none) of each host event,
+    ``events`` sorted by (ts, -dur): an event's children are the events of its thread (``tid``)
+    that start inside it; its exclusive time is its duration minus theirs (clipped to it), at least 0.
+
+    Example:
+        >>> from chakra.pytorch.kineto import KinetoEvent
+        >>> nest_events([KinetoEvent(tid=1, ts=0.0, dur=10.0), KinetoEvent(tid=1, ts=2.0, dur=3.0),
+        ...              KinetoEvent(tid=2, ts=3.0, dur=1.0)])
+        ([7.0, 3.0, 1.0], [-1, 0, -1])
+    """
+    return nest_by_thread(events)
 
 
 def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> dict[int, KinetoEvent]:
@@ -185,22 +186,11 @@ def link(host: HostTrace, device: KinetoTrace, *, min_name_agreement: float = MI
 
 def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> LinkedTrace:
     events = classify(device)
-    key = _join_key(events.host_ops)
-    report = LinkReport(join_key=key, kineto_ops=len(events.host_ops))
+    host_ops = events.host_ops
+    key, index_of = _join_index(host_ops)
+    report = LinkReport(join_key=key, kineto_ops=len(host_ops))
     report.duplicate_correlations = len(events.duplicate_correlations)
-
-    kineto_by_key: dict[int, KinetoEvent] = {}
-    for event in events.host_ops:
-        value = event.rf_id if key == "Record function id" else event.external_id
-        if value is not None:
-            kineto_by_key.setdefault(value, event)  # first = outermost for shared External ids
-
-    by_thread: dict[Any, list[KinetoEvent]] = defaultdict(list)
-    for event in events.host_ops:
-        by_thread[event.tid].append(event)
-    exclusive: dict[int, float] = {}
-    for thread_events in by_thread.values():
-        exclusive.update(nest_events(thread_events)[0])  # host_ops are already in (ts, -dur) order
+    exclusive, _ = nest_events(host_ops)  # host_ops are in (ts, -dur) order
 
     timing: dict[int, HostTiming] = {}
     host_of_kineto: dict[int, int] = {}
@@ -209,8 +199,8 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
         if node.name in SYNTHETIC_HOST_OPS:
             continue
         report.host_ops += 1
-        match = kineto_by_key.get(node.rf_id) if node.rf_id else None
-        if match is None:
+        at = index_of.get(node.rf_id) if node.rf_id else None
+        if at is None:
             if node.name == PROCESS_GROUP_NODE:
                 reason = "process-group record (written when the observer starts, no Kineto event by design)"
             elif not node.rf_id:
@@ -222,8 +212,9 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
                 report.host_unmatched_examples.append((node.id, node.name, reason))
             continue
         joined += 1
+        match = host_ops[at]
         agree += match.name == node.name
-        timing[node.id] = HostTiming(match.ts, match.dur, exclusive.get(id(match), match.dur), match.tid)
+        timing[node.id] = HostTiming(match.ts, match.dur, exclusive[at], match.tid)
         host_of_kineto[id(match)] = node.id
     report.host_matched = len(timing)
     report.kineto_matched = len(host_of_kineto)
