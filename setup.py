@@ -4,7 +4,8 @@ search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three re
 through ``src/chakra/_wire.h``; the host trace's record splitter (``src/chakra/_host_record.c``, see
 chakra/pytorch/host.py); the passes over a Kineto trace's events (``src/chakra/_kineto_events.c``, see
 chakra/pytorch/kineto.py); and the JSON scanner that finds a file's big array a piece at a time
-(``src/chakra/_json_scan.c``, see chakra/pytorch/jsonfile.py).
+(``src/chakra/_json_scan.c``, see chakra/pytorch/jsonfile.py); and a profiler XSpace's host plane read
+from its wire bytes (``src/chakra/_xplane.c``, through ``_wire.h``, see chakra/tensorflow/profile.py).
 
 Everything else about the package is in pyproject.toml.
 """
@@ -31,6 +32,7 @@ setup(
         Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),
         Extension("chakra._kineto_events", sources=["src/chakra/_kineto_events.c"], extra_compile_args=["-O2"]),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
+        Extension("chakra._xplane", sources=["src/chakra/_xplane.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, plane_metadata
 from chakra.errors import ChakraFormatError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
@@ -154,3 +157,108 @@ def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
     assert converted.fidelity is not None and converted.fidelity.ok
     for result in converted.fidelity.results.values():
         assert result.predicted_span_us == result.measured_span_us == 80.0
+
+
+# ---- the XSpace read from its bytes (chakra._xplane) against protobuf's messages --------------------
+_STAT_KINDS = {"int64_value": STAT_INT, "uint64_value": STAT_INT, "ref_value": STAT_REF, "str_value": STAT_STR}
+
+
+def _message_events(line: XLine, events: set[int], stats: set[int]) -> tuple[int, list[tuple]]:
+    """What line_events gives, read from protobuf's messages."""
+    out = []
+    for event in line.events:
+        if event.metadata_id not in events:
+            continue
+        kept = []
+        for stat in event.stats:
+            if stat.metadata_id in stats:
+                member = stat.WhichOneof("value")
+                kind = _STAT_KINDS.get(member, STAT_OTHER)
+                kept.append((stat.metadata_id, kind, getattr(stat, member) if kind != STAT_OTHER else None))
+        out.append((event.metadata_id, event.offset_ps, event.duration_ps, tuple(kept)))
+    return line.timestamp_ns, out
+
+
+_stat_values = st.one_of(
+    st.builds(lambda v: ("int64_value", v), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(lambda v: ("uint64_value", v), st.integers(0, 2**64 - 1)),
+    st.builds(lambda v: ("ref_value", v), st.integers(0, 9)),
+    st.builds(lambda v: ("str_value", v), st.text(max_size=5)),
+    st.builds(lambda v: ("double_value", v), st.floats(allow_nan=False)),
+    st.builds(lambda v: ("bytes_value", v), st.binary(max_size=4)),
+)
+#: An event as the wire may hold it: pieces of one XEvent, each serialized on its own, one after the
+#: other (a parser merges them: the last scalar and oneof member win, stats add up).
+_event_pieces = st.lists(
+    st.tuples(
+        st.integers(0, 6),  # metadata id
+        st.one_of(st.builds(lambda v: ("offset_ps", v), st.integers(0, 10**12)), st.just(("num_occurrences", 3))),
+        st.integers(0, 10**9),
+        st.lists(st.tuples(st.integers(0, 6), _stat_values), max_size=3),
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (field numbers below 16, lengths below 2**14)."""
+    size = len(payload)
+    length = bytes([size]) if size < 0x80 else bytes([size & 0x7F | 0x80, size >> 7])
+    return bytes([number << 3 | 2]) + length + payload
+
+
+def _event_bytes(pieces: list) -> bytes:
+    out = b""
+    for metadata_id, (member, value), duration_ps, stats in pieces:
+        event = XEvent(metadata_id=metadata_id, duration_ps=duration_ps)
+        setattr(event, member, value)
+        for stat_id, (stat_member, stat_value) in stats:
+            setattr(event.stats.add(metadata_id=stat_id), stat_member, stat_value)
+        out += event.SerializeToString()
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    planes=st.lists(
+        st.tuples(
+            st.sampled_from(["/host:CPU", "/device:GPU:0"]), st.lists(st.lists(_event_pieces, max_size=6), max_size=3)
+        ),
+        max_size=3,
+    ),
+    wanted_events=st.sets(st.integers(0, 6)),
+    wanted_stats=st.sets(st.integers(0, 6)),
+)
+def test_the_host_plane_read_from_its_bytes_is_what_protobuf_reads(planes, wanted_events, wanted_stats):
+    data = b""
+    for name, lines in planes:
+        head = XPlane(name=name)
+        for key in range(7):
+            head.event_metadata[key].name = f"op{key}:Op"
+            head.stat_metadata[key].name = f"stat{key}"
+        plane = head.SerializeToString()
+        for k, events in enumerate(lines):
+            line = XLine(id=k, timestamp_ns=k * 1000).SerializeToString()
+            plane += _field(3, line + b"".join(_field(4, _event_bytes(pieces)) for pieces in events))
+        data += _field(1, plane)
+    space = XSpace.FromString(data)
+    host = next((plane for plane in space.planes if plane.name == "/host:CPU"), None)
+    found = plane_metadata(data, "/host:CPU")
+    if host is None:
+        assert found is None
+        return
+    assert found is not None
+    names, stat_names, spans = found
+    assert names == {key: m.name for key, m in host.event_metadata.items()}
+    assert stat_names == {key: m.name for key, m in host.stat_metadata.items()}
+    assert [line_events(data, offset, length, wanted_events, wanted_stats) for offset, length in spans] == [
+        _message_events(line, wanted_events, wanted_stats) for line in host.lines
+    ]
+
+
+def test_a_damaged_profile_is_one_line_naming_it(tmp_path: Path):
+    path = _profile(tmp_path, [[(PROCESS_EVENT, 0, 100, {"id": 7}), ("mm:MatMul", 10, 20, {})]])
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(ChakraFormatError, match="not a profiler XSpace"):
+        load_tf_profile(path)

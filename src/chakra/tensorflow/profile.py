@@ -1,7 +1,9 @@
 """What a TensorFlow profile measured: every op execution of every step, from the profiler's XSpace.
 
 ``tf.profiler.experimental.start(DIR)`` writes ``DIR/plugins/profile/RUN/HOST.xplane.pb``.
-:func:`load_tf_profile` reads it with the minimal protos of :mod:`chakra.schema.tensorflow`. On the
+:func:`load_tf_profile` checks it with protobuf (the minimal protos of
+:mod:`chakra.schema.tensorflow`), then reads the host plane's events and the stats it needs from the
+bytes in C (``chakra._xplane``: a protobuf message per event cost 3.5 µs). On the
 host plane (``/host:CPU``) the executor's threads are lines (``tf_Compute/…``,
 ``collective_ops/…``); an op execution is an event named ``NODE:OP_TYPE``. Collective events carry
 their ``step_id``, ``group_key``, ``group_size`` is not recorded but ``instance_key`` is; other op
@@ -23,14 +25,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from google.protobuf.message import DecodeError
 
 from chakra import io
+from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
-from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XSpace
+from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
 from chakra.units import PS_PER_NS
 
 #: What the profiler names its files, and the plane of host threads TensorFlow's executor runs on.
@@ -78,36 +82,38 @@ def load_tf_profile(path: PathLike) -> TfProfile:
         data = stream.read()
     finally:
         stream.close()
-    space = XSpace()
     try:
-        space.ParseFromString(data)
+        XSpace().ParseFromString(data)  # upb checks the bytes: what it refuses is named here
     except DecodeError as exc:
         raise ChakraFormatError(
             f"not a profiler XSpace ({exc}; {len(data):,} bytes)",
             path=path,
             hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
         ) from None
-    host = next((plane for plane in space.planes if plane.name == HOST_PLANE), None)
-    if host is None:
+    found = plane_metadata(data, HOST_PLANE)
+    if found is None:
         raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
+    names, stat_names, lines = found
     profile = TfProfile(str(path))
     steps: dict[int, dict[str, list[OpExecution]]] = defaultdict(lambda: defaultdict(list))
-    names = {key: meta.name for key, meta in host.event_metadata.items()}
-    stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
     op_nodes = {
         key: name.rpartition(OP_SEPARATOR)[0]
         for key, name in names.items()
         if OP_SEPARATOR in name and SCOPE_SEPARATOR not in name
     }
     process_ids = {key for key, name in names.items() if name == PROCESS_EVENT}
+    async_kinds = {key: name for key, name in names.items() if name in (ASYNC_START, ASYNC_DONE)}
     launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
-    # the stats an op event is read for: the rest are skipped unread
+    # the events and stats read: the rest are skipped unread, in C
     keys = {key: name for key, name in stat_names.items() if name in _KEY_STATS}
+    wanted_events = set(op_nodes) | process_ids | set(async_kinds)
+    wanted_stats = set(keys) | {key for key, name in stat_names.items() if name == NAME_STAT}
     with gc_paused():  # an execution per op event, kept: see chakra.collector
-        for thread, line in enumerate(host.lines):
-            profile.stepless += _read_line(line, thread, op_nodes, process_ids, keys, steps)
-            _read_async(line, names, stat_names, launched, finished)
+        for thread, (offset, length) in enumerate(lines):
+            timestamp_ns, events = line_events(data, offset, length, wanted_events, wanted_stats)
+            profile.stepless += _read_line(timestamp_ns, events, thread, op_nodes, process_ids, keys, steps)
+            _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     if not steps:
         raise ChakraInputError(
@@ -137,8 +143,14 @@ def _find(path: Path) -> Path:
     return found[-1]
 
 
+#: An event of a line as :func:`chakra._xplane.line_events` gives it: (metadata id, offset ps,
+#: duration ps, stats), each stat (metadata id, kind, value).
+_Event = tuple[int, int, int, tuple[tuple[int, int, Any], ...]]
+
+
 def _read_line(
-    line: XLine,
+    timestamp_ns: int,
+    events: list[_Event],
     thread: int,
     op_nodes: dict[int, str],
     process_ids: set[int],
@@ -152,28 +164,27 @@ def _read_line(
     (:data:`_KEY_STATS`). One sweep in start order keeps the regions open at each event on a
     stack (regions on one thread nest or follow each other), so an op's step is the innermost
     region around it."""
-    base_ns = line.timestamp_ns
     open_regions: list[tuple[int, int]] = []  # (end ps, step id), innermost last
     stepless = 0
-    # (start, longer first, then as recorded): events are read once, their fields kept
+    # (start, longer first, then as recorded)
     wanted = [
-        (e.offset_ps, -e.duration_ps, index, e)
-        for index, e in enumerate(line.events)
-        if e.metadata_id in op_nodes or e.metadata_id in process_ids
+        (offset_ps, -duration_ps, index, metadata_id, stats)
+        for index, (metadata_id, offset_ps, duration_ps, stats) in enumerate(events)
+        if metadata_id in op_nodes or metadata_id in process_ids
     ]
     wanted.sort()
-    for offset_ps, minus_duration_ps, _, event in wanted:
+    for offset_ps, minus_duration_ps, _, metadata_id, stats in wanted:
         duration_ps = -minus_duration_ps
         while open_regions and open_regions[-1][0] < offset_ps:
             open_regions.pop()
-        stats = _int_stats(event, key_stats) if event.stats else {}
-        node = op_nodes.get(event.metadata_id)
+        ints = _int_stats(stats, key_stats) if stats else {}
+        node = op_nodes.get(metadata_id)
         if node is None:  # an executor region
-            region_step = stats.get(PROCESS_STEP_STAT)
+            region_step = ints.get(PROCESS_STEP_STAT)
             if region_step is not None:
                 open_regions.append((offset_ps + duration_ps, region_step))
             continue
-        step = stats.get(STEP_STAT)
+        step = ints.get(STEP_STAT)
         if step is None:
             end_ps = offset_ps + duration_ps
             for end, region_step in reversed(open_regions):
@@ -185,37 +196,38 @@ def _read_line(
             continue
         steps[step][node].append(
             OpExecution(
-                base_ns + offset_ps // PS_PER_NS,
+                timestamp_ns + offset_ps // PS_PER_NS,
                 duration_ps // PS_PER_NS,
                 thread,
-                stats.get(GROUP_STAT),
-                stats.get(INSTANCE_STAT),
+                ints.get(GROUP_STAT),
+                ints.get(INSTANCE_STAT),
             )
         )
     return stepless
 
 
 def _read_async(
-    line: XLine,
-    names: dict[int, str],
+    timestamp_ns: int,
+    events: list[_Event],
+    async_kinds: dict[int, str],
     stat_names: dict[int, str],
     launched: dict[tuple[int, str], list[int]],
     finished: dict[tuple[int, str], list[int]],
 ) -> None:
     """Collect the launch and done times (ns) of the asynchronous kernels on one line."""
-    for event in line.events:
-        kind = names.get(event.metadata_id)
-        if kind != ASYNC_START and kind != ASYNC_DONE:
+    for metadata_id, offset_ps, duration_ps, stats in events:
+        kind = async_kinds.get(metadata_id)
+        if kind is None:
             continue
-        step = _int_stat(event, stat_names, STEP_STAT)
-        node = _ref_stat(event, stat_names, NAME_STAT)
+        step = _int_stat(stats, stat_names, STEP_STAT)
+        node = _ref_stat(stats, stat_names, NAME_STAT)
         if step is None or node is None:
             continue
-        at_ns = line.timestamp_ns + event.offset_ps // PS_PER_NS
+        at_ns = timestamp_ns + offset_ps // PS_PER_NS
         if kind == ASYNC_START:
             launched[(step, node)].append(at_ns)
         else:
-            finished[(step, node)].append(at_ns + event.duration_ps // PS_PER_NS)
+            finished[(step, node)].append(at_ns + duration_ps // PS_PER_NS)
 
 
 def _merge_async(
@@ -241,36 +253,31 @@ def _merge_async(
         steps[step][node] = spans
 
 
-def _ref_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> str | None:
-    """A stat whose value is the name of another stat metadata (how the profiler interns strings)."""
-    for stat in event.stats:
-        if stat_names.get(stat.metadata_id) == wanted:
-            kind = stat.WhichOneof("value")
-            if kind == "ref_value":
-                return stat_names.get(stat.ref_value)
-            return stat.str_value if kind == "str_value" else None
+def _ref_stat(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str], wanted: str) -> str | None:
+    """The first stat named ``wanted``, whose value is the name of another stat metadata (how the
+    profiler interns strings) or a string."""
+    for metadata_id, kind, value in stats:
+        if stat_names.get(metadata_id) == wanted:
+            if kind == STAT_REF:
+                return stat_names.get(value)
+            return value if kind == STAT_STR else None
     return None
 
 
-def _int_stats(event: XEvent, stat_names: dict[int, str]) -> dict[str, int]:
+def _int_stats(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str]) -> dict[str, int]:
     """The integer stats of an event by name, of those ``stat_names`` names (a later one of a name
     wins)."""
     out = {}
-    for stat in event.stats:
-        name = stat_names.get(stat.metadata_id)
-        if name is None:
-            continue
-        kind = stat.WhichOneof("value")
-        if kind == "int64_value" or kind == "uint64_value":
-            out[name] = int(getattr(stat, kind))
+    for metadata_id, kind, value in stats:
+        name = stat_names.get(metadata_id)
+        if name is not None and kind == STAT_INT:
+            out[name] = value
     return out
 
 
-def _int_stat(event: XEvent, stat_names: dict[int, str], wanted: str) -> int | None:
-    for stat in event.stats:
-        if stat_names.get(stat.metadata_id) == wanted:
-            kind = stat.WhichOneof("value")
-            if kind in ("int64_value", "uint64_value"):
-                return int(getattr(stat, kind))
-            return None
+def _int_stat(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str], wanted: str) -> int | None:
+    """The first stat named ``wanted``, if an integer."""
+    for metadata_id, kind, value in stats:
+        if stat_names.get(metadata_id) == wanted:
+            return value if kind == STAT_INT else None
     return None
