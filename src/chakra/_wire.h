@@ -3,8 +3,8 @@
  * unknown fields, UTF-8 as upb validates it, the AttributeProto members of et_def.proto, and record
  * framing (a varint32 length prefix and a payload). Shared by chakra._columns (the node table's decoder),
  * chakra._encode (the producers' node encoder), chakra._xplane (the TensorFlow profile's reader) and
- * chakra.share._native (the anonymizer's rewriter and the leakage check), so that the readers accept exactly what protobuf's own parser (upb) accepts and
- * the writer writes what it writes.
+ * chakra.share._native (the anonymizer's rewriter and the leakage check), so that the readers accept
+ * exactly what protobuf's own parser (upb) accepts and the writer writes what it writes.
  */
 #ifndef CHAKRA_WIRE_H
 #define CHAKRA_WIRE_H

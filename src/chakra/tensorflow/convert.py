@@ -57,7 +57,6 @@ from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
 from chakra.steps import StepRun, step_note
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import (
-    CONTROL_PREFIX,
     FOLDED_OPS,
     const_int,
     dtype_bytes,
@@ -184,6 +183,11 @@ class _Context:
         self.executions = executions
         self.graphs = {device: graph for w in workers for device, graph in w.graphs.items()}
         self.by_name = {device: {n.name: n for n in graph.node} for device, graph in self.graphs.items()}
+        #: device -> node -> its inputs as (node, output port, is a control edge), parsed once
+        self.inputs = {
+            device: {n.name: tuple(map(input_name, n.input)) for n in graph.node}
+            for device, graph in self.graphs.items()
+        }
         self.sends: dict[tuple[str, str, str], NodeDef] = {}
         keys: set[tuple[str, str, str]] = set()
         for graph in self.graphs.values():
@@ -197,12 +201,16 @@ class _Context:
         self._bytes: dict[tuple[str, str, int], int | None] = {}
         self._shapes: dict[tuple[str, str], list[list[int] | None]] = {}
 
+    def data_inputs(self, device: str, node: NodeDef) -> list[tuple[str, int]]:
+        """``node``'s data inputs: (node, output port)."""
+        return [(source, port) for source, port, control in self.inputs[device][node.name] if not control]
+
     def input_bytes(self, device: str, node: NodeDef, index: int) -> int | None:
         """Bytes of ``node``'s data input ``index``."""
-        data = [i for i in node.input if not i.startswith(CONTROL_PREFIX)]
+        data = self.data_inputs(device, node)
         if index >= len(data):
             return None
-        source, port, _ = input_name(data[index])
+        source, port = data[index]
         producer = self.by_name[device].get(source)
         return None if producer is None else self.output_bytes(device, producer, port)
 
@@ -259,12 +267,12 @@ class _Context:
         return self._const_input(device, node, rule.group_size)
 
     def _const_input(self, device: str, node: NodeDef, index: int) -> int | None:
-        data = [i for i in node.input if not i.startswith(CONTROL_PREFIX)]
+        data = self.data_inputs(device, node)
         if index >= len(data):
             return None
-        producer = self.by_name[device].get(input_name(data[index])[0])
-        while producer is not None and producer.op == "Identity" and producer.input:
-            producer = self.by_name[device].get(input_name(producer.input[0])[0])
+        producer = self.by_name[device].get(data[index][0])
+        while producer is not None and producer.op == "Identity" and (inputs := self.inputs[device][producer.name]):
+            producer = self.by_name[device].get(inputs[0][0])
         return None if producer is None else const_int(producer)
 
     def comm_groups(self, conversion: TfConversion) -> CommGroups:
@@ -343,10 +351,11 @@ class _Device:
     def order(self) -> list[NodeDef]:
         """Kahn's order over data and control edges, the loop back edges dropped."""
         by_name = self.context.by_name[self.device]
+        inputs = self.context.inputs[self.device]
         children: dict[str, list[str]] = defaultdict(list)
         waiting: dict[str, int] = {}
         for node in self.graph.node:
-            parents = {input_name(i)[0] for i in node.input} & by_name.keys()
+            parents = {source for source, _, _ in inputs[node.name]} & by_name.keys()
             back = {p for p in parents if by_name[p].op == LOOP_BACK_OP}
             if back:
                 self.conversion.dropped["loop back edges (NextIteration -> Merge)"] += len(back)
@@ -376,11 +385,11 @@ class _Device:
 
     def emit(self) -> list[bytes]:
         stands_for: dict[str, frozenset[int]] = {}  # graph node -> the ET nodes it stands for
+        inputs = self.context.inputs[self.device]
         for node in self.order():
             data: set[int] = set()
             ctrl: set[int] = set()
-            for text in node.input:
-                source, _, control = input_name(text)
+            for source, _, control in inputs[node.name]:
                 (ctrl if control else data).update(stands_for.get(source, ()))
             if node.op in FOLDED_OPS:
                 self.conversion.folded[node.op] += 1
@@ -456,8 +465,7 @@ class _Device:
         by_name = self.context.by_name[self.device]
         inputs = []
         input_bytes = 0
-        for text in graph_node.input:
-            source, port, control = input_name(text)
+        for source, port, control in self.context.inputs[self.device][graph_node.name]:
             producer = by_name.get(source)
             if control or producer is None:
                 continue
