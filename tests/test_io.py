@@ -9,6 +9,7 @@ import gc
 import gzip
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 from helpers import UPSTREAM_NODE_COUNT, chain, make_metadata, make_node, records, require_shared, write_et
@@ -610,3 +611,17 @@ def test_a_writer_that_fails_to_start_leaves_no_temp_file(tmp_path):
 def test_stream_yields_the_nodes_of_a_file(tmp_path):
     path = write_et(tmp_path / "w.0.et", chain(4))
     assert [n.id for n in io.stream(path)] == [0, 1, 2, 3]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=40) | st.builds(lambda n: b"x" * n, st.integers(100, 20_000)), max_size=20)
+)
+def test_payloads_framed_at_once_are_the_records_framed_one_by_one(payloads: list[bytes]):
+    assert io.frame_all(payloads) == b"".join(map(io.frame, payloads))
+    assert b"".join(records for records, _ in io.framed_batches(payloads)) == io.frame_all(payloads)
+
+
+def test_an_empty_payload_is_refused_naming_its_node(tmp_path: Path):
+    with pytest.raises(ChakraInputError, match="node #2 is empty"):
+        io.frame_all([b"a", b"b", b"", b"c"], tmp_path / "w.0.et")

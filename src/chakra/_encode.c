@@ -106,6 +106,40 @@ static PyObject *varint(PyObject *self, PyObject *value) {
     return PyBytes_FromStringAndSize((const char *)out, put_varint(out, v));
 }
 
+static PyObject *frame_records(PyObject *self, PyObject *payloads) {
+    (void)self;
+    if (!PyList_Check(payloads)) {
+        PyErr_SetString(PyExc_TypeError, "frame_records() takes a list of bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(payloads), total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *payload = PyList_GET_ITEM(payloads, i);
+        if (!PyBytes_Check(payload)) {
+            PyErr_Format(PyExc_TypeError, "payload %zd is not bytes", i);
+            return NULL;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(payload);
+        if (size == 0) { /* a zero-length record reads as the end of the file upstream */
+            PyErr_Format(PyExc_ValueError, "payload %zd is empty", i);
+            return NULL;
+        }
+        total += size + MAX_PREFIX_BYTES;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) return NULL;
+    uint8_t *at = (uint8_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *payload = PyList_GET_ITEM(payloads, i);
+        Py_ssize_t size = PyBytes_GET_SIZE(payload);
+        at += put_varint(at, (uint64_t)size);
+        memcpy(at, PyBytes_AS_STRING(payload), size);
+        at += size;
+    }
+    if (_PyBytes_Resize(&out, at - (uint8_t *)PyBytes_AS_STRING(out)) < 0) return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL,
      "encode_node(node_id, name, node_type, ctrl_deps, data_deps, start_time_micros, duration_micros, "
@@ -116,6 +150,8 @@ static PyMethodDef methods[] = {
     {"python_repr_of_json", python_repr_of_json, METH_O,
      "python_repr_of_json(json_text) -> UTF-8 bytes of str(the parsed value), or None for a form left to Python"},
     {"varint", varint, METH_O, "varint(value) -> base-128 varint bytes (negative values as 64-bit two's complement)"},
+    {"frame_records", frame_records, METH_O,
+     "frame_records(payloads) -> the records, each a varint length and its payload (ValueError for an empty one)"},
     {NULL, NULL, 0, NULL},
 };
 

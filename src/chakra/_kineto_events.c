@@ -613,8 +613,9 @@ static PyObject *nest_by_thread(PyObject *self, PyObject *events) {
     double *exclusive = PyMem_Malloc(slots * sizeof(double)), *ends = PyMem_Malloc(slots * sizeof(double));
     Py_ssize_t *parents = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *below = PyMem_Malloc(slots * sizeof(Py_ssize_t));
     Py_ssize_t *tops = PyMem_Malloc(slots * sizeof(Py_ssize_t)); /* the open events of each thread: a stack */
+    char *has_children = PyMem_Malloc(slots);
     PyObject *threads = PyDict_New(), *out = NULL;
-    if (!exclusive || !ends || !parents || !below || !tops || !threads) {
+    if (!exclusive || !ends || !parents || !below || !tops || !has_children || !threads) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto finally;
     }
@@ -640,9 +641,11 @@ static PyObject *nest_by_thread(PyObject *self, PyObject *events) {
         ends[i] = ts + dur;
         Py_ssize_t parent = tops[thread];
         parents[i] = parent;
+        has_children[i] = 0;
         if (parent >= 0) {
             double inside = ends[parent] - ts; /* a child outlasting its parent counts to the parent's end */
             exclusive[parent] -= inside < dur ? inside : dur;
+            has_children[parent] = 1;
         }
         below[i] = parent;
         tops[thread] = i;
@@ -650,6 +653,21 @@ static PyObject *nest_by_thread(PyObject *self, PyObject *events) {
     for (Py_ssize_t i = 0; i < size; i++)
         if (0.0 > exclusive[i]) exclusive[i] = 0.0;
     out = two_lists(exclusive, parents, size);
+    /* an event without children keeps its own dur object: the timings built from these share it
+     * with the event, as they share its ts (no float per op beside the event's own) */
+    PyObject *excl_list = out == NULL ? NULL : PyTuple_GET_ITEM(out, 0);
+    for (Py_ssize_t i = 0; excl_list != NULL && i < size; i++) {
+        if (has_children[i]) continue;
+        PyObject *dur = field(PyList_GET_ITEM(events, i), s_dur);
+        if (dur == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        if (PyFloat_CheckExact(dur) && PyFloat_AS_DOUBLE(dur) == exclusive[i])
+            PyList_SetItem(excl_list, i, dur); /* steals the reference, frees the float it replaces */
+        else
+            Py_DECREF(dur);
+    }
 finally:
     Py_XDECREF(threads);
     PyMem_Free(exclusive);
@@ -657,6 +675,7 @@ finally:
     PyMem_Free(parents);
     PyMem_Free(below);
     PyMem_Free(tops);
+    PyMem_Free(has_children);
     return out;
 }
 

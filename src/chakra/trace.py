@@ -286,7 +286,8 @@ class WorkloadWriter:
     def write_payloads(self, rank: int, metadata: GlobalMetadata, payloads: Sequence[bytes]) -> None:
         """Write rank ``rank`` from encoded node messages (the payloads of
         :func:`chakra.wire.encode_columns`)."""
-        self.write_framed(rank, metadata, [(b"".join(map(io.frame, payloads)), len(payloads))])
+        path = self.staging_path(rank)
+        self.write_framed(rank, metadata, io.framed_batches(list(payloads), path))
 
     def write_framed(self, rank: int, metadata: GlobalMetadata, batches: Iterable[tuple[bytes, int]]) -> None:
         """Write rank ``rank`` from batches of framed node records (``(records, count)``: a C

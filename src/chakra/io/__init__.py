@@ -29,6 +29,8 @@ from chakra.io.framing import (
     compression_for,
     encode_varint,
     frame,
+    frame_all,
+    framed_batches,
     open_decompressed,
     read_decompressed,
 )
@@ -52,6 +54,8 @@ __all__ = [
     "compression_for",
     "encode_varint",
     "frame",
+    "frame_all",
+    "framed_batches",
     "open_decompressed",
     "read",
     "read_decompressed",

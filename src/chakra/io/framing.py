@@ -15,6 +15,7 @@ import gzip
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -22,6 +23,7 @@ import zstandard
 
 # encode_varint: base-128 varint, least significant group first (protobuf's length encoding; negative
 # values as their 64-bit two's complement): the one varint writer, in C beside the node encoder
+from chakra._encode import frame_records as _frame_records
 from chakra._encode import varint as encode_varint
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 
@@ -71,6 +73,38 @@ def frame(payload: bytes) -> bytes:
     """One record: the varint32 length of ``payload`` followed by ``payload``."""
     n = len(payload)
     return (SHORT_PREFIXES[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n)) + payload
+
+
+def frame_all(payloads: list[bytes], path: PathLike | None = None) -> bytes:
+    """The records of ``payloads`` one after the other (:func:`frame` each, in C). An empty payload
+    is refused: a zero-length record is what the upstream Python reader takes for the end of a file.
+
+    >>> frame_all([b"ab", b"c"])
+    b'\\x02ab\\x01c'
+    """
+    try:
+        return _frame_records(payloads)
+    except ValueError as exc:
+        index = int(str(exc).split()[1])
+        raise ChakraInputError(
+            f"node #{index} is empty (id 0, no name, INVALID_NODE) and would be a zero-length record, "
+            "which the upstream Python reader takes for end of file",
+            path=path,
+            hint="give the node a name or type",
+        ) from None
+
+
+#: Nodes framed per batch (:func:`framed_batches`): the framed copy of a batch is all that is held
+#: beside the payloads.
+FRAME_BATCH_NODES = 8192
+
+
+def framed_batches(payloads: list[bytes], path: PathLike | None = None) -> Iterator[tuple[bytes, int]]:
+    """``payloads`` framed as records (:func:`frame_all`), a batch at a time, with each batch's count:
+    what :meth:`chakra.io.EtWriter.write_framed` takes."""
+    for first in range(0, len(payloads), FRAME_BATCH_NODES):
+        batch = payloads[first : first + FRAME_BATCH_NODES]
+        yield frame_all(batch, path), len(batch)
 
 
 def read_record(stream: BinaryIO, path: PathLike | None = None) -> bytes | None:

@@ -190,7 +190,7 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     key, index_of = _join_index(host_ops)
     report = LinkReport(join_key=key, kineto_ops=len(host_ops))
     report.duplicate_correlations = len(events.duplicate_correlations)
-    exclusive, _ = nest_events(host_ops)  # host_ops are in (ts, -dur) order
+    exclusive = nest_events(host_ops)[0]  # host_ops are in (ts, -dur) order
 
     timing: dict[int, HostTiming] = {}
     host_of_kineto: dict[int, int] = {}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chakra.errors import PathLike
-from chakra.io import EtWriter
+from chakra.io import EtWriter, framed_batches
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.groups import ProcessGroup
 from chakra.pytorch.link import REPORT_EXAMPLES, LinkReport
@@ -125,5 +125,5 @@ class Conversion:
     def write(self, path: PathLike, *, compress: str | None = "auto") -> None:
         """Write the ET atomically."""
         with EtWriter(path, self.metadata, compress=compress) as writer:
-            for payload in self.payloads:
-                writer.write_serialized(payload)
+            for records, count in framed_batches(self.payloads, path):
+                writer.write_framed(records, count)
