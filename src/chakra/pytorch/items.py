@@ -8,8 +8,9 @@ dependencies are in :mod:`chakra.pytorch.waits`, :mod:`chakra.pytorch.dependenci
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
@@ -21,9 +22,10 @@ from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 
 
-@dataclass(slots=True)
-class Segment:
-    """A stretch of an op's exclusive time on its thread (``owner`` None: between top-level ops)."""
+class Segment(msgspec.Struct):
+    """A stretch of an op's exclusive time on its thread (``owner`` None: between top-level ops).
+    (msgspec structs: a conversion makes a few of these and of :class:`Item` per op, and a
+    dataclass's ``__init__`` runs in Python.)"""
 
     start_us: float
     end_us: float
@@ -34,8 +36,7 @@ class Segment:
     edge: int = -1
 
 
-@dataclass(slots=True)
-class Item:
+class Item(msgspec.Struct):
     """One node under construction. ``key`` orders nodes in time (ties: parents first)."""
 
     node_id: int
@@ -49,9 +50,9 @@ class Item:
     is_cpu: bool = True
     host: HostNode | None = None
     activity: DeviceActivity | None = None
-    data: list[int] = field(default_factory=list)
-    ctrl: list[int] = field(default_factory=list)
-    attrs: list[tuple[str, Any]] = field(default_factory=list)
+    data: list[int] = msgspec.field(default_factory=list)
+    ctrl: list[int] = msgspec.field(default_factory=list)
+    attrs: list[tuple[str, Any]] = msgspec.field(default_factory=list)
     depth: int = 0
     part_of: Item | None = None  # for the later parts of an op split at its children
 
