@@ -52,8 +52,7 @@ class HostTiming(msgspec.Struct, frozen=True, gc=False):
     thread: Any  # the Kineto tid
 
 
-@dataclass(frozen=True)
-class DeviceActivity:
+class DeviceActivity(msgspec.Struct, frozen=True):
     """One kernel, memcpy, memset or sync on a device stream, attached to the host op that launched it."""
 
     name: str
