@@ -7,10 +7,12 @@ and the check. The CLI only renders it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chakra.schedule.fidelity import FidelityCheck
 from chakra.trace import WrittenWorkload
+
+if TYPE_CHECKING:  # the scheduler loads only where a check is asked for (a conversion's start-up is its time)
+    from chakra.schedule.fidelity import FidelityCheck
 
 #: A front end's own conversion (what it made of each input).
 C = TypeVar("C")
