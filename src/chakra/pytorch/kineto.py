@@ -426,6 +426,7 @@ def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
         reader = ArrayPieces(stream, TRACE_EVENTS_KEY, decode)
         with gc_paused():  # an object per event, kept: see chakra.collector
             for piece in reader.items():
+                # a trace has a few hundred operator names over its hundreds of thousands of events
                 _kineto_events.share_values(piece, 0, "name", names)
                 events += piece
         head = _DECODERS[(False, False)].decode(reader.rest)
