@@ -3,7 +3,8 @@ producers' node encoder (``src/chakra/_encode.c``, see chakra/wire.py) and the a
 search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three reading or writing the wire format
 through ``src/chakra/_wire.h``; the host trace's record splitter (``src/chakra/_host_record.c``, see
 chakra/pytorch/host.py); the passes over a Kineto trace's events (``src/chakra/_kineto_events.c``, see
-chakra/pytorch/kineto.py); and the JSON scanner that finds a file's big array a piece at a time
+chakra/pytorch/kineto.py) and over a conversion's items (``src/chakra/_items.c``, see
+chakra/pytorch/waits.py), both through ``src/chakra/_slots.h``; and the JSON scanner that finds a file's big array a piece at a time
 (``src/chakra/_json_scan.c``, see chakra/pytorch/jsonfile.py); and a profiler XSpace's host plane read
 from its wire bytes (``src/chakra/_xplane.c``, through ``_wire.h``, see chakra/tensorflow/profile.py).
 
@@ -13,6 +14,7 @@ Everything else about the package is in pyproject.toml.
 from setuptools import Extension, setup
 
 WIRE = "src/chakra/_wire.h"
+SLOTS = "src/chakra/_slots.h"
 NATIVE = [
     "src/chakra/share/_native.c",
     "src/chakra/share/_fingerprints.c",
@@ -30,7 +32,13 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),
-        Extension("chakra._kineto_events", sources=["src/chakra/_kineto_events.c"], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._kineto_events",
+            sources=["src/chakra/_kineto_events.c"],
+            depends=[SLOTS],
+            extra_compile_args=["-O2"],
+        ),
+        Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension("chakra._xplane", sources=["src/chakra/_xplane.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension(

@@ -48,64 +48,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <structmember.h>
+
+#include "_slots.h"
 
 enum { ROLE_HOST = 0, ROLE_RUNTIME = 1, ROLE_DEVICE = 2, ROLE_SYNC = 3 };
 
 static PyObject *s_ph, *s_cat, *s_ts, *s_dur, *s_name, *s_args, *s_correlation, *s_tid;
-
-/* Where a type keeps an attribute: the offset of its slot where it is a plain object member (a msgspec
- * struct's fields are), else -1 (read through getattr). Reading the slot is what getattr does for such
- * a member, without the lookup of the name in the type's dictionaries at each of a million reads. */
-typedef struct {
-    PyTypeObject *type;
-    PyObject *name;
-    Py_ssize_t offset;
-} Slot;
-
-#define MAX_SLOTS 64
-static Slot slots[MAX_SLOTS];
-static int slot_count;
-
-static Py_ssize_t slot_offset(PyObject *obj, PyObject *name) {
-    PyTypeObject *type = Py_TYPE(obj);
-    for (int i = 0; i < slot_count; i++)
-        if (slots[i].type == type && slots[i].name == name) return slots[i].offset;
-    Py_ssize_t offset = -1;
-    PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
-    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type == T_OBJECT_EX) offset = member->offset;
-    }
-    if (slot_count < MAX_SLOTS) { /* types are kept for the life of the module: a few */
-        Py_INCREF(type);
-        Py_INCREF(name);
-        slots[slot_count++] = (Slot){type, name, offset};
-    }
-    return offset;
-}
-
-/* A new reference to the attribute `name` (an interned string) of `obj`; NULL with an exception. */
-static PyObject *field(PyObject *obj, PyObject *name) {
-    Py_ssize_t offset = slot_offset(obj, name);
-    if (offset >= 0) {
-        PyObject *value = *(PyObject **)((char *)obj + offset);
-        if (value != NULL) return Py_NewRef(value);
-    }
-    return PyObject_GetAttr(obj, name); /* also the error of an unset slot */
-}
-
-/* Sets the attribute `name` of `obj` to `value`; 0, or -1 with an exception. A slot is written without
- * the type's setattr: not for the fields of a frozen struct. */
-static int set_field(PyObject *obj, PyObject *name, PyObject *value) {
-    Py_ssize_t offset = slot_offset(obj, name);
-    if (offset < 0) return PyObject_SetAttr(obj, name, value);
-    PyObject **slot = (PyObject **)((char *)obj + offset);
-    PyObject *old = *slot;
-    *slot = Py_NewRef(value);
-    Py_XDECREF(old);
-    return 0;
-}
 
 /* Whether the event's phase is the complete phase "X" (a str, or a str enum member): 1, 0, or -1 on error. */
 static int is_complete(PyObject *event) {
@@ -748,15 +696,11 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_events", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__kineto_events(void) {
-    s_ph = PyUnicode_InternFromString("ph");
-    s_cat = PyUnicode_InternFromString("cat");
-    s_ts = PyUnicode_InternFromString("ts");
-    s_dur = PyUnicode_InternFromString("dur");
-    s_name = PyUnicode_InternFromString("name");
-    s_args = PyUnicode_InternFromString("args");
-    s_correlation = PyUnicode_InternFromString("correlation");
-    s_tid = PyUnicode_InternFromString("tid");
-    if (!s_ph || !s_cat || !s_ts || !s_dur || !s_name || !s_args || !s_correlation || !s_tid) return NULL;
+    static const Interned names[] = {
+        {&s_ph, "ph"},     {&s_cat, "cat"},   {&s_ts, "ts"},   {&s_dur, "dur"}, {&s_name, "name"},
+        {&s_args, "args"}, {&s_correlation, "correlation"}, {&s_tid, "tid"},
+    };
+    if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "ROLE_HOST", ROLE_HOST) < 0 ||

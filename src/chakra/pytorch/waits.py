@@ -13,6 +13,7 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
+from chakra._items import nest_thread
 from chakra.pytorch.items import Builder, Item, Segment
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -36,66 +37,18 @@ TRANSFER_TYPES = frozenset({COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE})
 
 def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
     """Per CPU thread: depth of every op, call-tree parents (``ctrl_deps``) and the segments of
-    exclusive time where the thread ran no child (owner ``None``: between top-level ops)."""
-    segments: dict[Any, list[Segment]] = {}
-    for thread, items in by_thread.items():
-        if isinstance(thread, tuple):  # device streams have no nesting
-            continue
-        segs = _nest_thread(items)
-        segments[thread] = segs
-        # exclusive time = the op's segments, consistent with how children were assigned above
-        for item in items:
-            item.excl_us = 0.0
-        for segment in segs:
-            if segment.owner is not None:
-                segment.owner.excl_us += segment.end_us - segment.start_us
-    return segments
+    exclusive time where the thread ran no child (owner ``None``: between top-level ops); each op's
+    exclusive time is the sum of its segments (:func:`chakra._items.nest_thread`, in C).
 
-
-def _nest_thread(items: list[Item]) -> list[Segment]:
-    """The segments of one thread's ops (in time order), setting depths and call-tree parents. The
-    open ops are a stack of ``[item, cursor, start, end]``: the cursor is where the item's exclusive
-    time resumes."""
-    segs: list[Segment] = []
-    stack: list[list[Any]] = []
-    top_cursor = float("-inf")
-    for item in items:
-        ts = item.ts_us or 0.0
-        while stack and ts >= stack[-1][3]:
-            top_cursor = _close(stack, segs, top_cursor)
-        if stack:
-            top = stack[-1]
-            parent, cursor = top[0], top[1]
-            if ts > cursor:
-                segs.append(Segment(cursor, ts, parent, cursor == top[2]))
-                top[1] = ts
-            item.depth = len(stack)
-            if item.host is not None and item.host.parent == parent.node_id:
-                item.ctrl.append(parent.node_id)
-        else:
-            if top_cursor != float("-inf") and ts > top_cursor:
-                segs.append(Segment(top_cursor, ts, None, False))
-            item.depth = 0
-        stack.append([item, ts, ts, ts + item.dur_us])
-    while stack:
-        top_cursor = _close(stack, segs, top_cursor)
-    return segs
-
-
-def _close(stack: list[list[Any]], segs: list[Segment], top_cursor: float) -> float:
-    """Pop the innermost open op: its last exclusive segment, and move its parent's cursor (or the
-    thread's, returned) past everything below it."""
-    owner, cursor, start, end = stack.pop()
-    if end > cursor:
-        segs.append(Segment(cursor, end, owner, cursor == start))
-    # a child may outlast its parent (gloo's recv runs on after c10d::recv_ returns): that time
-    # is the child's, not the grandparent's
-    subtree_end = end if end > cursor else cursor
-    if stack:
-        if subtree_end > stack[-1][1]:
-            stack[-1][1] = subtree_end
-        return top_cursor
-    return top_cursor if top_cursor > subtree_end else subtree_end
+    The open ops are a stack, each with a cursor where its exclusive time resumes: an op starting
+    inside the top one cuts the top's time there; an op closing moves its parent's cursor past
+    everything below it (a child may outlast its parent: gloo's recv runs on after ``c10d::recv_``
+    returns, and that time is the child's, not the grandparent's)."""
+    return {
+        thread: nest_thread(items, Segment)
+        for thread, items in by_thread.items()
+        if not isinstance(thread, tuple)  # device streams have no nesting
+    }
 
 
 def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None:

@@ -1,0 +1,80 @@
+/*
+ * Attributes read and written through the slots of the objects that have them (msgspec structs, slotted
+ * classes), for the C passes over a trace's events or a conversion's items: a million getattr calls
+ * look the name up in the type's dictionaries a million times; the slot's offset is found once per type.
+ * Names must be interned strings (the cache compares them by identity). Each module including this has
+ * its own cache.
+ */
+#ifndef CHAKRA_SLOTS_H
+#define CHAKRA_SLOTS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* Where a type keeps an attribute: the offset of its slot where it is a plain object member (a msgspec
+ * struct's fields are), else -1 (read through getattr). Reading the slot is what getattr does for such
+ * a member, without the lookup of the name in the type's dictionaries at each of a million reads. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *name;
+    Py_ssize_t offset;
+} Slot;
+
+#define MAX_SLOTS 64
+static Slot slots[MAX_SLOTS];
+static int slot_count;
+
+static inline Py_ssize_t slot_offset(PyObject *obj, PyObject *name) {
+    PyTypeObject *type = Py_TYPE(obj);
+    for (int i = 0; i < slot_count; i++)
+        if (slots[i].type == type && slots[i].name == name) return slots[i].offset;
+    Py_ssize_t offset = -1;
+    PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX) offset = member->offset;
+    }
+    if (slot_count < MAX_SLOTS) { /* types are kept for the life of the module: a few */
+        Py_INCREF(type);
+        Py_INCREF(name);
+        slots[slot_count++] = (Slot){type, name, offset};
+    }
+    return offset;
+}
+
+/* A new reference to the attribute `name` (an interned string) of `obj`; NULL with an exception. */
+static inline PyObject *field(PyObject *obj, PyObject *name) {
+    Py_ssize_t offset = slot_offset(obj, name);
+    if (offset >= 0) {
+        PyObject *value = *(PyObject **)((char *)obj + offset);
+        if (value != NULL) return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, name); /* also the error of an unset slot */
+}
+
+/* Sets the attribute `name` of `obj` to `value`; 0, or -1 with an exception. A slot is written without
+ * the type's setattr: not for the fields of a frozen struct. */
+static inline int set_field(PyObject *obj, PyObject *name, PyObject *value) {
+    Py_ssize_t offset = slot_offset(obj, name);
+    if (offset < 0) return PyObject_SetAttr(obj, name, value);
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    PyObject *old = *slot;
+    *slot = Py_NewRef(value);
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* The attribute names a module reads, interned once at its import. */
+typedef struct {
+    PyObject **name;
+    const char *text;
+} Interned;
+
+static inline int intern_all(const Interned *names, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return -1;
+    return 0;
+}
+
+#endif /* CHAKRA_SLOTS_H */
