@@ -31,7 +31,9 @@ setup(
             depends=[WIRE, "src/chakra/_encode.h", "src/chakra/_json_repr.h"],
             extra_compile_args=["-O2"],
         ),
-        Extension("chakra._host_record", sources=["src/chakra/_host_record.c"], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._host_record", sources=["src/chakra/_host_record.c"], depends=[SLOTS], extra_compile_args=["-O2"]
+        ),
         Extension(
             "chakra._kineto_events",
             sources=["src/chakra/_kineto_events.c"],

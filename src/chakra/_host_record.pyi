@@ -7,3 +7,12 @@ def split_attrs(
 def split_io(
     json: bytes | bytearray | memoryview | Any, shared: dict[bytes, bytes]
 ) -> tuple[bytes, bytes, bytes, bytes] | None: ...
+def host_nodes(
+    records: list[Any],
+    core: dict[str, Any],
+    extras: dict[tuple[tuple[str, Any], ...], dict[str, Any]],
+    texts: dict[bytes, bytes],
+    strings: dict[str, str],
+    node_type: type,
+    io_type: type,
+) -> list[int]: ...

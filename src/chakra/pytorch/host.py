@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from chakra._host_record import split_attrs, split_io
+from chakra._host_record import host_nodes, split_attrs, split_io
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.jsonfile import position_of, read_json_bytes
@@ -291,11 +291,12 @@ _decode_io = msgspec.json.Decoder(_IO | None).decode
 
 @dataclass
 class SharedValues:
-    """What the nodes of one trace share: equal dicts of extra attributes, equal IO list texts (the
-    same op kind recurs thousands of times with the same shapes and types)."""
+    """What the nodes of one trace share: equal dicts of extra attributes, equal IO list texts, equal
+    names and schemas (the same op kind recurs thousands of times with the same shapes and types)."""
 
     extras: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = field(default_factory=dict)
     texts: dict[bytes, bytes] = field(default_factory=dict)
+    strings: dict[str, str] = field(default_factory=dict)
 
 
 def _io_lists(raw: msgspec.Raw, texts: dict[bytes, bytes]) -> IOLists:
@@ -313,7 +314,9 @@ def _io_lists(raw: msgspec.Raw, texts: dict[bytes, bytes]) -> IOLists:
 def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None) -> HostNode:
     """A grouped-layout record as a node; raises ``msgspec.ValidationError`` (the caller names the
     file and node) when a core attribute holds a value of another kind than the observer writes.
-    Nodes given the same ``shared`` share equal dicts of extra attributes and equal IO list texts."""
+    Nodes given the same ``shared`` share equal dicts of extra attributes, IO list texts, names and
+    schemas. :func:`load_host_trace` converts most records in C (``host_nodes``) and the forms that
+    leaves to Python here."""
     shared = shared if shared is not None else SharedValues()
     split = split_attrs(raw.attrs, CORE_ATTRS)
     if split is None:  # a form the splitter leaves to msgspec (or a damaged list)
@@ -324,9 +327,10 @@ def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None
         if pairs not in shared.extras:
             shared.extras[pairs] = dict(pairs)
         extra = shared.extras[pairs]
+    strings = shared.strings
     return HostNode(
         id=raw.id,
-        name=raw.name,
+        name=strings.setdefault(raw.name, raw.name),
         parent=raw.ctrl_deps,
         rf_id=rf_id,
         tid=tid,
@@ -334,7 +338,7 @@ def host_node_from_record(raw: GroupedRecord, shared: SharedValues | None = None
         seq_id=seq_id,
         scope=scope,
         fw_tid=fw_tid,
-        op_schema=op_schema,
+        op_schema=strings.setdefault(op_schema, op_schema) if isinstance(op_schema, str) else op_schema,
         inputs=_io_lists(raw.inputs, shared.texts),
         outputs=_io_lists(raw.outputs, shared.texts),
         attrs=extra,
@@ -377,18 +381,16 @@ def _from_flat(raw: _FlatNode) -> HostNode:
     )
 
 
-def _share_equal_values(nodes: list[HostNode], dicts_shared: bool) -> None:
-    """Let nodes share equal names, schemas and extra-attribute dicts (unless ``dicts_shared``: made
-    shared already): the same op kind recurs thousands of times, and the current writer puts the
-    same ``kernel_backend``/``kernel_file``/``tensor_range`` on every node (a fifth of the loaded
-    trace's memory otherwise). The dicts are read-only by convention."""
+def _share_equal_values(nodes: list[HostNode]) -> None:
+    """Let a flat-layout trace's nodes share equal names, schemas and extra-attribute dicts, as
+    :class:`SharedValues` lets the grouped layout's: the same op kind recurs thousands of times, and
+    the current writer puts the same ``kernel_backend``/``kernel_file``/``tensor_range`` on every node
+    (a fifth of the loaded trace's memory otherwise). The dicts are read-only by convention."""
     strings: dict[str, str] = {}
     dicts: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
     for node in nodes:
         node.name = strings.setdefault(node.name, node.name)
         node.op_schema = strings.setdefault(node.op_schema, node.op_schema)
-        if dicts_shared:
-            continue
         attrs = node.attrs
         try:
             node.attrs = dicts.setdefault(tuple(attrs.items()), attrs)
@@ -407,7 +409,6 @@ def load_host_trace(path: PathLike) -> HostTrace:
     layout = _layout_of(data)
     with gc_paused():
         raw, notes = _decode(data, layout, path)
-        convert = partial(host_node_from_record, shared=SharedValues()) if layout == "grouped" else _from_flat
         nodes: list[Any] = raw.nodes
         if not nodes:
             raise ChakraFormatError(
@@ -416,7 +417,13 @@ def load_host_trace(path: PathLike) -> HostTrace:
                 hint="record at least one step with torch.profiler.ExecutionTraceObserver",
             )
         # in place, so each on-disk struct is freed as soon as it is converted (halves the peak)
-        for i in range(len(nodes)):
+        if layout == "grouped":
+            shared = SharedValues()
+            left = host_nodes(nodes, CORE_ATTRS, shared.extras, shared.texts, shared.strings, HostNode, IOLists)
+            convert = partial(host_node_from_record, shared=shared)
+        else:
+            left, convert = range(len(nodes)), _from_flat
+        for i in left:
             try:
                 nodes[i] = convert(nodes[i])
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -426,7 +433,8 @@ def load_host_trace(path: PathLike) -> HostTrace:
                     node_index=i,
                     hint="expected the JSON written by torch.profiler.ExecutionTraceObserver",
                 ) from None
-        _share_equal_values(nodes, dicts_shared=layout == "grouped")  # host_node_from_record shared them
+        if layout == "flat":
+            _share_equal_values(nodes)
     if raw.schema not in KNOWN_SCHEMAS:
         notes.append(f"schema {raw.schema!r} is not one this tool was tested with; read by its fields")
     return HostTrace(
