@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -417,12 +418,12 @@ def load_host_trace(path: PathLike) -> HostTrace:
                 hint="record at least one step with torch.profiler.ExecutionTraceObserver",
             )
         # in place, so each on-disk struct is freed as soon as it is converted (halves the peak)
+        left: Sequence[int] = range(len(nodes))
+        convert: Callable[[Any], HostNode] = _from_flat
         if layout == "grouped":
             shared = SharedValues()
             left = host_nodes(nodes, CORE_ATTRS, shared.extras, shared.texts, shared.strings, HostNode, IOLists)
             convert = partial(host_node_from_record, shared=shared)
-        else:
-            left, convert = range(len(nodes)), _from_flat
         for i in left:
             try:
                 nodes[i] = convert(nodes[i])
