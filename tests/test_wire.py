@@ -289,3 +289,59 @@ def test_numbers_are_written_as_python_prints_them_not_as_the_json_spells_them(t
 def test_a_well_known_attribute_given_another_member_is_refused_as_set_attr_refuses_it():
     with pytest.raises(AttrKindError, match="must be written as int64_val"):
         encode_columns(["n"], [4], [[]], [[]], [0], [0], [None], [None], [AttrColumn("rf_id", [1], "uint64_val")])
+
+
+@given(picks=st.lists(st.tuples(st.integers(0, 2999), st.integers(0, 2999)), min_size=1, max_size=60))
+def test_io_texts_recurring_as_the_same_objects_are_written_as_each_alone(picks):
+    # shapes and types recur as the very same objects (host traces keep one of each equal text); the
+    # encoder keeps their text by object, and thousands of them share its slots
+    texts = [json.dumps([[k % 7, k]]).encode() for k in range(3000)]
+    lists = [(b"[1]", texts[a], texts[b]) for a, b in picks]
+    rows = len(lists)
+    common = (["n"] * rows, [4] * rows, [[]] * rows, [[]] * rows, [0] * rows, [0] * rows)
+    cached = encode_columns(*common, lists, lists, io_json=lambda raw: str(json.loads(raw)))
+    alone = [
+        encode_columns(*(c[:1] for c in common), [io], [io], io_json=str, node_ids=[row]).payloads[0]
+        for row, io in enumerate(lists)
+    ]
+    assert cached.payloads == alone
+    expected = [str(json.loads(text)) for io in lists for text in io]
+    written = [
+        text
+        for payload in cached.payloads
+        for text in (lambda i: (i.values, i.shapes, i.types))(Node.FromString(payload).inputs)
+    ]
+    assert written == expected
+
+
+def test_io_lists_can_be_read_from_the_fields_of_objects():
+    class Lists(msgspec.Struct):
+        raw_values: bytes
+        raw_shapes: bytes
+        raw_types: bytes
+
+    io = Lists(b"[1, true]", b"[[2]]", b'["Int"]')
+    common = (["n"], [4], [[]], [[]], [0], [0])
+    from_fields = encode_columns(
+        *common, [io], [None], io_json=str, io_fields=("raw_values", "raw_shapes", "raw_types")
+    )
+    from_tuple = encode_columns(*common, [(io.raw_values, io.raw_shapes, io.raw_types)], [None], io_json=str)
+    assert from_fields.payloads == from_tuple.payloads
+    assert Node.FromString(from_fields.payloads[0]).inputs.values == "[1, True]"
+
+
+@given(
+    times=st.lists(st.one_of(st.none(), st.floats(-1e6, 1e15), st.integers(-(10**6), 10**15)), min_size=1, max_size=8)
+)
+def test_float_times_are_written_rounded_as_round_rounds_them_and_negatives_as_zero(times):
+    rows = len(times)
+    common = (["n"] * rows, [4] * rows, [[]] * rows, [[]] * rows)
+    written = encode_columns(*common, times, times, [None] * rows, [None] * rows, float_times=True)
+    as_ints = [max(0, round(t)) if t is not None else 0 for t in times]
+    assert written.payloads == encode_columns(*common, as_ints, as_ints, [None] * rows, [None] * rows).payloads
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2.0**64])
+def test_float_times_that_no_varint_holds_are_refused(bad):
+    with pytest.raises(ValueError, match="cannot be written"):
+        encode_columns(["n"], [4], [[]], [[]], [bad], [0], [None], [None], float_times=True)

@@ -19,16 +19,18 @@ def encode_nodes(
     node_types: Sequence[int],
     ctrl_deps: Sequence[Sequence[int]],
     data_deps: Sequence[Sequence[int]],
-    start_time_micros: Sequence[int],
-    duration_micros: Sequence[int],
-    inputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
-    outputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    start_time_micros: Sequence[float | None],
+    duration_micros: Sequence[float | None],
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
     attrs: Sequence[tuple[str, str, Sequence[Any]]],
     *,
     node_ids: Sequence[int] | None = None,
     id_map: dict[Any, Any] | None = None,
     earlier_only: bool = False,
     io_json: Callable[[Any], str | bytes] | None = None,
+    io_fields: tuple[str, str, str] | None = None,
+    float_times: bool = False,
 ) -> tuple[list[bytes], int, int]: ...
 def varint(value: int) -> bytes: ...
 def python_repr_of_json(json_text: bytes | bytearray | memoryview) -> bytes | None: ...

@@ -230,41 +230,121 @@ static int map_deps(Ids *out, PyObject *deps, PyObject *id_map, int earlier_only
     return 0;
 }
 
+/* Python text of JSON texts already written in this batch, by the object that held them: shapes and types
+ * recur as the very same objects (host traces keep one of each equal text), their text is made once. */
+#define REPR_CACHE_SLOTS 1024
+typedef struct {
+    PyObject *key; /* owned while cached, so that its address is not reused */
+    Buf text;
+} ReprEntry;
+
+static ReprEntry *repr_entry(ReprEntry *cache, PyObject *json) {
+    return cache ? &cache[((uintptr_t)json >> 4) % REPR_CACHE_SLOTS] : NULL;
+}
+
+static void free_repr_cache(ReprEntry *cache) {
+    if (!cache) return;
+    for (int i = 0; i < REPR_CACHE_SLOTS; i++) {
+        Py_XDECREF(cache[i].key);
+        PyMem_Free(cache[i].text.data);
+    }
+    PyMem_Free(cache);
+}
+
+/* Python's str() of one JSON text into `out`: here, or by `fallback(json)` (returning str or bytes). */
+static int repr_text(PyObject *json, PyObject *fallback, Buf *out) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(json, &view, PyBUF_SIMPLE) < 0) return -1;
+    out->len = 0;
+    int rc = repr_json((const char *)view.buf, view.len, out);
+    PyBuffer_Release(&view);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+    out->len = 0;
+    PyObject *text = PyObject_CallOneArg(fallback, json);
+    const char *data;
+    Py_ssize_t len;
+    rc = text && text_bytes(text, &data, &len) == 0 ? buf_put_bytes(out, data, (size_t)len) : -1;
+    Py_XDECREF(text);
+    return rc;
+}
+
 /* An IOInfo field from (values, shapes, types) given as JSON texts, each written as Python's str()
- * of its value: here, or by `fallback(json)` (returning str or bytes) for the forms left to Python. */
-static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, Buf texts[3]) {
+ * of its value: here, or by `fallback(json)` (returning str or bytes) for the forms left to Python.
+ * With `fields`, `io` is an object whose attributes of those three names hold the texts. */
+static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, PyObject *fields, Buf texts[3],
+                       ReprEntry *cache) {
     if (io == Py_None) return 0;
-    if (!PyTuple_Check(io) || PyTuple_GET_SIZE(io) != 3) {
+    PyObject *json[3] = {NULL};
+    if (fields != Py_None) {
+        for (int i = 0; i < 3; i++) {
+            if (!(json[i] = PyObject_GetAttr(io, PyTuple_GET_ITEM(fields, i)))) {
+                for (int k = 0; k < i; k++) Py_DECREF(json[k]);
+                return -1;
+            }
+        }
+    } else if (!PyTuple_Check(io) || PyTuple_GET_SIZE(io) != 3) {
         PyErr_SetString(PyExc_TypeError, "inputs and outputs must be None or a (values, shapes, types) tuple");
         return -1;
+    } else {
+        for (int i = 0; i < 3; i++) json[i] = Py_NewRef(PyTuple_GET_ITEM(io, i));
     }
+    int rc = 0;
     size_t body = 0;
-    for (int i = 0; i < 3; i++) {
-        PyObject *json = PyTuple_GET_ITEM(io, i);
-        Py_buffer view;
-        if (PyObject_GetBuffer(json, &view, PyBUF_SIMPLE) < 0) return -1;
-        texts[i].len = 0;
-        int rc = repr_json((const char *)view.buf, view.len, &texts[i]);
-        PyBuffer_Release(&view);
-        if (rc < 0) return -1;
-        if (rc == 0) {
-            texts[i].len = 0;
-            PyObject *text = PyObject_CallOneArg(fallback, json);
-            const char *data;
-            Py_ssize_t len;
-            rc = text && text_bytes(text, &data, &len) == 0 ? buf_put_bytes(&texts[i], data, (size_t)len) : -1;
-            Py_XDECREF(text);
-            if (rc < 0) return -1;
+    const Buf *written[3];
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        ReprEntry *entry = i > 0 ? repr_entry(cache, json[i]) : NULL; /* values differ from node to node */
+        if (entry && i == 2 && written[1] == &entry->text && entry->key != json[2])
+            entry = NULL; /* the shapes' entry, held for this node */
+        if (entry && entry->key == json[i]) {
+            written[i] = &entry->text;
+        } else if (entry) {
+            rc = repr_text(json[i], fallback, &entry->text);
+            Py_XSETREF(entry->key, rc == 0 ? Py_NewRef(json[i]) : NULL);
+            written[i] = &entry->text;
+        } else {
+            rc = repr_text(json[i], fallback, &texts[i]);
+            written[i] = &texts[i];
         }
-        if (texts[i].len) {
+        if (rc == 0 && written[i]->len) {
             uint8_t scratch[MAX_VARINT_BYTES];
-            body += 1 + (size_t)put_varint(scratch, (uint64_t)texts[i].len) + texts[i].len;
+            body += 1 + (size_t)put_varint(scratch, (uint64_t)written[i]->len) + written[i]->len;
         }
     }
+    for (int i = 0; i < 3; i++) Py_DECREF(json[i]);
+    if (rc < 0) return -1;
     if (buf_put_byte(b, tag) < 0 || put_uvarint(b, body) < 0) return -1;
     for (int i = 0; i < 3; i++) {
-        if (texts[i].len && put_len_field(b, IO_TAGS[i], texts[i].data, texts[i].len) < 0) return -1;
+        if (written[i]->len && put_len_field(b, IO_TAGS[i], written[i]->data, written[i]->len) < 0) return -1;
     }
+    return 0;
+}
+
+/* A time column's value in whole microseconds: an int as it is, or with float_times a float rounded
+ * as round() rounds (ties to even), a negative one as 0, and None as 0. */
+static int micros(PyObject *value, int float_times, const char *what, uint64_t *out) {
+    if (!float_times || PyLong_Check(value)) {
+        if (!float_times || !PyLong_Check(value)) return as_u64(value, what, out);
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow || v >= 0) return as_u64(value, what, out);
+        *out = 0;
+        return 0;
+    }
+    if (value == Py_None) {
+        *out = 0;
+        return 0;
+    }
+    if (!PyFloat_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a float, an int or None, not %.80s", what, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    double x = nearbyint(PyFloat_AS_DOUBLE(value)); /* the default rounding mode: to nearest, ties to even */
+    if (!isfinite(x) || x >= 18446744073709551616.0) {
+        PyErr_Format(PyExc_ValueError, "%s of %R microseconds cannot be written", what, value);
+        return -1;
+    }
+    *out = x > 0 ? (uint64_t)x : 0;
     return 0;
 }
 
@@ -339,13 +419,18 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *keywords[] = {"names", "node_types", "ctrl_deps", "data_deps", "start_time_micros",
                                "duration_micros", "inputs", "outputs", "attrs", "node_ids", "id_map",
-                               "earlier_only", "io_json", NULL};
-    PyObject *given[N_COLUMNS], *attrs, *node_ids = Py_None, *id_map = Py_None, *io_json = Py_None;
-    int earlier_only = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|$OOpO", keywords, &given[0], &given[1], &given[2],
+                               "earlier_only", "io_json", "io_fields", "float_times", NULL};
+    PyObject *given[N_COLUMNS], *attrs, *node_ids = Py_None, *id_map = Py_None, *io_json = Py_None,
+                                          *io_fields = Py_None;
+    int earlier_only = 0, float_times = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|$OOpOOp", keywords, &given[0], &given[1], &given[2],
                                      &given[3], &given[4], &given[5], &given[6], &given[7], &attrs, &node_ids,
-                                     &id_map, &earlier_only, &io_json))
+                                     &id_map, &earlier_only, &io_json, &io_fields, &float_times))
         return NULL;
+    if (io_fields != Py_None && (io_json == Py_None || !PyTuple_Check(io_fields) || PyTuple_GET_SIZE(io_fields) != 3)) {
+        PyErr_SetString(PyExc_TypeError, "io_fields must be None or three attribute names, and needs io_json");
+        return NULL;
+    }
     if (io_json != Py_None && !PyCallable_Check(io_json)) {
         PyErr_SetString(PyExc_TypeError, "io_json must be None or a callable (JSON text -> Python text)");
         return NULL;
@@ -359,6 +444,7 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t n_attr = 0, later = 0, repeated = 0;
     Ids ctrl = {0}, data = {0};
     Buf b = {0}, texts[3] = {{0}};
+    ReprEntry *cache = NULL;
     PyObject *out = NULL, *result = NULL;
     int n_cols = node_ids == Py_None ? N_COLUMNS : N_COLUMNS + 1;
     Py_ssize_t rows = 0;
@@ -377,13 +463,18 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (parse_attr_columns(attrs, rows, &attr_cols, &n_attr) < 0) goto done;
     out = PyList_New(rows);
     if (!out) goto done;
+    if (io_json != Py_None && !(cache = PyMem_Calloc(REPR_CACHE_SLOTS, sizeof(ReprEntry)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < rows; i++) {
         PyObject **row[N_COLUMNS + 1];
         for (int k = 0; k < n_cols; k++) row[k] = &PySequence_Fast_ITEMS(cols[k])[i];
         uint64_t own = (uint64_t)i, node_type, start, dur;
         if ((node_ids != Py_None && as_u64(*row[N_COLUMNS], "node_id", &own) < 0) ||
-            as_u64(*row[1], "node_type", &node_type) < 0 || as_u64(*row[4], "start_time_micros", &start) < 0 ||
-            as_u64(*row[5], "duration_micros", &dur) < 0)
+            as_u64(*row[1], "node_type", &node_type) < 0 ||
+            micros(*row[4], float_times, "start_time_micros", &start) < 0 ||
+            micros(*row[5], float_times, "duration_micros", &dur) < 0)
             goto done;
         const char *name;
         Py_ssize_t name_len;
@@ -404,8 +495,8 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
             if (rc == 0) rc = put_io(&b, T_INPUTS, *row[6]);
             if (rc == 0) rc = put_io(&b, T_OUTPUTS, *row[7]);
         } else {
-            if (rc == 0) rc = put_io_json(&b, T_INPUTS, *row[6], io_json, texts);
-            if (rc == 0) rc = put_io_json(&b, T_OUTPUTS, *row[7], io_json, texts);
+            if (rc == 0) rc = put_io_json(&b, T_INPUTS, *row[6], io_json, io_fields, texts, cache);
+            if (rc == 0) rc = put_io_json(&b, T_OUTPUTS, *row[7], io_json, io_fields, texts, cache);
         }
         for (Py_ssize_t a = 0; a < n_attr && rc == 0; a++) {
             PyObject *v = PySequence_Fast_GET_ITEM(attr_cols[a].values, i);
@@ -428,5 +519,6 @@ done:
     PyMem_Free(data.ids);
     PyMem_Free(b.data);
     for (int k = 0; k < 3; k++) PyMem_Free(texts[k].data);
+    free_repr_cache(cache);
     return result;
 }

@@ -159,16 +159,18 @@ def encode_columns(
     node_types: Sequence[int],
     ctrl_deps: Sequence[Sequence[int]],
     data_deps: Sequence[Sequence[int]],
-    start_time_micros: Sequence[int],
-    duration_micros: Sequence[int],
-    inputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
-    outputs: Sequence[tuple[str | bytes, str | bytes, str | bytes] | None],
+    start_time_micros: Sequence[float | None],
+    duration_micros: Sequence[float | None],
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
     attrs: Sequence[AttrColumn] = (),
     *,
     node_ids: Sequence[int] | None = None,
     id_map: Mapping[int, int] | None = None,
     earlier_only: bool = False,
     io_json: Callable[[Any], str | bytes] | None = None,
+    io_fields: tuple[str, str, str] | None = None,
+    float_times: bool = False,
 ) -> EncodedNodes:
     """Nodes given as columns (one row per node), encoded as :func:`encode_node` encodes one: row
     ``i`` gets id ``node_ids[i]`` (default ``i``). Dependencies are mapped through ``id_map`` when
@@ -177,7 +179,10 @@ def encode_columns(
     :func:`chakra.attrs.set_attr` checks them (:class:`~chakra.errors.AttrKindError`). With
     ``io_json``, the IO lists are given as JSON (bytes, ``msgspec.Raw``) and written as Python's
     ``str()`` of their values (upstream's text form), by :func:`python_repr_of_json` or, for the
-    forms it leaves to Python, by ``io_json(json)``.
+    forms it leaves to Python, by ``io_json(json)``; with ``io_fields`` too, each IO entry is an object
+    whose attributes of those three names hold the texts. With ``float_times``, the start and
+    duration columns may hold float microseconds, written rounded as :func:`round` rounds (negative
+    ones as 0), and None (0).
 
     Example:
         >>> done = encode_columns(["a", "b"], [4, 4], [[], [0, 0]], [[], [5]], [0, 2], [2, 1],
@@ -202,6 +207,8 @@ def encode_columns(
         id_map=dict(id_map) if id_map is not None and not isinstance(id_map, dict) else id_map,
         earlier_only=earlier_only,
         io_json=io_json,
+        io_fields=io_fields,
+        float_times=float_times,
     )
     return EncodedNodes(payloads, later, repeated)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from chakra import __version__
+from chakra._items import gather
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
@@ -46,6 +47,42 @@ _BATCH_ROWS = 8192
 _COSTS_KEPT = 1 << 16
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"launcher_rf_id": "rf_id", "activity_bytes": "tensor_size"}
+
+
+class _Columns(NamedTuple):
+    """What the encoder reads of a batch of items, gathered in C (:func:`chakra._items.gather`): the
+    items' own fields, then their host op's (None for items without one)."""
+
+    name: list[str]
+    node_type: list[int]
+    ctrl: list[list[int]]
+    data: list[list[int]]
+    ts_us: list[float | None]
+    excl_us: list[float]
+    thread: list[Any]
+    is_cpu: list[bool]
+    attrs: list[list[tuple[str, Any]]]
+    part_of: list[Item | None]
+    host: list[HostNode | None]
+    host_name: list[str | None]
+    inputs: list[IOLists | None]
+    outputs: list[IOLists | None]
+    rf_id: list[int | None]
+    fw_parent: list[int | None]
+    seq_id: list[int | None]
+    scope: list[int | None]
+    fw_tid: list[int | None]
+    op_schema: list[str | None]
+    tid: list[int | None]
+
+
+#: Each column's path from an item (the host op's fields are ``host.<field>``).
+_ITEM_PATHS = tuple(
+    (field,) if index < _Columns._fields.index("host_name") else ("host", field.removeprefix("host_"))
+    for index, field in enumerate(_Columns._fields)
+)
+#: The JSON texts of an op's IO lists that a node carries (:class:`~chakra.pytorch.host.IOLists`).
+_IO_FIELDS = ("raw_values", "raw_shapes", "raw_types")
 
 
 def encode_nodes(builder: Builder, comm_nodes: list[CommNode]) -> Conversion:
@@ -104,24 +141,32 @@ class _Encoder:
         self, items: list[Item], first: int, thread_ids: dict[Any, int], new_id: dict[int, int]
     ) -> EncodedNodes:
         """Nodes ``first``, ``first + 1``, ... (``items``), encoded."""
-        hosts = [item.host for item in items]
+        col = _Columns(*gather(items, _ITEM_PATHS))
+        durations = col.excl_us
+        if None in col.ts_us:  # no start, no duration (host-only mode)
+            durations = [d if t is not None else 0 for t, d in zip(col.ts_us, durations, strict=True)]
+        outputs = col.outputs
+        metadata_rows = [row for row, node_type in enumerate(col.node_type) if node_type == METADATA_NODE]
+        if metadata_rows:
+            outputs = list(outputs)
+            for row in metadata_rows:
+                outputs[row] = None  # the groups' JSON is in the inputs; upstream writes no outputs
         return encode_columns(
-            [i.name for i in items],
-            [i.node_type for i in items],
-            [i.ctrl for i in items],
-            [i.data for i in items],
-            [max(0, round(i.ts_us)) if i.ts_us is not None else 0 for i in items],
-            [max(0, round(i.excl_us)) if i.ts_us is not None else 0 for i in items],
-            [_io_json(h.inputs) if h is not None else None for h in hosts],
-            [
-                _io_json(h.outputs) if h is not None and i.node_type != METADATA_NODE else None
-                for i, h in zip(items, hosts, strict=True)
-            ],
-            self._attribute_columns(items, hosts, thread_ids, new_id),
+            col.name,
+            col.node_type,
+            col.ctrl,
+            col.data,
+            col.ts_us,
+            durations,
+            col.inputs,
+            outputs,
+            self._attribute_columns(items, col, metadata_rows, thread_ids, new_id),
             node_ids=range(first, first + len(items)),
             id_map=new_id,
             earlier_only=True,
             io_json=_python_text_of_json,
+            io_fields=_IO_FIELDS,
+            float_times=True,
         )
 
     def _kind_label(self, item: Item) -> str:
@@ -136,7 +181,12 @@ class _Encoder:
         return KIND_CPU
 
     def _attribute_columns(
-        self, items: list[Item], hosts: list[HostNode | None], thread_ids: dict[Any, int], new_id: dict[int, int]
+        self,
+        items: list[Item],
+        col: _Columns,
+        metadata_rows: list[int],
+        thread_ids: dict[Any, int],
+        new_id: dict[int, int],
     ) -> list[AttrColumn]:
         """The nodes' attributes as columns, in the order each kind of node lists them: a host op's
         own (its trace's core attributes, then ``num_ops``/``tensor_size`` of modelled ops), the
@@ -145,27 +195,38 @@ class _Encoder:
         then the attributes the conversion's steps added, then ``part_of``."""
         rows = len(items)
         column: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMN_ORDER}
-        # a host op's own: one pass per column (most nodes are host ops), the rest row by row
-        column["is_cpu_op"] = [item.is_cpu if item.node_type != METADATA_NODE else None for item in items]
-        column["rf_id"] = [h.rf_id if h is not None else None for h in hosts]
-        column["fw_parent"] = [h.fw_parent if h is not None else None for h in hosts]
-        column["seq_id"] = [h.seq_id if h is not None else None for h in hosts]
-        column["scope"] = [h.scope if h is not None else None for h in hosts]
-        column["fw_tid"] = [h.fw_tid if h is not None else None for h in hosts]
-        column["op_schema"] = [h.op_schema if h is not None else None for h in hosts]
+        # a host op's own come whole from the gathered columns (most nodes are host ops)
+        column["is_cpu_op"] = col.is_cpu
+        if metadata_rows:
+            column["is_cpu_op"] = list(col.is_cpu)
+            for row in metadata_rows:
+                column["is_cpu_op"][row] = None
+        column["rf_id"] = col.rf_id
+        column["fw_parent"] = col.fw_parent
+        column["seq_id"] = col.seq_id
+        column["scope"] = col.scope
+        column["fw_tid"] = col.fw_tid
+        column["op_schema"] = col.op_schema
         if self.linked:
-            column["tid"] = [thread_ids.get(i.thread, i.host.tid) if i.host is not None else None for i in items]
+            get = thread_ids.get
+            column["tid"] = [
+                get(t, tid) if tid is not None else None for t, tid in zip(col.thread, col.tid, strict=True)
+            ]
         else:
-            column["tid"] = [host.tid if host is not None else None for host in hosts]
-        for row, item in enumerate(items):
-            host = hosts[row]
-            if host is not None:
-                if host.name in MODELED_OPS and item.node_type == COMP_NODE and host.id not in self.costed_below:
+            column["tid"] = col.tid
+        for row, host_name in enumerate(col.host_name):
+            if host_name in MODELED_OPS and col.node_type[row] == COMP_NODE:
+                host = col.host[row]
+                if host is not None and host.id not in self.costed_below:
                     cost = self._cost(host)
                     if cost is not None:
                         column["num_ops"][row] = cost.num_ops
                         column["tensor_size"][row] = cost.tensor_size
-            elif item.part_of is not None and item.part_of.host is not None:
+        for row, host in enumerate(col.host):
+            if host is not None:
+                continue
+            item = items[row]
+            if item.part_of is not None and item.part_of.host is not None:
                 owner = item.part_of.host
                 column["rf_id"][row] = owner.rf_id
                 column["tid"][row] = thread_ids.get(item.thread, owner.tid)
@@ -174,10 +235,9 @@ class _Encoder:
             elif item.activity is not None:
                 self._activity_row(column, row, item.activity, item.node_type)
         encode = self.encode
-        column["added"] = [
-            b"".join([encode(name, value) for name, value in item.attrs]) if item.attrs else None for item in items
-        ]
-        column["part_of"] = [new_id[item.part_of.node_id] if item.part_of is not None else None for item in items]
+        column["added"] = [b"".join([encode(name, value) for name, value in attrs]) if attrs else None
+                           for attrs in col.attrs]  # fmt: skip
+        column["part_of"] = [new_id[part.node_id] if part is not None else None for part in col.part_of]
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else None)
                 for name, values in column.items()]  # fmt: skip
 
@@ -240,11 +300,6 @@ class _Encoder:
                 attr.int64_val = value
             metadata.attr.append(attr)
         return metadata
-
-
-def _io_json(lists: IOLists) -> tuple[msgspec.Raw | bytes, msgspec.Raw | bytes, msgspec.Raw | bytes]:
-    """An op's inputs or outputs as the JSON texts of its ``values``, ``shapes`` and ``types``."""
-    return (lists.raw_values, lists.raw_shapes, lists.raw_types)
 
 
 def _python_text_of_json(raw: msgspec.Raw | bytes) -> bytes:
