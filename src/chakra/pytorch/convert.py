@@ -155,6 +155,7 @@ def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data
         sync_waits(builder, by_thread, segments)
         find_waits(builder, by_thread, segments)
         split_parts(builder, by_thread, segments)
+        del segments  # a few per op, not needed past here: freed before the nodes are encoded
         tie_waits(builder, by_thread)
         chain(builder, by_thread)
         inter_thread(builder, by_thread)
@@ -170,6 +171,7 @@ def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data
             "device activities (kernels, memcpy, memset) and their streams",
             "waits measured from timing (only calls recorded as synchronous hold their thread)",
         ]
+    del by_thread
     if data_deps:
         tensor_deps(builder)
     if (
