@@ -81,6 +81,11 @@ _ITEM_PATHS = tuple(
     (field,) if index < _Columns._fields.index("host_name") else ("host", field.removeprefix("host_"))
     for index, field in enumerate(_Columns._fields)
 )
+#: What the encoder reads of all items at once: for the ids, the threads and the report.
+_SUMMARY_PATHS = (
+    ("node_id",), ("thread",), ("host", "tid"), ("host", "scope"), ("ts_us",), ("dur_us",), ("node_type",),
+    ("activity", "cat"),
+)  # fmt: skip
 #: The JSON texts of an op's IO lists that a node carries (:class:`~chakra.pytorch.host.IOLists`).
 _IO_FIELDS = ("raw_values", "raw_shapes", "raw_types")
 
@@ -121,18 +126,20 @@ class _Encoder:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
         items = sorted(self.items.values(), key=attrgetter("key"))
-        new_id = {item.node_id: index for index, item in enumerate(items)}
-        thread_ids = _thread_ids(items) if self.linked else {}
-        starts = [i.ts_us for i in items if i.ts_us is not None]
-        if starts:
-            self.report.measured_span_us = max(i.end_us for i in items if i.ts_us is not None) - min(starts)
+        node_ids, threads, tids, scopes, starts, durations, node_types, categories = gather(items, _SUMMARY_PATHS)
+        new_id = dict(zip(node_ids, range(len(items)), strict=True))
+        thread_ids = _thread_ids(threads, tids, scopes) if self.linked else {}
+        timed = [(start, start + dur) for start, dur in zip(starts, durations, strict=True) if start is not None]
+        if timed:
+            self.report.measured_span_us = max(end for _, end in timed) - min(start for start, _ in timed)
         payloads: list[bytes] = []
         # in batches: the columns of one batch at a time beside the records written
         for first in range(0, len(items), _BATCH_ROWS):
             done = self._encoded(items[first : first + _BATCH_ROWS], first, thread_ids, new_id)
             payloads += done.payloads
             self.report.edges_against_time += done.later
-        self.report.nodes.update(self._kind_label(item) for item in items)
+        for (node_type, category), count in Counter(zip(node_types, categories, strict=True)).items():
+            self.report.nodes[_kind_label(node_type, category)] += count
         for comm in comm_nodes:
             comm.node_id = new_id[comm.node_id]
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
@@ -168,17 +175,6 @@ class _Encoder:
             io_fields=_IO_FIELDS,
             float_times=True,
         )
-
-    def _kind_label(self, item: Item) -> str:
-        if item.node_type == METADATA_NODE:
-            return KIND_METADATA
-        if item.node_type in COMM_KIND_LABEL:
-            return COMM_KIND_LABEL[item.node_type]
-        if item.activity is not None:
-            return {"gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET, "Memcpy": KIND_MEMCPY}.get(
-                item.activity.cat, KIND_KERNEL
-            )
-        return KIND_CPU
 
     def _attribute_columns(
         self,
@@ -302,6 +298,18 @@ class _Encoder:
         return metadata
 
 
+def _kind_label(node_type: int, category: str | None) -> str:
+    """The report's label of a node of ``node_type`` made from a device activity of ``category`` (None:
+    from a host op)."""
+    if node_type == METADATA_NODE:
+        return KIND_METADATA
+    if node_type in COMM_KIND_LABEL:
+        return COMM_KIND_LABEL[node_type]
+    if category is not None:
+        return {"gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET, "Memcpy": KIND_MEMCPY}.get(category, KIND_KERNEL)
+    return KIND_CPU
+
+
 def _python_text_of_json(raw: msgspec.Raw | bytes) -> bytes:
     """The text upstream stores for an IO list (Python ``str()`` of the parsed JSON,
     ``reference/chakra-format.md`` §7), for the forms :func:`chakra.wire.python_repr_of_json`
@@ -309,19 +317,24 @@ def _python_text_of_json(raw: msgspec.Raw | bytes) -> bytes:
     return str(_decode_json(raw)).encode()
 
 
-def _thread_ids(items: list[Item]) -> dict[Any, int]:
-    """Host thread id for each Kineto thread: the host ``tid`` most of its ATen ops carry (gloo
-    works are recorded under the issuing thread's id although they run on a worker), a fresh id
-    for threads without evidence."""
+def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | None]) -> dict[Any, int]:
+    """Host thread id for each Kineto thread (``threads``, the items' own; ``tids`` and ``scopes``
+    their host ops', None for items without one): the host ``tid`` most of its ATen ops (scope 0)
+    carry, else most of its ops (gloo works are recorded under the issuing thread's id although they
+    run on a worker), a fresh id for threads without evidence.
+
+    Example:
+        >>> _thread_ids([7, 7, 7, 9, ("stream", 0, 7)], [1, 2, 2, 5, None], [0, 0, 0, 1, None])
+        {7: 2, 9: 5}
+    """
     votes: dict[Any, Counter[int]] = defaultdict(Counter)
     fallback: dict[Any, Counter[int]] = defaultdict(Counter)
-    for item in items:
-        if item.host is None:
-            continue
-        (votes if item.host.scope == 0 else fallback)[item.thread][item.host.tid] += 1
+    for (thread, tid, scope), count in Counter(zip(threads, tids, scopes, strict=True)).items():
+        if tid is not None:
+            (votes if scope == 0 else fallback)[thread][tid] += count
+    threads = sorted({thread for thread, tid in zip(threads, tids, strict=True) if tid is not None}, key=str)
     mapping: dict[Any, int] = {}
     used: set[int] = set()
-    threads = sorted({i.thread for i in items if i.host is not None}, key=str)
     for thread in threads:
         counts = votes.get(thread) or fallback.get(thread) or Counter()
         for tid, _ in counts.most_common():
