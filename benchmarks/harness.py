@@ -138,9 +138,21 @@ def tree_rss_bytes(root: int) -> int:
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+def compile_bytecode() -> None:
+    """Compile the package's modules to bytecode, as installing it does: a CLI's start-up is then
+    what a user's copy sees, also where ``PYTHONDONTWRITEBYTECODE`` is set (every run would
+    otherwise compile the package again: 0.15 s of a 0.4 s start-up here)."""
+    import compileall
+
+    import chakra
+
+    compileall.compile_dir(Path(chakra.__file__).parent, quiet=1)
+
+
 def best_of(argv: list[str], repeat: int) -> Ran:
-    """The fastest of ``repeat`` runs of ``argv`` (:func:`run_measured`); a failed run ends the
-    benchmark with its output."""
+    """The fastest of ``repeat`` runs of ``argv`` (:func:`run_measured`), the package's bytecode
+    compiled first (:func:`compile_bytecode`); a failed run ends the benchmark with its output."""
+    compile_bytecode()
     best: Ran | None = None
     for _ in range(max(1, repeat)):
         ran = run_measured(argv)

@@ -242,6 +242,20 @@ def test_the_unrolled_loops_flops_are_the_closed_form(scanned: Path):
     assert closed_form <= ours <= (1 + FLOPS_TOLERANCE) * closed_form, (ours, closed_form)
 
 
+def test_a_loops_iterations_copied_from_its_second_are_the_nodes_emitting_each_gives(
+    scanned: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from chakra.xla import convert
+
+    module = load_module(scanned.parent.parent / "scan.hlo.pb")
+    copied = convert.convert_module(module)
+    monkeypatch.setattr(convert, "COPY_ITERATIONS_FROM", LAYERS + 1)  # every iteration emitted
+    emitted = convert.convert_module(module)
+    assert copied.payloads == emitted.payloads
+    tables = ("converted", "folded", "kept", "unrolled", "untimed")
+    assert [getattr(copied, t) for t in tables] == [getattr(emitted, t) for t in tables]
+
+
 # ---- a profile: measured times, the fidelity check ----------------------------------------------
 TWO_DEVICES = "2x1"
 

@@ -120,6 +120,9 @@ _COLUMNS = (
     "duration_ns", "is_cpu_op", "stream", "num_ops", "tensor_size", "comm_type", "comm_dst", "comm_src", "comm_tag",
     "comm_size", "pg_name",
 )  # fmt: skip
+#: Trip counts from which a loop's later iterations are copied from its second, not emitted one by one
+#: (:meth:`_Emitter.unrolled`; the same nodes, a few times faster).
+COPY_ITERATIONS_FROM = 3
 #: Control flow kept as one node for now (the report says so).
 NOT_UNROLLED = frozenset({"while", "conditional"})
 
@@ -430,14 +433,79 @@ class _Emitter:
 
     def unrolled(self, loop: HloInstructionProto, start: Produced, suffix: str) -> Produced:
         """A ``while`` loop of known trip count: its body once per iteration, each iteration's
-        parameter standing for the previous one's result (the first's for the loop's operand)."""
+        parameter standing for the previous one's result (the first's for the loop's operand).
+
+        Iterations from the third on are copies of the second where that is what emitting them would
+        give (:meth:`_copy_iterations`): each takes a few list operations a node, not the walk of the
+        body's instructions."""
         body = while_body(self.module, loop)
         count = trip_count(loop) or 0
         self.count(self.conversion.unrolled, loop.opcode)
-        carried = start
-        for iteration in range(count):
-            carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
-        return carried
+        if count < COPY_ITERATIONS_FROM or self.timings is not None:
+            carried = start
+            for iteration in range(count):
+                carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
+            return carried
+        first_row = len(self.names)
+        first = self.emit(body, {0: start}, f"{suffix}@0")
+        second_row, permutes, before = len(self.names), self.permutes, self._counts()
+        placeholder = f"\x00{second_row}\x00"  # stands for the iteration in the second one's names
+        second = self.emit(body, {0: first}, f"{suffix}@{placeholder}")
+        length = len(self.names) - second_row
+        copyable = (
+            length == second_row - first_row
+            and self.permutes == permutes  # a permute's tag counts emissions: copies would repeat it
+            and _shifted(first, first_row, length) == second
+        )
+        names = self.names[second_row:]
+        self.names[second_row:] = [name.replace(placeholder, "1") for name in names]
+        if not copyable:
+            carried = second
+            for iteration in range(2, count):
+                carried = self.emit(body, {0: carried}, f"{suffix}@{iteration}")
+            return carried
+        self._copy_iterations(second_row, names, placeholder, count, before)
+        return _shifted(second, first_row, length * (count - 2))
+
+    def _copy_iterations(
+        self, first_row: int, names: list[str], placeholder: str, count: int, before: list[Counter[str]]
+    ) -> None:
+        """Iterations 2 to ``count - 1`` of a loop as copies of its second (the rows from
+        ``first_row`` on, named with ``placeholder`` for the iteration): every node a body's length
+        further on, depending on what the second's depends on equally further on (or on the same node
+        before the loop). Sound when the second iteration's result is the first's shifted by that
+        length (checked by the caller): by induction every iteration is then the one before shifted.
+        Without a profile only (a timed node reads its own execution's time)."""
+        length = len(names)
+        first_loop_row = first_row - length
+        rows = range(first_row, first_row + length)
+        deps = self.deps[first_row:]
+        types = self.types[first_row:]
+        columns = [(values, [(row, values[row]) for row in rows if row in values]) for values in self.attrs.values()]
+        # one int object per row, as emitting shares the one add() returns between its users
+        row_ids = list(range(first_loop_row, first_row + length * (count - 1)))
+        for iteration in range(2, count):
+            at = length * (iteration - 1) - first_loop_row  # row d's copy is row_ids[d + at]
+            text = str(iteration)
+            self.names += [name.replace(placeholder, text) for name in names]
+            self.types += types
+            self.deps += [[row_ids[d + at] if d >= first_loop_row else d for d in row_deps] for row_deps in deps]
+            offset = length * (iteration - 1)
+            for values, kept in columns:
+                for row, value in kept:
+                    values[row + offset] = value
+        self.starts += [0] * (length * (count - 2))
+        self.durations += [0] * (length * (count - 2))
+        if self.counting:  # what the second iteration counted, for each copy
+            for table, was in zip(self._tables(), before, strict=True):
+                table.update({op: (n - was[op]) * (count - 2) for op, n in table.items() if n != was[op]})
+
+    def _tables(self) -> list[Counter[str]]:
+        c = self.conversion
+        return [c.converted, c.folded, c.kept, c.unrolled, c.untimed]
+
+    def _counts(self) -> list[Counter[str]]:
+        return [Counter(table) for table in self._tables()]
 
     def collective(
         self, instruction: HloInstructionProto, base: str, name: str, deps: list[int], timing: Timing | None
@@ -481,6 +549,18 @@ class _Emitter:
             if p.target == device
         ]
         return receives or sends
+
+
+def _shifted(produced: Produced, first_row: int, offset: int) -> Produced:
+    """``produced`` with every node from ``first_row`` on ``offset`` further on.
+
+    Example:
+        >>> _shifted(TupleOf([[1, 5], [6]]), 5, 10)
+        TupleOf(parts=[[1, 15], [16]])
+    """
+    if isinstance(produced, TupleOf):
+        return TupleOf([_shifted(part, first_row, offset) for part in produced.parts])
+    return [d + offset if d >= first_row else d for d in produced]
 
 
 def _comm_size(module: HloModule, instruction: HloInstructionProto, base: str) -> int:
