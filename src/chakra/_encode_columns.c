@@ -340,9 +340,15 @@ static int micros(PyObject *value, int float_times, const char *what, uint64_t *
         return -1;
     }
     double x = nearbyint(PyFloat_AS_DOUBLE(value)); /* the default rounding mode: to nearest, ties to even */
-    if (!isfinite(x) || x >= 18446744073709551616.0) {
+    if (!isfinite(x)) {
         PyErr_Format(PyExc_ValueError, "%s of %R microseconds cannot be written", what, value);
         return -1;
+    }
+    if (x >= 18446744073709551616.0) { /* as an int would be written: modulo 2**64 (see as_u64) */
+        PyObject *whole = PyLong_FromDouble(x);
+        int rc = whole ? as_u64(whole, what, out) : -1;
+        Py_XDECREF(whole);
+        return rc;
     }
     *out = x > 0 ? (uint64_t)x : 0;
     return 0;
