@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, plane_metadata
+from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, line_ops, plane_metadata
 from chakra.errors import ChakraFormatError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import Device, load_run_metadata, rank_order
 from chakra.tensorflow.profile import ASYNC_DONE, ASYNC_START, PROCESS_EVENT, load_tf_profile
+from chakra.units import PS_PER_NS
 
 PS_PER_US = 1_000_000
 
@@ -255,6 +256,81 @@ def test_the_host_plane_read_from_its_bytes_is_what_protobuf_reads(planes, wante
     assert [line_events(data, offset, length, wanted_events, wanted_stats) for offset, length in spans] == [
         _message_events(line, wanted_events, wanted_stats) for line in host.lines
     ]
+
+
+def _message_ops(line: XLine, op_nodes: dict[int, str], regions: set[int], roles: tuple[set[int], ...], thread: int):
+    """What line_ops adds to its steps, and counts as stepless, read from protobuf's messages."""
+    entries = []
+    for index, event in enumerate(line.events):
+        if event.metadata_id in op_nodes or event.metadata_id in regions:
+            ints = {}  # role -> the last integer stat in that role
+            for stat in event.stats:
+                member = stat.WhichOneof("value")
+                if member in ("int64_value", "uint64_value"):
+                    ints.update(
+                        {role: getattr(stat, member) for role, ids in enumerate(roles) if stat.metadata_id in ids}
+                    )
+            entries.append((event.offset_ps, -event.duration_ps, index, event.metadata_id, ints))
+    steps: dict = {}
+    stepless = 0
+    open_regions: list[tuple[int, int]] = []  # (end ps, step), innermost last
+    for offset_ps, minus_duration_ps, _, metadata_id, ints in sorted(entries):
+        end_ps = offset_ps - minus_duration_ps
+        while open_regions and open_regions[-1][0] < offset_ps:
+            open_regions.pop()
+        if metadata_id not in op_nodes:
+            if 1 in ints:
+                open_regions.append((end_ps, ints[1]))
+            continue
+        step = ints.get(0, next((step for end, step in reversed(open_regions) if end >= end_ps), None))
+        if step is None:
+            stepless += 1
+            continue
+        execution = (
+            line.timestamp_ns + offset_ps // PS_PER_NS,
+            (end_ps - offset_ps) // PS_PER_NS,
+            thread,
+            ints.get(2),
+            ints.get(3),
+        )
+        steps.setdefault(step, {}).setdefault(op_nodes[metadata_id], []).append(execution)
+    return steps, stepless
+
+
+#: Events of a few times and small ints, so that regions hold ops, end together and share a start.
+_op_event_pieces = st.lists(
+    st.tuples(
+        st.integers(0, 6),
+        st.one_of(st.builds(lambda v: ("offset_ps", v * 500), st.integers(0, 6)), st.just(("num_occurrences", 3))),
+        st.integers(0, 6).map(lambda v: v * 500),
+        st.lists(
+            st.tuples(
+                st.integers(0, 6), st.one_of(_stat_values, st.builds(lambda v: ("int64_value", v), st.integers(-2, 3)))
+            ),
+            max_size=3,
+        ),
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.lists(st.one_of(_op_event_pieces, _event_pieces), max_size=10), min_size=1, max_size=3),
+    ops=st.sets(st.integers(0, 6)),
+    roles=st.tuples(*[st.sets(st.integers(0, 6), max_size=2)] * 4),
+)
+def test_the_op_executions_read_from_a_lines_bytes_are_what_protobuf_reads(lines, ops, roles):
+    op_nodes = {key: f"node{key}" for key in ops}
+    regions = set(range(7)) - ops
+    for thread, events in enumerate(lines):
+        line_bytes = XLine(id=thread, timestamp_ns=thread * 10**9).SerializeToString()
+        line_bytes += b"".join(_field(4, _event_bytes(pieces)) for pieces in events)
+        steps: dict = {}
+        stepless = line_ops(line_bytes, 0, len(line_bytes), op_nodes, regions, roles, thread,
+                            lambda *execution: execution, steps, PS_PER_NS)  # fmt: skip
+        assert (steps, stepless) == _message_ops(XLine.FromString(line_bytes), op_nodes, regions, roles, thread)
 
 
 def test_a_damaged_profile_is_one_line_naming_it(tmp_path: Path):

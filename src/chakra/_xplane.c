@@ -15,6 +15,16 @@
  * metadata whose name is the value), STAT_STR (a string), STAT_OTHER (a double or bytes: value None).
  * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire
  * type is an unknown field.
+ *
+ * line_ops(data, offset, length, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
+ * thread, make, steps, ps_per_ns) -> the count of op events with no step: what
+ * chakra.tensorflow.profile reads of a line, without a Python object per event. `op_nodes` maps the
+ * metadata id of an op event to its node's name; `region_ids` are those of the executor's step regions.
+ * The four sets name the stat ids of the integer stats read (the last of each on an event wins). In start
+ * order (the longer first at one start, then as recorded), with the regions open at each event on a
+ * stack, an op's step is its own step stat, else the innermost region around it (its region step stat);
+ * each op with a step is added as steps[step][node].append(make(start_ns, dur_ns, thread, group,
+ * instance)), `steps` a dict of dicts of lists, times floor-divided by `ps_per_ns` as Python divides.
  */
 #include "_wire.h"
 
@@ -208,119 +218,133 @@ fail:
     return NULL;
 }
 
-/* One XStat as (metadata_id, kind, value), or NULL (an error: c->error or a Python one). */
-static PyObject *read_stat(Cursor *outer, const uint8_t *data, size_t len, const IdSet *wanted, int *skip) {
+/* One XStat's fields as upb reads them: the last value on the wire wins. */
+typedef struct {
+    int64_t id;
+    int kind;
+    int unsigned_int; /* an int value from the uint64 member */
+    uint64_t number;
+    const uint8_t *text;
+    size_t text_len;
+} StatFields;
+
+/* 0, or -1 with outer->error set. */
+static int parse_stat(Cursor *outer, const uint8_t *data, size_t len, StatFields *out) {
     Cursor c = {data, data + len, NULL};
-    int64_t id = 0;
-    int kind = STAT_OTHER, have = 0;
-    uint64_t number = 0;
-    const uint8_t *text = NULL;
-    size_t text_len = 0;
+    *out = (StatFields){0, STAT_OTHER, 0, 0, NULL, 0};
     Field f;
     while (c.p < c.end) {
-        if (next_field(&c, &f) < 0) {
-            within(outer, &c, -1);
-            return NULL;
-        }
+        if (next_field(&c, &f) < 0) return within(outer, &c, -1);
         if (f.number == STAT_METADATA_ID && f.wire_type == WT_VARINT) {
-            id = (int64_t)f.varint;
+            out->id = (int64_t)f.varint;
         } else if ((f.number == STAT_UINT64 || f.number == STAT_INT64) && f.wire_type == WT_VARINT) {
-            kind = STAT_INT;
-            number = f.varint;
-            have = f.number;
+            out->kind = STAT_INT;
+            out->number = f.varint;
+            out->unsigned_int = f.number == STAT_UINT64;
         } else if (f.number == STAT_REF_VALUE && f.wire_type == WT_VARINT) {
-            kind = STAT_REF;
-            number = f.varint;
+            out->kind = STAT_REF;
+            out->number = f.varint;
         } else if (f.number == STAT_STR_VALUE && f.wire_type == WT_LEN) {
-            kind = STAT_STR;
-            text = f.data;
-            text_len = f.len;
+            out->kind = STAT_STR;
+            out->text = f.data;
+            out->text_len = f.len;
         } else if ((f.number == STAT_DOUBLE && f.wire_type == WT_I64) || (f.number == STAT_BYTES && f.wire_type == WT_LEN)) {
-            kind = STAT_OTHER;
+            out->kind = STAT_OTHER;
         }
     }
-    if (!id_in(wanted, id)) {
-        *skip = 1;
-        return NULL;
+    return 0;
+}
+
+static PyObject *int_of(int unsigned_int, uint64_t number) {
+    return unsigned_int ? PyLong_FromUnsignedLongLong(number) : PyLong_FromLongLong((int64_t)number);
+}
+
+/* A stat's value as line_events gives it (see the top of this file); NULL on error. */
+static PyObject *stat_value(Cursor *outer, const StatFields *stat) {
+    if (stat->kind == STAT_INT) return int_of(stat->unsigned_int, stat->number);
+    if (stat->kind == STAT_REF) return PyLong_FromUnsignedLongLong(stat->number);
+    if (stat->kind == STAT_STR) return string_of(outer, stat->text, stat->text_len);
+    return Py_NewRef(Py_None);
+}
+
+/* One XEvent's scalar fields, and whether it has stats. */
+typedef struct {
+    int64_t id, offset_ps, duration_ps;
+    int has_stats;
+} EventFields;
+
+/* 0, or -1 with outer->error set. */
+static int parse_event(Cursor *outer, const uint8_t *data, size_t len, EventFields *out) {
+    Cursor c = {data, data + len, NULL};
+    *out = (EventFields){0, 0, 0, 0};
+    Field f;
+    while (c.p < c.end) {
+        if (next_field(&c, &f) < 0) return within(outer, &c, -1);
+        if (f.wire_type == WT_VARINT) {
+            if (f.number == EVENT_METADATA_ID) out->id = (int64_t)f.varint;
+            else if (f.number == EVENT_OFFSET_PS) out->offset_ps = (int64_t)f.varint;
+            else if (f.number == EVENT_OCCURRENCES) out->offset_ps = 0; /* the other member of the oneof */
+            else if (f.number == EVENT_DURATION_PS) out->duration_ps = (int64_t)f.varint;
+        } else if (f.number == EVENT_STATS && f.wire_type == WT_LEN) {
+            out->has_stats = 1;
+        }
     }
-    PyObject *key = PyLong_FromLongLong(id);
-    if (key == NULL) return NULL;
-    PyObject *value;
-    if (kind == STAT_INT)
-        value = have == STAT_UINT64 ? PyLong_FromUnsignedLongLong(number) : PyLong_FromLongLong((int64_t)number);
-    else if (kind == STAT_REF)
-        value = PyLong_FromUnsignedLongLong(number);
-    else if (kind == STAT_STR)
-        value = string_of(outer, text, text_len);
-    else
-        value = Py_NewRef(Py_None);
-    if (value == NULL) {
-        Py_DECREF(key);
-        return NULL;
+    return 0;
+}
+
+/* Calls visit(stat, context) for each stat of an event (read once already by parse_event); 0, or -1. */
+static int each_stat(Cursor *outer, const uint8_t *data, size_t len, int (*visit)(const StatFields *, void *),
+                     void *context) {
+    Cursor c = {data, data + len, NULL};
+    Field f;
+    while (c.p < c.end) {
+        if (next_field(&c, &f) < 0) return within(outer, &c, -1);
+        if (f.number != EVENT_STATS || f.wire_type != WT_LEN) continue;
+        StatFields stat;
+        if (parse_stat(outer, f.data, f.len, &stat) < 0) return -1;
+        if (visit(&stat, context) < 0) return -1;
     }
-    return Py_BuildValue("(NiN)", key, kind, value);
+    return 0;
+}
+
+typedef struct {
+    Cursor *outer;
+    const IdSet *wanted;
+    PyObject *stats;
+} StatList;
+
+static int append_stat(const StatFields *stat, void *context) {
+    StatList *list = context;
+    if (!id_in(list->wanted, stat->id)) return 0;
+    PyObject *value = stat_value(list->outer, stat);
+    if (value == NULL) return -1;
+    PyObject *item = Py_BuildValue("(LiN)", (long long)stat->id, stat->kind, value);
+    int status = item == NULL ? -1 : PyList_Append(list->stats, item);
+    Py_XDECREF(item);
+    return status;
 }
 
 /* One XEvent as (metadata_id, offset_ps, duration_ps, stats), NULL with *skip set for an event not
  * wanted, NULL otherwise on error. */
 static PyObject *read_event(Cursor *outer, const uint8_t *data, size_t len, const IdSet *wanted_events,
                             const IdSet *wanted_stats, int *skip) {
-    Cursor c = {data, data + len, NULL};
-    int64_t id = 0, offset_ps = 0, duration_ps = 0;
-    Field f;
-    const uint8_t *stats_from = NULL; /* the stats are read once the event is known to be wanted */
-    while (c.p < c.end) {
-        if (next_field(&c, &f) < 0) {
-            within(outer, &c, -1);
-            return NULL;
-        }
-        if (f.wire_type == WT_VARINT) {
-            if (f.number == EVENT_METADATA_ID) id = (int64_t)f.varint;
-            else if (f.number == EVENT_OFFSET_PS) offset_ps = (int64_t)f.varint;
-            else if (f.number == EVENT_OCCURRENCES) offset_ps = 0; /* the other member of the oneof */
-            else if (f.number == EVENT_DURATION_PS) duration_ps = (int64_t)f.varint;
-        } else if (f.number == EVENT_STATS && f.wire_type == WT_LEN && stats_from == NULL) {
-            stats_from = f.data - 1; /* any point before the first stat's tag: rescanned below */
-        }
-    }
-    if (!id_in(wanted_events, id)) {
+    EventFields event;
+    if (parse_event(outer, data, len, &event) < 0) return NULL;
+    if (!id_in(wanted_events, event.id)) {
         *skip = 1;
         return NULL;
     }
-    PyObject *key = PyLong_FromLongLong(id);
-    if (key == NULL) return NULL;
-    PyObject *stats = PyList_New(0);
-    if (stats == NULL) {
-        Py_DECREF(key);
+    StatList list = {outer, wanted_stats, PyList_New(0)};
+    if (list.stats == NULL) return NULL;
+    if (event.has_stats && each_stat(outer, data, len, append_stat, &list) < 0) {
+        Py_DECREF(list.stats);
         return NULL;
     }
-    c = (Cursor){data, data + len, NULL};
-    while (stats_from != NULL && c.p < c.end) {
-        if (next_field(&c, &f) < 0) break; /* read once already */
-        if (f.number != EVENT_STATS || f.wire_type != WT_LEN) continue;
-        int skip_stat = 0;
-        PyObject *stat = read_stat(outer, f.data, f.len, wanted_stats, &skip_stat);
-        if (stat == NULL) {
-            if (skip_stat) continue;
-            Py_DECREF(key);
-            Py_DECREF(stats);
-            return NULL;
-        }
-        int status = PyList_Append(stats, stat);
-        Py_DECREF(stat);
-        if (status < 0) {
-            Py_DECREF(key);
-            Py_DECREF(stats);
-            return NULL;
-        }
-    }
-    PyObject *stat_tuple = PyList_GET_SIZE(stats) ? PyList_AsTuple(stats) : Py_NewRef(Py_empty_tuple_ref);
-    Py_DECREF(stats);
-    if (stat_tuple == NULL) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    return Py_BuildValue("(NLLN)", key, (long long)offset_ps, (long long)duration_ps, stat_tuple);
+    PyObject *stat_tuple = PyList_GET_SIZE(list.stats) ? PyList_AsTuple(list.stats) : Py_NewRef(Py_empty_tuple_ref);
+    Py_DECREF(list.stats);
+    if (stat_tuple == NULL) return NULL;
+    return Py_BuildValue("(LLLN)", (long long)event.id, (long long)event.offset_ps, (long long)event.duration_ps,
+                         stat_tuple);
 }
 
 static PyObject *line_events(PyObject *self, PyObject *args) {
@@ -374,9 +398,212 @@ static PyObject *line_events(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LN)", (long long)timestamp_ns, events);
 }
 
+/* An op event or a step region of a line, with the integer stats line_ops reads. */
+enum { ROLE_STEP = 0, ROLE_REGION = 1, ROLE_GROUP = 2, ROLE_INSTANCE = 3, ROLES = 4 };
+typedef struct {
+    int64_t offset_ps, duration_ps, id;
+    Py_ssize_t index;
+    int is_op;
+    int has[ROLES], unsigned_int[ROLES];
+    uint64_t value[ROLES];
+} Entry;
+
+typedef struct {
+    IdSet roles[ROLES];
+    Entry *entry;
+} RoleStats;
+
+/* The last integer stat of each role wins (a stat of another kind leaves it). */
+static int take_role(const StatFields *stat, void *context) {
+    RoleStats *r = context;
+    if (stat->kind != STAT_INT) return 0;
+    for (int role = 0; role < ROLES; role++) {
+        if (id_in(&r->roles[role], stat->id)) {
+            r->entry->has[role] = 1;
+            r->entry->value[role] = stat->number;
+            r->entry->unsigned_int[role] = stat->unsigned_int;
+        }
+    }
+    return 0;
+}
+
+/* Start order; at one start the longer first (a region before what it holds), then as recorded. */
+static int compare_entries(const void *a, const void *b) {
+    const Entry *x = a, *y = b;
+    if (x->offset_ps != y->offset_ps) return x->offset_ps < y->offset_ps ? -1 : 1;
+    if (x->duration_ps != y->duration_ps) return x->duration_ps > y->duration_ps ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static __int128 floor_div(__int128 a, int64_t b) {
+    __int128 q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static PyObject *int128_of(__int128 value) {
+    if (value >= INT64_MIN && value <= INT64_MAX) return PyLong_FromLongLong((long long)value);
+    /* past 64 bits only on damaged times: built from its halves */
+    PyObject *high = PyLong_FromLongLong((long long)(value >> 64)), *shift = PyLong_FromLong(64);
+    PyObject *low = PyLong_FromUnsignedLongLong((unsigned long long)value);
+    PyObject *shifted = high && shift ? PyNumber_Lshift(high, shift) : NULL;
+    PyObject *out = shifted && low ? PyNumber_Or(shifted, low) : NULL;
+    Py_XDECREF(high);
+    Py_XDECREF(shift);
+    Py_XDECREF(low);
+    Py_XDECREF(shifted);
+    return out;
+}
+
+/* steps[step][node].append(make(start_ns, dur_ns, thread, group, instance)); 0, or -1. */
+static int add_execution(PyObject *steps, const Entry *op, const Entry *region, PyObject *node, int64_t timestamp_ns,
+                         int64_t ps_per_ns, PyObject *thread, PyObject *make) {
+    const Entry *keyed = op->has[ROLE_STEP] ? op : region;
+    int role = op->has[ROLE_STEP] ? ROLE_STEP : ROLE_REGION;
+    PyObject *step = int_of(keyed->unsigned_int[role], keyed->value[role]);
+    if (step == NULL) return -1;
+    PyObject *fresh = PyDict_New(), *by_node = NULL, *list = NULL;
+    if (fresh != NULL) by_node = PyDict_SetDefault(steps, step, fresh);
+    Py_DECREF(step);
+    Py_XDECREF(fresh);
+    if (by_node == NULL) return -1;
+    fresh = PyList_New(0);
+    if (fresh != NULL) list = PyDict_SetDefault(by_node, node, fresh);
+    Py_XDECREF(fresh);
+    if (list == NULL) return -1;
+    PyObject *args[5] = {
+        int128_of((__int128)timestamp_ns + floor_div(op->offset_ps, ps_per_ns)),
+        int128_of(floor_div(op->duration_ps, ps_per_ns)),
+        Py_NewRef(thread),
+        op->has[ROLE_GROUP] ? int_of(op->unsigned_int[ROLE_GROUP], op->value[ROLE_GROUP]) : Py_NewRef(Py_None),
+        op->has[ROLE_INSTANCE] ? int_of(op->unsigned_int[ROLE_INSTANCE], op->value[ROLE_INSTANCE]) : Py_NewRef(Py_None),
+    };
+    PyObject *execution = NULL;
+    if (args[0] && args[1] && args[3] && args[4]) execution = PyObject_Vectorcall(make, args, 5, NULL);
+    for (int k = 0; k < 5; k++) Py_XDECREF(args[k]);
+    int status = execution == NULL ? -1 : PyList_Append(list, execution);
+    Py_XDECREF(execution);
+    return status;
+}
+
+static PyObject *line_ops(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t offset, length;
+    long long ps_per_ns;
+    PyObject *op_nodes, *process_ids, *role_sets[ROLES], *thread, *make, *steps;
+    if (!PyArg_ParseTuple(args, "y*nnO!O(OOOO)OOO!L", &view, &offset, &length, &PyDict_Type, &op_nodes, &process_ids,
+                          &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &thread, &make, &PyDict_Type,
+                          &steps, &ps_per_ns))
+        return NULL;
+    int bad = offset < 0 || length < 0 || offset > view.len || length > view.len - offset || ps_per_ns <= 0 ||
+              !PyAnySet_Check(process_ids);
+    for (int role = 0; role < ROLES; role++) bad = bad || !PyAnySet_Check(role_sets[role]);
+    if (bad) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "line_ops: a span out of range or an argument of the wrong kind");
+        return NULL;
+    }
+    IdSet ops = {NULL, 0}, regions = {NULL, 0};
+    RoleStats r;
+    memset(&r, 0, sizeof r);
+    Entry *entries = NULL, *stack = NULL;
+    Py_ssize_t count = 0, capacity = 0, stepless = 0;
+    int failed = 0;
+    PyObject *op_keys = PyFrozenSet_New(op_nodes);
+    failed = op_keys == NULL || id_set_of(op_keys, &ops) < 0 || id_set_of(process_ids, &regions) < 0;
+    Py_XDECREF(op_keys);
+    for (int role = 0; role < ROLES && !failed; role++) failed = id_set_of(role_sets[role], &r.roles[role]) < 0;
+    const uint8_t *start = (const uint8_t *)view.buf + offset;
+    Cursor line = {start, start + length, NULL};
+    int64_t timestamp_ns = 0;
+    Field f;
+    while (!failed && line.p < line.end) {
+        if (next_field(&line, &f) < 0) {
+            failed = 1;
+            break;
+        }
+        if (f.number == LINE_TIMESTAMP_NS && f.wire_type == WT_VARINT) {
+            timestamp_ns = (int64_t)f.varint;
+            continue;
+        }
+        if (f.number != LINE_EVENTS || f.wire_type != WT_LEN) continue;
+        EventFields event;
+        if (parse_event(&line, f.data, f.len, &event) < 0) {
+            failed = 1;
+            break;
+        }
+        int is_op = id_in(&ops, event.id);
+        if (!is_op && !id_in(&regions, event.id)) continue;
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 256;
+            Entry *grown = PyMem_Realloc(entries, capacity * sizeof(Entry));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                failed = 1;
+                break;
+            }
+            entries = grown;
+        }
+        Entry *e = &entries[count];
+        memset(e, 0, sizeof *e);
+        *e = (Entry){.offset_ps = event.offset_ps, .duration_ps = event.duration_ps, .id = event.id,
+                     .index = count, .is_op = is_op};
+        count++;
+        r.entry = e;
+        if (event.has_stats && each_stat(&line, f.data, f.len, take_role, &r) < 0) failed = 1;
+    }
+    if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, line.error ? line.error : "not an XLine");
+    if (!failed && count) {
+        qsort(entries, count, sizeof(Entry), compare_entries);
+        stack = PyMem_Malloc(count * sizeof(Entry));
+        if (stack == NULL) {
+            PyErr_NoMemory();
+            failed = 1;
+        }
+    }
+    /* the regions open at each event on a stack, innermost last: an op's step is the innermost one
+     * around it, unless the op names its own */
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t k = 0; k < count && !failed; k++) {
+        Entry *e = &entries[k];
+        while (depth && (__int128)stack[depth - 1].offset_ps + stack[depth - 1].duration_ps < e->offset_ps) depth--;
+        if (!e->is_op) {
+            if (e->has[ROLE_REGION]) stack[depth++] = *e;
+            continue;
+        }
+        const Entry *region = NULL;
+        if (!e->has[ROLE_STEP]) {
+            __int128 end_ps = (__int128)e->offset_ps + e->duration_ps;
+            for (Py_ssize_t d = depth - 1; d >= 0 && region == NULL; d--)
+                if ((__int128)stack[d].offset_ps + stack[d].duration_ps >= end_ps) region = &stack[d];
+            if (region == NULL) {
+                stepless++;
+                continue;
+            }
+        }
+        PyObject *key = PyLong_FromLongLong(e->id);
+        PyObject *node = key == NULL ? NULL : PyDict_GetItemWithError(op_nodes, key);
+        Py_XDECREF(key);
+        if (node == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "line_ops: an op id left op_nodes");
+            failed = 1;
+            break;
+        }
+        if (add_execution(steps, e, region, node, timestamp_ns, ps_per_ns, thread, make) < 0) failed = 1;
+    }
+    PyMem_Free(entries);
+    PyMem_Free(stack);
+    PyMem_Free(ops.ids);
+    PyMem_Free(regions.ids);
+    for (int role = 0; role < ROLES; role++) PyMem_Free(r.roles[role].ids);
+    PyBuffer_Release(&view);
+    if (failed) return NULL;
+    return PyLong_FromSsize_t(stepless);
+}
+
 static PyMethodDef methods[] = {
     {"plane_metadata", plane_metadata, METH_VARARGS, "A plane's metadata names and the spans of its lines."},
     {"line_events", line_events, METH_VARARGS, "A line's timestamp and its wanted events with their wanted stats."},
+    {"line_ops", line_ops, METH_VARARGS, "A line's op executions added to their steps; the count with no step."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,7 +31,7 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from chakra import io
-from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, plane_metadata
+from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, line_ops, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
@@ -47,8 +47,9 @@ PROCESS_STEP_STAT = "id"
 ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::ProcessAsync::Done"
 #: Stats of a collective op's event, and the node an async kernel's events name.
 STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
-#: The integer stats the op events and the executor's regions are read for.
-_KEY_STATS = frozenset({STEP_STAT, GROUP_STAT, INSTANCE_STAT, PROCESS_STEP_STAT})
+#: The integer stats an op event and the executor's step region are read for, in the roles
+#: :func:`chakra._xplane.line_ops` reads them: an op's step, a region's step, a collective's keys.
+_OP_STATS = (STEP_STAT, PROCESS_STEP_STAT, GROUP_STAT, INSTANCE_STAT)
 #: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
 OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
 
@@ -95,7 +96,7 @@ def load_tf_profile(path: PathLike) -> TfProfile:
         raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
     names, stat_names, lines = found
     profile = TfProfile(str(path))
-    steps: dict[int, dict[str, list[OpExecution]]] = defaultdict(lambda: defaultdict(list))
+    steps: dict[int, dict[str, list[OpExecution]]] = {}
     op_nodes = {
         key: name.rpartition(OP_SEPARATOR)[0]
         for key, name in names.items()
@@ -105,14 +106,15 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     async_kinds = {key: name for key, name in names.items() if name in (ASYNC_START, ASYNC_DONE)}
     launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
-    # the events and stats read: the rest are skipped unread, in C
-    keys = {key: name for key, name in stat_names.items() if name in _KEY_STATS}
-    wanted_events = set(op_nodes) | process_ids | set(async_kinds)
-    wanted_stats = set(keys) | {key for key, name in stat_names.items() if name == NAME_STAT}
+    roles = tuple({key for key, name in stat_names.items() if name == role} for role in _OP_STATS)
+    async_ids = set(async_kinds)
+    async_stats = {key for key, name in stat_names.items() if name in (STEP_STAT, NAME_STAT)}
     with gc_paused():  # an execution per op event, kept: see chakra.collector
         for thread, (offset, length) in enumerate(lines):
-            timestamp_ns, events = line_events(data, offset, length, wanted_events, wanted_stats)
-            profile.stepless += _read_line(timestamp_ns, events, thread, op_nodes, process_ids, keys, steps)
+            profile.stepless += line_ops(
+                data, offset, length, op_nodes, process_ids, roles, thread, OpExecution, steps, PS_PER_NS
+            )
+            timestamp_ns, events = line_events(data, offset, length, async_ids, async_stats)
             _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     if not steps:
@@ -146,64 +148,6 @@ def _find(path: Path) -> Path:
 #: An event of a line as :func:`chakra._xplane.line_events` gives it: (metadata id, offset ps,
 #: duration ps, stats), each stat (metadata id, kind, value).
 _Event = tuple[int, int, int, tuple[tuple[int, int, Any], ...]]
-
-
-def _read_line(
-    timestamp_ns: int,
-    events: list[_Event],
-    thread: int,
-    op_nodes: dict[int, str],
-    process_ids: set[int],
-    key_stats: dict[int, str],
-    steps: dict[int, dict[str, list[OpExecution]]],
-) -> int:
-    """Add the op executions of one thread line to ``steps``; returns those with no step id.
-
-    ``op_nodes``: event metadata id -> the node an op event names; ``process_ids``: the ids of the
-    executor's step regions; ``key_stats``: stat metadata id -> name, of the stats read
-    (:data:`_KEY_STATS`). One sweep in start order keeps the regions open at each event on a
-    stack (regions on one thread nest or follow each other), so an op's step is the innermost
-    region around it."""
-    open_regions: list[tuple[int, int]] = []  # (end ps, step id), innermost last
-    stepless = 0
-    # (start, longer first, then as recorded)
-    wanted = [
-        (offset_ps, -duration_ps, index, metadata_id, stats)
-        for index, (metadata_id, offset_ps, duration_ps, stats) in enumerate(events)
-        if metadata_id in op_nodes or metadata_id in process_ids
-    ]
-    wanted.sort()
-    for offset_ps, minus_duration_ps, _, metadata_id, stats in wanted:
-        duration_ps = -minus_duration_ps
-        while open_regions and open_regions[-1][0] < offset_ps:
-            open_regions.pop()
-        ints = _int_stats(stats, key_stats) if stats else {}
-        node = op_nodes.get(metadata_id)
-        if node is None:  # an executor region
-            region_step = ints.get(PROCESS_STEP_STAT)
-            if region_step is not None:
-                open_regions.append((offset_ps + duration_ps, region_step))
-            continue
-        step = ints.get(STEP_STAT)
-        if step is None:
-            end_ps = offset_ps + duration_ps
-            for end, region_step in reversed(open_regions):
-                if end >= end_ps:
-                    step = region_step
-                    break
-        if step is None:
-            stepless += 1
-            continue
-        steps[step][node].append(
-            OpExecution(
-                timestamp_ns + offset_ps // PS_PER_NS,
-                duration_ps // PS_PER_NS,
-                thread,
-                ints.get(GROUP_STAT),
-                ints.get(INSTANCE_STAT),
-            )
-        )
-    return stepless
 
 
 def _read_async(
@@ -242,7 +186,7 @@ def _merge_async(
         starts.sort()
         if len(ends) != len(starts):
             continue  # cut by the profiling window: the op events, if any, stay
-        ops = steps[step].get(node, [])
+        ops = steps.setdefault(step, {}).get(node, [])
         ops.sort(key=lambda e: e.start_ns)
         spans = []
         for k, (start_ns, end_ns) in enumerate(zip(starts, ends, strict=True)):
@@ -262,17 +206,6 @@ def _ref_stat(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str
                 return stat_names.get(value)
             return value if kind == STAT_STR else None
     return None
-
-
-def _int_stats(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str]) -> dict[str, int]:
-    """The integer stats of an event by name, of those ``stat_names`` names (a later one of a name
-    wins)."""
-    out = {}
-    for metadata_id, kind, value in stats:
-        name = stat_names.get(metadata_id)
-        if name is not None and kind == STAT_INT:
-            out[name] = value
-    return out
 
 
 def _int_stat(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str], wanted: str) -> int | None:
