@@ -2,8 +2,8 @@
  * The protobuf wire format as the C parts of chakra read it: cursors, varints, tags, lengths, skipping
  * unknown fields, UTF-8 as upb validates it, the AttributeProto members of et_def.proto, and record
  * framing (a varint32 length prefix and a payload). Shared by chakra._columns (the node table's decoder),
- * chakra._encode (the producers' node encoder), chakra._xplane (the TensorFlow profile's reader) and
- * chakra.share._native (the anonymizer's rewriter and the leakage check), so that the readers accept
+ * chakra._encode (the producers' node encoder), chakra._xplane (the TensorFlow profile's reader),
+ * chakra._tf_graph (the TensorFlow graphs' reader) and chakra.share._native (the anonymizer's rewriter and the leakage check), so that the readers accept
  * exactly what protobuf's own parser (upb) accepts and the writer writes what it writes.
  */
 #ifndef CHAKRA_WIRE_H
@@ -185,6 +185,23 @@ static inline int skip_field(Cursor *c, uint32_t field, int wire_type, int depth
     case WT_EGROUP: c->error = "end-group tag outside a group"; return -1;
     default: c->error = "invalid wire type"; return -1;
     }
+}
+
+/* Reads one field: its number, wire type, and its value (a varint, or the span of a length-delimited
+ * one); fixed-width and group fields are skipped and read as "other". 0, or -1 with c->error set. */
+typedef struct {
+    uint32_t number;
+    int wire_type;
+    uint64_t varint;
+    const uint8_t *data;
+    size_t len;
+} Field;
+
+static inline int next_field(Cursor *c, Field *f) {
+    if (read_tag(c, &f->number, &f->wire_type) < 0) return -1;
+    if (f->wire_type == WT_VARINT) return read_varint(c, &f->varint);
+    if (f->wire_type == WT_LEN) return read_len(c, &f->data, &f->len);
+    return skip_field(c, f->number, f->wire_type, 0);
 }
 
 /* UTF-8 as upb validates it: no overlong forms, no surrogates, nothing above U+10FFFF. */

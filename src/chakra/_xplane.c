@@ -91,23 +91,6 @@ static int id_in(const IdSet *set, int64_t id) {
     return low < set->size && set->ids[low] == id;
 }
 
-/* Reads one field: its number, wire type, and its value (a varint, or the span of a length-delimited
- * one); fixed-width and group fields are skipped and read as "other". 0, or -1 with c->error set. */
-typedef struct {
-    uint32_t number;
-    int wire_type;
-    uint64_t varint;
-    const uint8_t *data;
-    size_t len;
-} Field;
-
-static int next_field(Cursor *c, Field *f) {
-    if (read_tag(c, &f->number, &f->wire_type) < 0) return -1;
-    if (f->wire_type == WT_VARINT) return read_varint(c, &f->varint);
-    if (f->wire_type == WT_LEN) return read_len(c, &f->data, &f->len);
-    return skip_field(c, f->number, f->wire_type, 0);
-}
-
 /* A new str of UTF-8 bytes, as upb checks them; NULL with c->error set (or a Python error). */
 static PyObject *string_of(Cursor *c, const uint8_t *s, size_t n) {
     if (check_string(c, s, n) < 0) return NULL;

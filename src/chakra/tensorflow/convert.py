@@ -53,18 +53,15 @@ from chakra.schema.protobuf.et_def_pb2 import (
     Node,
     NodeType,
 )
-from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
+from chakra.schema.tensorflow.tf_subset_pb2 import NodeDef
 from chakra.steps import StepRun, step_note
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import (
     FOLDED_OPS,
     const_int,
-    dtype_bytes,
-    input_name,
-    output_shapes,
     rank_order,
-    tensor_elements,
 )
+from chakra.tensorflow.graph_table import GraphTable, read_graph_table
 from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
 from chakra.trace import WorkloadWriter, WrittenWorkload
@@ -167,127 +164,110 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
     with gc_paused():  # a few objects per node, kept to the end: see chakra.collector
         context = _Context(workers, devices, executions)
         conversion.groups = context.comm_groups(conversion)
-        for worker in workers:
-            for device, graph in worker.graphs.items():
+        for worker in workers:  # the counts fill in the order of the recordings
+            for device in worker.graphs:
                 rank = devices.index(device)
-                conversion.payloads[rank] = _Device(context, conversion, rank, graph).emit()
+                conversion.payloads[rank] = _Device(context, conversion, rank).emit()
     conversion.payloads = dict(sorted(conversion.payloads.items()))
     return conversion
 
 
 class _Context:
-    """What every device's conversion shares: ranks, transfer tags and sizes, collective groups."""
+    """What every device's conversion shares: ranks, graphs as columns, transfer tags and sizes,
+    collective groups."""
 
     def __init__(self, workers: list[Worker], devices: list[str], executions: dict[str, dict[str, list[OpExecution]]]):
         self.rank_of = {device: rank for rank, device in enumerate(devices)}
         self.executions = executions
-        self.graphs = {device: graph for w in workers for device, graph in w.graphs.items()}
-        self.by_name = {device: {n.name: n for n in graph.node} for device, graph in self.graphs.items()}
-        #: device -> node -> its inputs as (node, output port, is a control edge), parsed once
-        self.inputs = {
-            device: {n.name: tuple(map(input_name, n.input)) for n in graph.node}
-            for device, graph in self.graphs.items()
-        }
-        self.sends: dict[tuple[str, str, str], NodeDef] = {}
+        self.tables = {device: read_graph_table(graph) for w in workers for device, graph in w.graphs.items()}
+        self.sends: dict[tuple[str, str, str], tuple[GraphTable, int]] = {}  # rendezvous key -> its _Send
         keys: set[tuple[str, str, str]] = set()
-        for graph in self.graphs.values():
-            for node in graph.node:
-                if node.op in SEND_OPS or node.op in RECV_OPS:
-                    keys.add(_rendezvous(node))
-                    if node.op in SEND_OPS:
-                        self.sends[_rendezvous(node)] = node
+        for table in self.tables.values():
+            for row, op in enumerate(table.ops):
+                if op in SEND_OPS or op in RECV_OPS:
+                    key = _rendezvous(table.nodes[row])
+                    keys.add(key)
+                    if op in SEND_OPS:
+                        self.sends[key] = (table, row)
         self.tags = {key: tag for tag, key in enumerate(sorted(keys))}
-        self.group_key_of: dict[tuple[str, str], int | None] = {}
-        self._bytes: dict[tuple[str, str, int], int | None] = {}
-        self._shapes: dict[tuple[str, str], list[list[int] | None]] = {}
+        self.group_key_of: dict[tuple[str, int], int | None] = {}  # (device, row) -> a collective's group key
+        self._resolved: dict[tuple[int, int, int], int | None] = {}  # (table id, row, port) -> bytes
 
-    def data_inputs(self, device: str, node: NodeDef) -> list[tuple[str, int]]:
-        """``node``'s data inputs: (node, output port)."""
-        return [(source, port) for source, port, control in self.inputs[device][node.name] if not control]
-
-    def input_bytes(self, device: str, node: NodeDef, index: int) -> int | None:
-        """Bytes of ``node``'s data input ``index``."""
-        data = self.data_inputs(device, node)
+    def input_bytes(self, table: GraphTable, row: int, index: int) -> int | None:
+        """Bytes of data input ``index`` of ``row``."""
+        data = [(source, port) for source, port, control in table.inputs[row] if not control]
         if index >= len(data):
             return None
         source, port = data[index]
-        producer = self.by_name[device].get(source)
-        return None if producer is None else self.output_bytes(device, producer, port)
-
-    def shapes(self, device: str, node: NodeDef) -> list[list[int] | None]:
-        """``node``'s output shapes, read once (a SplitV of packed gradients has hundreds)."""
-        memo = (device, node.name)
-        found = self._shapes.get(memo)
-        if found is None:
-            found = self._shapes[memo] = output_shapes(node)
-        return found
-
-    def _static_bytes(self, device: str, node: NodeDef, port: int) -> int | None:
-        shapes = self.shapes(device, node)
-        dtype = _dtype(node)
-        if port >= len(shapes) or dtype is None:
-            return None
-        count, size = tensor_elements(shapes[port]), dtype_bytes(dtype)
-        return None if count is None or size is None else count * size
+        return None if source < 0 else self.output_bytes(table, source, port)
 
     def sent_bytes(self, key: tuple[str, str, str]) -> int | None:
         """Bytes a transfer moves: what its ``_Send`` is given."""
         send = self.sends.get(key)
-        return None if send is None or key[0] not in self.by_name else self.input_bytes(key[0], send, 0)
+        return None if send is None or key[0] not in self.tables else self.input_bytes(*send, 0)
 
-    def output_bytes(self, device: str, node: NodeDef, port: int) -> int | None:
+    def output_bytes(self, table: GraphTable, row: int, port: int) -> int | None:
         """Bytes of one output: from ``_output_shapes`` and the node's type; where TensorFlow could
         not infer it statically, a ``_Recv`` has what its ``_Send`` was given and an identity what
         it is given (shape inference stops at a partition's edge)."""
-        memo = (device, node.name, port)
-        if memo not in self._bytes:
-            self._bytes[memo] = None  # a cycle reads as unknown
-            size = self._static_bytes(device, node, port)
-            if size is None and node.op in RECV_OPS:
-                size = self.sent_bytes(_rendezvous(node))
-            elif size is None and node.op in PASS_THROUGH_OPS:
-                size = self.input_bytes(device, node, port if node.op == "IdentityN" else 0)
-            self._bytes[memo] = size
-        return self._bytes[memo]
+        sizes = table.output_bytes[row]
+        if port < len(sizes) and (size := sizes[port]) is not None:
+            return size
+        op = table.ops[row]
+        if op not in RECV_OPS and op not in PASS_THROUGH_OPS:
+            return None
+        memo = (id(table), row, port)
+        if memo not in self._resolved:
+            self._resolved[memo] = None  # a cycle reads as unknown
+            if op in RECV_OPS:
+                size = self.sent_bytes(_rendezvous(table.nodes[row]))
+            else:
+                size = self.input_bytes(table, row, port if op == "IdentityN" else 0)
+            self._resolved[memo] = size
+        return self._resolved[memo]
 
-    def group_key(self, device: str, node: NodeDef) -> int | None:
+    def group_key(self, device: str, row: int) -> int | None:
         """A collective's group key: from its execution in the step, else its graph constant."""
-        runs = self.executions.get(device, {}).get(node.name)
+        table = self.tables[device]
+        runs = self.executions.get(device, {}).get(table.names[row])
         if runs and runs[0].group_key is not None:
             return runs[0].group_key
-        rule = COLLECTIVES[node.op]
+        rule = COLLECTIVES[table.ops[row]]
         if rule.group_key is None:
+            node = table.nodes[row]
             return int(node.attr["group_key"].i) if "group_key" in node.attr else None
-        return self._const_input(device, node, rule.group_key)
+        return self._const_input(table, row, rule.group_key)
 
-    def group_size(self, device: str, node: NodeDef) -> int | None:
-        rule = COLLECTIVES[node.op]
+    def group_size(self, device: str, row: int) -> int | None:
+        table = self.tables[device]
+        rule = COLLECTIVES[table.ops[row]]
         if rule.group_size is None:
+            node = table.nodes[row]
             return int(node.attr["group_size"].i) if "group_size" in node.attr else None
-        return self._const_input(device, node, rule.group_size)
+        return self._const_input(table, row, rule.group_size)
 
-    def _const_input(self, device: str, node: NodeDef, index: int) -> int | None:
-        data = self.data_inputs(device, node)
+    def _const_input(self, table: GraphTable, row: int, index: int) -> int | None:
+        data = [source for source, _, control in table.inputs[row] if not control]
         if index >= len(data):
             return None
-        producer = self.by_name[device].get(data[index][0])
-        while producer is not None and producer.op == "Identity" and (inputs := self.inputs[device][producer.name]):
-            producer = self.by_name[device].get(inputs[0][0])
-        return None if producer is None else const_int(producer)
+        producer = data[index]
+        while producer >= 0 and table.ops[producer] == "Identity" and (inputs := table.inputs[producer]):
+            producer = inputs[0][0]
+        return None if producer < 0 else const_int(table.nodes[producer])
 
     def comm_groups(self, conversion: TfConversion) -> CommGroups:
         """Group ids by member ranks: the devices running collectives of one group key."""
         members: dict[int, set[int]] = defaultdict(set)
         sizes: dict[int, set[int]] = defaultdict(set)
-        for device, graph in self.graphs.items():
-            for node in graph.node:
-                if node.op not in COLLECTIVES:
+        for device, table in self.tables.items():
+            for row, op in enumerate(table.ops):
+                if op not in COLLECTIVES:
                     continue
-                key = self.group_key(device, node)
-                self.group_key_of[(device, node.name)] = key
+                key = self.group_key(device, row)
+                self.group_key_of[(device, row)] = key
                 if key is not None:
                     members[key].add(self.rank_of[device])
-                    if (size := self.group_size(device, node)) is not None:
+                    if (size := self.group_size(device, row)) is not None:
                         sizes[key].add(size)
         self.gid_of_key: dict[int, int] = {}
         groups: dict[tuple[int, ...], int] = {}
@@ -312,13 +292,6 @@ def _rendezvous(node: NodeDef) -> tuple[str, str, str]:
     )
 
 
-def _dtype(node: NodeDef) -> int | None:
-    for name in ("T", "dtype", "tensor_type", "out_type"):
-        if name in node.attr and node.attr[name].WhichOneof("value") == "type":
-            return int(node.attr[name].type)
-    return None
-
-
 #: The attribute columns of a device's nodes, in the order a node lists them; a send names its peer
 #: as ``comm_dst`` before its own rank, a receive its peer as ``comm_src`` before its own.
 _COLUMNS = (
@@ -333,12 +306,12 @@ class _Device:
     """One device's nodes, emitted in dependency order (ties: as measured, then as in the graph),
     built as columns and encoded at the end (:func:`chakra.wire.encode_columns`)."""
 
-    def __init__(self, context: _Context, conversion: TfConversion, rank: int, graph: GraphDef):
+    def __init__(self, context: _Context, conversion: TfConversion, rank: int):
         self.context = context
         self.conversion = conversion
         self.rank = rank
         self.device = conversion.devices[rank]
-        self.graph = graph
+        self.table = context.tables[self.device]
         self.runs = context.executions.get(self.device, {})
         self.names: list[str] = []
         self.types: list[int] = []
@@ -348,54 +321,56 @@ class _Device:
         self.durations: list[int] = []
         self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS}  # column -> row -> value
 
-    def order(self) -> list[NodeDef]:
-        """Kahn's order over data and control edges, the loop back edges dropped."""
-        by_name = self.context.by_name[self.device]
-        inputs = self.context.inputs[self.device]
-        children: dict[str, list[str]] = defaultdict(list)
-        waiting: dict[str, int] = {}
-        for node in self.graph.node:
-            parents = {source for source, _, _ in inputs[node.name]} & by_name.keys()
-            back = {p for p in parents if by_name[p].op == LOOP_BACK_OP}
+    def order(self) -> list[int]:
+        """The graph's rows in Kahn's order over data and control edges, the loop back edges dropped."""
+        table = self.table
+        children: list[list[int]] = [[] for _ in table.names]
+        waiting = [0] * len(table.names)
+        for row, inputs in enumerate(table.inputs):
+            parents = {source for source, _, _ in inputs if source >= 0}
+            back = {p for p in parents if table.ops[p] == LOOP_BACK_OP}
             if back:
                 self.conversion.dropped["loop back edges (NextIteration -> Merge)"] += len(back)
-            for parent in parents - back:
-                children[parent].append(node.name)
-            waiting[node.name] = len(parents - back)
-        position = {node.name: i for i, node in enumerate(self.graph.node)}
+                parents -= back
+            for parent in parents:
+                children[parent].append(row)
+            waiting[row] = len(parents)
         unmeasured = float("inf")
+        runs_of = self.runs
 
-        def key(name: str) -> tuple[float, int, str]:
-            runs = self.runs.get(name)
-            return (runs[0].start_ns if runs else unmeasured, position[name], name)
+        def key(row: int) -> tuple[float, int]:
+            runs = runs_of.get(table.names[row])
+            return (runs[0].start_ns if runs else unmeasured, row)
 
-        ready = [key(name) for name, count in waiting.items() if count == 0]
+        ready = [key(row) for row, count in enumerate(waiting) if count == 0]
         heapq.heapify(ready)
         out = []
         while ready:
-            name = heapq.heappop(ready)[2]
-            out.append(by_name[name])
-            for child in children[name]:
+            row = heapq.heappop(ready)[1]
+            out.append(row)
+            for child in children[row]:
                 waiting[child] -= 1
                 if waiting[child] == 0:
                     heapq.heappush(ready, key(child))
-        if len(out) < len(self.graph.node):
-            self.conversion.dropped["nodes on a dependency cycle"] += len(self.graph.node) - len(out)
+        if len(out) < len(table.names):
+            self.conversion.dropped["nodes on a dependency cycle"] += len(table.names) - len(out)
         return out
 
     def emit(self) -> list[bytes]:
-        stands_for: dict[str, frozenset[int]] = {}  # graph node -> the ET nodes it stands for
-        inputs = self.context.inputs[self.device]
-        for node in self.order():
+        table = self.table
+        stands_for: list[frozenset[int]] = [frozenset()] * len(table.names)  # row -> the ET nodes it stands for
+        for row in self.order():
             data: set[int] = set()
             ctrl: set[int] = set()
-            for source, _, control in inputs[node.name]:
-                (ctrl if control else data).update(stands_for.get(source, ()))
-            if node.op in FOLDED_OPS:
-                self.conversion.folded[node.op] += 1
-                stands_for[node.name] = frozenset(data | ctrl)
+            for source, _, control in table.inputs[row]:
+                if source >= 0:
+                    (ctrl if control else data).update(stands_for[source])
+            op = table.ops[row]
+            if op in FOLDED_OPS:
+                self.conversion.folded[op] += 1
+                stands_for[row] = frozenset(data | ctrl)
                 continue
-            stands_for[node.name] = frozenset({self.add(node, sorted(data), sorted(ctrl - data))})
+            stands_for[row] = frozenset({self.add(row, sorted(data), sorted(ctrl - data))})
         rows = len(self.names)
         columns = [
             AttrColumn(_COLUMN_ATTR.get(column, column), [values.get(row) for row in range(rows)])
@@ -407,14 +382,15 @@ class _Device:
         )
         return done.payloads
 
-    def add(self, graph_node: NodeDef, data: list[int], ctrl: list[int]) -> int:
+    def add(self, graph_row: int, data: list[int], ctrl: list[int]) -> int:
         row = len(self.names)
         attrs = self.attrs
-        self.names.append(graph_node.name)
+        name, op = self.table.names[graph_row], self.table.ops[graph_row]
+        self.names.append(name)
         self.data.append(data)
         self.ctrl.append(ctrl)
-        attrs["op_type"][row] = graph_node.op
-        runs = self.runs.get(graph_node.name)
+        attrs["op_type"][row] = op
+        runs = self.runs.get(name)
         start_us = dur_us = 0
         if runs:
             start_us = max(1, runs[0].start_ns // NS_PER_US)
@@ -424,60 +400,59 @@ class _Device:
             if runs[0].thread is not None:  # an asynchronous kernel holds no thread: no resource
                 attrs["tid"][row] = runs[0].thread
             if len(runs) > 1:
-                self.conversion.repeated[graph_node.op] += 1
+                self.conversion.repeated[op] += 1
         elif self.conversion.profiled:
-            self.conversion.untimed[graph_node.op] += 1
+            self.conversion.untimed[op] += 1
         self.starts.append(start_us)
         self.durations.append(dur_us)
         attrs["is_cpu_op"][row] = False
-        self.types.append(self.kind(graph_node, row))
-        self.conversion.converted[graph_node.op] += 1
+        self.types.append(self.kind(graph_row, row))
+        self.conversion.converted[op] += 1
         return row
 
-    def kind(self, graph_node: NodeDef, row: int) -> NodeType:
-        """The node's type, with the attributes of that type set in row ``row``."""
-        op = graph_node.op
+    def kind(self, graph_row: int, row: int) -> NodeType:
+        """The type of the node of ``graph_row``, with the attributes of that type set in row ``row``."""
+        table, context = self.table, self.context
+        op = table.ops[graph_row]
         if op in SEND_OPS or op in RECV_OPS:
-            key = _rendezvous(graph_node)
+            key = _rendezvous(table.nodes[graph_row])
             sending = op in SEND_OPS
-            peer = self.context.rank_of.get(key[1] if sending else key[0])
+            peer = context.rank_of.get(key[1] if sending else key[0])
             if peer is not None:
-                size = self.context.sent_bytes(key)
+                size = context.sent_bytes(key)
                 attrs = self.attrs
                 attrs["send_peer" if sending else "comm_src"][row] = peer
                 attrs["comm_src" if sending else "recv_self"][row] = self.rank
-                attrs["comm_tag"][row] = self.context.tags[key]
+                attrs["comm_tag"][row] = context.tags[key]
                 self.set_size(row, op, size)
                 return COMM_SEND_NODE if sending else COMM_RECV_NODE
             self.conversion.dropped[f"{op} with a device not recorded: kept as compute"] += 1
         rule = COLLECTIVES.get(op)
         if rule is not None:
             self.attrs["comm_type"][row] = int(rule.comm_type)
-            size = (self.context.output_bytes(self.device, graph_node, 0) if rule.data is None
-                    else self.context.input_bytes(self.device, graph_node, rule.data))  # fmt: skip
+            size = (context.output_bytes(table, graph_row, 0) if rule.data is None
+                    else context.input_bytes(table, graph_row, rule.data))  # fmt: skip
             self.set_size(row, op, size)
-            group_key = self.context.group_key_of.get((self.device, graph_node.name))
+            group_key = context.group_key_of.get((self.device, graph_row))
             if group_key is not None:
-                self.attrs["pg_name"][row] = str(self.context.gid_of_key[group_key])
+                self.attrs["pg_name"][row] = str(context.gid_of_key[group_key])
             else:
                 self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
             return COMM_COLL_NODE
-        by_name = self.context.by_name[self.device]
+        shapes = table.shapes
         inputs = []
         input_bytes = 0
-        for source, port, control in self.context.inputs[self.device][graph_node.name]:
-            producer = by_name.get(source)
-            if control or producer is None:
+        for source, port, control in table.inputs[graph_row]:
+            if control or source < 0:
                 continue
-            shapes = self.context.shapes(self.device, producer)
-            inputs.append(shapes[port] if port < len(shapes) else None)
-            input_bytes += self.context.output_bytes(self.device, producer, port) or 0
-        outputs = self.context.shapes(self.device, graph_node)
-        flags = {name: graph_node.attr[name].b for name in ("transpose_a", "adj_x") if name in graph_node.attr}
-        flops = op_flops(op, inputs, outputs, flags)
+            source_shapes = shapes[source]
+            inputs.append(source_shapes[port] if port < len(source_shapes) else None)
+            input_bytes += context.output_bytes(table, source, port) or 0
+        outputs = shapes[graph_row]
+        flops = op_flops(op, inputs, outputs, table.flags[graph_row])
         if flops is not None:
             self.attrs["num_ops"][row] = flops
-        output_bytes = sum(self.context.output_bytes(self.device, graph_node, p) or 0 for p in range(len(outputs)))
+        output_bytes = sum(context.output_bytes(table, graph_row, p) or 0 for p in range(len(outputs)))
         self.attrs["tensor_size"][row] = input_bytes + output_bytes
         return COMP_NODE
 

@@ -19,6 +19,8 @@ from chakra.tensorflow.graph import tensor_elements
 from chakra.units import FLOPS_PER_MAC
 
 Shape = list[int] | None
+#: The boolean attributes :func:`op_flops` reads of a node (which side of a matmul is transposed).
+FLAG_ATTRS = ("transpose_a", "adj_x")
 
 MATMULS = frozenset({"MatMul", "_MklMatMul", "_FusedMatMul", "_MklFusedMatMul", "_MklNativeFusedMatMul"})
 BATCH_MATMULS = frozenset({"BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklBatchMatMulV2", "_FusedBatchMatMulV2"})

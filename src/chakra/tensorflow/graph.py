@@ -24,7 +24,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
-from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef, RunMetadata, TensorShapeProto
+from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef, RunMetadata
 
 #: Ops that do no work of their own (the converter folds them into their consumers' dependencies).
 FOLDED_OPS = frozenset(
@@ -163,17 +163,6 @@ def input_name(text: str) -> tuple[str, int, bool]:
     if node and port.isdigit():
         return node, int(port), False
     return text, 0, False
-
-
-def output_shapes(node: NodeDef) -> list[list[int] | None]:
-    """Each output's dimensions from ``_output_shapes`` (-1: unknown; ``None``: unknown rank)."""
-    if "_output_shapes" not in node.attr:
-        return []
-    return [_dims(shape) for shape in node.attr["_output_shapes"].list.shape]
-
-
-def _dims(shape: TensorShapeProto) -> list[int] | None:
-    return None if shape.unknown_rank else [d.size for d in shape.dim]
 
 
 def tensor_elements(dims: list[int] | None) -> int | None:

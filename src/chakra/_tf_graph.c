@@ -1,0 +1,336 @@
+/*
+ * chakra._tf_graph: a TensorFlow GraphDef's nodes read from its wire bytes in C, the facts the TensorFlow
+ * front end reads of every node, without a protobuf wrapper object per field (reading a node's output
+ * shapes and type through protobuf's Python messages cost 15 us a node; see
+ * chakra/tensorflow/convert.py; field numbers of schema/tensorflow/tf_subset.proto).
+ *
+ * node_facts(data, bool_attrs, parse_input) -> [(name, op, inputs, shapes, dtype, flags), ...], one per
+ * NodeDef of the GraphDef `data`, in order:
+ *   inputs  a tuple of (source, port, is a control edge), as chakra.tensorflow.graph.input_name reads an
+ *           input ("^node", "node:port", "node"); an input whose port is not ASCII digits short enough
+ *           for 64 bits is given to `parse_input` (that function), so every input reads as it does;
+ *   shapes  the `_output_shapes` attribute's shapes, each a list of dimension sizes, or None for a
+ *           shape of unknown rank ([] without that attribute, or when it holds no list);
+ *   dtype   the `type` of the first of the attributes T, dtype, tensor_type, out_type that holds a
+ *           type, or None;
+ *   flags   None, or a dict of the attributes named in `bool_attrs` the node has: their `b` (False
+ *           when the attribute holds another kind of value).
+ * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire type
+ * is an unknown field; a map key given twice keeps its last value. ValueError for bytes that are not a
+ * GraphDef as upb reads them (strings are not checked for UTF-8: decoded with replacement characters).
+ */
+#include "_wire.h"
+
+enum { GRAPH_NODE = 1 };
+enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_ATTR = 5 };
+enum { ENTRY_KEY = 1, ENTRY_VALUE = 2 };
+enum { VALUE_LIST = 1, VALUE_B = 5, VALUE_TYPE = 6 };
+enum { LIST_SHAPE = 7 };
+enum { SHAPE_DIM = 2, SHAPE_UNKNOWN_RANK = 3, DIM_SIZE = 1 };
+
+/* The type attributes in the order they are tried (chakra.tensorflow.convert reads the first). */
+static const char *const TYPE_ATTRS[] = {"T", "dtype", "tensor_type", "out_type"};
+#define TYPE_ATTR_COUNT 4
+#define OUTPUT_SHAPES_ATTR "_output_shapes"
+/* the most digits of a port read here: more are given to parse_input (a port past 64 bits) */
+#define MAX_PORT_DIGITS 18
+
+static int key_is(const uint8_t *key, size_t len, const char *name) {
+    return strlen(name) == len && memcmp(key, name, len) == 0;
+}
+
+static PyObject *text_of(const uint8_t *s, size_t n) {
+    return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "replace");
+}
+
+/* A TensorShapeProto as a list of sizes, or None for an unknown rank; NULL on error (c->error or Python). */
+static PyObject *read_shape(Cursor *outer, const uint8_t *data, size_t len) {
+    Cursor c = {data, data + len, NULL};
+    PyObject *dims = PyList_New(0);
+    int unknown_rank = 0;
+    Field f;
+    while (dims != NULL && c.p < c.end) {
+        if (next_field(&c, &f) < 0) {
+            within(outer, &c, -1);
+            Py_CLEAR(dims);
+            break;
+        }
+        if (f.number == SHAPE_UNKNOWN_RANK && f.wire_type == WT_VARINT) {
+            unknown_rank = f.varint != 0;
+        } else if (f.number == SHAPE_DIM && f.wire_type == WT_LEN) {
+            Cursor d = {f.data, f.data + f.len, NULL};
+            Field g;
+            int64_t size = 0;
+            while (d.p < d.end) {
+                if (next_field(&d, &g) < 0) break;
+                if (g.number == DIM_SIZE && g.wire_type == WT_VARINT) size = (int64_t)g.varint;
+            }
+            if (d.error != NULL) {
+                within(outer, &d, -1);
+                Py_CLEAR(dims);
+                break;
+            }
+            PyObject *value = PyLong_FromLongLong(size);
+            if (value == NULL || PyList_Append(dims, value) < 0) Py_CLEAR(dims);
+            Py_XDECREF(value);
+        }
+    }
+    if (dims != NULL && unknown_rank) {
+        Py_DECREF(dims);
+        return Py_NewRef(Py_None);
+    }
+    return dims;
+}
+
+/* What one AttrValue holds that is read here: its oneof member, and its value for b, type and list. */
+typedef struct {
+    uint32_t member;  /* the last oneof member on the wire, 0 for none */
+    uint64_t varint;  /* b or type */
+    Buf list_spans;   /* a Span of every `list` since the member last became list: they merge */
+} AttrValue;
+
+/* The wire type of each member of AttrValue's oneof (tf_subset.proto), by field number. */
+static const int MEMBER_WIRE_TYPE[] = {-1, WT_LEN, WT_LEN, WT_VARINT, WT_I32, WT_VARINT, WT_VARINT, WT_LEN, WT_LEN, WT_LEN};
+#define MEMBERS 9
+
+/* Merges one AttrValue message into `out`; 0, or -1 (outer->error, or a Python error). */
+static int read_attr_value(Cursor *outer, const uint8_t *data, size_t len, AttrValue *out) {
+    Cursor c = {data, data + len, NULL};
+    Field f;
+    while (c.p < c.end) {
+        if (next_field(&c, &f) < 0) return within(outer, &c, -1);
+        if (f.number > MEMBERS || f.wire_type != MEMBER_WIRE_TYPE[f.number]) continue; /* an unknown field */
+        if (f.number == VALUE_LIST) {
+            if (out->member != VALUE_LIST) out->list_spans.len = 0;
+            Span *span = buf_push(&out->list_spans, sizeof(Span));
+            if (span == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *span = (Span){f.data, f.len};
+        }
+        out->member = f.number;
+        out->varint = f.varint;
+    }
+    return 0;
+}
+
+/* The shapes of the merged `list` values; NULL on error. */
+static PyObject *list_shapes(Cursor *outer, const AttrValue *value) {
+    PyObject *shapes = PyList_New(0);
+    if (shapes == NULL || value->member != VALUE_LIST) return shapes;
+    const Span *spans = (const Span *)value->list_spans.data;
+    for (size_t k = 0; k < value->list_spans.len / sizeof(Span); k++) {
+        Cursor c = {spans[k].p, spans[k].p + spans[k].n, NULL};
+        Field f;
+        while (c.p < c.end) {
+            if (next_field(&c, &f) < 0) {
+                within(outer, &c, -1);
+                Py_DECREF(shapes);
+                return NULL;
+            }
+            if (f.number != LIST_SHAPE || f.wire_type != WT_LEN) continue;
+            PyObject *shape = read_shape(outer, f.data, f.len);
+            if (shape == NULL || PyList_Append(shapes, shape) < 0) {
+                Py_XDECREF(shape);
+                Py_DECREF(shapes);
+                return NULL;
+            }
+            Py_DECREF(shape);
+        }
+    }
+    return shapes;
+}
+
+/* An input as (source, port, control); NULL on error. */
+static PyObject *read_input(const uint8_t *s, size_t n, PyObject *parse_input) {
+    if (n > 0 && s[0] == '^') {
+        PyObject *source = text_of(s + 1, n - 1);
+        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_True);
+    }
+    size_t colon = n;
+    while (colon > 0 && s[colon - 1] != ':') colon--;
+    if (colon == 0) { /* no colon: the whole text names the node */
+        PyObject *source = text_of(s, n);
+        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
+    }
+    size_t digits = n - colon;
+    int ascii_digits = digits > 0 && digits <= MAX_PORT_DIGITS, plain = 1;
+    long long port = 0;
+    for (size_t k = colon; k < n; k++) {
+        if (s[k] >= 0x80) plain = 0; /* other scripts' digits count as digits to Python */
+        if (s[k] < '0' || s[k] > '9') ascii_digits = 0;
+        else port = port * 10 + (s[k] - '0');
+    }
+    if (ascii_digits && colon > 1) {
+        PyObject *source = text_of(s, colon - 1);
+        return source == NULL ? NULL : Py_BuildValue("(NLO)", source, port, Py_False);
+    }
+    if (plain && digits <= MAX_PORT_DIGITS) { /* not a port: the whole text names the node */
+        PyObject *source = text_of(s, n);
+        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
+    }
+    PyObject *text = text_of(s, n);
+    if (text == NULL) return NULL;
+    PyObject *out = PyObject_CallOneArg(parse_input, text);
+    Py_DECREF(text);
+    return out;
+}
+
+typedef struct {
+    PyObject *bool_attrs; /* a tuple of str */
+    PyObject *parse_input;
+} Wanted;
+
+/* One NodeDef as its facts tuple; NULL on error. */
+static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const Wanted *wanted) {
+    Cursor c = {data, data + len, NULL};
+    const uint8_t *name = NULL, *op = NULL;
+    size_t name_len = 0, op_len = 0;
+    PyObject *inputs = PyList_New(0), *shapes = NULL, *flags = NULL, *out = NULL;
+    Py_ssize_t bool_count = PyTuple_GET_SIZE(wanted->bool_attrs);
+    AttrValue shape_value = {0, 0, {NULL, 0, 0}};
+    int has_shapes = 0;
+    AttrValue type_values[TYPE_ATTR_COUNT];
+    int has_type[TYPE_ATTR_COUNT] = {0};
+    memset(type_values, 0, sizeof type_values);
+    Field f;
+    if (inputs == NULL) return NULL;
+    while (c.p < c.end) {
+        if (next_field(&c, &f) < 0) {
+            within(outer, &c, -1);
+            goto fail;
+        }
+        if (f.wire_type != WT_LEN) continue;
+        if (f.number == NODE_NAME) {
+            name = f.data;
+            name_len = f.len;
+        } else if (f.number == NODE_OP) {
+            op = f.data;
+            op_len = f.len;
+        } else if (f.number == NODE_INPUT) {
+            PyObject *input = read_input(f.data, f.len, wanted->parse_input);
+            if (input == NULL || PyList_Append(inputs, input) < 0) {
+                Py_XDECREF(input);
+                goto fail;
+            }
+            Py_DECREF(input);
+        } else if (f.number == NODE_ATTR) {
+            Cursor entry = {f.data, f.data + f.len, NULL};
+            Field g;
+            const uint8_t *key = (const uint8_t *)"";
+            size_t key_len = 0;
+            while (entry.p < entry.end) {
+                if (next_field(&entry, &g) < 0) {
+                    within(outer, &entry, -1);
+                    goto fail;
+                }
+                if (g.number == ENTRY_KEY && g.wire_type == WT_LEN) {
+                    key = g.data;
+                    key_len = g.len;
+                }
+            }
+            AttrValue *target = NULL;
+            if (key_is(key, key_len, OUTPUT_SHAPES_ATTR)) {
+                target = &shape_value;
+                has_shapes = 1;
+            }
+            for (int k = 0; k < TYPE_ATTR_COUNT && target == NULL; k++) {
+                if (key_is(key, key_len, TYPE_ATTRS[k])) {
+                    target = &type_values[k];
+                    has_type[k] = 1;
+                }
+            }
+            Py_ssize_t flag = -1;
+            for (Py_ssize_t k = 0; k < bool_count && target == NULL && flag < 0; k++) {
+                Py_ssize_t wanted_len;
+                const char *wanted_name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(wanted->bool_attrs, k), &wanted_len);
+                if (wanted_name == NULL) goto fail;
+                if ((size_t)wanted_len == key_len && memcmp(wanted_name, key, key_len) == 0) flag = k;
+            }
+            if (target == NULL && flag < 0) continue;
+            AttrValue read = {0, 0, {NULL, 0, 0}};
+            if (target == NULL) target = &read;
+            /* an entry replaces an earlier one of its key; its value messages merge */
+            target->member = 0;
+            target->list_spans.len = 0;
+            entry = (Cursor){f.data, f.data + f.len, NULL};
+            while (entry.p < entry.end) {
+                if (next_field(&entry, &g) < 0) goto fail; /* read once already */
+                if (g.number == ENTRY_VALUE && g.wire_type == WT_LEN && read_attr_value(outer, g.data, g.len, target) < 0) {
+                    PyMem_Free(read.list_spans.data);
+                    goto fail;
+                }
+            }
+            PyMem_Free(read.list_spans.data);
+            if (flag >= 0) {
+                if (flags == NULL && (flags = PyDict_New()) == NULL) goto fail;
+                PyObject *b = PyBool_FromLong(read.member == VALUE_B && read.varint != 0);
+                int status = PyDict_SetItem(flags, PyTuple_GET_ITEM(wanted->bool_attrs, flag), b);
+                Py_DECREF(b);
+                if (status < 0) goto fail;
+            }
+        }
+    }
+    shapes = has_shapes ? list_shapes(outer, &shape_value) : PyList_New(0);
+    if (shapes == NULL) goto fail;
+    PyObject *dtype = NULL;
+    for (int k = 0; k < TYPE_ATTR_COUNT && dtype == NULL; k++)
+        if (has_type[k] && type_values[k].member == VALUE_TYPE) dtype = PyLong_FromLong((int32_t)type_values[k].varint);
+    if (dtype == NULL && PyErr_Occurred()) goto fail;
+    PyObject *name_text = text_of(name ? name : (const uint8_t *)"", name_len);
+    PyObject *op_text = name_text ? text_of(op ? op : (const uint8_t *)"", op_len) : NULL;
+    PyObject *input_tuple = op_text ? PyList_AsTuple(inputs) : NULL;
+    if (input_tuple != NULL)
+        out = PyTuple_Pack(6, name_text, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None);
+    Py_XDECREF(name_text);
+    Py_XDECREF(op_text);
+    Py_XDECREF(input_tuple);
+    Py_XDECREF(dtype);
+fail:
+    Py_DECREF(inputs);
+    Py_XDECREF(shapes);
+    Py_XDECREF(flags);
+    PyMem_Free(shape_value.list_spans.data);
+    for (int k = 0; k < TYPE_ATTR_COUNT; k++) PyMem_Free(type_values[k].list_spans.data);
+    return out;
+}
+
+static PyObject *node_facts(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Wanted wanted;
+    if (!PyArg_ParseTuple(args, "y*O!O", &view, &PyTuple_Type, &wanted.bool_attrs, &wanted.parse_input)) return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(wanted.bool_attrs); k++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(wanted.bool_attrs, k))) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "node_facts: bool_attrs must be a tuple of str");
+            return NULL;
+        }
+    }
+    Cursor graph = {view.buf, (const uint8_t *)view.buf + view.len, NULL};
+    PyObject *nodes = PyList_New(0);
+    Field f;
+    while (nodes != NULL && graph.p < graph.end) {
+        if (next_field(&graph, &f) < 0) {
+            Py_CLEAR(nodes);
+            break;
+        }
+        if (f.number != GRAPH_NODE || f.wire_type != WT_LEN) continue;
+        PyObject *node = read_node(&graph, f.data, f.len, &wanted);
+        if (node == NULL || PyList_Append(nodes, node) < 0) Py_CLEAR(nodes);
+        Py_XDECREF(node);
+    }
+    if (nodes == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, graph.error ? graph.error : "not a GraphDef");
+    PyBuffer_Release(&view);
+    return nodes;
+}
+
+static PyMethodDef methods[] = {
+    {"node_facts", node_facts, METH_VARARGS, "Every node's name, op, inputs, output shapes, type and flags."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tf_graph", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__tf_graph(void) { return PyModule_Create(&module); }
