@@ -133,14 +133,13 @@ def test_only_the_table_decodes_attribute_values():
 
 
 #: Modules that read whole messages for their own format, not consumer values: the JSON mapping
-#: writes every member as it is; the TensorFlow front end reads TensorFlow's own oneofs (a graph
-#: node's AttrValue), not Chakra attributes (its profile's XStats are read in C, chakra._xplane); the
-#: anonymizer's rules rewrite every
+#: writes every member as it is (the TensorFlow front end reads TensorFlow's own oneofs in C:
+#: chakra._tf_graph, chakra._xplane); the anonymizer's rules rewrite every
 #: member of an attribute the C rewriter hands them (the registry's values read by
 #: chakra.attrs.read_value, the rest as text to tokenize or drop), and the leakage check names the
 #: text member of the output that holds a hit.
 ALLOWED_MESSAGE_READERS = (
-    "jsonize.encode", "share.leakage", "share.rules", "tensorflow.convert",
+    "jsonize.encode", "share.leakage", "share.rules",
 )  # fmt: skip
 
 

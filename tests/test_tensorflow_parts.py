@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, line_ops, plane_metadata
+from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, op_executions, plane_metadata
 from chakra.errors import ChakraFormatError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
@@ -259,7 +259,7 @@ def test_the_host_plane_read_from_its_bytes_is_what_protobuf_reads(planes, wante
 
 
 def _message_ops(line: XLine, op_nodes: dict[int, str], regions: set[int], roles: tuple[set[int], ...], thread: int):
-    """What line_ops adds to its steps, and counts as stepless, read from protobuf's messages."""
+    """What op_executions adds to its steps for one line, and counts as stepless, read from protobuf's messages."""
     entries = []
     for index, event in enumerate(line.events):
         if event.metadata_id in op_nodes or event.metadata_id in regions:
@@ -321,16 +321,23 @@ _op_event_pieces = st.lists(
     ops=st.sets(st.integers(0, 6)),
     roles=st.tuples(*[st.sets(st.integers(0, 6), max_size=2)] * 4),
 )
-def test_the_op_executions_read_from_a_lines_bytes_are_what_protobuf_reads(lines, ops, roles):
+def test_the_op_executions_read_from_lines_bytes_are_what_protobuf_reads(lines, ops, roles):
     op_nodes = {key: f"node{key}" for key in ops}
     regions = set(range(7)) - ops
+    data, spans, expected, stepless = b"", [], {}, 0
     for thread, events in enumerate(lines):
         line_bytes = XLine(id=thread, timestamp_ns=thread * 10**9).SerializeToString()
         line_bytes += b"".join(_field(4, _event_bytes(pieces)) for pieces in events)
-        steps: dict = {}
-        stepless = line_ops(line_bytes, 0, len(line_bytes), op_nodes, regions, roles, thread,
-                            lambda *execution: execution, steps, PS_PER_NS)  # fmt: skip
-        assert (steps, stepless) == _message_ops(XLine.FromString(line_bytes), op_nodes, regions, roles, thread)
+        spans.append((len(data) + 1, len(line_bytes)))
+        data += b"\x00" + line_bytes  # a byte between lines: each is read within its span
+        steps, line_stepless = _message_ops(XLine.FromString(line_bytes), op_nodes, regions, roles, thread)
+        for step, nodes in steps.items():
+            for node, executions in nodes.items():
+                expected.setdefault(step, {}).setdefault(node, []).extend(executions)
+        stepless += line_stepless
+    steps: dict = {}
+    found = op_executions(data, spans, op_nodes, regions, roles, lambda *execution: execution, steps, PS_PER_NS)
+    assert (steps, found) == (expected, stepless)
 
 
 def test_a_damaged_profile_is_one_line_naming_it(tmp_path: Path):

@@ -16,15 +16,16 @@
  * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire
  * type is an unknown field.
  *
- * line_ops(data, offset, length, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
- * thread, make, steps, ps_per_ns) -> the count of op events with no step: what
- * chakra.tensorflow.profile reads of a line, without a Python object per event. `op_nodes` maps the
- * metadata id of an op event to its node's name; `region_ids` are those of the executor's step regions.
- * The four sets name the stat ids of the integer stats read (the last of each on an event wins). In start
- * order (the longer first at one start, then as recorded), with the regions open at each event on a
- * stack, an op's step is its own step stat, else the innermost region around it (its region step stat);
- * each op with a step is added as steps[step][node].append(make(start_ns, dur_ns, thread, group,
- * instance)), `steps` a dict of dicts of lists, times floor-divided by `ps_per_ns` as Python divides.
+ * op_executions(data, lines, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
+ * make, steps, ps_per_ns) -> the count of op events with no step: what chakra.tensorflow.profile reads of
+ * the lines at the spans `lines` (the thread of each is its index there), without a Python object per
+ * event. `op_nodes` maps the metadata id of an op event to its node's name; `region_ids` are those of the
+ * executor's step regions. The four sets name the stat ids of the integer stats read (the last of each
+ * on an event wins). In start order (the longer first at one start, then as recorded), with the regions
+ * open at each event on a stack, an op's step is its own step stat, else the innermost region around it
+ * (its region step stat); each op with a step is added as steps[step][node].append(make(start_ns,
+ * dur_ns, thread, group, instance)), `steps` a dict of dicts of lists, times floor-divided by
+ * `ps_per_ns` as Python divides.
  */
 #include "_wire.h"
 
@@ -79,7 +80,8 @@ static int id_set_of(PyObject *set, IdSet *out) {
     return 0;
 }
 
-static int id_in(const IdSet *set, int64_t id) {
+/* The position of `id` in `set`, or -1. */
+static Py_ssize_t id_index(const IdSet *set, int64_t id) {
     Py_ssize_t low = 0, high = set->size;
     while (low < high) {
         Py_ssize_t middle = (low + high) / 2;
@@ -88,8 +90,10 @@ static int id_in(const IdSet *set, int64_t id) {
         else
             high = middle;
     }
-    return low < set->size && set->ids[low] == id;
+    return low < set->size && set->ids[low] == id ? low : -1;
 }
+
+static int id_in(const IdSet *set, int64_t id) { return id_index(set, id) >= 0; }
 
 /* A new str of UTF-8 bytes, as upb checks them; NULL with c->error set (or a Python error). */
 static PyObject *string_of(Cursor *c, const uint8_t *s, size_t n) {
@@ -437,117 +441,126 @@ static PyObject *int128_of(__int128 value) {
     return out;
 }
 
-/* steps[step][node].append(make(start_ns, dur_ns, thread, group, instance)); 0, or -1. */
-static int add_execution(PyObject *steps, const Entry *op, const Entry *region, PyObject *node, int64_t timestamp_ns,
-                         int64_t ps_per_ns, PyObject *thread, PyObject *make) {
-    const Entry *keyed = op->has[ROLE_STEP] ? op : region;
-    int role = op->has[ROLE_STEP] ? ROLE_STEP : ROLE_REGION;
+/* What op_executions reads with, set up once for all lines. */
+typedef struct {
+    IdSet ops, regions;
+    PyObject **op_names; /* the node of each id of `ops`, borrowed from op_nodes */
+    RoleStats roles;
+    PyObject *make, *steps;
+    int64_t ps_per_ns;
+    /* the step of the last execution added and its dict of nodes (borrowed: `steps` holds it) */
+    int has_last;
+    Entry last_step;
+    int last_role;
+    PyObject *last_by_node;
+    Entry *entries, *stack;
+    Py_ssize_t capacity;
+} OpsReader;
+
+
+/* The dict of nodes of the step `keyed` names in `role` (made when new); borrowed, NULL on error. */
+static PyObject *step_nodes(OpsReader *reader, const Entry *keyed, int role) {
+    if (reader->has_last && reader->last_step.value[reader->last_role] == keyed->value[role] &&
+        reader->last_step.unsigned_int[reader->last_role] == keyed->unsigned_int[role])
+        return reader->last_by_node;
     PyObject *step = int_of(keyed->unsigned_int[role], keyed->value[role]);
-    if (step == NULL) return -1;
-    PyObject *fresh = PyDict_New(), *by_node = NULL, *list = NULL;
-    if (fresh != NULL) by_node = PyDict_SetDefault(steps, step, fresh);
+    if (step == NULL) return NULL;
+    PyObject *by_node = PyDict_GetItemWithError(reader->steps, step);
+    if (by_node == NULL && !PyErr_Occurred()) {
+        PyObject *fresh = PyDict_New();
+        if (fresh != NULL && PyDict_SetItem(reader->steps, step, fresh) == 0) by_node = fresh;
+        Py_XDECREF(fresh);
+    }
     Py_DECREF(step);
-    Py_XDECREF(fresh);
+    if (by_node != NULL) {
+        reader->has_last = 1;
+        reader->last_step = *keyed;
+        reader->last_role = role;
+        reader->last_by_node = by_node;
+    }
+    return by_node;
+}
+
+/* steps[step][node].append(make(start_ns, dur_ns, thread, group, instance)); 0, or -1. */
+static int add_execution(OpsReader *reader, const Entry *op, const Entry *region, PyObject *node, int64_t timestamp_ns,
+                         PyObject *thread) {
+    int role = op->has[ROLE_STEP] ? ROLE_STEP : ROLE_REGION;
+    PyObject *by_node = step_nodes(reader, op->has[ROLE_STEP] ? op : region, role);
     if (by_node == NULL) return -1;
-    fresh = PyList_New(0);
-    if (fresh != NULL) list = PyDict_SetDefault(by_node, node, fresh);
-    Py_XDECREF(fresh);
-    if (list == NULL) return -1;
+    PyObject *list = PyDict_GetItemWithError(by_node, node);
+    if (list == NULL) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *fresh = PyList_New(0);
+        if (fresh == NULL || PyDict_SetItem(by_node, node, fresh) < 0) {
+            Py_XDECREF(fresh);
+            return -1;
+        }
+        list = fresh;
+        Py_DECREF(fresh);
+    }
     PyObject *args[5] = {
-        int128_of((__int128)timestamp_ns + floor_div(op->offset_ps, ps_per_ns)),
-        int128_of(floor_div(op->duration_ps, ps_per_ns)),
+        int128_of((__int128)timestamp_ns + floor_div(op->offset_ps, reader->ps_per_ns)),
+        int128_of(floor_div(op->duration_ps, reader->ps_per_ns)),
         Py_NewRef(thread),
         op->has[ROLE_GROUP] ? int_of(op->unsigned_int[ROLE_GROUP], op->value[ROLE_GROUP]) : Py_NewRef(Py_None),
         op->has[ROLE_INSTANCE] ? int_of(op->unsigned_int[ROLE_INSTANCE], op->value[ROLE_INSTANCE]) : Py_NewRef(Py_None),
     };
     PyObject *execution = NULL;
-    if (args[0] && args[1] && args[3] && args[4]) execution = PyObject_Vectorcall(make, args, 5, NULL);
+    if (args[0] && args[1] && args[3] && args[4]) execution = PyObject_Vectorcall(reader->make, args, 5, NULL);
     for (int k = 0; k < 5; k++) Py_XDECREF(args[k]);
     int status = execution == NULL ? -1 : PyList_Append(list, execution);
     Py_XDECREF(execution);
     return status;
 }
 
-static PyObject *line_ops(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t offset, length;
-    long long ps_per_ns;
-    PyObject *op_nodes, *process_ids, *role_sets[ROLES], *thread, *make, *steps;
-    if (!PyArg_ParseTuple(args, "y*nnO!O(OOOO)OOO!L", &view, &offset, &length, &PyDict_Type, &op_nodes, &process_ids,
-                          &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &thread, &make, &PyDict_Type,
-                          &steps, &ps_per_ns))
-        return NULL;
-    int bad = offset < 0 || length < 0 || offset > view.len || length > view.len - offset || ps_per_ns <= 0 ||
-              !PyAnySet_Check(process_ids);
-    for (int role = 0; role < ROLES; role++) bad = bad || !PyAnySet_Check(role_sets[role]);
-    if (bad) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "line_ops: a span out of range or an argument of the wrong kind");
-        return NULL;
-    }
-    IdSet ops = {NULL, 0}, regions = {NULL, 0};
-    RoleStats r;
-    memset(&r, 0, sizeof r);
-    Entry *entries = NULL, *stack = NULL;
-    Py_ssize_t count = 0, capacity = 0, stepless = 0;
-    int failed = 0;
-    PyObject *op_keys = PyFrozenSet_New(op_nodes);
-    failed = op_keys == NULL || id_set_of(op_keys, &ops) < 0 || id_set_of(process_ids, &regions) < 0;
-    Py_XDECREF(op_keys);
-    for (int role = 0; role < ROLES && !failed; role++) failed = id_set_of(role_sets[role], &r.roles[role]) < 0;
-    const uint8_t *start = (const uint8_t *)view.buf + offset;
+/* The op executions of one line added to the steps; 0, or -1 (a Python error set). */
+static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length, PyObject *thread,
+                         Py_ssize_t *stepless) {
     Cursor line = {start, start + length, NULL};
     int64_t timestamp_ns = 0;
+    Py_ssize_t count = 0;
     Field f;
-    while (!failed && line.p < line.end) {
-        if (next_field(&line, &f) < 0) {
-            failed = 1;
-            break;
-        }
+    while (line.p < line.end) {
+        if (next_field(&line, &f) < 0) goto malformed;
         if (f.number == LINE_TIMESTAMP_NS && f.wire_type == WT_VARINT) {
             timestamp_ns = (int64_t)f.varint;
             continue;
         }
         if (f.number != LINE_EVENTS || f.wire_type != WT_LEN) continue;
         EventFields event;
-        if (parse_event(&line, f.data, f.len, &event) < 0) {
-            failed = 1;
-            break;
-        }
-        int is_op = id_in(&ops, event.id);
-        if (!is_op && !id_in(&regions, event.id)) continue;
-        if (count == capacity) {
-            capacity = capacity ? 2 * capacity : 256;
-            Entry *grown = PyMem_Realloc(entries, capacity * sizeof(Entry));
-            if (grown == NULL) {
+        if (parse_event(&line, f.data, f.len, &event) < 0) goto malformed;
+        Py_ssize_t op = id_index(&reader->ops, event.id);
+        if (op < 0 && !id_in(&reader->regions, event.id)) continue;
+        if (count == reader->capacity) {
+            Py_ssize_t capacity = reader->capacity ? 2 * reader->capacity : 256;
+            Entry *entries = PyMem_Realloc(reader->entries, capacity * sizeof(Entry));
+            Entry *stack = entries == NULL ? NULL : PyMem_Realloc(reader->stack, capacity * sizeof(Entry));
+            if (entries != NULL) reader->entries = entries;
+            if (stack == NULL) {
                 PyErr_NoMemory();
-                failed = 1;
-                break;
+                return -1;
             }
-            entries = grown;
+            reader->stack = stack;
+            reader->capacity = capacity;
         }
-        Entry *e = &entries[count];
+        Entry *e = &reader->entries[count];
         memset(e, 0, sizeof *e);
-        *e = (Entry){.offset_ps = event.offset_ps, .duration_ps = event.duration_ps, .id = event.id,
-                     .index = count, .is_op = is_op};
+        e->offset_ps = event.offset_ps;
+        e->duration_ps = event.duration_ps;
+        e->id = op; /* the op's index in reader->ops, -1 for a region */
+        e->index = count;
+        e->is_op = op >= 0;
         count++;
-        r.entry = e;
-        if (event.has_stats && each_stat(&line, f.data, f.len, take_role, &r) < 0) failed = 1;
+        reader->roles.entry = e;
+        if (event.has_stats && each_stat(&line, f.data, f.len, take_role, &reader->roles) < 0) goto malformed;
     }
-    if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, line.error ? line.error : "not an XLine");
-    if (!failed && count) {
-        qsort(entries, count, sizeof(Entry), compare_entries);
-        stack = PyMem_Malloc(count * sizeof(Entry));
-        if (stack == NULL) {
-            PyErr_NoMemory();
-            failed = 1;
-        }
-    }
+    qsort(reader->entries, count, sizeof(Entry), compare_entries);
     /* the regions open at each event on a stack, innermost last: an op's step is the innermost one
      * around it, unless the op names its own */
+    Entry *stack = reader->stack;
     Py_ssize_t depth = 0;
-    for (Py_ssize_t k = 0; k < count && !failed; k++) {
-        Entry *e = &entries[k];
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Entry *e = &reader->entries[k];
         while (depth && (__int128)stack[depth - 1].offset_ps + stack[depth - 1].duration_ps < e->offset_ps) depth--;
         if (!e->is_op) {
             if (e->has[ROLE_REGION]) stack[depth++] = *e;
@@ -559,25 +572,74 @@ static PyObject *line_ops(PyObject *self, PyObject *args) {
             for (Py_ssize_t d = depth - 1; d >= 0 && region == NULL; d--)
                 if ((__int128)stack[d].offset_ps + stack[d].duration_ps >= end_ps) region = &stack[d];
             if (region == NULL) {
-                stepless++;
+                (*stepless)++;
                 continue;
             }
         }
-        PyObject *key = PyLong_FromLongLong(e->id);
-        PyObject *node = key == NULL ? NULL : PyDict_GetItemWithError(op_nodes, key);
-        Py_XDECREF(key);
-        if (node == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "line_ops: an op id left op_nodes");
-            failed = 1;
-            break;
-        }
-        if (add_execution(steps, e, region, node, timestamp_ns, ps_per_ns, thread, make) < 0) failed = 1;
+        if (add_execution(reader, e, region, reader->op_names[e->id], timestamp_ns, thread) < 0) return -1;
     }
-    PyMem_Free(entries);
-    PyMem_Free(stack);
-    PyMem_Free(ops.ids);
-    PyMem_Free(regions.ids);
-    for (int role = 0; role < ROLES; role++) PyMem_Free(r.roles[role].ids);
+    return 0;
+malformed:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, line.error ? line.error : "not an XLine");
+    return -1;
+}
+
+static PyObject *op_executions(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long ps_per_ns;
+    PyObject *lines, *op_nodes, *process_ids, *role_sets[ROLES];
+    OpsReader reader;
+    memset(&reader, 0, sizeof reader);
+    if (!PyArg_ParseTuple(args, "y*O!O!O(OOOO)OO!L", &view, &PyList_Type, &lines, &PyDict_Type, &op_nodes,
+                          &process_ids, &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &reader.make,
+                          &PyDict_Type, &reader.steps, &ps_per_ns))
+        return NULL;
+    reader.ps_per_ns = ps_per_ns;
+    int bad = ps_per_ns <= 0 || !PyAnySet_Check(process_ids);
+    for (int role = 0; role < ROLES; role++) bad = bad || !PyAnySet_Check(role_sets[role]);
+    if (bad) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "op_executions: an argument of the wrong kind");
+        return NULL;
+    }
+    Py_ssize_t stepless = 0;
+    int failed = 0;
+    PyObject *op_keys = PyFrozenSet_New(op_nodes);
+    failed = op_keys == NULL || id_set_of(op_keys, &reader.ops) < 0 || id_set_of(process_ids, &reader.regions) < 0;
+    Py_XDECREF(op_keys);
+    for (int role = 0; role < ROLES && !failed; role++) failed = id_set_of(role_sets[role], &reader.roles.roles[role]) < 0;
+    if (!failed) {
+        reader.op_names = PyMem_Malloc((reader.ops.size + 1) * sizeof(PyObject *));
+        failed = reader.op_names == NULL;
+        if (failed) PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; !failed && k < reader.ops.size; k++) {
+        PyObject *key = PyLong_FromLongLong(reader.ops.ids[k]);
+        reader.op_names[k] = key == NULL ? NULL : PyDict_GetItemWithError(op_nodes, key);
+        Py_XDECREF(key);
+        failed = reader.op_names[k] == NULL;
+        if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "op_executions: an op id left op_nodes");
+    }
+    for (Py_ssize_t thread = 0; !failed && thread < PyList_GET_SIZE(lines); thread++) {
+        Py_ssize_t offset, length;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(lines, thread), "nn", &offset, &length)) {
+            failed = 1;
+        } else if (offset < 0 || length < 0 || offset > view.len || length > view.len - offset) {
+            PyErr_SetString(PyExc_ValueError, "op_executions: a line's span is out of range");
+            failed = 1;
+        } else {
+            PyObject *line_index = PyLong_FromSsize_t(thread);
+            failed = line_index == NULL ||
+                     read_line_ops(&reader, (const uint8_t *)view.buf + offset, (size_t)length, line_index, &stepless) < 0;
+            Py_XDECREF(line_index);
+        }
+    }
+    PyMem_Free(reader.entries);
+    PyMem_Free(reader.stack);
+    PyMem_Free(reader.op_names);
+    PyMem_Free(reader.ops.ids);
+    PyMem_Free(reader.regions.ids);
+    for (int role = 0; role < ROLES; role++) PyMem_Free(reader.roles.roles[role].ids);
     PyBuffer_Release(&view);
     if (failed) return NULL;
     return PyLong_FromSsize_t(stepless);
@@ -586,7 +648,7 @@ static PyObject *line_ops(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"plane_metadata", plane_metadata, METH_VARARGS, "A plane's metadata names and the spans of its lines."},
     {"line_events", line_events, METH_VARARGS, "A line's timestamp and its wanted events with their wanted stats."},
-    {"line_ops", line_ops, METH_VARARGS, "A line's op executions added to their steps; the count with no step."},
+    {"op_executions", op_executions, METH_VARARGS, "Every line's op executions added to their steps; the count with no step."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,14 +14,12 @@ def plane_metadata(
 def line_events(
     data: bytes | bytearray | memoryview | Any, offset: int, length: int, events: set[int], stats: set[int]
 ) -> tuple[int, list[tuple[int, int, int, tuple[tuple[int, int, Any], ...]]]]: ...
-def line_ops(
+def op_executions(
     data: bytes | bytearray | memoryview | Any,
-    offset: int,
-    length: int,
+    lines: list[tuple[int, int]],
     op_nodes: dict[int, str],
     region_ids: set[int],
     roles: tuple[set[int], ...],
-    thread: int,
     make: Callable[[int, int, int, int | None, int | None], Any],
     steps: dict[Any, dict[str, list[Any]]],
     ps_per_ns: int,

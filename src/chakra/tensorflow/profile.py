@@ -1,9 +1,10 @@
 """What a TensorFlow profile measured: every op execution of every step, from the profiler's XSpace.
 
 ``tf.profiler.experimental.start(DIR)`` writes ``DIR/plugins/profile/RUN/HOST.xplane.pb``.
-:func:`load_tf_profile` checks it with protobuf (the minimal protos of
-:mod:`chakra.schema.tensorflow`), then reads the host plane's events and the stats it needs from the
-bytes in C (``chakra._xplane``: a protobuf message per event cost 3.5 µs). On the
+:func:`load_tf_profile` reads the host plane's events and the stats it needs from the bytes in C
+(``chakra._xplane``: a protobuf message per event cost 3.5 µs), accepting what protobuf's parser
+accepts there; bytes it refuses are parsed with protobuf (the minimal protos of
+:mod:`chakra.schema.tensorflow`), whose error names the fault. The other planes are not read. On the
 host plane (``/host:CPU``) the executor's threads are lines (``tf_Compute/…``,
 ``collective_ops/…``); an op execution is an event named ``NODE:OP_TYPE``. Collective events carry
 their ``step_id``, ``group_key``, ``group_size`` is not recorded but ``instance_key`` is; other op
@@ -31,7 +32,7 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from chakra import io
-from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, line_ops, plane_metadata
+from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, op_executions, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
@@ -48,7 +49,7 @@ ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::
 #: Stats of a collective op's event, and the node an async kernel's events name.
 STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
 #: The integer stats an op event and the executor's step region are read for, in the roles
-#: :func:`chakra._xplane.line_ops` reads them: an op's step, a region's step, a collective's keys.
+#: :func:`chakra._xplane.op_executions` reads them: an op's step, a region's step, a collective's keys.
 _OP_STATS = (STEP_STAT, PROCESS_STEP_STAT, GROUP_STAT, INSTANCE_STAT)
 #: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
 OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
@@ -84,18 +85,28 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     finally:
         stream.close()
     try:
-        XSpace().ParseFromString(data)  # upb checks the bytes: what it refuses is named here
-    except DecodeError as exc:
-        raise ChakraFormatError(
-            f"not a profiler XSpace ({exc}; {len(data):,} bytes)",
+        profile = _read_host_plane(data, str(path))
+    except ValueError as exc:  # bytes the C reader refuses, as upb would: upb names the fault
+        raise _not_an_xspace(path, data, exc) from None
+    if profile is None:
+        raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
+    if not profile.steps:
+        raise ChakraInputError(
+            "the profile has no op executions of a step",
             path=path,
-            hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
-        ) from None
+            hint="profile whole steps: call the step function inside chakra.tensorflow.collect",
+        )
+    return profile
+
+
+def _read_host_plane(data: bytes, path: str) -> TfProfile | None:
+    """The op executions of the host plane's lines, read in C (``None``: no host plane); ValueError
+    for bytes that are not an XSpace where they are read (the other planes are not)."""
     found = plane_metadata(data, HOST_PLANE)
     if found is None:
-        raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
+        return None
     names, stat_names, lines = found
-    profile = TfProfile(str(path))
+    profile = TfProfile(path)
     steps: dict[int, dict[str, list[OpExecution]]] = {}
     op_nodes = {
         key: name.rpartition(OP_SEPARATOR)[0]
@@ -110,24 +121,30 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     async_ids = set(async_kinds)
     async_stats = {key for key, name in stat_names.items() if name in (STEP_STAT, NAME_STAT)}
     with gc_paused():  # an execution per op event, kept: see chakra.collector
-        for thread, (offset, length) in enumerate(lines):
-            profile.stepless += line_ops(
-                data, offset, length, op_nodes, process_ids, roles, thread, OpExecution, steps, PS_PER_NS
-            )
+        profile.stepless = op_executions(data, lines, op_nodes, process_ids, roles, OpExecution, steps, PS_PER_NS)
+        for offset, length in lines:
             timestamp_ns, events = line_events(data, offset, length, async_ids, async_stats)
             _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
-    if not steps:
-        raise ChakraInputError(
-            "the profile has no op executions of a step",
-            path=path,
-            hint="profile whole steps: call the step function inside chakra.tensorflow.collect",
-        )
     for ops in steps.values():
         for executions in ops.values():
-            executions.sort(key=lambda e: e.start_ns)
-    profile.steps = {step: dict(ops) for step, ops in steps.items()}
+            if len(executions) > 1:
+                executions.sort(key=lambda e: e.start_ns)
+    profile.steps = steps
     return profile
+
+
+def _not_an_xspace(path: Path, data: bytes, refused: ValueError) -> ChakraFormatError:
+    try:
+        XSpace().ParseFromString(data)
+        fault = str(refused)
+    except DecodeError as exc:
+        fault = str(exc)
+    return ChakraFormatError(
+        f"not a profiler XSpace ({fault}; {len(data):,} bytes)",
+        path=path,
+        hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
+    )
 
 
 def _find(path: Path) -> Path:
