@@ -61,7 +61,7 @@ from chakra.tensorflow.graph import (
     const_int,
     rank_order,
 )
-from chakra.tensorflow.graph_table import GraphTable, read_graph_table
+from chakra.tensorflow.graph_table import GraphTable
 from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
 from chakra.trace import WorkloadWriter, WrittenWorkload
@@ -149,7 +149,7 @@ class TfConversion:
 
 def convert_workers(workers: list[Worker]) -> TfConversion:
     """Every device's nodes (see the module's docstring)."""
-    devices = rank_order([d for w in workers for d in w.graphs])
+    devices = rank_order([d for w in workers for d in w.tables])
     if len(set(devices)) != len(devices):
         repeated = sorted(d for d, n in Counter(devices).items() if n > 1)
         raise ChakraInputError(f"device {repeated[0]} is in two recordings", path=workers[0].path,
@@ -165,7 +165,7 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
         context = _Context(workers, devices, executions)
         conversion.groups = context.comm_groups(conversion)
         for worker in workers:  # the counts fill in the order of the recordings
-            for device in worker.graphs:
+            for device in worker.tables:
                 rank = devices.index(device)
                 conversion.payloads[rank] = _Device(context, conversion, rank).emit()
     conversion.payloads = dict(sorted(conversion.payloads.items()))
@@ -179,7 +179,7 @@ class _Context:
     def __init__(self, workers: list[Worker], devices: list[str], executions: dict[str, dict[str, list[OpExecution]]]):
         self.rank_of = {device: rank for rank, device in enumerate(devices)}
         self.executions = executions
-        self.tables = {device: read_graph_table(graph) for w in workers for device, graph in w.graphs.items()}
+        self.tables = {device: table for w in workers for device, table in w.tables.items()}
         self.sends: dict[tuple[str, str, str], tuple[GraphTable, int]] = {}  # rendezvous key -> its _Send
         keys: set[tuple[str, str, str]] = set()
         for table in self.tables.values():

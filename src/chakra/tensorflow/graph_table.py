@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chakra._tf_graph import node_facts
+from chakra.collector import gc_paused
 from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
 from chakra.tensorflow.costs import FLAG_ATTRS, Shape
 from chakra.tensorflow.graph import dtype_bytes, input_name, tensor_elements
@@ -45,6 +46,11 @@ class GraphTable:
 
 def read_graph_table(graph: GraphDef) -> GraphTable:
     """``graph``'s nodes as columns (a node named twice: the name's row is its last)."""
+    with gc_paused():  # tuples and lists a node, kept: see chakra.collector
+        return _read(graph)
+
+
+def _read(graph: GraphDef) -> GraphTable:
     facts = node_facts(graph.SerializeToString(), FLAG_ATTRS, input_name)
     names = [fact[0] for fact in facts]
     row_of = {name: row for row, name in enumerate(names)}

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chakra.errors import ChakraInputError, PathLike
-from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef
 from chakra.steps import StepRun, step_to_convert
 from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
 from chakra.tensorflow.graph import FOLDED_OPS, load_run_metadata, step_graphs
+from chakra.tensorflow.graph_table import GraphTable, read_graph_table
 from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
 from chakra.units import NS_PER_US
 
@@ -41,10 +41,11 @@ MIN_STEP_COVERAGE = 0.25
 
 @dataclass
 class Worker:
-    """One worker's recording: the step function's partition graphs by device, and its profile."""
+    """One worker's recording: the step function's partition graphs by device (as columns), and its
+    profile."""
 
     path: Path
-    graphs: dict[str, GraphDef]
+    tables: dict[str, GraphTable]
     profile: TfProfile | None
 
 
@@ -67,9 +68,11 @@ def load_recorded_workers(paths: list[PathLike]) -> list[Worker]:
             )
     workers = []
     for path in found:
-        graphs = step_graphs(load_run_metadata(path), path)
+        tables = {
+            device: read_graph_table(graph) for device, graph in step_graphs(load_run_metadata(path), path).items()
+        }
         profile_folder = path.parent / PROFILE_FOLDER
-        workers.append(Worker(path, graphs, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
+        workers.append(Worker(path, tables, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
     return workers
 
 
@@ -90,8 +93,13 @@ def step_times(workers: list[Worker]) -> StepTimes:
     per_worker: list[dict[object, tuple[int, StepRun]]] = []
     for worker in workers:
         assert worker.profile is not None
-        names = {node.name for graph in worker.graphs.values() for node in graph.node}
-        working = {n.name for graph in worker.graphs.values() for n in graph.node if n.op not in FOLDED_OPS}
+        names = {name for table in worker.tables.values() for name in table.names}
+        working = {
+            name
+            for table in worker.tables.values()
+            for name, op in zip(table.names, table.ops, strict=True)
+            if op not in FOLDED_OPS
+        }
         steps: dict[object, tuple[int, StepRun]] = {}
         matched_steps = []
         best = 0
@@ -147,7 +155,7 @@ def step_times(workers: list[Worker]) -> StepTimes:
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
                 events["in other steps"] += sum(len(r) for r in ops.values())
         ops = worker.profile.steps[steps[chosen_key][0]]
-        placed = {node.name: device for device, graph in worker.graphs.items() for node in graph.node}
+        placed = {name: device for device, table in worker.tables.items() for name in table.names}
         for name, runs in ops.items():
             device = placed.get(name)
             if device is None:
