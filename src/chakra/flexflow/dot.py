@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from chakra._dot import plain_statements
 from chakra.errors import ChakraInputError, PathLike
 
 #: Tokens: comments and white space (skipped), quoted strings, the edge operators, punctuation, bare IDs.
@@ -113,11 +114,18 @@ def read_dot(path: PathLike) -> DotGraph:
 
 def parse_dot(text: str, path: str) -> DotGraph:
     """Parse DOT text (``path`` names it in errors)."""
+    plain = plain_statements(text)  # FlexFlow's own statements, read in C
+    if plain is not None:
+        nodes, edges = plain
+        return DotGraph(
+            path, [DotNode(n, attrs, line, column) for n, attrs, line, column in nodes], [DotEdge(*e) for e in edges]
+        )
     lines = _Lines(text)
     return _regular(text, path, lines) or _Parser(_tokens(text, path, lines), path, lines).graph()
 
 
-#: The statements FlexFlow writes, a whole file of which is read by regular expressions at once;
+#: The statements FlexFlow writes, a whole file of which is read by regular expressions at once
+#: (by ``chakra._dot.plain_statements`` in C where the text is ASCII, as these expressions read it);
 #: anything else (comments, subgraphs, a mistake) takes the token parser and its errors.
 _HEADER = re.compile(r"\s*digraph\s+[\w.]*\s*\{")
 _STATEMENT = re.compile(
