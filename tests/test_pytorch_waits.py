@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chakra._items import nest_thread
 from chakra.pytorch.items import Item, Segment
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -102,3 +103,27 @@ def test_segments_share_the_items_times_and_add_at_most_one_end_per_op(spec):
     times = {id(t): t for s in segments for t in (s.start_us, s.end_us)}
     assert len(times.keys() - starts) <= len(items)
     assert all(s.start_us is s.owner.ts_us for s in segments if s.owner is not None and s.first)
+
+
+class _ComputedTimes:
+    """An item whose times are computed at each read (properties, not slots): each read is a new float."""
+
+    def __init__(self, node_id: int, start_us: int, dur_us: int):
+        self.node_id, self._start, self._dur = node_id, start_us, dur_us
+        self.host, self.ctrl, self.depth, self.excl_us = None, [], 0, 0.0
+
+    @property
+    def ts_us(self) -> float:
+        return float(self._start) + 0.5
+
+    @property
+    def dur_us(self) -> float:
+        return float(self._dur)
+
+
+def test_items_whose_times_are_computed_nest_with_their_own_times():
+    # the nesting keeps the start it read: a time made anew at the read must outlive it
+    parent, child = _ComputedTimes(1, 0, 10), _ComputedTimes(2, 4, 2)
+    segments = nest_thread([parent, child], Segment)
+    assert [(s.start_us, s.end_us) for s in segments] == [(0.5, 4.5), (4.5, 6.5), (6.5, 10.5)]
+    assert (parent.excl_us, child.excl_us, child.depth) == (8.0, 2.0, 1)

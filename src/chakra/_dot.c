@@ -5,9 +5,9 @@
  *
  * plain_statements(text) -> (nodes, edges) or None. The file is `digraph NAME {`, then statements
  * `A -> B;` and `N [key=value, ...];` (a value bare or quoted, with \" and \\ escapes), then `}`.
- * nodes: [(name, {key: value}, line, column)] in the order first named (a node first named by an edge
- * has no attributes and the edge's position; a node statement merges its attributes into the node's and
- * moves it to the statement's position); edges: [(source, target, line, column)] in file order. Lines
+ * nodes: [[name, {key: value}, line, column]] in the order first named, each a list (a node first named
+ * by an edge has no attributes and the edge's position; a node statement merges its attributes into the
+ * node's and moves it to the statement's position); edges: [(source, target, line, column)] in file order. Lines
  * and columns count from 1. None for anything else: text that is not ASCII or holds a control character
  * other than tab, newline and carriage return, comments, subgraphs, a mistake (the Python readers take
  * it and name the fault).
@@ -173,15 +173,12 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
     PyObject *nodes = PyList_New(0), *edges = PyList_New(0), *index = PyDict_New(), *out = NULL;
     if (nodes == NULL || edges == NULL || index == NULL) goto done;
     for (;;) {
-        Text at = t; /* a statement starts here, or the closing brace */
-        skip_spaces(&t);
+        skip_spaces(&t); /* a statement starts here, or the closing brace */
         const char *name = t.p;
         Py_ssize_t line = t.line, column = t.p - t.line_from + 1;
         Py_ssize_t name_len = take(&t, is_name);
         if (name_len == 0) {
             /* \s*\}\s* to the end */
-            t = at;
-            skip_spaces(&t);
             if (t.p >= t.end || *t.p != '}') goto plain_no;
             t.p++;
             skip_spaces(&t);

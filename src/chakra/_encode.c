@@ -146,7 +146,8 @@ static PyMethodDef methods[] = {
      "inputs, outputs, attrs) -> bytes of the Node message"},
     {"encode_nodes", (PyCFunction)(void (*)(void))encode_nodes, METH_VARARGS | METH_KEYWORDS,
      "encode_nodes(names, node_types, ctrl_deps, data_deps, start_time_micros, duration_micros, inputs, "
-     "outputs, attrs, *, node_ids=None, id_map=None, earlier_only=False, io_json=None) -> (payloads, later, repeated)"},
+     "outputs, attrs, *, node_ids=None, id_map=None, earlier_only=False, io_json=None, io_fields=None, "
+     "float_times=False) -> (payloads, later, repeated)"},
     {"python_repr_of_json", python_repr_of_json, METH_O,
      "python_repr_of_json(json_text) -> UTF-8 bytes of str(the parsed value), or None for a form left to Python"},
     {"varint", varint, METH_O, "varint(value) -> base-128 varint bytes (negative values as 64-bit two's complement)"},

@@ -322,8 +322,8 @@ static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, Py
 /* A time column's value in whole microseconds: an int as it is, or with float_times a float rounded
  * as round() rounds (ties to even), a negative one as 0, and None as 0. */
 static int micros(PyObject *value, int float_times, const char *what, uint64_t *out) {
-    if (!float_times || PyLong_Check(value)) {
-        if (!float_times || !PyLong_Check(value)) return as_u64(value, what, out);
+    if (!float_times) return as_u64(value, what, out);
+    if (PyLong_Check(value)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
         if (v == -1 && PyErr_Occurred()) return -1;

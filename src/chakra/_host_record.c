@@ -16,6 +16,13 @@
  * integer values that fit 64 bits. Anything else (escapes, floats, lists, booleans, nulls, other keys, a core value of
  * another type, text that is not JSON) returns None: the caller reads the list with msgspec, which
  * settles it (or names the error).
+ *
+ * host_nodes(records, core, extras, texts, strings, node_type, io_type) -> indices left: each grouped
+ * record (msgspec's struct of a node, its attrs and IO objects kept as JSON text) replaced in place by
+ * node_type(id=, name=, parent=, <core names>=, inputs=, outputs=, attrs=), its IO lists io_type(...)
+ * from split_io and its attributes from split_attrs; names and other strings shared through `strings`,
+ * IO texts through `texts`, the other attributes' (name, value) tuples through `extras` (each a dict of
+ * a value to itself). The indices of the records of a form left to the Python path are returned.
  */
 #include "_slots.h"
 

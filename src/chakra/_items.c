@@ -113,17 +113,19 @@ static int tie_to_parent(PyObject *item, PyObject *parent) {
     return status < 0 ? -1 : 0;
 }
 
-/* A float slot as a double and its object (None read as 0, the object then ZERO): 0, or -1 with an
- * exception. The object is borrowed from the item. */
+/* A time slot (µs) as a double, None read as 0; with `obj`, also a new reference to its object (ZERO
+ * for None: a fallback getattr may make the object anew, so it is owned, not borrowed). 0, or -1 with
+ * an exception. */
 static PyObject *ZERO;
 
-static int seconds_of(PyObject *item, PyObject *name, double *out, PyObject **obj) {
+static int micros_of(PyObject *item, PyObject *name, double *out, PyObject **obj) {
     PyObject *value = field(item, name);
     if (value == NULL) return -1;
-    *obj = value == Py_None ? ZERO : value;
     *out = value == Py_None ? 0.0 : PyFloat_AsDouble(value);
-    Py_DECREF(value); /* the item holds it */
-    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+    int status = *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+    if (status == 0 && obj != NULL) *obj = Py_NewRef(value == Py_None ? ZERO : value);
+    Py_DECREF(value);
+    return status;
 }
 
 static int set_number(PyObject *item, PyObject *name, PyObject *value) {
@@ -131,6 +133,32 @@ static int set_number(PyObject *item, PyObject *name, PyObject *value) {
     int status = set_field(item, name, value);
     Py_DECREF(value);
     return status;
+}
+
+/* Item i, starting at ts (its object ts_obj) and lasting dur: closes the ops that ended before it,
+ * cuts the open op's exclusive time (or the thread's between top-level ops) where it starts, ties it
+ * to its parent and opens it. 0, or -1 with an exception. */
+static int open_item(Nesting *n, Open *stack, Py_ssize_t *depth, Cursor *top, Py_ssize_t i, double ts, double dur,
+                     PyObject *ts_obj) {
+    PyObject *item = PyList_GET_ITEM(n->items, i);
+    while (*depth > 0 && ts >= stack[*depth - 1].end)
+        if (close_top(n, stack, depth, top) < 0) return -1;
+    if (*depth > 0) {
+        Open *o = &stack[*depth - 1];
+        if (ts > o->cursor) {
+            if (add_segment(n, o->cursor_obj, ts_obj, ts - o->cursor, o->index, o->cursor == o->start) < 0) return -1;
+            o->cursor = ts;
+            Py_SETREF(o->cursor_obj, Py_NewRef(ts_obj));
+        }
+        if (tie_to_parent(item, PyList_GET_ITEM(n->items, o->index)) < 0) return -1;
+    } else if (top->obj != NULL && ts > top->value) {
+        if (add_segment(n, top->obj, ts_obj, ts - top->value, -1, 0) < 0) return -1;
+    }
+    if (set_number(item, s_depth, PyLong_FromSsize_t(*depth)) < 0) return -1;
+    PyObject *end_obj = PyFloat_FromDouble(ts + dur);
+    if (end_obj == NULL) return -1;
+    stack[(*depth)++] = (Open){i, ts, ts, ts + dur, Py_NewRef(ts_obj), end_obj};
+    return 0;
 }
 
 static PyObject *nest_thread(PyObject *self, PyObject *args) {
@@ -145,27 +173,14 @@ static PyObject *nest_thread(PyObject *self, PyObject *args) {
         goto fail;
     }
     for (Py_ssize_t i = 0; i < size; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i), *ts_obj, *dur_obj;
+        PyObject *ts_obj = NULL;
         double ts, dur;
-        if (seconds_of(item, s_ts_us, &ts, &ts_obj) < 0 || seconds_of(item, s_dur_us, &dur, &dur_obj) < 0) goto fail;
-        while (depth > 0 && ts >= stack[depth - 1].end)
-            if (close_top(&n, stack, &depth, &top) < 0) goto fail;
-        if (depth > 0) {
-            Open *o = &stack[depth - 1];
-            if (ts > o->cursor) {
-                if (add_segment(&n, o->cursor_obj, ts_obj, ts - o->cursor, o->index, o->cursor == o->start) < 0)
-                    goto fail;
-                o->cursor = ts;
-                Py_SETREF(o->cursor_obj, Py_NewRef(ts_obj));
-            }
-            if (tie_to_parent(item, PyList_GET_ITEM(items, o->index)) < 0) goto fail;
-        } else if (top.obj != NULL && ts > top.value) {
-            if (add_segment(&n, top.obj, ts_obj, ts - top.value, -1, 0) < 0) goto fail;
-        }
-        if (set_number(item, s_depth, PyLong_FromSsize_t(depth)) < 0) goto fail;
-        PyObject *end_obj = PyFloat_FromDouble(ts + dur);
-        if (end_obj == NULL) goto fail;
-        stack[depth++] = (Open){i, ts, ts, ts + dur, Py_NewRef(ts_obj), end_obj};
+        int status = micros_of(PyList_GET_ITEM(items, i), s_ts_us, &ts, &ts_obj) < 0 ||
+                             micros_of(PyList_GET_ITEM(items, i), s_dur_us, &dur, NULL) < 0
+                         ? -1
+                         : open_item(&n, stack, &depth, &top, i, ts, dur, ts_obj);
+        Py_XDECREF(ts_obj);
+        if (status < 0) goto fail;
     }
     while (depth > 0)
         if (close_top(&n, stack, &depth, &top) < 0) goto fail;

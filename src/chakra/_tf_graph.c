@@ -17,7 +17,8 @@
  *           when the attribute holds another kind of value).
  * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire type
  * is an unknown field; a map key given twice keeps its last value. ValueError for bytes that are not a
- * GraphDef as upb reads them (strings are not checked for UTF-8: decoded with replacement characters).
+ * GraphDef as upb reads them, in the fields read here (the caller hands it what protobuf serialized;
+ * strings are not checked for UTF-8: decoded with replacement characters).
  */
 #include "_wire.h"
 
@@ -177,8 +178,13 @@ static PyObject *read_input(const uint8_t *s, size_t n, PyObject *parse_input) {
     return out;
 }
 
+/* the most boolean attributes asked for */
+#define MAX_FLAGS 16
+
 typedef struct {
     PyObject *bool_attrs; /* a tuple of str */
+    const char *flag_names[MAX_FLAGS]; /* their UTF-8, held by the str objects */
+    Py_ssize_t flag_lens[MAX_FLAGS];
     PyObject *parse_input;
 } Wanted;
 
@@ -242,12 +248,8 @@ static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const
                 }
             }
             Py_ssize_t flag = -1;
-            for (Py_ssize_t k = 0; k < bool_count && target == NULL && flag < 0; k++) {
-                Py_ssize_t wanted_len;
-                const char *wanted_name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(wanted->bool_attrs, k), &wanted_len);
-                if (wanted_name == NULL) goto fail;
-                if ((size_t)wanted_len == key_len && memcmp(wanted_name, key, key_len) == 0) flag = k;
-            }
+            for (Py_ssize_t k = 0; k < bool_count && target == NULL && flag < 0; k++)
+                if ((size_t)wanted->flag_lens[k] == key_len && memcmp(wanted->flag_names[k], key, key_len) == 0) flag = k;
             if (target == NULL && flag < 0) continue;
             AttrValue read = {0, 0, {NULL, 0, 0}};
             if (target == NULL) target = &read;
@@ -300,12 +302,17 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
     Py_buffer view;
     Wanted wanted;
     if (!PyArg_ParseTuple(args, "y*O!O", &view, &PyTuple_Type, &wanted.bool_attrs, &wanted.parse_input)) return NULL;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(wanted.bool_attrs); k++) {
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(wanted.bool_attrs, k))) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_TypeError, "node_facts: bool_attrs must be a tuple of str");
-            return NULL;
-        }
+    int bad = PyTuple_GET_SIZE(wanted.bool_attrs) > MAX_FLAGS;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(wanted.bool_attrs) && !bad; k++) {
+        PyObject *name = PyTuple_GET_ITEM(wanted.bool_attrs, k);
+        bad = !PyUnicode_Check(name) ||
+              (wanted.flag_names[k] = PyUnicode_AsUTF8AndSize(name, &wanted.flag_lens[k])) == NULL;
+    }
+    if (bad) {
+        PyBuffer_Release(&view);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "node_facts: bool_attrs must be a tuple of at most %d str", MAX_FLAGS);
+        return NULL;
     }
     Cursor graph = {view.buf, (const uint8_t *)view.buf + view.len, NULL};
     PyObject *nodes = PyList_New(0);

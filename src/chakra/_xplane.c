@@ -385,7 +385,7 @@ static PyObject *line_events(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LN)", (long long)timestamp_ns, events);
 }
 
-/* An op event or a step region of a line, with the integer stats line_ops reads. */
+/* An op event or a step region of a line, with the integer stats op_executions reads. */
 enum { ROLE_STEP = 0, ROLE_REGION = 1, ROLE_GROUP = 2, ROLE_INSTANCE = 3, ROLES = 4 };
 typedef struct {
     int64_t offset_ps, duration_ps, id;

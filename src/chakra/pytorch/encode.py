@@ -332,10 +332,10 @@ def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | N
     for (thread, tid, scope), count in Counter(zip(threads, tids, scopes, strict=True)).items():
         if tid is not None:
             (votes if scope == 0 else fallback)[thread][tid] += count
-    threads = sorted({thread for thread, tid in zip(threads, tids, strict=True) if tid is not None}, key=str)
+    voted = sorted({thread for thread, tid in zip(threads, tids, strict=True) if tid is not None}, key=str)
     mapping: dict[Any, int] = {}
     used: set[int] = set()
-    for thread in threads:
+    for thread in voted:
         counts = votes.get(thread) or fallback.get(thread) or Counter()
         for tid, _ in counts.most_common():
             if tid not in used:

@@ -84,10 +84,7 @@ def load_tf_profile(path: PathLike) -> TfProfile:
         data = stream.read()
     finally:
         stream.close()
-    try:
-        profile = _read_host_plane(data, str(path))
-    except ValueError as exc:  # bytes the C reader refuses, as upb would: upb names the fault
-        raise _not_an_xspace(path, data, exc) from None
+    profile = _read_host_plane(data, path)
     if profile is None:
         raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
     if not profile.steps:
@@ -99,14 +96,17 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     return profile
 
 
-def _read_host_plane(data: bytes, path: str) -> TfProfile | None:
-    """The op executions of the host plane's lines, read in C (``None``: no host plane); ValueError
-    for bytes that are not an XSpace where they are read (the other planes are not)."""
-    found = plane_metadata(data, HOST_PLANE)
+def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
+    """The op executions of the host plane's lines, read in C (``None``: no host plane); a format
+    error for bytes that are not an XSpace where they are read (the other planes are not)."""
+    try:
+        found = plane_metadata(data, HOST_PLANE)
+    except ValueError as exc:  # bytes the C reader refuses, as upb would: upb names the fault
+        raise _not_an_xspace(path, data, exc) from None
     if found is None:
         return None
     names, stat_names, lines = found
-    profile = TfProfile(path)
+    profile = TfProfile(str(path))
     steps: dict[int, dict[str, list[OpExecution]]] = {}
     op_nodes = {
         key: name.rpartition(OP_SEPARATOR)[0]
@@ -121,9 +121,12 @@ def _read_host_plane(data: bytes, path: str) -> TfProfile | None:
     async_ids = set(async_kinds)
     async_stats = {key for key, name in stat_names.items() if name in (STEP_STAT, NAME_STAT)}
     with gc_paused():  # an execution per op event, kept: see chakra.collector
-        profile.stepless = op_executions(data, lines, op_nodes, process_ids, roles, OpExecution, steps, PS_PER_NS)
-        for offset, length in lines:
-            timestamp_ns, events = line_events(data, offset, length, async_ids, async_stats)
+        try:
+            profile.stepless = op_executions(data, lines, op_nodes, process_ids, roles, OpExecution, steps, PS_PER_NS)
+            async_events = [line_events(data, offset, length, async_ids, async_stats) for offset, length in lines]
+        except ValueError as exc:
+            raise _not_an_xspace(path, data, exc) from None
+        for timestamp_ns, events in async_events:
             _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
     _merge_async(steps, launched, finished)
     for ops in steps.values():

@@ -468,28 +468,29 @@ class _Emitter:
         return _shifted(second, first_row, length * (count - 2))
 
     def _copy_iterations(
-        self, first_row: int, names: list[str], placeholder: str, count: int, before: list[Counter[str]]
+        self, second_row: int, names: list[str], placeholder: str, count: int, before: list[Counter[str]]
     ) -> None:
         """Iterations 2 to ``count - 1`` of a loop as copies of its second (the rows from
-        ``first_row`` on, named with ``placeholder`` for the iteration): every node a body's length
-        further on, depending on what the second's depends on equally further on (or on the same node
-        before the loop). Sound when the second iteration's result is the first's shifted by that
-        length (checked by the caller): by induction every iteration is then the one before shifted.
-        Without a profile only (a timed node reads its own execution's time)."""
+        ``second_row`` on, the first's a body's length before, named with ``placeholder`` for the
+        iteration): every node a body's length further on, depending on what the second's depends on
+        equally further on (or on the same node before the loop). Sound when the second iteration's
+        result is the first's shifted by that length (checked by the caller): by induction every
+        iteration is then the one before shifted. Without a profile only (a timed node reads its own
+        execution's time)."""
         length = len(names)
-        first_loop_row = first_row - length
-        rows = range(first_row, first_row + length)
-        deps = self.deps[first_row:]
-        types = self.types[first_row:]
+        first_row = second_row - length
+        rows = range(second_row, second_row + length)
+        deps = self.deps[second_row:]
+        types = self.types[second_row:]
         columns = [(values, [(row, values[row]) for row in rows if row in values]) for values in self.attrs.values()]
         # one int object per row, as emitting shares the one add() returns between its users
-        row_ids = list(range(first_loop_row, first_row + length * (count - 1)))
+        row_ids = list(range(first_row, second_row + length * (count - 1)))
         for iteration in range(2, count):
-            at = length * (iteration - 1) - first_loop_row  # row d's copy is row_ids[d + at]
+            at = length * (iteration - 1) - first_row  # row d's copy is row_ids[d + at]
             text = str(iteration)
             self.names += [name.replace(placeholder, text) for name in names]
             self.types += types
-            self.deps += [[row_ids[d + at] if d >= first_loop_row else d for d in row_deps] for row_deps in deps]
+            self.deps += [[row_ids[d + at] if d >= first_row else d for d in row_deps] for row_deps in deps]
             offset = length * (iteration - 1)
             for values, kept in columns:
                 for row, value in kept:
