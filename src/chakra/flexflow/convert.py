@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from chakra import io
 from chakra.collector import gc_paused
 from chakra.conversion import ConversionResult
@@ -157,9 +159,10 @@ def convert_flexflow(
 _COLUMNS = ("is_cpu_op", "stream", "comm_src", "comm_dst", "comm_tag", "comm_size", "duration_ns")
 
 
-@dataclass
-class _Item:
-    """One ET node to write: where, what, when, and what it depends on (keys of other items)."""
+class _Item(msgspec.Struct, gc=False):
+    """One ET node to write: where, what, when, and what it depends on (keys of other items). (A
+    msgspec struct: one is made per task and transfer end, and a dataclass's ``__init__`` runs in
+    Python.)"""
 
     device: int
     type: int
@@ -168,7 +171,7 @@ class _Item:
     dur_ns: int
     order: tuple[float, int, int]
     transfer: Transfer | None = None
-    deps: list[int] = field(default_factory=list)
+    deps: list[int] = msgspec.field(default_factory=list)
 
 
 def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], dict[str, Any]]:

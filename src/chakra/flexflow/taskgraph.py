@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -59,6 +59,10 @@ class TaskKind(str, Enum):
     COMM = "Comm"
     UPDATE = "Update"
     BARRIER = "Barrier"
+
+
+#: Each kind by its text (a dict lookup: calling TaskKind(text) runs Enum's lookup in Python, per task).
+KIND_OF_TEXT = {kind.value: kind for kind in TaskKind}
 
 
 class Form(str, Enum):
@@ -109,6 +113,7 @@ class TaskGraph:
     form: Form
     tasks: list[Task]
     edges: list[tuple[int, int]]
+    _order: list[int] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def makespan_ns(self) -> int | None:
@@ -131,8 +136,11 @@ class TaskGraph:
         return found
 
     def order(self) -> list[int]:
-        """The tasks in dependency order (declaration order among ready ones)."""
-        return _topological(self)
+        """The tasks in dependency order (declaration order among ready ones), found once: a graph
+        is not changed once read."""
+        if self._order is None:
+            self._order = _topological(self)
+        return self._order
 
 
 def read_task_graph(path: PathLike, *, time_unit: str | None = None) -> TaskGraph:
@@ -166,7 +174,7 @@ def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
         if a == b:
             raise position_error(dot.path, edge.line, edge.column, f"{edge.source} depends on itself (a cycle)")
     graph = TaskGraph(dot.path, Form.LABELLED if labelled else Form.FLEXFLOW, tasks, edges)
-    _topological(graph)  # refuse a cycle now, naming its tasks
+    graph.order()  # refuse a cycle now, naming its tasks
     return graph
 
 
@@ -211,7 +219,7 @@ def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
         )  # fmt: skip
     name = fields[0] if len(fields) == 3 else ""
     kind_text = fields[-2]
-    if not isinstance(name, str) or not isinstance(kind_text, str) or kind_text not in TaskKind._value2member_map_:
+    if not isinstance(name, str) or not isinstance(kind_text, str) or kind_text not in KIND_OF_TEXT:
         kinds = ", ".join(k.value for k in TaskKind)
         raise position_error(
             path, node.line, node.column, f"unknown task kind {kind_text!r} of {node.name}", f"FlexFlow writes {kinds}"
@@ -222,7 +230,7 @@ def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
         raise position_error(path, node.line, node.column, f"{node.name} ends ({fields[-1][1]}) before it starts")
     start_ns, end_ns = round(start), round(end)
     return Task(
-        index, node.name, name, TaskKind(kind_text), end_ns - start_ns, node.line, node.column, start_ns=start_ns
+        index, node.name, name, KIND_OF_TEXT[kind_text], end_ns - start_ns, node.line, node.column, start_ns=start_ns
     )
 
 
