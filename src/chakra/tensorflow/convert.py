@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from chakra import io
 from chakra.collector import gc_paused
@@ -314,6 +315,7 @@ class _Device:
         self.table = context.tables[self.device]
         self.runs = context.executions.get(self.device, {})
         self.names: list[str] = []
+        self.ops: list[str] = []
         self.types: list[int] = []
         self.data: list[list[int]] = []
         self.ctrl: list[list[int]] = []
@@ -359,6 +361,7 @@ class _Device:
     def emit(self) -> list[bytes]:
         table = self.table
         stands_for: list[frozenset[int]] = [frozenset()] * len(table.names)  # row -> the ET nodes it stands for
+        folded: list[str] = []
         for row in self.order():
             data: set[int] = set()
             ctrl: set[int] = set()
@@ -367,13 +370,19 @@ class _Device:
                     (ctrl if control else data).update(stands_for[source])
             op = table.ops[row]
             if op in FOLDED_OPS:
-                self.conversion.folded[op] += 1
+                folded.append(op)
                 stands_for[row] = frozenset(data | ctrl)
                 continue
             stands_for[row] = frozenset({self.add(row, sorted(data), sorted(ctrl - data))})
+        self.conversion.folded.update(folded)
+        self.conversion.converted.update(self.ops)
         rows = len(self.names)
+        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows}  # set on every node
         columns = [
-            AttrColumn(_COLUMN_ATTR.get(column, column), [values.get(row) for row in range(rows)])
+            AttrColumn(
+                _COLUMN_ATTR.get(column, column),
+                every_row[column] if column in every_row else [values.get(row) for row in range(rows)],
+            )
             for column, values in self.attrs.items()
         ]
         empty: list[None] = [None] * rows
@@ -384,30 +393,28 @@ class _Device:
 
     def add(self, graph_row: int, data: list[int], ctrl: list[int]) -> int:
         row = len(self.names)
-        attrs = self.attrs
         name, op = self.table.names[graph_row], self.table.ops[graph_row]
         self.names.append(name)
+        self.ops.append(op)
         self.data.append(data)
         self.ctrl.append(ctrl)
-        attrs["op_type"][row] = op
         runs = self.runs.get(name)
         start_us = dur_us = 0
         if runs:
-            start_us = max(1, runs[0].start_ns // NS_PER_US)
-            dur_ns = sum(r.dur_ns for r in runs)
+            first = runs[0]
+            start_us = max(1, first.start_ns // NS_PER_US)
+            dur_ns = first.dur_ns if len(runs) == 1 else sum(r.dur_ns for r in runs)
             dur_us = dur_ns // NS_PER_US
-            attrs["duration_ns"][row] = dur_ns
-            if runs[0].thread is not None:  # an asynchronous kernel holds no thread: no resource
-                attrs["tid"][row] = runs[0].thread
+            self.attrs["duration_ns"][row] = dur_ns
+            if first.thread is not None:  # an asynchronous kernel holds no thread: no resource
+                self.attrs["tid"][row] = first.thread
             if len(runs) > 1:
                 self.conversion.repeated[op] += 1
         elif self.conversion.profiled:
             self.conversion.untimed[op] += 1
         self.starts.append(start_us)
         self.durations.append(dur_us)
-        attrs["is_cpu_op"][row] = False
         self.types.append(self.kind(graph_row, row))
-        self.conversion.converted[op] += 1
         return row
 
     def kind(self, graph_row: int, row: int) -> NodeType:
@@ -439,20 +446,25 @@ class _Device:
             else:
                 self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
             return COMM_COLL_NODE
-        shapes = table.shapes
+        shapes, sizes_of = table.shapes, table.output_bytes
         inputs = []
         input_bytes = 0
         for source, port, control in table.inputs[graph_row]:
             if control or source < 0:
                 continue
-            source_shapes = shapes[source]
+            source_shapes, sizes = shapes[source], sizes_of[source]
             inputs.append(source_shapes[port] if port < len(source_shapes) else None)
-            input_bytes += context.output_bytes(table, source, port) or 0
+            size = sizes[port] if port < len(sizes) else None
+            input_bytes += (size if size is not None else context.output_bytes(table, source, port)) or 0
         outputs = shapes[graph_row]
         flops = op_flops(op, inputs, outputs, table.flags[graph_row])
         if flops is not None:
             self.attrs["num_ops"][row] = flops
-        output_bytes = sum(context.output_bytes(table, graph_row, p) or 0 for p in range(len(outputs)))
+        sizes = sizes_of[graph_row]
+        if None in sizes:  # a size known only through what feeds it (a _Recv kept as compute)
+            output_bytes = sum(context.output_bytes(table, graph_row, p) or 0 for p in range(len(outputs)))
+        else:
+            output_bytes = sum(sizes)  # type: ignore[arg-type]
         self.attrs["tensor_size"][row] = input_bytes + output_bytes
         return COMP_NODE
 
