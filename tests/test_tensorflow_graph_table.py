@@ -3,21 +3,25 @@ is what protobuf's messages read."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._tf_graph import node_facts
-from chakra.schema.tensorflow.tf_subset_pb2 import AttrValue, GraphDef, NodeDef
+from chakra._tf_graph import function_graphs, node_facts
+from chakra.schema.tensorflow.tf_subset_pb2 import AttrValue, GraphDef, NodeDef, RunMetadata
 from chakra.tensorflow.costs import FLAG_ATTRS
 from chakra.tensorflow.graph import input_name
-from chakra.tensorflow.graph_table import read_graph_table
+from chakra.tensorflow.graph_table import read_graph_table, read_step_tables
 
 #: The attributes a node's type is read from, in the order they are tried.
 TYPE_ATTRS = ("T", "dtype", "tensor_type", "out_type")
 
 
-def _message_facts(node: NodeDef) -> tuple:
-    """What node_facts gives for one node, read from protobuf's message."""
+def _message_facts(node: NodeDef, span: tuple[int, int]) -> tuple:
+    """What node_facts gives for one node, read from protobuf's message (``span``: where it lies)."""
     shapes = []
     if "_output_shapes" in node.attr:
         for shape in node.attr["_output_shapes"].list.shape:
@@ -31,7 +35,7 @@ def _message_facts(node: NodeDef) -> tuple:
         None,
     )
     flags = {name: node.attr[name].b for name in FLAG_ATTRS if name in node.attr} or None
-    return node.name, node.op, tuple(map(input_name, node.input)), shapes, dtype, flags
+    return node.name, node.op, tuple(map(input_name, node.input)), shapes, dtype, flags, node.device, span
 
 
 _names = st.sampled_from(["a", "b", "mm", "x:y", "^c", ""])
@@ -69,7 +73,8 @@ _attr_keys = st.sampled_from(["_output_shapes", "_output_shapes", *TYPE_ATTRS, *
 #: merges them: the last name wins, inputs add up, an attribute given again replaces the earlier).
 _node_pieces = st.lists(
     st.tuples(
-        _names, st.sampled_from(["MatMul", "Const", "_Recv"]), st.lists(_inputs, max_size=3),
+        _names, st.sampled_from(["MatMul", "Const", "_Recv"]), st.sampled_from(["", "/device:CPU:0", "/cpu:1"]),
+        st.lists(_inputs, max_size=3),
         st.lists(st.tuples(_attr_keys, st.lists(_attr_values, min_size=1, max_size=3)), max_size=4),
     ),
     min_size=1,
@@ -88,8 +93,8 @@ def _field(number: int, payload: bytes) -> bytes:
 
 def _node_bytes(pieces: list) -> bytes:
     out = b""
-    for name, op, inputs, attrs in pieces:
-        out += NodeDef(name=name, op=op, input=inputs).SerializeToString()
+    for name, op, device, inputs, attrs in pieces:
+        out += NodeDef(name=name, op=op, device=device, input=inputs).SerializeToString()
         for key, values in attrs:  # a map entry whose value is given in parts merges them
             value = b"".join(_field(2, v.SerializeToString()) for v in values)
             out += _field(5, _field(1, key.encode()) + value)
@@ -97,11 +102,57 @@ def _node_bytes(pieces: list) -> bytes:
 
 
 @settings(max_examples=300, deadline=None)
-@given(nodes=st.lists(_node_pieces, max_size=4))
-def test_the_nodes_read_from_a_graphs_bytes_are_what_protobuf_reads(nodes):
-    data = b"".join(_field(1, _node_bytes(pieces)) for pieces in nodes)
-    graph = GraphDef.FromString(data)
-    assert node_facts(data, FLAG_ATTRS, input_name) == [_message_facts(node) for node in graph.node]
+@given(nodes=st.lists(_node_pieces, max_size=4), before=st.binary(max_size=3), after=st.binary(max_size=3))
+def test_the_nodes_read_from_a_graphs_bytes_are_what_protobuf_reads(nodes, before, after):
+    graph_bytes, spans = b"", []
+    for pieces in nodes:
+        field = _field(1, _node_bytes(pieces))
+        payload = len(_node_bytes(pieces))
+        spans.append((len(before) + len(graph_bytes) + len(field) - payload, payload))
+        graph_bytes += field
+    data = before + graph_bytes + after  # the graph read where it lies in a larger buffer
+    graph = GraphDef.FromString(graph_bytes)
+    found = node_facts(data, FLAG_ATTRS, input_name, len(before), len(graph_bytes))
+    assert found == [_message_facts(node, span) for node, span in zip(graph.node, spans, strict=True)]
+    assert [NodeDef.FromString(data[a : a + n]) for *_, (a, n) in found] == list(graph.node)
+
+
+def test_a_name_that_is_not_utf8_is_refused_as_protobuf_refuses_it():
+    data = _field(1, _field(1, b"mm\xff"))  # a node named with a byte that is not UTF-8
+    with pytest.raises(DecodeError):
+        GraphDef.FromString(data)
+    with pytest.raises(ValueError, match="UTF-8"):
+        node_facts(data, FLAG_ATTRS, input_name)
+
+
+def test_a_run_metadatas_function_graphs_are_found_where_protobuf_reads_them():
+    metadata = RunMetadata()
+    metadata.partition_graphs.add().node.add(name="not-a-function")
+    for k, sizes in enumerate([[2, 1], [], [3]]):
+        function = metadata.function_graphs.add()
+        for size in sizes:
+            graph = function.partition_graphs.add()
+            for n in range(size):
+                graph.node.add(name=f"f{k}n{n}", op="AddV2")
+    data = metadata.SerializeToString()
+    found = [[GraphDef.FromString(data[a : a + n]) for a, n in spans] for spans in function_graphs(data)]
+    assert found == [list(function.partition_graphs) for function in metadata.function_graphs]
+
+
+def test_the_step_function_is_the_one_that_talks_and_its_graphs_are_keyed_by_device(tmp_path: Path):
+    metadata = RunMetadata()
+    large = metadata.function_graphs.add().partition_graphs.add()  # the dataset's: larger, but silent
+    for n in range(5):
+        large.node.add(name=f"d{n}", op="MapDataset", device="/cpu:0")
+    step = metadata.function_graphs.add()
+    for device in ("/job:w/replica:0/task:0/device:CPU:0", "/job:w/replica:0/task:0/device:CPU:1"):
+        graph = step.partition_graphs.add()
+        graph.node.add(name="ar", op="CollectiveReduceV2", device=device)
+    path = tmp_path / "run_metadata.pb"
+    path.write_bytes(metadata.SerializeToString())
+    tables = read_step_tables(path)
+    assert sorted(tables) == ["/job:w/replica:0/task:0/device:CPU:0", "/job:w/replica:0/task:0/device:CPU:1"]
+    assert tables["/job:w/replica:0/task:0/device:CPU:1"].node(0) == step.partition_graphs[1].node[0]
 
 
 def test_a_graph_table_names_each_input_by_its_row_and_sizes_each_output():
@@ -113,7 +164,7 @@ def test_a_graph_table_names_each_input_by_its_row_and_sizes_each_output():
         shape = matmul.attr["_output_shapes"].list.shape.add()
         for size in dims:
             shape.dim.add(size=size)
-    table = read_graph_table(graph)
+    table = read_graph_table(graph.SerializeToString())
     assert table.row_of == {"w": 0, "mm": 1}
     assert table.inputs[1] == ((0, 0, False), (-1, 1, False), (0, 0, True))  # "x" is on another device
     assert table.output_bytes[1] == [8 * 16 * 4, None]  # a dimension unknown: no size

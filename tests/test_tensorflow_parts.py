@@ -13,7 +13,8 @@ from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events
 from chakra.errors import ChakraFormatError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
-from chakra.tensorflow.graph import Device, load_run_metadata, rank_order
+from chakra.tensorflow.graph import Device, rank_order
+from chakra.tensorflow.graph_table import read_step_tables
 from chakra.tensorflow.profile import ASYNC_DONE, ASYNC_START, PROCESS_EVENT, load_tf_profile
 from chakra.units import PS_PER_NS
 
@@ -60,7 +61,7 @@ def test_run_metadata_of_another_kind_is_a_format_error_naming_the_file(tmp_path
     path = tmp_path / "run_metadata.pb"
     path.write_bytes(b"\xff" * 64)
     with pytest.raises(ChakraFormatError, match="not a TensorFlow RunMetadata") as raised:
-        load_run_metadata(path)
+        read_step_tables(path)
     assert str(path) in str(raised.value)
 
 

@@ -1,11 +1,15 @@
 /*
- * chakra._tf_graph: a TensorFlow GraphDef's nodes read from its wire bytes in C, the facts the TensorFlow
- * front end reads of every node, without a protobuf wrapper object per field (reading a node's output
- * shapes and type through protobuf's Python messages cost 15 us a node; see
- * chakra/tensorflow/convert.py; field numbers of schema/tensorflow/tf_subset.proto).
+ * chakra._tf_graph: a TensorFlow RunMetadata's graphs read from its wire bytes in C, the facts the
+ * TensorFlow front end reads of every node, without a protobuf wrapper object per field (reading a
+ * node's output shapes and type through protobuf's Python messages cost 15 us a node; see
+ * chakra/tensorflow/graph_table.py; field numbers of schema/tensorflow/tf_subset.proto).
  *
- * node_facts(data, bool_attrs, parse_input) -> [(name, op, inputs, shapes, dtype, flags), ...], one per
- * NodeDef of the GraphDef `data`, in order:
+ * function_graphs(data) -> [[(offset, length), ...], ...]: for each FunctionGraphs of the RunMetadata
+ * `data`, where each of its partition graphs (GraphDef) lies in `data`.
+ *
+ * node_facts(data, bool_attrs, parse_input, offset=0, length=-1) -> [(name, op, inputs, shapes, dtype,
+ * flags, device, (node_offset, node_length)), ...], one per NodeDef of the GraphDef at
+ * data[offset:offset + length] (the rest of `data` when length is -1), in order:
  *   inputs  a tuple of (source, port, is a control edge), as chakra.tensorflow.graph.input_name reads an
  *           input ("^node", "node:port", "node"); an input whose port is not ASCII digits short enough
  *           for 64 bits is given to `parse_input` (that function), so every input reads as it does;
@@ -14,16 +18,19 @@
  *   dtype   the `type` of the first of the attributes T, dtype, tensor_type, out_type that holds a
  *           type, or None;
  *   flags   None, or a dict of the attributes named in `bool_attrs` the node has: their `b` (False
- *           when the attribute holds another kind of value).
+ *           when the attribute holds another kind of value);
+ *   the node's device, and where its NodeDef lies in `data` (to parse it whole where an attribute not
+ *   read here is needed).
  * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire type
- * is an unknown field; a map key given twice keeps its last value. ValueError for bytes that are not a
- * GraphDef as upb reads them, in the fields read here (the caller hands it what protobuf serialized;
- * strings are not checked for UTF-8: decoded with replacement characters).
+ * is an unknown field; a map key given twice keeps its last value; strings (names, ops, inputs, devices,
+ * attribute names) must be UTF-8 as upb checks it. ValueError for bytes that are not a RunMetadata or a
+ * GraphDef as upb reads them, in the fields read here (the others are not read).
  */
 #include "_wire.h"
 
 enum { GRAPH_NODE = 1 };
-enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_ATTR = 5 };
+enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_DEVICE = 4, NODE_ATTR = 5 };
+enum { METADATA_FUNCTION_GRAPHS = 4, FUNCTION_PARTITION_GRAPHS = 1 };
 enum { ENTRY_KEY = 1, ENTRY_VALUE = 2 };
 enum { VALUE_LIST = 1, VALUE_B = 5, VALUE_TYPE = 6 };
 enum { LIST_SHAPE = 7 };
@@ -40,9 +47,8 @@ static int key_is(const uint8_t *key, size_t len, const char *name) {
     return strlen(name) == len && memcmp(key, name, len) == 0;
 }
 
-static PyObject *text_of(const uint8_t *s, size_t n) {
-    return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "replace");
-}
+/* A str of UTF-8 bytes checked already (check_string). */
+static PyObject *text_of(const uint8_t *s, size_t n) { return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL); }
 
 /* A TensorShapeProto as a list of sizes, or None for an unknown rank; NULL on error (c->error or Python). */
 static PyObject *read_shape(Cursor *outer, const uint8_t *data, size_t len) {
@@ -143,8 +149,9 @@ static PyObject *list_shapes(Cursor *outer, const AttrValue *value) {
     return shapes;
 }
 
-/* An input as (source, port, control); NULL on error. */
-static PyObject *read_input(const uint8_t *s, size_t n, PyObject *parse_input) {
+/* An input as (source, port, control); NULL on error (outer->error for bytes that are not UTF-8). */
+static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input) {
+    if (check_string(outer, s, n) < 0) return NULL;
     if (n > 0 && s[0] == '^') {
         PyObject *source = text_of(s + 1, n - 1);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_True);
@@ -188,11 +195,11 @@ typedef struct {
     PyObject *parse_input;
 } Wanted;
 
-/* One NodeDef as its facts tuple; NULL on error. */
-static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const Wanted *wanted) {
+/* One NodeDef (at data, within the buffer from base) as its facts tuple; NULL on error. */
+static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *data, size_t len, const Wanted *wanted) {
     Cursor c = {data, data + len, NULL};
-    const uint8_t *name = NULL, *op = NULL;
-    size_t name_len = 0, op_len = 0;
+    const uint8_t *name = NULL, *op = NULL, *device = NULL;
+    size_t name_len = 0, op_len = 0, device_len = 0;
     PyObject *inputs = PyList_New(0), *shapes = NULL, *flags = NULL, *out = NULL;
     Py_ssize_t bool_count = PyTuple_GET_SIZE(wanted->bool_attrs);
     AttrValue shape_value = {0, 0, {NULL, 0, 0}};
@@ -214,8 +221,11 @@ static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const
         } else if (f.number == NODE_OP) {
             op = f.data;
             op_len = f.len;
+        } else if (f.number == NODE_DEVICE) {
+            device = f.data;
+            device_len = f.len;
         } else if (f.number == NODE_INPUT) {
-            PyObject *input = read_input(f.data, f.len, wanted->parse_input);
+            PyObject *input = read_input(outer, f.data, f.len, wanted->parse_input);
             if (input == NULL || PyList_Append(inputs, input) < 0) {
                 Py_XDECREF(input);
                 goto fail;
@@ -236,6 +246,7 @@ static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const
                     key_len = g.len;
                 }
             }
+            if (check_string(outer, key, key_len) < 0) goto fail;
             AttrValue *target = NULL;
             if (key_is(key, key_len, OUTPUT_SHAPES_ATTR)) {
                 target = &shape_value;
@@ -280,14 +291,25 @@ static PyObject *read_node(Cursor *outer, const uint8_t *data, size_t len, const
     for (int k = 0; k < TYPE_ATTR_COUNT && dtype == NULL; k++)
         if (has_type[k] && type_values[k].member == VALUE_TYPE) dtype = PyLong_FromLong((int32_t)type_values[k].varint);
     if (dtype == NULL && PyErr_Occurred()) goto fail;
-    PyObject *name_text = text_of(name ? name : (const uint8_t *)"", name_len);
-    PyObject *op_text = name_text ? text_of(op ? op : (const uint8_t *)"", op_len) : NULL;
-    PyObject *input_tuple = op_text ? PyList_AsTuple(inputs) : NULL;
-    if (input_tuple != NULL)
-        out = PyTuple_Pack(6, name_text, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None);
+    if (!name) name = (const uint8_t *)"";
+    if (!op) op = (const uint8_t *)"";
+    if (!device) device = (const uint8_t *)"";
+    if (check_string(outer, name, name_len) < 0 || check_string(outer, op, op_len) < 0 ||
+        check_string(outer, device, device_len) < 0) {
+        Py_XDECREF(dtype);
+        goto fail;
+    }
+    PyObject *name_text = text_of(name, name_len), *op_text = text_of(op, op_len);
+    PyObject *device_text = text_of(device, device_len), *input_tuple = PyList_AsTuple(inputs);
+    PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(data - base), (Py_ssize_t)len);
+    if (name_text && op_text && device_text && input_tuple && span)
+        out = PyTuple_Pack(8, name_text, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
+                           device_text, span);
     Py_XDECREF(name_text);
     Py_XDECREF(op_text);
+    Py_XDECREF(device_text);
     Py_XDECREF(input_tuple);
+    Py_XDECREF(span);
     Py_XDECREF(dtype);
 fail:
     Py_DECREF(inputs);
@@ -301,8 +323,17 @@ fail:
 static PyObject *node_facts(PyObject *self, PyObject *args) {
     Py_buffer view;
     Wanted wanted;
-    if (!PyArg_ParseTuple(args, "y*O!O", &view, &PyTuple_Type, &wanted.bool_attrs, &wanted.parse_input)) return NULL;
+    Py_ssize_t offset = 0, length = -1;
+    if (!PyArg_ParseTuple(args, "y*O!O|nn", &view, &PyTuple_Type, &wanted.bool_attrs, &wanted.parse_input, &offset,
+                          &length))
+        return NULL;
+    if (length < 0) length = view.len - offset;
     int bad = PyTuple_GET_SIZE(wanted.bool_attrs) > MAX_FLAGS;
+    if (offset < 0 || offset > view.len || length > view.len - offset) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "node_facts: the span is out of range");
+        return NULL;
+    }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(wanted.bool_attrs) && !bad; k++) {
         PyObject *name = PyTuple_GET_ITEM(wanted.bool_attrs, k);
         bad = !PyUnicode_Check(name) ||
@@ -314,7 +345,8 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
             PyErr_Format(PyExc_TypeError, "node_facts: bool_attrs must be a tuple of at most %d str", MAX_FLAGS);
         return NULL;
     }
-    Cursor graph = {view.buf, (const uint8_t *)view.buf + view.len, NULL};
+    const uint8_t *base = view.buf;
+    Cursor graph = {base + offset, base + offset + length, NULL};
     PyObject *nodes = PyList_New(0);
     Field f;
     while (nodes != NULL && graph.p < graph.end) {
@@ -323,7 +355,7 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
             break;
         }
         if (f.number != GRAPH_NODE || f.wire_type != WT_LEN) continue;
-        PyObject *node = read_node(&graph, f.data, f.len, &wanted);
+        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted);
         if (node == NULL || PyList_Append(nodes, node) < 0) Py_CLEAR(nodes);
         Py_XDECREF(node);
     }
@@ -333,8 +365,45 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
     return nodes;
 }
 
+static PyObject *function_graphs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const uint8_t *base = view.buf;
+    Cursor metadata = {base, base + view.len, NULL};
+    PyObject *functions = PyList_New(0);
+    Field f;
+    while (functions != NULL && metadata.p < metadata.end) {
+        if (next_field(&metadata, &f) < 0) {
+            Py_CLEAR(functions);
+            break;
+        }
+        if (f.number != METADATA_FUNCTION_GRAPHS || f.wire_type != WT_LEN) continue;
+        Cursor function = {f.data, f.data + f.len, NULL};
+        PyObject *graphs = PyList_New(0);
+        Field g;
+        while (graphs != NULL && function.p < function.end) {
+            if (next_field(&function, &g) < 0) {
+                within(&metadata, &function, -1);
+                Py_CLEAR(graphs);
+                break;
+            }
+            if (g.number != FUNCTION_PARTITION_GRAPHS || g.wire_type != WT_LEN) continue;
+            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(g.data - base), (Py_ssize_t)g.len);
+            if (span == NULL || PyList_Append(graphs, span) < 0) Py_CLEAR(graphs);
+            Py_XDECREF(span);
+        }
+        if (graphs == NULL || PyList_Append(functions, graphs) < 0) Py_CLEAR(functions);
+        Py_XDECREF(graphs);
+    }
+    if (functions == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, metadata.error ? metadata.error : "not a RunMetadata");
+    PyBuffer_Release(&view);
+    return functions;
+}
+
 static PyMethodDef methods[] = {
-    {"node_facts", node_facts, METH_VARARGS, "Every node's name, op, inputs, output shapes, type and flags."},
+    {"node_facts", node_facts, METH_VARARGS, "Every node's name, op, inputs, output shapes, type, flags, device and span."},
+    {"function_graphs", function_graphs, METH_VARARGS, "The spans of each function graph's partition graphs."},
     {NULL, NULL, 0, NULL},
 };
 

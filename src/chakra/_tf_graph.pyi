@@ -1,12 +1,24 @@
-# Types of the C module src/chakra/_tf_graph.c (a TensorFlow GraphDef's nodes read from its wire bytes;
-# see chakra/tensorflow/graph_table.py).
+# Types of the C module src/chakra/_tf_graph.c (a TensorFlow RunMetadata's graphs read from its wire
+# bytes; see chakra/tensorflow/graph_table.py).
 from collections.abc import Callable
 from typing import Any
 
+def function_graphs(data: bytes | bytearray | memoryview | Any) -> list[list[tuple[int, int]]]: ...
 def node_facts(
     data: bytes | bytearray | memoryview | Any,
     bool_attrs: tuple[str, ...],
     parse_input: Callable[[str], tuple[str, int, bool]],
+    offset: int = 0,
+    length: int = -1,
 ) -> list[
-    tuple[str, str, tuple[tuple[str, int, bool], ...], list[list[int] | None], int | None, dict[str, bool] | None]
+    tuple[
+        str,
+        str,
+        tuple[tuple[str, int, bool], ...],
+        list[list[int] | None],
+        int | None,
+        dict[str, bool] | None,
+        str,
+        tuple[int, int],
+    ]
 ]: ...

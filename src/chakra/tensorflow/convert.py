@@ -2,7 +2,7 @@
 
 Input: what :mod:`chakra.tensorflow.collect` wrote for each worker, read by
 :func:`chakra.tensorflow.recording.load_recorded_workers`. :func:`convert_workers` turns the step function's
-partition graphs (:func:`chakra.tensorflow.graph.step_graphs`) into nodes, one rank per device,
+partition graphs (:func:`chakra.tensorflow.graph_table.read_step_tables`) into nodes, one rank per device,
 numbered worker-major, device-minor (:func:`chakra.tensorflow.graph.rank_order`):
 
 * ops that do no work (``FOLDED_OPS``: constants, identities, arguments, no-ops) are folded: what
@@ -186,7 +186,7 @@ class _Context:
         for table in self.tables.values():
             for row, op in enumerate(table.ops):
                 if op in SEND_OPS or op in RECV_OPS:
-                    key = _rendezvous(table.nodes[row])
+                    key = _rendezvous(table.node(row))
                     keys.add(key)
                     if op in SEND_OPS:
                         self.sends[key] = (table, row)
@@ -221,7 +221,7 @@ class _Context:
         if memo not in self._resolved:
             self._resolved[memo] = None  # a cycle reads as unknown
             if op in RECV_OPS:
-                size = self.sent_bytes(_rendezvous(table.nodes[row]))
+                size = self.sent_bytes(_rendezvous(table.node(row)))
             else:
                 size = self.input_bytes(table, row, port if op == "IdentityN" else 0)
             self._resolved[memo] = size
@@ -235,7 +235,7 @@ class _Context:
             return runs[0].group_key
         rule = COLLECTIVES[table.ops[row]]
         if rule.group_key is None:
-            node = table.nodes[row]
+            node = table.node(row)
             return int(node.attr["group_key"].i) if "group_key" in node.attr else None
         return self._const_input(table, row, rule.group_key)
 
@@ -243,7 +243,7 @@ class _Context:
         table = self.tables[device]
         rule = COLLECTIVES[table.ops[row]]
         if rule.group_size is None:
-            node = table.nodes[row]
+            node = table.node(row)
             return int(node.attr["group_size"].i) if "group_size" in node.attr else None
         return self._const_input(table, row, rule.group_size)
 
@@ -254,7 +254,7 @@ class _Context:
         producer = data[index]
         while producer >= 0 and table.ops[producer] == "Identity" and (inputs := table.inputs[producer]):
             producer = inputs[0][0]
-        return None if producer < 0 else const_int(table.nodes[producer])
+        return None if producer < 0 else const_int(table.node(producer))
 
     def comm_groups(self, conversion: TfConversion) -> CommGroups:
         """Group ids by member ranks: the devices running collectives of one group key."""
@@ -422,7 +422,7 @@ class _Device:
         table, context = self.table, self.context
         op = table.ops[graph_row]
         if op in SEND_OPS or op in RECV_OPS:
-            key = _rendezvous(table.nodes[graph_row])
+            key = _rendezvous(table.node(graph_row))
             sending = op in SEND_OPS
             peer = context.rank_of.get(key[1] if sending else key[0])
             if peer is not None:

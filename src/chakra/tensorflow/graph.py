@@ -1,30 +1,22 @@
-"""What ran in a TensorFlow step: the step function's partition graphs, one per device, as collected.
-
-:func:`load_run_metadata` reads a worker's ``run_metadata.pb`` (:mod:`chakra.tensorflow.collect`)
-with the minimal protos of :mod:`chakra.schema.tensorflow` (no TensorFlow needed);
-:func:`step_graphs` picks the step function among the function graphs TensorFlow kept (the one
-holding collectives or cross-device transfers, else the largest: the dataset's ``next`` functions
-and the optimizer's helpers are smaller) and returns its partition graphs by device.
+"""TensorFlow's names and sizes, as its graphs write them: devices, node inputs, data types, shapes and
+constants (the step function's graphs are read by :mod:`chakra.tensorflow.graph_table`).
 
 Devices are named as TensorFlow names them, ``/job:worker/replica:0/task:1/device:CPU:0``;
 :func:`rank_order` numbers them worker-major, device-minor: by job, then task, then device type and
 index, which is the order ``MultiWorkerMirroredStrategy`` lists its devices in.
 
 Example:
-    graphs = step_graphs(load_run_metadata("out/worker0/run_metadata.pb"))
-    {device: len(graph.node) for device, graph in graphs.items()}
+    rank_order(tables)  # the devices of chakra.tensorflow.graph_table.read_step_tables, in rank order
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
-from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
-from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef, RunMetadata
+from chakra.schema.tensorflow.tf_subset_pb2 import NodeDef
 
 #: Ops that do no work of their own (the converter folds them into their consumers' dependencies).
 FOLDED_OPS = frozenset(
@@ -86,61 +78,6 @@ class Device:
         return Device(match["job"], int(match["task"]), match["type"], int(match["index"]), name)
 
 
-def load_run_metadata(path: PathLike) -> RunMetadata:
-    """Read a ``run_metadata.pb`` (a serialized ``tensorflow.RunMetadata``)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ChakraInputError(
-            "no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote"
-        ) from None
-    except IsADirectoryError:
-        raise ChakraInputError("a folder, not a run metadata file", path=path) from None
-    metadata = RunMetadata()
-    try:
-        metadata.ParseFromString(data)
-    except DecodeError as exc:
-        raise ChakraFormatError(
-            f"not a TensorFlow RunMetadata ({exc}; {len(data):,} bytes)",
-            path=path,
-            hint="the file is damaged or of another kind; record it again with chakra.tensorflow.collect",
-        ) from None
-    if not metadata.function_graphs:
-        raise ChakraFormatError(
-            "no function graphs in this RunMetadata",
-            path=path,
-            hint="record with chakra.tensorflow.collect, entered before the step function's first call",
-        )
-    return metadata
-
-
-def step_graph_index(metadata: RunMetadata) -> int:
-    """Which of ``metadata.function_graphs`` is the step function (see the module's docstring)."""
-
-    def weight(index: int) -> tuple[bool, int]:
-        graphs = metadata.function_graphs[index].partition_graphs
-        talks = any(n.op.startswith(COLLECTIVE_PREFIX) or n.op in TRANSFER_OPS for g in graphs for n in g.node)
-        return talks, sum(len(g.node) for g in graphs)
-
-    return max(range(len(metadata.function_graphs)), key=weight)
-
-
-def step_graphs(metadata: RunMetadata, path: PathLike | None = None) -> dict[str, GraphDef]:
-    """The step function's partition graphs by device name."""
-    out: dict[str, GraphDef] = {}
-    for graph in metadata.function_graphs[step_graph_index(metadata)].partition_graphs:
-        devices = {node.device for node in graph.node if node.device}
-        if len(devices) != 1:
-            raise ChakraFormatError(
-                f"a partition graph runs on {len(devices)} devices ({', '.join(sorted(devices)) or 'none'})",
-                path=path,
-                hint="the partition graphs TensorFlow keeps run on one device each: record again",
-            )
-        out[devices.pop()] = graph
-    return out
-
-
 def rank_order(devices: list[str]) -> list[str]:
     """``devices`` in rank order: worker-major (job, task), device-minor (type, index).
 
@@ -196,3 +133,13 @@ def const_int(node: NodeDef) -> int | None:
     if tensor.tensor_content and len(tensor.tensor_content) in (4, 8):
         return int.from_bytes(tensor.tensor_content, "little", signed=True)
     return 0  # proto3 leaves a zero out
+
+
+def protobuf_fault(message: Message, data: bytes, refused: ValueError) -> str:
+    """Why protobuf's parser refuses ``data`` as a ``message`` (the C readers accept what it accepts
+    in the fields they read, and name less well), else what the C reader said (``refused``)."""
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        return str(exc)
+    return str(refused)

@@ -1,27 +1,42 @@
-"""A partition graph as columns: every node's name, op, inputs, output shapes and sizes, read once.
+"""The step function's partition graphs as tables, one per device, read from a worker's
+``run_metadata.pb`` (:mod:`chakra.tensorflow.collect`).
 
-:func:`read_graph_table` reads a ``GraphDef``'s nodes from its bytes in C (``chakra._tf_graph``):
-reading a node's shapes and type through protobuf's Python messages cost 15 µs a node, a tenth
-of that here. Rows are the graph's nodes in order; an input names its source by row (-1 for a
-node not in this graph, the other end of a transfer). The messages stay in :attr:`GraphTable.nodes`
-for the attributes read of a few nodes (a transfer's rendezvous, a collective's keys, a constant).
+:func:`read_step_tables` reads the file's bytes in C (``chakra._tf_graph``: reading a node's shapes and
+type through protobuf's Python messages cost 15 µs a node, a tenth of that here), picks the step
+function among the function graphs TensorFlow kept (the one holding collectives or cross-device
+transfers, else the largest: the dataset's ``next`` functions and the optimizer's helpers are
+smaller) and returns its partition graphs by device as :class:`GraphTable` columns: every node's
+name, op, inputs, output shapes and sizes. Rows are a graph's nodes in order; an input names its
+source by row (-1 for a node not in this graph, the other end of a transfer). The few attributes read
+of a few nodes (a transfer's rendezvous, a collective's keys, a constant) come from the node's
+message, parsed from the file's bytes when asked for (:meth:`GraphTable.node`). Bytes the C reader
+refuses are parsed with protobuf (the minimal protos of :mod:`chakra.schema.tensorflow`), whose error
+names the fault.
 
 Example:
-    table = read_graph_table(graph)
-    for row, name in enumerate(table.names):
-        print(name, table.ops[row], table.output_bytes[row])
+    tables = read_step_tables("out/worker0/run_metadata.pb")
+    for device, table in tables.items():
+        print(device, len(table.names), table.ops[0], table.output_bytes[0])
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from chakra._tf_graph import node_facts
+from chakra._tf_graph import function_graphs, node_facts
 from chakra.collector import gc_paused
-from chakra.schema.tensorflow.tf_subset_pb2 import GraphDef, NodeDef
+from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
+from chakra.schema.tensorflow.tf_subset_pb2 import NodeDef, RunMetadata
 from chakra.tensorflow.costs import FLAG_ATTRS, Shape
-from chakra.tensorflow.graph import dtype_bytes, input_name, tensor_elements
+from chakra.tensorflow.graph import (
+    COLLECTIVE_PREFIX,
+    TRANSFER_OPS,
+    dtype_bytes,
+    input_name,
+    protobuf_fault,
+    tensor_elements,
+)
 
 #: An input of a row: (source row or -1, output port of the source, is a control edge).
 Input = tuple[int, int, bool]
@@ -31,9 +46,12 @@ Input = tuple[int, int, bool]
 class GraphTable:
     """One partition graph's nodes as columns (see the module's docstring)."""
 
-    nodes: Sequence[NodeDef]
+    #: the bytes the graph was read from, and where each row's NodeDef lies in them
+    data: bytes
+    spans: list[tuple[int, int]]
     names: list[str]
     ops: list[str]
+    devices: list[str]
     inputs: list[tuple[Input, ...]]
     #: each output's dimensions from ``_output_shapes`` (-1: unknown; ``None``: unknown rank)
     shapes: list[list[Shape]]
@@ -43,27 +61,77 @@ class GraphTable:
     flags: list[dict[str, bool]]
     row_of: dict[str, int]
 
+    def node(self, row: int) -> NodeDef:
+        """The row's NodeDef, parsed whole (for the attributes not in the columns)."""
+        offset, length = self.spans[row]
+        return NodeDef.FromString(self.data[offset : offset + length])
 
-def read_graph_table(graph: GraphDef) -> GraphTable:
-    """``graph``'s nodes as columns (a node named twice: the name's row is its last)."""
-    with gc_paused():  # tuples and lists a node, kept: see chakra.collector
-        return _read(graph)
+
+def read_step_tables(path: PathLike) -> dict[str, GraphTable]:
+    """The step function's partition graphs of a ``run_metadata.pb``, by device name."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ChakraInputError(
+            "no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote"
+        ) from None
+    except IsADirectoryError:
+        raise ChakraInputError("a folder, not a run metadata file", path=path) from None
+    try:
+        with gc_paused():  # tuples and lists a node, kept: see chakra.collector
+            functions = [[read_graph_table(data, *span) for span in spans] for spans in function_graphs(data)]
+    except ValueError as exc:  # bytes the C reader refuses, as upb would: upb names the fault
+        raise _not_a_run_metadata(path, data, exc) from None
+    if not functions:
+        raise ChakraFormatError(
+            "no function graphs in this RunMetadata",
+            path=path,
+            hint="record with chakra.tensorflow.collect, entered before the step function's first call",
+        )
+    out: dict[str, GraphTable] = {}
+    for table in max(functions, key=_step_weight):
+        devices = {device for device in table.devices if device}
+        if len(devices) != 1:
+            raise ChakraFormatError(
+                f"a partition graph runs on {len(devices)} devices ({', '.join(sorted(devices)) or 'none'})",
+                path=path,
+                hint="the partition graphs TensorFlow keeps run on one device each: record again",
+            )
+        out[devices.pop()] = table
+    return out
 
 
-def _read(graph: GraphDef) -> GraphTable:
-    facts = node_facts(graph.SerializeToString(), FLAG_ATTRS, input_name)
+def _step_weight(tables: list[GraphTable]) -> tuple[bool, int]:
+    """How like the step function a function's graphs are: whether they talk, then their size."""
+    talks = any(op.startswith(COLLECTIVE_PREFIX) or op in TRANSFER_OPS for table in tables for op in table.ops)
+    return talks, sum(len(table.names) for table in tables)
+
+
+def _not_a_run_metadata(path: Path, data: bytes, refused: ValueError) -> ChakraFormatError:
+    return ChakraFormatError(
+        f"not a TensorFlow RunMetadata ({protobuf_fault(RunMetadata(), data, refused)}; {len(data):,} bytes)",
+        path=path,
+        hint="the file is damaged or of another kind; record it again with chakra.tensorflow.collect",
+    )
+
+
+def read_graph_table(data: bytes, offset: int = 0, length: int = -1) -> GraphTable:
+    """The nodes of the GraphDef at ``data[offset:offset + length]`` (all of ``data`` by default) as
+    columns (a node named twice: the name's row is its last); ValueError for bytes that are not a
+    GraphDef where they are read."""
+    facts = node_facts(data, FLAG_ATTRS, input_name, offset, length)
     names = [fact[0] for fact in facts]
     row_of = {name: row for row, name in enumerate(names)}
-    inputs = [tuple((row_of.get(source, -1), port, control) for source, port, control in fact[2]) for fact in facts]
-    shapes = [fact[3] for fact in facts]
-    output_bytes = [_output_bytes(fact[3], fact[4]) for fact in facts]
     return GraphTable(
-        graph.node,
+        data,
+        [fact[7] for fact in facts],
         names,
         [fact[1] for fact in facts],
-        inputs,
-        shapes,
-        output_bytes,
+        [fact[6] for fact in facts],
+        [tuple((row_of.get(source, -1), port, control) for source, port, control in fact[2]) for fact in facts],
+        [fact[3] for fact in facts],
+        [_output_bytes(fact[3], fact[4]) for fact in facts],
         [fact[5] or {} for fact in facts],
         row_of,
     )

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from google.protobuf.message import DecodeError
 
 from chakra import io
 from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, op_executions, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
+from chakra.tensorflow.graph import protobuf_fault
 from chakra.units import PS_PER_NS
 
 #: What the profiler names its files, and the plane of host threads TensorFlow's executor runs on.
@@ -138,13 +138,8 @@ def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
 
 
 def _not_an_xspace(path: Path, data: bytes, refused: ValueError) -> ChakraFormatError:
-    try:
-        XSpace().ParseFromString(data)
-        fault = str(refused)
-    except DecodeError as exc:
-        fault = str(exc)
     return ChakraFormatError(
-        f"not a profiler XSpace ({fault}; {len(data):,} bytes)",
+        f"not a profiler XSpace ({protobuf_fault(XSpace(), data, refused)}; {len(data):,} bytes)",
         path=path,
         hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
     )

@@ -28,8 +28,8 @@ from pathlib import Path
 from chakra.errors import ChakraInputError, PathLike
 from chakra.steps import StepRun, step_to_convert
 from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
-from chakra.tensorflow.graph import FOLDED_OPS, load_run_metadata, step_graphs
-from chakra.tensorflow.graph_table import GraphTable, read_graph_table
+from chakra.tensorflow.graph import FOLDED_OPS
+from chakra.tensorflow.graph_table import GraphTable, read_step_tables
 from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
 from chakra.units import NS_PER_US
 
@@ -68,9 +68,7 @@ def load_recorded_workers(paths: list[PathLike]) -> list[Worker]:
             )
     workers = []
     for path in found:
-        tables = {
-            device: read_graph_table(graph) for device, graph in step_graphs(load_run_metadata(path), path).items()
-        }
+        tables = read_step_tables(path)
         profile_folder = path.parent / PROFILE_FOLDER
         workers.append(Worker(path, tables, load_tf_profile(profile_folder) if profile_folder.is_dir() else None))
     return workers
