@@ -23,7 +23,8 @@ from chakra.sim.choices import NetworkModel
 from chakra.sim.config import load_network, load_system
 from chakra.sim.config.system import ASTRA_COMPAT_KEY
 from chakra.sim.run import simulate_workload
-from chakra.trace import new_node, write_workload
+from chakra.trace import new_node
+from chakra.workload_writer import write_workload
 
 #: ASTRA-sim's binaries (``../shared/astra-sim``, beside the checkout).
 ASTRA_BIN = Path(__file__).resolve().parents[2] / "shared" / "astra-sim" / "bin"

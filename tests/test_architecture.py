@@ -23,6 +23,7 @@ CORE = (
     "paths",
     "output_size",
     "trace",
+    "workload_writer",
     "graph",
     "validate",
     "jsonize",

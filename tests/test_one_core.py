@@ -227,7 +227,7 @@ def test_generate_micro_to_the_folder_of_a_larger_workload_leaves_only_its_ranks
 
 
 def test_a_workload_whose_writing_fails_leaves_the_earlier_one_as_it_was(tmp_path):
-    from chakra.trace import WorkloadWriter
+    from chakra.workload_writer import WorkloadWriter
 
     prefix = tmp_path / "w"
     plant_stale_workload(prefix, 3)

@@ -43,7 +43,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.sim.collectives import astra_compat_refusal, collective_time_ns, collective_times, replays_duration
 from chakra.sim.config import NetworkConfig, load_system
 from chakra.sim.run import simulate_workload
-from chakra.trace import new_node, write_workload
+from chakra.trace import new_node
+from chakra.workload_writer import write_workload
 
 EXAMPLE_SYSTEM = Path(__file__).resolve().parents[1] / "examples" / "astra" / "system.json"
 IMPLEMENTATION_KEYS = (

@@ -17,7 +17,8 @@ from chakra.sim.astra import run_astra_sim
 from chakra.sim.choices import NetworkModel
 from chakra.sim.config import load_network, load_remote_memory, load_system
 from chakra.sim.run import simulate_workload
-from chakra.trace import new_node, write_workload
+from chakra.trace import new_node
+from chakra.workload_writer import write_workload
 
 ROOT = Path(__file__).resolve().parents[2] / "shared" / "astra-sim"
 EXAMPLES = ROOT / "examples"

@@ -11,7 +11,8 @@ from helpers import run_cli as run
 
 from chakra.cli.main import EXIT_BAD_INPUT, main
 from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, BROADCAST, COMM_COLL_NODE, COMP_NODE
-from chakra.trace import new_node, write_workload
+from chakra.trace import new_node
+from chakra.workload_writer import write_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "astra"
 SYSTEM, RING2 = EXAMPLES / "system.json", EXAMPLES / "ring2.yml"

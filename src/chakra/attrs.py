@@ -36,14 +36,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, Node
+
+if TYPE_CHECKING:  # numpy loads where columns are read: a producer that only writes does not pay for it
+    import numpy as np
 
 #: The GlobalMetadata attribute saying where a workload's times come from, and its value (followed
 #: by ``": NOTE"``) for the times of a simulated run (``chakra simulate --timed`` writes them; an
@@ -114,19 +116,24 @@ FLOAT_CODES = frozenset(MEMBER_CODE[m] for m in FLOAT_MEMBERS)
 _UNSIGNED64_CODES = frozenset({MEMBER_CODE["uint64_val"], MEMBER_CODE["fixed64_val"]})
 
 
+_READS_AS_INT_CODES = INT_CODES | {BOOL_CODE}
+
+
+@functools.cache
 def _code_table(codes: frozenset[int]) -> np.ndarray:
     """A lookup by member code (a field number, small), whether it is one of ``codes``: faster than
     ``np.isin`` on the few attributes of one column, which this is asked for per column and file."""
+    import numpy as np
+
     table = np.zeros(max(MEMBER_CODE.values()) + 1, dtype=bool)
     table[list(codes)] = True
     return table
 
 
-_READS_AS_INT = _code_table(INT_CODES | {BOOL_CODE})
-_UNSIGNED64 = _code_table(_UNSIGNED64_CODES)
+def _is_code(member: np.ndarray, codes: frozenset[int]) -> np.ndarray:
+    import numpy as np
 
-
-def _is_code(member: np.ndarray, table: np.ndarray) -> np.ndarray:
+    table = _code_table(codes)
     inside = (member >= 0) & (member < len(table))
     return inside & table[np.where(inside, member, 0)]
 
@@ -348,13 +355,16 @@ def int_column(member: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.nd
     """Rule 2 over decoded attributes: ``(values, readable)`` from their member codes and the numbers
     the decoder reported (int64; unsigned 64-bit members as their bit pattern).
 
+    >>> import numpy as np
     >>> values, ok = int_column(np.array([9, 13, 3]), np.array([5, -1, 0]))
     >>> values.tolist(), ok.tolist()
     ([5, 0, 0], [True, False, False])
     """
+    import numpy as np
+
     member = np.asarray(member)
-    ok = _is_code(member, _READS_AS_INT)
-    ok &= ~(_is_code(member, _UNSIGNED64) & (value < 0))
+    ok = _is_code(member, _READS_AS_INT_CODES)
+    ok &= ~(_is_code(member, _UNSIGNED64_CODES) & (value < 0))
     return np.where(ok, value, 0).astype(np.int64), ok
 
 
@@ -362,12 +372,15 @@ def flag_column(member: np.ndarray, value: np.ndarray, texts: dict[int, str]) ->
     """Rule 3 over decoded attributes: ``(flags, readable)``; ``texts`` holds the ``string_val`` of the
     rows stored as strings (row index -> text).
 
+    >>> import numpy as np
     >>> flags, ok = flag_column(np.array([27, 9, 29, 29]), np.array([1, 0, 0, 0]), {2: "false", 3: "no"})
     >>> flags.tolist(), ok.tolist()
     ([True, False, False, False], [True, True, True, False])
     """
+    import numpy as np
+
     member = np.asarray(member)
-    ok = _is_code(member, _READS_AS_INT)
+    ok = _is_code(member, _READS_AS_INT_CODES)
     flags = ok & (value != 0)
     for row, text in texts.items():
         read = read_flag_text(text)

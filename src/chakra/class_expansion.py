@@ -36,8 +36,8 @@ from chakra.class_layout import RENAMED_ATTRS, RankRenaming
 from chakra.errors import ChakraInputError, PathLike
 from chakra.io.framing import read_record
 from chakra.schema.protobuf.et_def_pb2 import Node
-from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.workload import Workload
+from chakra.workload_writer import WorkloadWriter, WrittenWorkload
 
 
 def expand_classes(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chakra.trace import WrittenWorkload
+from chakra.workload_writer import WrittenWorkload
 
 if TYPE_CHECKING:  # the scheduler loads only where a check is asked for (a conversion's start-up is its time)
     from chakra.schedule.fidelity import FidelityCheck

@@ -31,9 +31,9 @@ from chakra.groups import DEFAULT_PG_NAMES, CommGroups
 from chakra.io.writer import output_error
 from chakra.parallel import map_ranks
 from chakra.paths import groups_path
-from chakra.trace import WorkloadWriter
 from chakra.validate.findings import Target
 from chakra.workload import Workload, open_workload
+from chakra.workload_writer import WorkloadWriter
 
 __all__ = [
     "CHANGE_TEXT",

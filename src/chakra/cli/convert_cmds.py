@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from chakra.flexflow import FlexFlowResult
     from chakra.pytorch.workload import PyTorchResult
     from chakra.schedule.fidelity import FidelityCheck
-    from chakra.trace import WrittenWorkload
+    from chakra.workload_writer import WrittenWorkload
     from chakra.xla.convert import XlaConversion
 
 

@@ -48,9 +48,9 @@ from chakra.schedule.fidelity import check_fidelity
 from chakra.schedule.ranks import schedule_ranks
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
 from chakra.table import load_table
-from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
 from chakra.wire import AttrColumn, encode_columns
+from chakra.workload_writer import WorkloadWriter
 
 #: The first start written (µs; 0 means "not recorded" in the format).
 FIRST_START_US = 1

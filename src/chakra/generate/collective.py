@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chakra import io, trace
+from chakra import io, trace, workload_writer
 from chakra.errors import ChakraInputError
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -158,7 +158,7 @@ def algorithm_ranks(spec: AlgorithmSpec) -> list[list[Node]]:
 
 def write_algorithm(
     prefix: str | Path, spec: AlgorithmSpec, ranks: list[list[Node]] | None = None
-) -> trace.WrittenWorkload:
+) -> workload_writer.WrittenWorkload:
     """Write ``spec``'s ranks (``ranks`` when already built) as ``PREFIX.{rank}.et``, atomically,
     through the core writer, the algorithm, collective and size in the files' metadata (what
     ``chakra validate --target custom-collective`` checks the messages against)."""
@@ -169,7 +169,7 @@ def write_algorithm(
         attr.name, attr.string_val = key, value
     size = metadata.attr.add()
     size.name, size.int64_val = "size_bytes", spec.size_bytes
-    return trace.write_workload(prefix, dict(enumerate(ranks)), metadata=metadata)
+    return workload_writer.write_workload(prefix, dict(enumerate(ranks)), metadata=metadata)
 
 
 def _check(spec: AlgorithmSpec) -> None:

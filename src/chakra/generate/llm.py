@@ -84,7 +84,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     CollectiveCommType,
     GlobalMetadata,
 )
-from chakra.trace import WorkloadWriter
+from chakra.workload_writer import WorkloadWriter
 
 #: Metadata attribute holding the spec a workload was generated from.
 SPEC_ATTR = "chakra_generate_spec"

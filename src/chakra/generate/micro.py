@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chakra import trace
+from chakra import workload_writer
 from chakra.errors import ChakraInputError
 from chakra.generate.micro_families import (
     ALL_GATHER_NOTE_BELOW_BYTES,
@@ -342,10 +342,12 @@ def sweep_collectives(
 
 def write_micro_workload(out_dir: str | Path, workload: MicroWorkload) -> WrittenMicroWorkload:
     """Write ``DIR/NAME.{rank}.et`` for every rank and ``DIR/NAME.comm_groups.json`` when the workload
-    has groups, through the core writer (:class:`chakra.trace.WorkloadWriter`: all or nothing; files of
+    has groups, through the core writer (:class:`chakra.workload_writer.WorkloadWriter`: all or nothing; files of
     an earlier workload of the same name that would join this one are removed and listed in the result).
     """
-    written = trace.write_workload(Path(out_dir) / workload.name, dict(enumerate(workload.ranks)), workload.comm_groups)
+    written = workload_writer.write_workload(
+        Path(out_dir) / workload.name, dict(enumerate(workload.ranks)), workload.comm_groups
+    )
     return WrittenMicroWorkload(
         workload, written.prefix, tuple(written.paths.values()), written.groups_path, written.removed
     )

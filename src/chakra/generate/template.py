@@ -4,7 +4,7 @@ Ranks that play the same part (the same pipeline stage of a data/tensor-parallel
 nodes; only the communicator of each collective (``pg_name``) and the peers of sends and receives
 differ. A :class:`RankTemplate` holds such a graph with those values left open: collectives name a
 group *kind* (``"tp"``, ``"dpcp"``, ...) and point-to-point nodes a peer *offset*. Rendering a rank
-(:meth:`FrozenTemplate.render`; :class:`chakra.trace.WorkloadWriter` writes the bytes) copies the
+(:meth:`FrozenTemplate.render`; :class:`chakra.workload_writer.WorkloadWriter` writes the bytes) copies the
 pre-serialized bytes of every other node and encodes only the open attributes, so a thousand ranks
 cost little more than one (``reference/workload-generators.md`` §6.3).
 

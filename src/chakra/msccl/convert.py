@@ -38,7 +38,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chakra import trace
+from chakra import trace, workload_writer
 from chakra.errors import ChakraInputError, PathLike
 from chakra.generate.collective import reduction_us
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node
@@ -68,7 +68,7 @@ _NAMES = {"send": "COMM_SEND_NODE", "recv": "COMM_RECV_NODE", "reduce": "COMP_NO
 class MscclConversion:
     """What :func:`convert_msccl` wrote: the files, the collective, nodes per rank, steps by type."""
 
-    written: trace.WrittenWorkload
+    written: workload_writer.WrittenWorkload
     collective: str
     nodes_per_rank: dict[int, int]
     steps: dict[str, int] = field(default_factory=dict)
@@ -119,7 +119,7 @@ def convert_msccl(path: PathLike, prefix: PathLike, size_bytes: int, collective:
     for key, value in (("schema", SCHEMA), ("input_file", text), ("collective", collective)):
         attr = metadata.attr.add()
         attr.name, attr.string_val = key, value
-    written = trace.write_workload(prefix, ranks, metadata=metadata)
+    written = workload_writer.write_workload(prefix, ranks, metadata=metadata)
     return MscclConversion(written, collective, {rank: len(nodes) for rank, nodes in ranks.items()}, steps)
 
 

@@ -6,7 +6,7 @@
 group each collective used where the traces do not say (:mod:`chakra.pytorch.groups`), global
 peers of sends and receives, and consistent ``comm_seq`` numbers. Ranks whose group-dependent
 attributes change are rewritten. ``PREFIX.comm_groups.json`` lists the non-default groups in
-ASTRA-sim's format. Everything is written through :class:`chakra.trace.WorkloadWriter`: all ranks
+ASTRA-sim's format. Everything is written through :class:`chakra.workload_writer.WorkloadWriter`: all ranks
 or none, and files of an earlier, larger job converted to the same prefix are removed (``removed``).
 With ``check=True`` each rank is replayed with its recorded durations
 (:func:`chakra.schedule.rank.schedule_file`) and the predicted span compared with the measured one.
@@ -43,7 +43,7 @@ from chakra.pytorch.host import HostTrace
 from chakra.pytorch.link import LinkedTrace
 from chakra.schedule.fidelity import check_fidelity
 from chakra.schedule.rank import ScheduleResult, schedule_file
-from chakra.trace import WorkloadWriter
+from chakra.workload_writer import WorkloadWriter
 
 RANK_PLACEHOLDER = "{rank}"
 #: The fidelity check fails a rank whose replayed span is further than this from the measured one

@@ -54,8 +54,8 @@ from chakra.share._native import Rewriter, first_start
 from chakra.share.leakage import Leak, StringSet, find_leaks
 from chakra.share.rules import Rules
 from chakra.table import load_table
-from chakra.trace import WorkloadWriter
 from chakra.workload import Workload, open_workload
+from chakra.workload_writer import WorkloadWriter
 
 #: The first start of an anonymized workload (µs; 0 means "not recorded").
 FIRST_START_US = 1

@@ -22,7 +22,8 @@ from chakra.schema.protobuf.et_def_pb2 import ALL_REDUCE, COMM_COLL_NODE, REDUCE
 from chakra.sim.algorithms import DOUBLE_BINARY_TREE
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.run import simulate_workload
-from chakra.trace import new_node, write_workload
+from chakra.trace import new_node
+from chakra.workload_writer import write_workload
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from chakra.attrs import TIMING_ATTR, TIMING_SIMULATED, set_attr
 from chakra.errors import ChakraInputError, PathLike
 from chakra.paths import groups_path
 from chakra.sim.results import SimResult
-from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
 from chakra.workload import open_workload
+from chakra.workload_writer import WorkloadWriter
 
 #: Added to every simulated start (µs): the format reads a start of 0 as "not recorded".
 ORIGIN_US = 1

@@ -51,9 +51,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.synth.fit import PHASES, phases
 from chakra.synth.model import LAYER, NONE, STEP, STREAM, Loop, Program, Run, SynthModel, synthetic_name
-from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
 from chakra.wire import AttrColumn, encode_columns
+from chakra.workload_writer import WorkloadWriter
 
 #: The attribute columns of a sampled node, in the order a node lists them (a node has one of
 #: ``comm_dst``/``comm_src`` and one of ``stream``/``tid``).

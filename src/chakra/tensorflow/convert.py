@@ -65,9 +65,9 @@ from chakra.tensorflow.graph import (
 from chakra.tensorflow.graph_table import GraphTable
 from chakra.tensorflow.profile import OpExecution
 from chakra.tensorflow.recording import Worker, step_times
-from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.units import NS_PER_US
 from chakra.wire import AttrColumn, encode_columns
+from chakra.workload_writer import WorkloadWriter, WrittenWorkload
 
 SEND_OPS = frozenset({"_Send", "_HostSend"})
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})

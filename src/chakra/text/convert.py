@@ -31,8 +31,8 @@ from chakra.text.workload import (
     WG,
     TextWorkload,
 )
-from chakra.trace import WorkloadWriter
 from chakra.units import NS_PER_US
+from chakra.workload_writer import WorkloadWriter
 
 #: What the compute-time columns may hold (``convert_text(time_unit=...)``).
 TIME_UNIT_US, TIME_UNIT_NS = "us", "ns"

@@ -58,9 +58,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.schema.xla.hlo_subset_pb2 import HloComputationProto, HloInstructionProto
 from chakra.steps import StepRun, step_note
-from chakra.trace import WorkloadWriter, WrittenWorkload
 from chakra.units import NS_PER_US
 from chakra.wire import AttrColumn, encode_columns
+from chakra.workload_writer import WorkloadWriter, WrittenWorkload
 from chakra.xla.costs import instruction_bytes, instruction_flops
 from chakra.xla.hlo import (
     HloModule,

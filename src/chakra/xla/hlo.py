@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from google.protobuf.message import DecodeError
 
 from chakra import io
@@ -207,6 +206,8 @@ def mesh_groups(listed: MeshAxesDeviceList) -> list[tuple[int, ...]]:
     >>> mesh_groups(MeshAxesDeviceList(mesh=mesh, axes=[AxisRefProto(mesh_axis_index=0)]))
     [(0, 2), (1, 3)]
     """
+    import numpy as np  # only where a module lists its groups this way: not at start-up
+
     sizes = [axis.size for axis in listed.mesh.axes] or [1]
     spanned = [ref.mesh_axis_index for ref in listed.axes]
     if any(ref.HasField("sub_axis_info") for ref in listed.axes):
@@ -232,6 +233,8 @@ def iota_groups(iota: IotaReplicaGroupListProto) -> list[tuple[int, ...]]:
     ...                                       iota_reshape_dims=[4, 2], iota_transpose_perm=[1, 0]))
     [(0, 2, 4, 6), (1, 3, 5, 7)]
     """
+    import numpy as np  # only where a module lists its groups this way: not at start-up
+
     count, size = iota.num_replica_groups, iota.num_devices_per_group
     dims: Sequence[int] = list(iota.iota_reshape_dims) or [count * size]
     devices = np.arange(int(np.prod(dims)), dtype=np.int64).reshape(dims)
