@@ -343,7 +343,7 @@ def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | N
                 used.add(tid)
                 break
     next_tid = max(used, default=0) + 1
-    for thread in threads:
+    for thread in voted:
         if thread not in mapping:
             mapping[thread] = next_tid
             next_tid += 1
