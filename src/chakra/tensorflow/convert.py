@@ -301,6 +301,8 @@ _COLUMNS = (
 )  # fmt: skip
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"send_peer": "comm_dst", "recv_self": "comm_dst"}
+#: The columns every node sets (from the node's op, and False): built whole, not row by row.
+_EVERY_ROW = frozenset({"op_type", "is_cpu_op"})
 
 
 class _Device:
@@ -321,7 +323,8 @@ class _Device:
         self.ctrl: list[list[int]] = []
         self.starts: list[int] = []
         self.durations: list[int] = []
-        self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS}  # column -> row -> value
+        #: the other columns: column -> row -> value, for the rows that set it
+        self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS if column not in _EVERY_ROW}
 
     def order(self) -> list[int]:
         """The graph's rows in Kahn's order over data and control edges, the loop back edges dropped."""
@@ -377,13 +380,13 @@ class _Device:
         self.conversion.folded.update(folded)
         self.conversion.converted.update(self.ops)
         rows = len(self.names)
-        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows}  # set on every node
+        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows}
         columns = [
             AttrColumn(
                 _COLUMN_ATTR.get(column, column),
-                every_row[column] if column in every_row else [values.get(row) for row in range(rows)],
+                every_row[column] if column in _EVERY_ROW else [self.attrs[column].get(row) for row in range(rows)],
             )
-            for column, values in self.attrs.items()
+            for column in _COLUMNS
         ]
         empty: list[None] = [None] * rows
         done = encode_columns(

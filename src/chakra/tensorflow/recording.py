@@ -89,7 +89,11 @@ def step_times(workers: list[Worker]) -> StepTimes:
     """The step to convert and every device's executions in it (see the module's docstring)."""
     events: Counter[str] = Counter()
     per_worker: list[dict[object, tuple[int, StepRun]]] = []
+    counted: list[dict[int, int]] = []  # each step's executions, counted once: judged and reported below
     for worker in workers:
+        assert worker.profile is not None
+        counted.append({step: sum(map(len, ops.values())) for step, ops in worker.profile.steps.items()})
+    for worker, executions in zip(workers, counted, strict=True):
         assert worker.profile is not None
         names = {name for table in worker.tables.values() for name in table.names}
         working = {
@@ -105,8 +109,8 @@ def step_times(workers: list[Worker]) -> StepTimes:
             ours = [e for name, runs in ops.items() if name in names for e in runs]
             covered = len(working.intersection(ops))
             best = max(best, covered)
-            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < sum(len(r) for r in ops.values()):
-                events["of other functions"] += sum(len(r) for r in ops.values())
+            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < executions[step_id]:
+                events["of other functions"] += executions[step_id]
                 continue
             instances = [e.instance_key for e in ours if e.instance_key is not None]
             start_ns = min(e.start_ns for e in ours)
@@ -147,11 +151,11 @@ def step_times(workers: list[Worker]) -> StepTimes:
     chosen = step_to_convert(joined)
     chosen_key = next(k for k in common if per_worker[0][k][1].run == chosen.run)
     out: dict[str, dict[str, list[OpExecution]]] = {}
-    for worker, steps in zip(workers, per_worker, strict=True):
+    for worker, steps, executions in zip(workers, per_worker, counted, strict=True):
         assert worker.profile is not None
-        for step_id, ops in worker.profile.steps.items():
+        for step_id in worker.profile.steps:
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
-                events["in other steps"] += sum(len(r) for r in ops.values())
+                events["in other steps"] += executions[step_id]
         ops = worker.profile.steps[steps[chosen_key][0]]
         placed = {name: device for device, table in worker.tables.items() for name in table.names}
         for name, runs in ops.items():
