@@ -45,6 +45,7 @@ setup(
         Extension("chakra._dot", sources=["src/chakra/_dot.c"], extra_compile_args=["-O2"]),
         Extension("chakra._xplane", sources=["src/chakra/_xplane.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension("chakra._tf_graph", sources=["src/chakra/_tf_graph.c"], depends=[WIRE], extra_compile_args=["-O2"]),
+        Extension("chakra._fold_order", sources=["src/chakra/_fold_order.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

@@ -30,12 +30,12 @@ Example:
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from chakra import io
+from chakra._fold_order import fold_in_order
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
@@ -326,69 +326,33 @@ class _Device:
         #: the other columns: column -> row -> value, for the rows that set it
         self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS if column not in _EVERY_ROW}
 
-    def order(self) -> list[int]:
-        """The graph's rows in Kahn's order over data and control edges, the loop back edges dropped."""
-        table = self.table
-        children: list[list[int]] = [[] for _ in table.names]
-        waiting = [0] * len(table.names)
-        for row, inputs in enumerate(table.inputs):
-            parents = {source for source, _, _ in inputs if source >= 0}
-            back = {p for p in parents if table.ops[p] == LOOP_BACK_OP}
-            if back:
-                self.conversion.dropped["loop back edges (NextIteration -> Merge)"] += len(back)
-                parents -= back
-            for parent in parents:
-                children[parent].append(row)
-            waiting[row] = len(parents)
-        unmeasured = float("inf")
-        runs_of = self.runs
-
-        def key(row: int) -> tuple[float, int]:
-            runs = runs_of.get(table.names[row])
-            return (runs[0].start_ns if runs else unmeasured, row)
-
-        ready = [key(row) for row, count in enumerate(waiting) if count == 0]
-        heapq.heapify(ready)
-        out = []
-        while ready:
-            row = heapq.heappop(ready)[1]
-            out.append(row)
-            for child in children[row]:
-                waiting[child] -= 1
-                if waiting[child] == 0:
-                    heapq.heappush(ready, key(child))
-        if len(out) < len(table.names):
-            self.conversion.dropped["nodes on a dependency cycle"] += len(table.names) - len(out)
-        return out
-
     def emit(self) -> list[bytes]:
-        table = self.table
-        stands_for: list[frozenset[int]] = [frozenset()] * len(table.names)  # row -> the ET nodes it stands for
-        folded: list[str] = []
-        for row in self.order():
-            data: set[int] = set()
-            ctrl: set[int] = set()
-            for source, _, control in table.inputs[row]:
-                if source >= 0:
-                    (ctrl if control else data).update(stands_for[source])
-            op = table.ops[row]
-            if op in FOLDED_OPS:
-                folded.append(op)
-                stands_for[row] = frozenset(data | ctrl)
-                continue
-            stands_for[row] = frozenset({self.add(row, sorted(data), sorted(ctrl - data))})
-        self.conversion.folded.update(folded)
+        """The device's nodes in Kahn's order over data and control edges (the loop back edges
+        dropped; ready ties by measured start, then graph row), the folded ops replaced by what they
+        depend on (:func:`chakra._fold_order.fold_in_order`), encoded."""
+        table, runs_of, dropped = self.table, self.runs, self.conversion.dropped
+        starts = [runs[0].start_ns if (runs := runs_of.get(name)) else None for name in table.names]
+        folding = bytes(op in FOLDED_OPS for op in table.ops)
+        loop_back = bytes(op == LOOP_BACK_OP for op in table.ops)
+        rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, starts)
+        if back_edges:
+            dropped["loop back edges (NextIteration -> Merge)"] += back_edges
+        if on_cycle:
+            dropped["nodes on a dependency cycle"] += on_cycle
+        for graph_row, data_deps, ctrl_deps in zip(rows, data, ctrl, strict=True):
+            self.add(graph_row, data_deps, ctrl_deps)
+        self.conversion.folded.update(table.ops[row] for row in folded)
         self.conversion.converted.update(self.ops)
-        rows = len(self.names)
-        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows}
+        rows_out = len(self.names)
+        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows_out}
         columns = [
             AttrColumn(
                 _COLUMN_ATTR.get(column, column),
-                every_row[column] if column in _EVERY_ROW else [self.attrs[column].get(row) for row in range(rows)],
+                every_row[column] if column in _EVERY_ROW else [self.attrs[column].get(row) for row in range(rows_out)],
             )
             for column in _COLUMNS
         ]
-        empty: list[None] = [None] * rows
+        empty: list[None] = [None] * rows_out
         done = encode_columns(
             self.names, self.types, self.ctrl, self.data, self.starts, self.durations, empty, empty, columns
         )
