@@ -43,7 +43,15 @@ setup(
         Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension("chakra._dot", sources=["src/chakra/_dot.c"], extra_compile_args=["-O2"]),
-        Extension("chakra._xplane", sources=["src/chakra/_xplane.c"], depends=[WIRE], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._xplane",
+            sources=["src/chakra/_xplane.c"],
+            depends=[WIRE, "src/chakra/_op_rows.h"],
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "chakra._op_rows", sources=["src/chakra/_op_rows.c"], depends=["src/chakra/_op_rows.h"], extra_compile_args=["-O2"]
+        ),
         Extension("chakra._tf_graph", sources=["src/chakra/_tf_graph.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension("chakra._fold_order", sources=["src/chakra/_fold_order.c"], extra_compile_args=["-O2"]),
         Extension(

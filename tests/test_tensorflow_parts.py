@@ -3,19 +3,21 @@ device names and rank order, and how a profiler XSpace becomes op executions by 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, op_executions, plane_metadata
-from chakra.errors import ChakraFormatError
+from chakra._op_rows import row_executions
+from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, op_event_rows, plane_metadata
+from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
 from chakra.tensorflow.graph import Device, rank_order
 from chakra.tensorflow.graph_table import read_step_tables
-from chakra.tensorflow.profile import ASYNC_DONE, ASYNC_START, PROCESS_EVENT, load_tf_profile
+from chakra.tensorflow.profile import ASYNC_DONE, ASYNC_START, PROCESS_EVENT, StepSummary, load_tf_profile
 from chakra.units import PS_PER_NS
 
 PS_PER_US = 1_000_000
@@ -123,6 +125,57 @@ def test_an_async_kernel_spans_its_launch_to_its_done_on_no_thread_keeping_its_c
     (execution,) = load_tf_profile(path).steps[5]["ar"]
     assert (execution.start_ns - 1_000_000, execution.dur_ns) == (10_000, 84_000)
     assert execution.thread is None and (execution.group_key, execution.instance_key) == (1, 101)
+
+
+def _summed(steps: dict, graph: set[str], working: set[str]) -> dict[int, StepSummary]:
+    """Every step summed up from its executions, as StepSummary defines it."""
+    out = {}
+    for step_id, ops in steps.items():
+        ours = [e for node, runs in ops.items() if node in graph for e in runs]
+        instances = [e.instance_key for e in ours if e.instance_key is not None]
+        out[step_id] = StepSummary(
+            sum(map(len, ops.values())),
+            len(ours),
+            len(working.intersection(ops)),
+            min((e.start_ns for e in ours), default=None),
+            max((e.start_ns + e.dur_ns for e in ours), default=None),
+            min(instances, default=None),
+        )
+    return out
+
+
+_NODES = [f"n{k}" for k in range(5)]
+#: op events with their own step and maybe a collective's keys, and async kernels' launches and dones
+_summed_events = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from([f"{node}:Op" for node in _NODES]),
+            st.integers(0, 20),
+            st.integers(0, 5),
+            st.fixed_dictionaries({"step_id": st.integers(1, 3)}, optional={"instance_key": st.integers(-3, 9)}),
+        ),
+        st.tuples(
+            st.sampled_from([ASYNC_START, ASYNC_DONE]),
+            st.integers(0, 20),
+            st.integers(0, 5),
+            st.fixed_dictionaries({"step_id": st.integers(1, 3), "name": st.sampled_from(_NODES)}),
+        ),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_summed_events, min_size=1, max_size=3), graph=st.sets(st.sampled_from(_NODES)), data=st.data())
+def test_the_steps_summed_up_without_their_executions_are_their_executions_summed(lines, graph, data):
+    working = data.draw(st.sets(st.sampled_from(sorted(graph))) if graph else st.just(set()))
+    with tempfile.TemporaryDirectory() as folder:
+        path = _profile(Path(folder), lines)
+        try:
+            profile = load_tf_profile(path)
+        except ChakraInputError:  # no op execution of a step
+            return
+    assert profile.step_summaries(graph, working) == _summed(profile.steps, graph, working)
 
 
 def test_a_profile_of_no_ops_is_refused_saying_what_to_profile(tmp_path: Path):
@@ -260,7 +313,7 @@ def test_the_host_plane_read_from_its_bytes_is_what_protobuf_reads(planes, wante
 
 
 def _message_ops(line: XLine, op_nodes: dict[int, str], regions: set[int], roles: tuple[set[int], ...], thread: int):
-    """What op_executions adds to its steps for one line, and counts as stepless, read from protobuf's messages."""
+    """What op_event_rows finds of each step for one line, and counts as stepless, read from protobuf's messages."""
     entries = []
     for index, event in enumerate(line.events):
         if event.metadata_id in op_nodes or event.metadata_id in regions:
@@ -336,9 +389,9 @@ def test_the_op_executions_read_from_lines_bytes_are_what_protobuf_reads(lines, 
             for node, executions in nodes.items():
                 expected.setdefault(step, {}).setdefault(node, []).extend(executions)
         stepless += line_stepless
-    steps: dict = {}
-    found = op_executions(data, spans, op_nodes, regions, roles, lambda *execution: execution, steps, PS_PER_NS)
-    assert (steps, found) == (expected, stepless)
+    rows, step_ids, nodes, found = op_event_rows(data, spans, op_nodes, regions, roles, PS_PER_NS)
+    made = row_executions(rows, lambda *execution: execution, nodes, b"\x01" * len(step_ids))
+    assert ({step_ids[index]: ops for index, ops in made.items()}, found) == (expected, stepless)
 
 
 def test_a_damaged_profile_is_one_line_naming_it(tmp_path: Path):

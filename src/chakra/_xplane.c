@@ -16,18 +16,20 @@
  * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire
  * type is an unknown field.
  *
- * op_executions(data, lines, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
- * make, steps, ps_per_ns) -> the count of op events with no step: what chakra.tensorflow.profile reads of
- * the lines at the spans `lines` (the thread of each is its index there), without a Python object per
- * event. `op_nodes` maps the metadata id of an op event to its node's name; `region_ids` are those of the
- * executor's step regions. The four sets name the stat ids of the integer stats read (the last of each
- * on an event wins). In start order (the longer first at one start, then as recorded), with the regions
- * open at each event on a stack, an op's step is its own step stat, else the innermost region around it
- * (its region step stat); each op with a step is added as steps[step][node].append(make(start_ns,
- * dur_ns, thread, group, instance)), `steps` a dict of dicts of lists, times floor-divided by
- * `ps_per_ns` as Python divides.
+ * op_event_rows(data, lines, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
+ * ps_per_ns) -> (rows, steps, nodes, stepless): what chakra.tensorflow.profile reads of the lines at the
+ * spans `lines` (the thread of each is its index there), without a Python object per event. `op_nodes`
+ * maps the metadata id of an op event to its node's name; `region_ids` are those of the executor's step
+ * regions. The four sets name the stat ids of the integer stats read (the last of each on an event
+ * wins). In start order (the longer first at one start, then as recorded), with the regions open at
+ * each event on a stack, an op's step is its own step stat, else the innermost region around it (its
+ * region step stat). Each op with a step is a row of `rows` (bytes of OpRow, _op_rows.h: start and
+ * duration floor-divided by `ps_per_ns` as Python divides, the line, the group and instance keys), its
+ * step an index in `steps` (the step ids in the order first met) and its op an index in `nodes` (the
+ * node of each op id, in the order of the ids); stepless counts the op events with no step.
  */
 #include "_wire.h"
+#include "_op_rows.h"
 
 #include <stdlib.h>
 
@@ -385,7 +387,7 @@ static PyObject *line_events(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LN)", (long long)timestamp_ns, events);
 }
 
-/* An op event or a step region of a line, with the integer stats op_executions reads. */
+/* An op event or a step region of a line, with the integer stats op_event_rows reads. */
 enum { ROLE_STEP = 0, ROLE_REGION = 1, ROLE_GROUP = 2, ROLE_INSTANCE = 3, ROLES = 4 };
 typedef struct {
     int64_t offset_ps, duration_ps, id;
@@ -427,94 +429,91 @@ static __int128 floor_div(__int128 a, int64_t b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static PyObject *int128_of(__int128 value) {
-    if (value >= INT64_MIN && value <= INT64_MAX) return PyLong_FromLongLong((long long)value);
-    /* past 64 bits only on damaged times: built from its halves */
-    PyObject *high = PyLong_FromLongLong((long long)(value >> 64)), *shift = PyLong_FromLong(64);
-    PyObject *low = PyLong_FromUnsignedLongLong((unsigned long long)value);
-    PyObject *shifted = high && shift ? PyNumber_Lshift(high, shift) : NULL;
-    PyObject *out = shifted && low ? PyNumber_Or(shifted, low) : NULL;
-    Py_XDECREF(high);
-    Py_XDECREF(shift);
-    Py_XDECREF(low);
-    Py_XDECREF(shifted);
-    return out;
-}
-
-/* What op_executions reads with, set up once for all lines. */
+/* What op_event_rows reads with, set up once for all lines. */
 typedef struct {
     IdSet ops, regions;
-    PyObject **op_names; /* the node of each id of `ops`, borrowed from op_nodes */
     RoleStats roles;
-    PyObject *make, *steps;
     int64_t ps_per_ns;
-    /* the step of the last execution added and its dict of nodes (borrowed: `steps` holds it) */
+    PyObject *step_index, *step_ids; /* step id -> its index, and the ids in that order */
+    /* the step of the last row added and its index */
     int has_last;
     Entry last_step;
     int last_role;
-    PyObject *last_by_node;
+    uint32_t last_index;
+    OpRow *rows;
+    Py_ssize_t row_count, row_capacity;
     Entry *entries, *stack;
     Py_ssize_t capacity;
 } OpsReader;
 
-
-/* The dict of nodes of the step `keyed` names in `role` (made when new); borrowed, NULL on error. */
-static PyObject *step_nodes(OpsReader *reader, const Entry *keyed, int role) {
+/* The index of the step `keyed` names in `role` (a new one when first met); 0, or -1 on error. */
+static int step_of(OpsReader *reader, const Entry *keyed, int role, uint32_t *index) {
     if (reader->has_last && reader->last_step.value[reader->last_role] == keyed->value[role] &&
-        reader->last_step.unsigned_int[reader->last_role] == keyed->unsigned_int[role])
-        return reader->last_by_node;
+        reader->last_step.unsigned_int[reader->last_role] == keyed->unsigned_int[role]) {
+        *index = reader->last_index;
+        return 0;
+    }
     PyObject *step = int_of(keyed->unsigned_int[role], keyed->value[role]);
-    if (step == NULL) return NULL;
-    PyObject *by_node = PyDict_GetItemWithError(reader->steps, step);
-    if (by_node == NULL && !PyErr_Occurred()) {
-        PyObject *fresh = PyDict_New();
-        if (fresh != NULL && PyDict_SetItem(reader->steps, step, fresh) == 0) by_node = fresh;
-        Py_XDECREF(fresh);
+    if (step == NULL) return -1;
+    PyObject *known = PyDict_GetItemWithError(reader->step_index, step);
+    int status = 0;
+    if (known != NULL) {
+        *index = (uint32_t)PyLong_AsUnsignedLong(known);
+    } else if (PyErr_Occurred() || PyList_GET_SIZE(reader->step_ids) >= UINT32_MAX) {
+        status = -1;
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "op_event_rows: too many steps");
+    } else {
+        *index = (uint32_t)PyList_GET_SIZE(reader->step_ids);
+        PyObject *value = PyLong_FromUnsignedLong(*index);
+        status = value == NULL || PyDict_SetItem(reader->step_index, step, value) < 0 ||
+                         PyList_Append(reader->step_ids, step) < 0
+                     ? -1
+                     : 0;
+        Py_XDECREF(value);
     }
     Py_DECREF(step);
-    if (by_node != NULL) {
+    if (status == 0) {
         reader->has_last = 1;
         reader->last_step = *keyed;
         reader->last_role = role;
-        reader->last_by_node = by_node;
+        reader->last_index = *index;
     }
-    return by_node;
-}
-
-/* steps[step][node].append(make(start_ns, dur_ns, thread, group, instance)); 0, or -1. */
-static int add_execution(OpsReader *reader, const Entry *op, const Entry *region, PyObject *node, int64_t timestamp_ns,
-                         PyObject *thread) {
-    int role = op->has[ROLE_STEP] ? ROLE_STEP : ROLE_REGION;
-    PyObject *by_node = step_nodes(reader, op->has[ROLE_STEP] ? op : region, role);
-    if (by_node == NULL) return -1;
-    PyObject *list = PyDict_GetItemWithError(by_node, node);
-    if (list == NULL) {
-        if (PyErr_Occurred()) return -1;
-        PyObject *fresh = PyList_New(0);
-        if (fresh == NULL || PyDict_SetItem(by_node, node, fresh) < 0) {
-            Py_XDECREF(fresh);
-            return -1;
-        }
-        list = fresh;
-        Py_DECREF(fresh);
-    }
-    PyObject *args[5] = {
-        int128_of((__int128)timestamp_ns + floor_div(op->offset_ps, reader->ps_per_ns)),
-        int128_of(floor_div(op->duration_ps, reader->ps_per_ns)),
-        Py_NewRef(thread),
-        op->has[ROLE_GROUP] ? int_of(op->unsigned_int[ROLE_GROUP], op->value[ROLE_GROUP]) : Py_NewRef(Py_None),
-        op->has[ROLE_INSTANCE] ? int_of(op->unsigned_int[ROLE_INSTANCE], op->value[ROLE_INSTANCE]) : Py_NewRef(Py_None),
-    };
-    PyObject *execution = NULL;
-    if (args[0] && args[1] && args[3] && args[4]) execution = PyObject_Vectorcall(reader->make, args, 5, NULL);
-    for (int k = 0; k < 5; k++) Py_XDECREF(args[k]);
-    int status = execution == NULL ? -1 : PyList_Append(list, execution);
-    Py_XDECREF(execution);
     return status;
 }
 
-/* The op executions of one line added to the steps; 0, or -1 (a Python error set). */
-static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length, PyObject *thread,
+/* A row for the op `op` of step role `role` (in `region` when the op names no step); 0, or -1. */
+static int add_row(OpsReader *reader, const Entry *op, const Entry *region, int64_t timestamp_ns, int32_t line) {
+    int role = op->has[ROLE_STEP] ? ROLE_STEP : ROLE_REGION;
+    uint32_t step;
+    if (step_of(reader, op->has[ROLE_STEP] ? op : region, role, &step) < 0) return -1;
+    if (reader->row_count == reader->row_capacity) {
+        Py_ssize_t capacity = reader->row_capacity ? 2 * reader->row_capacity : 1024;
+        OpRow *rows = PyMem_Realloc(reader->rows, capacity * sizeof(OpRow));
+        if (rows == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        reader->rows = rows;
+        reader->row_capacity = capacity;
+    }
+    OpRow *row = &reader->rows[reader->row_count++];
+    memset(row, 0, sizeof *row);
+    row->start_ns = (__int128)timestamp_ns + floor_div(op->offset_ps, reader->ps_per_ns);
+    row->dur_ns = floor_div(op->duration_ps, reader->ps_per_ns);
+    row->step = step;
+    row->op = (int32_t)op->id;
+    row->line = line;
+    row->has_group = (uint8_t)op->has[ROLE_GROUP];
+    row->group = op->value[ROLE_GROUP];
+    row->group_unsigned = (uint8_t)op->unsigned_int[ROLE_GROUP];
+    row->has_instance = (uint8_t)op->has[ROLE_INSTANCE];
+    row->instance = op->value[ROLE_INSTANCE];
+    row->instance_unsigned = (uint8_t)op->unsigned_int[ROLE_INSTANCE];
+    return 0;
+}
+
+/* The op executions of one line added as rows; 0, or -1 (a Python error set). */
+static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length, int32_t thread,
                          Py_ssize_t *stepless) {
     Cursor line = {start, start + length, NULL};
     int64_t timestamp_ns = 0;
@@ -576,7 +575,7 @@ static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length,
                 continue;
             }
         }
-        if (add_execution(reader, e, region, reader->op_names[e->id], timestamp_ns, thread) < 0) return -1;
+        if (add_row(reader, e, region, timestamp_ns, thread) < 0) return -1;
     }
     return 0;
 malformed:
@@ -584,71 +583,78 @@ malformed:
     return -1;
 }
 
-static PyObject *op_executions(PyObject *self, PyObject *args) {
+static PyObject *op_event_rows(PyObject *self, PyObject *args) {
+    (void)self;
     Py_buffer view;
     long long ps_per_ns;
-    PyObject *lines, *op_nodes, *process_ids, *role_sets[ROLES];
+    PyObject *lines, *op_nodes, *process_ids, *role_sets[ROLES], *nodes = NULL, *result = NULL;
     OpsReader reader;
     memset(&reader, 0, sizeof reader);
-    if (!PyArg_ParseTuple(args, "y*O!O!O(OOOO)OO!L", &view, &PyList_Type, &lines, &PyDict_Type, &op_nodes,
-                          &process_ids, &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &reader.make,
-                          &PyDict_Type, &reader.steps, &ps_per_ns))
+    if (!PyArg_ParseTuple(args, "y*O!O!O(OOOO)L", &view, &PyList_Type, &lines, &PyDict_Type, &op_nodes, &process_ids,
+                          &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &ps_per_ns))
         return NULL;
     reader.ps_per_ns = ps_per_ns;
-    int bad = ps_per_ns <= 0 || !PyAnySet_Check(process_ids);
-    for (int role = 0; role < ROLES; role++) bad = bad || !PyAnySet_Check(role_sets[role]);
-    if (bad) {
+    int failed = ps_per_ns <= 0 || !PyAnySet_Check(process_ids) || PyList_GET_SIZE(lines) > INT32_MAX;
+    for (int role = 0; role < ROLES; role++) failed = failed || !PyAnySet_Check(role_sets[role]);
+    if (failed) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "op_executions: an argument of the wrong kind");
+        PyErr_SetString(PyExc_ValueError, "op_event_rows: an argument of the wrong kind");
         return NULL;
     }
     Py_ssize_t stepless = 0;
-    int failed = 0;
+    reader.step_index = PyDict_New();
+    reader.step_ids = PyList_New(0);
     PyObject *op_keys = PyFrozenSet_New(op_nodes);
-    failed = op_keys == NULL || id_set_of(op_keys, &reader.ops) < 0 || id_set_of(process_ids, &reader.regions) < 0;
+    failed = reader.step_index == NULL || reader.step_ids == NULL || op_keys == NULL ||
+             id_set_of(op_keys, &reader.ops) < 0 || id_set_of(process_ids, &reader.regions) < 0;
     Py_XDECREF(op_keys);
     for (int role = 0; role < ROLES && !failed; role++) failed = id_set_of(role_sets[role], &reader.roles.roles[role]) < 0;
-    if (!failed) {
-        reader.op_names = PyMem_Malloc((reader.ops.size + 1) * sizeof(PyObject *));
-        failed = reader.op_names == NULL;
-        if (failed) PyErr_NoMemory();
+    if (!failed && reader.ops.size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "op_event_rows: too many op ids");
+        failed = 1;
     }
+    if (!failed) failed = (nodes = PyList_New(reader.ops.size)) == NULL;
     for (Py_ssize_t k = 0; !failed && k < reader.ops.size; k++) {
         PyObject *key = PyLong_FromLongLong(reader.ops.ids[k]);
-        reader.op_names[k] = key == NULL ? NULL : PyDict_GetItemWithError(op_nodes, key);
+        PyObject *node = key == NULL ? NULL : PyDict_GetItemWithError(op_nodes, key);
         Py_XDECREF(key);
-        failed = reader.op_names[k] == NULL;
-        if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "op_executions: an op id left op_nodes");
+        failed = node == NULL;
+        if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "op_event_rows: an op id left op_nodes");
+        if (!failed) PyList_SET_ITEM(nodes, k, Py_NewRef(node));
     }
     for (Py_ssize_t thread = 0; !failed && thread < PyList_GET_SIZE(lines); thread++) {
         Py_ssize_t offset, length;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(lines, thread), "nn", &offset, &length)) {
             failed = 1;
         } else if (offset < 0 || length < 0 || offset > view.len || length > view.len - offset) {
-            PyErr_SetString(PyExc_ValueError, "op_executions: a line's span is out of range");
+            PyErr_SetString(PyExc_ValueError, "op_event_rows: a line's span is out of range");
             failed = 1;
         } else {
-            PyObject *line_index = PyLong_FromSsize_t(thread);
-            failed = line_index == NULL ||
-                     read_line_ops(&reader, (const uint8_t *)view.buf + offset, (size_t)length, line_index, &stepless) < 0;
-            Py_XDECREF(line_index);
+            failed = read_line_ops(&reader, (const uint8_t *)view.buf + offset, (size_t)length, (int32_t)thread,
+                                   &stepless) < 0;
         }
+    }
+    if (!failed) {
+        PyObject *rows = PyBytes_FromStringAndSize((const char *)reader.rows, reader.row_count * (Py_ssize_t)sizeof(OpRow));
+        if (rows != NULL) result = Py_BuildValue("(NOOn)", rows, reader.step_ids, nodes, stepless);
     }
     PyMem_Free(reader.entries);
     PyMem_Free(reader.stack);
-    PyMem_Free(reader.op_names);
+    PyMem_Free(reader.rows);
     PyMem_Free(reader.ops.ids);
     PyMem_Free(reader.regions.ids);
     for (int role = 0; role < ROLES; role++) PyMem_Free(reader.roles.roles[role].ids);
+    Py_XDECREF(reader.step_index);
+    Py_XDECREF(reader.step_ids);
+    Py_XDECREF(nodes);
     PyBuffer_Release(&view);
-    if (failed) return NULL;
-    return PyLong_FromSsize_t(stepless);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"plane_metadata", plane_metadata, METH_VARARGS, "A plane's metadata names and the spans of its lines."},
     {"line_events", line_events, METH_VARARGS, "A line's timestamp and its wanted events with their wanted stats."},
-    {"op_executions", op_executions, METH_VARARGS, "Every line's op executions added to their steps; the count with no step."},
+    {"op_event_rows", op_event_rows, METH_VARARGS, "Every line's op executions as rows, their steps and nodes; the count with no step."},
     {NULL, NULL, 0, NULL},
 };
 

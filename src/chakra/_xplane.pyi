@@ -1,6 +1,5 @@
 # Types of the C module src/chakra/_xplane.c (a profiler XSpace's host plane read from its wire bytes;
 # see chakra/tensorflow/profile.py).
-from collections.abc import Callable
 from typing import Any
 
 STAT_INT: int
@@ -14,13 +13,11 @@ def plane_metadata(
 def line_events(
     data: bytes | bytearray | memoryview | Any, offset: int, length: int, events: set[int], stats: set[int]
 ) -> tuple[int, list[tuple[int, int, int, tuple[tuple[int, int, Any], ...]]]]: ...
-def op_executions(
+def op_event_rows(
     data: bytes | bytearray | memoryview | Any,
     lines: list[tuple[int, int]],
     op_nodes: dict[int, str],
     region_ids: set[int],
     roles: tuple[set[int], ...],
-    make: Callable[[int, int, int, int | None, int | None], Any],
-    steps: dict[Any, dict[str, list[Any]]],
     ps_per_ns: int,
-) -> int: ...
+) -> tuple[bytes, list[int], list[str], int]: ...

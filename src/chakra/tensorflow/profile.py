@@ -26,12 +26,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from chakra import io
-from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, op_executions, plane_metadata
+from chakra._op_rows import row_executions, step_summaries
+from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, op_event_rows, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
@@ -49,7 +50,7 @@ ASYNC_START, ASYNC_DONE = "ExecutorState::ProcessAsync::Start", "ExecutorState::
 #: Stats of a collective op's event, and the node an async kernel's events name.
 STEP_STAT, GROUP_STAT, INSTANCE_STAT, NAME_STAT = "step_id", "group_key", "instance_key", "name"
 #: The integer stats an op event and the executor's step region are read for, in the roles
-#: :func:`chakra._xplane.op_executions` reads them: an op's step, a region's step, a collective's keys.
+#: :func:`chakra._xplane.op_event_rows` reads them: an op's step, a region's step, a collective's keys.
 _OP_STATS = (STEP_STAT, PROCESS_STEP_STAT, GROUP_STAT, INSTANCE_STAT)
 #: Separators: an op event is "NODE:OP_TYPE"; the executor's own events are "Class::method".
 OP_SEPARATOR, SCOPE_SEPARATOR = ":", "::"
@@ -67,13 +68,98 @@ class OpExecution(msgspec.Struct, frozen=True, gc=False):
     instance_key: int | None = None
 
 
+class StepSummary(NamedTuple):
+    """One profiled step summed up against a graph (:meth:`TfProfile.step_summaries`): its executions,
+    those of the graph's nodes (``ours``) with their first start, last end (ns) and least collective
+    instance key, and how many of the graph's working nodes ran in it (``covered``)."""
+
+    executions: int
+    ours: int
+    covered: int
+    start_ns: int | None
+    end_ns: int | None
+    instance_key: int | None
+
+
 @dataclass
 class TfProfile:
-    """Op executions by step id, then node name (in time order); op events with no step id counted."""
+    """Op executions by step id, then node name (in time order); op events with no step counted.
+
+    The executions are kept as rows (``chakra._op_rows``): :meth:`step` makes one step's objects,
+    :meth:`step_summaries` sums every step up without them, :attr:`steps` makes them all."""
 
     path: str
-    steps: dict[int, dict[str, list[OpExecution]]] = field(default_factory=dict)
+    step_ids: list[int] = field(default_factory=list)  # in the order first met
     stepless: int = 0
+    _rows: bytes = b""
+    _nodes: list[str] = field(default_factory=list)  # the node of each op index of the rows
+    #: (step, node) -> the launch and done times (ns) of an asynchronous kernel, paired in order
+    _spans: dict[tuple[int, str], tuple[list[int], list[int]]] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> dict[int, dict[str, list[OpExecution]]]:
+        """Every step's executions (made at each call: :meth:`step` makes one step's)."""
+        return {step_id: self.step(step_id) for step_id in self.step_ids}
+
+    def step(self, step_id: int) -> dict[str, list[OpExecution]]:
+        """The executions of one step by node, each node's in time order."""
+        index = self.step_ids.index(step_id)
+        wanted = bytearray(len(self.step_ids))
+        wanted[index] = 1
+        with gc_paused():  # an execution and a list per op, kept: see chakra.collector
+            ops = row_executions(self._rows, OpExecution, self._nodes, bytes(wanted)).get(index, {})
+        for (step, node), (starts, ends) in self._spans.items():
+            if step == step_id:
+                ops[node] = _async_spans(starts, ends, ops.get(node, []))
+        for executions in ops.values():
+            if len(executions) > 1:
+                executions.sort(key=lambda e: e.start_ns)
+        return ops
+
+    def step_summaries(self, graph: set[str], working: set[str]) -> dict[int, StepSummary]:
+        """Every step summed up against a graph's node names (``working``: those that do work)."""
+        async_nodes = {node for _, node in self._spans}
+        summed = step_summaries(self._rows, len(self.step_ids), self._nodes, graph, working, async_nodes)
+        out = {step_id: StepSummary(*summary) for step_id, summary in zip(self.step_ids, summed, strict=True)}
+        if not async_nodes:
+            return out
+        # the asynchronous kernels' nodes, summed here: their executions are their spans where they have them
+        by_step: dict[int, list[tuple[str, list[OpExecution]]]] = defaultdict(list)
+        op_events = row_executions(self._rows, OpExecution, self._nodes, b"\x01" * len(self.step_ids), async_nodes)
+        for index, ops in op_events.items():
+            step_id = self.step_ids[index]
+            by_step[step_id].extend((node, runs) for node, runs in ops.items() if (step_id, node) not in self._spans)
+        index_of = {step_id: index for index, step_id in enumerate(self.step_ids)}
+        for (step_id, node), (starts, ends) in self._spans.items():
+            runs = op_events.get(index_of[step_id], {}).get(node, [])
+            by_step[step_id].append((node, _async_spans(starts, ends, runs)))
+        for step_id, nodes in by_step.items():
+            out[step_id] = _with_nodes(out[step_id], nodes, graph, working)
+        return out
+
+
+def _with_nodes(
+    summary: StepSummary, nodes: list[tuple[str, list[OpExecution]]], graph: set[str], working: set[str]
+) -> StepSummary:
+    """``summary`` with the executions of more nodes of its step added (each node once)."""
+    executions = summary.executions + sum(len(runs) for _, runs in nodes)
+    ours = [runs for node, runs in nodes if node in graph or node in working]
+    starts = [e.start_ns for runs in ours for e in runs]
+    ends = [e.start_ns + e.dur_ns for runs in ours for e in runs]
+    instances = [e.instance_key for runs in ours for e in runs if e.instance_key is not None]
+    if summary.start_ns is not None and summary.end_ns is not None:
+        starts.append(summary.start_ns)
+        ends.append(summary.end_ns)
+    if summary.instance_key is not None:
+        instances.append(summary.instance_key)
+    return StepSummary(
+        executions,
+        summary.ours + sum(map(len, ours)),
+        summary.covered + sum(1 for node, runs in nodes if node in working and runs),
+        min(starts, default=None),
+        max(ends, default=None),
+        min(instances, default=None),
+    )
 
 
 def load_tf_profile(path: PathLike) -> TfProfile:
@@ -87,7 +173,7 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     profile = _read_host_plane(data, path)
     if profile is None:
         raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
-    if not profile.steps:
+    if not profile.step_ids:
         raise ChakraInputError(
             "the profile has no op executions of a step",
             path=path,
@@ -106,8 +192,6 @@ def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
     if found is None:
         return None
     names, stat_names, lines = found
-    profile = TfProfile(str(path))
-    steps: dict[int, dict[str, list[OpExecution]]] = {}
     op_nodes = {
         key: name.rpartition(OP_SEPARATOR)[0]
         for key, name in names.items()
@@ -120,20 +204,21 @@ def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
     roles = tuple({key for key, name in stat_names.items() if name == role} for role in _OP_STATS)
     async_ids = set(async_kinds)
     async_stats = {key for key, name in stat_names.items() if name in (STEP_STAT, NAME_STAT)}
-    with gc_paused():  # an execution per op event, kept: see chakra.collector
-        try:
-            profile.stepless = op_executions(data, lines, op_nodes, process_ids, roles, OpExecution, steps, PS_PER_NS)
-            async_events = [line_events(data, offset, length, async_ids, async_stats) for offset, length in lines]
-        except ValueError as exc:
-            raise _not_an_xspace(path, data, exc) from None
-        for timestamp_ns, events in async_events:
-            _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
-    _merge_async(steps, launched, finished)
-    for ops in steps.values():
-        for executions in ops.values():
-            if len(executions) > 1:
-                executions.sort(key=lambda e: e.start_ns)
-    profile.steps = steps
+    try:
+        rows, step_ids, nodes, stepless = op_event_rows(data, lines, op_nodes, process_ids, roles, PS_PER_NS)
+        async_events = [line_events(data, offset, length, async_ids, async_stats) for offset, length in lines]
+    except ValueError as exc:
+        raise _not_an_xspace(path, data, exc) from None
+    for timestamp_ns, events in async_events:
+        _read_async(timestamp_ns, events, async_kinds, stat_names, launched, finished)
+    profile = TfProfile(str(path), step_ids, stepless, rows, nodes)
+    for (step, node), starts in launched.items():
+        ends = sorted(finished.get((step, node), []))
+        if len(ends) != len(starts):
+            continue  # cut by the profiling window: the op events, if any, stay
+        profile._spans[(step, node)] = (sorted(starts), ends)
+        if step not in step_ids:  # a step of asynchronous kernels only
+            step_ids.append(step)
     return profile
 
 
@@ -189,27 +274,18 @@ def _read_async(
             finished[(step, node)].append(at_ns + duration_ps // PS_PER_NS)
 
 
-def _merge_async(
-    steps: dict[int, dict[str, list[OpExecution]]],
-    launched: dict[tuple[int, str], list[int]],
-    finished: dict[tuple[int, str], list[int]],
-) -> None:
-    """An asynchronous kernel's executions span its launch to its done callback (the k-th launch
-    with the k-th done), on no thread; a collective keeps the keys of its own op event."""
-    for (step, node), starts in launched.items():
-        ends = sorted(finished.get((step, node), []))
-        starts.sort()
-        if len(ends) != len(starts):
-            continue  # cut by the profiling window: the op events, if any, stay
-        ops = steps.setdefault(step, {}).get(node, [])
-        ops.sort(key=lambda e: e.start_ns)
-        spans = []
-        for k, (start_ns, end_ns) in enumerate(zip(starts, ends, strict=True)):
-            keys = ops[k] if k < len(ops) else None
-            group = keys.group_key if keys is not None else None
-            instance = keys.instance_key if keys is not None else None
-            spans.append(OpExecution(start_ns, max(0, end_ns - start_ns), None, group, instance))
-        steps[step][node] = spans
+def _async_spans(starts: list[int], ends: list[int], ops: list[OpExecution]) -> list[OpExecution]:
+    """An asynchronous kernel's executions in a step: its launch to its done callback (the k-th launch
+    with the k-th done, both sorted), on no thread; a collective keeps the keys of its own k-th op
+    event (in time order)."""
+    ops = sorted(ops, key=lambda e: e.start_ns)
+    spans = []
+    for k, (start_ns, end_ns) in enumerate(zip(starts, ends, strict=True)):
+        keys = ops[k] if k < len(ops) else None
+        group = keys.group_key if keys is not None else None
+        instance = keys.instance_key if keys is not None else None
+        spans.append(OpExecution(start_ns, max(0, end_ns - start_ns), None, group, instance))
+    return spans
 
 
 def _ref_stat(stats: tuple[tuple[int, int, Any], ...], stat_names: dict[int, str], wanted: str) -> str | None:

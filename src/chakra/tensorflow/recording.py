@@ -30,7 +30,7 @@ from chakra.steps import StepRun, step_to_convert
 from chakra.tensorflow.collect import PROFILE_FOLDER, RUN_METADATA
 from chakra.tensorflow.graph import FOLDED_OPS
 from chakra.tensorflow.graph_table import GraphTable, read_step_tables
-from chakra.tensorflow.profile import OpExecution, TfProfile, load_tf_profile
+from chakra.tensorflow.profile import OpExecution, StepSummary, TfProfile, load_tf_profile
 from chakra.units import NS_PER_US
 
 #: The least share of a graph's working nodes a profile's step must run to be a step of that graph:
@@ -89,11 +89,8 @@ def step_times(workers: list[Worker]) -> StepTimes:
     """The step to convert and every device's executions in it (see the module's docstring)."""
     events: Counter[str] = Counter()
     per_worker: list[dict[object, tuple[int, StepRun]]] = []
-    counted: list[dict[int, int]] = []  # each step's executions, counted once: judged and reported below
+    summed: list[dict[int, StepSummary]] = []  # every worker's steps against its graph
     for worker in workers:
-        assert worker.profile is not None
-        counted.append({step: sum(map(len, ops.values())) for step, ops in worker.profile.steps.items()})
-    for worker, executions in zip(workers, counted, strict=True):
         assert worker.profile is not None
         names = {name for table in worker.tables.values() for name in table.names}
         working = {
@@ -102,20 +99,19 @@ def step_times(workers: list[Worker]) -> StepTimes:
             for name, op in zip(table.names, table.ops, strict=True)
             if op not in FOLDED_OPS
         }
+        summaries = worker.profile.step_summaries(names, working)
+        summed.append(summaries)
         steps: dict[object, tuple[int, StepRun]] = {}
         matched_steps = []
         best = 0
-        for step_id, ops in worker.profile.steps.items():
-            ours = [e for name, runs in ops.items() if name in names for e in runs]
-            covered = len(working.intersection(ops))
-            best = max(best, covered)
-            if covered < MIN_STEP_COVERAGE * len(working) or 2 * len(ours) < executions[step_id]:
-                events["of other functions"] += executions[step_id]
+        for step_id, summary in summaries.items():
+            best = max(best, summary.covered)
+            if summary.covered < MIN_STEP_COVERAGE * len(working) or 2 * summary.ours < summary.executions:
+                events["of other functions"] += summary.executions
                 continue
-            instances = [e.instance_key for e in ours if e.instance_key is not None]
-            start_ns = min(e.start_ns for e in ours)
-            span_ns = max(e.start_ns + e.dur_ns for e in ours) - start_ns
-            matched_steps.append((min(instances) if instances else None, start_ns, step_id, span_ns, len(ours)))
+            assert summary.start_ns is not None and summary.end_ns is not None  # ours is not empty
+            span_ns = summary.end_ns - summary.start_ns
+            matched_steps.append((summary.instance_key, summary.start_ns, step_id, span_ns, summary.ours))
         if not matched_steps:
             raise ChakraInputError(
                 f"the profile has no step of this graph: its steps run at most {best:,} of the "
@@ -151,12 +147,12 @@ def step_times(workers: list[Worker]) -> StepTimes:
     chosen = step_to_convert(joined)
     chosen_key = next(k for k in common if per_worker[0][k][1].run == chosen.run)
     out: dict[str, dict[str, list[OpExecution]]] = {}
-    for worker, steps, executions in zip(workers, per_worker, counted, strict=True):
+    for worker, steps, summaries in zip(workers, per_worker, summed, strict=True):
         assert worker.profile is not None
-        for step_id in worker.profile.steps:
+        for step_id, summary in summaries.items():
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
-                events["in other steps"] += executions[step_id]
-        ops = worker.profile.steps[steps[chosen_key][0]]
+                events["in other steps"] += summary.executions
+        ops = worker.profile.step(steps[chosen_key][0])
         placed = {name: device for device, table in worker.tables.items() for name in table.names}
         for name, runs in ops.items():
             device = placed.get(name)
