@@ -28,6 +28,7 @@ from chakra.cli import (
     synth_cmds,
 )
 from chakra.cli.console import EXIT_BAD_INPUT, EXIT_INTERRUPTED, CommandGroup, report_error, stderr, stdout
+from chakra.collector import batch_process
 from chakra.errors import ChakraError
 
 
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
     os.environ.setdefault(BLAS_THREADS_ENV, "1")
     signal.signal(signal.SIGTERM, _stop)
-    app(args=argv, prog_name="chakra")
+    with batch_process():  # the command builds, writes and exits: see chakra.collector
+        app(args=argv, prog_name="chakra")
 
 
 if __name__ == "__main__":
