@@ -31,8 +31,8 @@ Example:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from chakra import io
 from chakra._fold_order import fold_in_order
@@ -301,8 +301,9 @@ _COLUMNS = (
 )  # fmt: skip
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"send_peer": "comm_dst", "recv_self": "comm_dst"}
-#: The columns every node sets (from the node's op, and False): built whole, not row by row.
-_EVERY_ROW = frozenset({"op_type", "is_cpu_op"})
+#: The columns built whole, a value per row (None where the row has none); the others are kept as
+#: row -> value for the few rows that set them.
+_WHOLE = frozenset({"op_type", "is_cpu_op", "duration_ns", "tid"})
 
 
 class _Device:
@@ -316,73 +317,68 @@ class _Device:
         self.device = conversion.devices[rank]
         self.table = context.tables[self.device]
         self.runs = context.executions.get(self.device, {})
-        self.names: list[str] = []
-        self.ops: list[str] = []
-        self.types: list[int] = []
-        self.data: list[list[int]] = []
-        self.ctrl: list[list[int]] = []
-        self.starts: list[int] = []
-        self.durations: list[int] = []
-        #: the other columns: column -> row -> value, for the rows that set it
-        self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS if column not in _EVERY_ROW}
+        #: the columns not built whole: column -> row -> value, for the rows that set it
+        self.attrs: dict[str, dict[int, object]] = {column: {} for column in _COLUMNS if column not in _WHOLE}
 
     def emit(self) -> list[bytes]:
         """The device's nodes in Kahn's order over data and control edges (the loop back edges
         dropped; ready ties by measured start, then graph row), the folded ops replaced by what they
         depend on (:func:`chakra._fold_order.fold_in_order`), encoded."""
-        table, runs_of, dropped = self.table, self.runs, self.conversion.dropped
+        table, runs_of, conversion = self.table, self.runs, self.conversion
         starts = [runs[0].start_ns if (runs := runs_of.get(name)) else None for name in table.names]
         folding = bytes(op in FOLDED_OPS for op in table.ops)
         loop_back = bytes(op == LOOP_BACK_OP for op in table.ops)
         rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, starts)
         if back_edges:
-            dropped["loop back edges (NextIteration -> Merge)"] += back_edges
+            conversion.dropped["loop back edges (NextIteration -> Merge)"] += back_edges
         if on_cycle:
-            dropped["nodes on a dependency cycle"] += on_cycle
-        for graph_row, data_deps, ctrl_deps in zip(rows, data, ctrl, strict=True):
-            self.add(graph_row, data_deps, ctrl_deps)
-        self.conversion.folded.update(table.ops[row] for row in folded)
-        self.conversion.converted.update(self.ops)
-        rows_out = len(self.names)
-        every_row: dict[str, list[Any]] = {"op_type": self.ops, "is_cpu_op": [False] * rows_out}
+            conversion.dropped["nodes on a dependency cycle"] += on_cycle
+        names = [table.names[row] for row in rows]
+        ops = [table.ops[row] for row in rows]
+        starts_us, durations_us, duration_ns, tids = self.times(names, ops)
+        whole: dict[str, Sequence[object]] = {
+            "op_type": ops, "is_cpu_op": [False] * len(rows), "duration_ns": duration_ns, "tid": tids,
+        }  # fmt: skip
+        kind = self.kind
+        types = [kind(graph_row, row) for row, graph_row in enumerate(rows)]
+        conversion.folded.update(table.ops[row] for row in folded)
+        conversion.converted.update(ops)
         columns = [
             AttrColumn(
                 _COLUMN_ATTR.get(column, column),
-                every_row[column] if column in _EVERY_ROW else [self.attrs[column].get(row) for row in range(rows_out)],
+                whole[column] if column in _WHOLE else list(map(self.attrs[column].get, range(len(rows)))),
             )
             for column in _COLUMNS
         ]
-        empty: list[None] = [None] * rows_out
-        done = encode_columns(
-            self.names, self.types, self.ctrl, self.data, self.starts, self.durations, empty, empty, columns
-        )
-        return done.payloads
+        empty: list[None] = [None] * len(rows)
+        return encode_columns(names, types, ctrl, data, starts_us, durations_us, empty, empty, columns).payloads
 
-    def add(self, graph_row: int, data: list[int], ctrl: list[int]) -> int:
-        row = len(self.names)
-        name, op = self.table.names[graph_row], self.table.ops[graph_row]
-        self.names.append(name)
-        self.ops.append(op)
-        self.data.append(data)
-        self.ctrl.append(ctrl)
-        runs = self.runs.get(name)
-        start_us = dur_us = 0
-        if runs:
-            first = runs[0]
-            start_us = max(1, first.start_ns // NS_PER_US)
-            dur_ns = first.dur_ns if len(runs) == 1 else sum(r.dur_ns for r in runs)
-            dur_us = dur_ns // NS_PER_US
-            self.attrs["duration_ns"][row] = dur_ns
-            if first.thread is not None:  # an asynchronous kernel holds no thread: no resource
-                self.attrs["tid"][row] = first.thread
-            if len(runs) > 1:
-                self.conversion.repeated[op] += 1
-        elif self.conversion.profiled:
-            self.conversion.untimed[op] += 1
-        self.starts.append(start_us)
-        self.durations.append(dur_us)
-        self.types.append(self.kind(graph_row, row))
-        return row
+    def times(
+        self, names: list[str], ops: list[str]
+    ) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
+        """Each node's start and duration (µs) and its ``duration_ns`` and ``tid`` columns, from its
+        executions in the step (a node that ran more than once: first start, summed duration); the
+        nodes that ran more than once, or not at all, counted."""
+        rows = len(names)
+        start_us, dur_us = [0] * rows, [0] * rows
+        duration_ns: list[int | None] = [None] * rows
+        tids: list[int | None] = [None] * rows
+        repeated, untimed, profiled = self.conversion.repeated, self.conversion.untimed, self.conversion.profiled
+        get = self.runs.get
+        for row, name in enumerate(names):
+            runs = get(name)
+            if runs:
+                first = runs[0]
+                start_us[row] = max(1, first.start_ns // NS_PER_US)
+                dur_ns = first.dur_ns if len(runs) == 1 else sum(r.dur_ns for r in runs)
+                dur_us[row] = dur_ns // NS_PER_US
+                duration_ns[row] = dur_ns
+                tids[row] = first.thread  # an asynchronous kernel holds no thread (None): no resource
+                if len(runs) > 1:
+                    repeated[ops[row]] += 1
+            elif profiled:
+                untimed[ops[row]] += 1
+        return start_us, dur_us, duration_ns, tids
 
     def kind(self, graph_row: int, row: int) -> NodeType:
         """The type of the node of ``graph_row``, with the attributes of that type set in row ``row``."""
