@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._tf_graph import function_graphs, node_facts
+from chakra._tf_graph import function_graphs, node_facts, table_columns
 from chakra.schema.tensorflow.tf_subset_pb2 import AttrValue, GraphDef, NodeDef, RunMetadata
 from chakra.tensorflow.costs import FLAG_ATTRS
 from chakra.tensorflow.graph import input_name
@@ -168,3 +168,48 @@ def test_a_graph_table_names_each_input_by_its_row_and_sizes_each_output():
     assert table.row_of == {"w": 0, "mm": 1}
     assert table.inputs[1] == ((0, 0, False), (-1, 1, False), (0, 0, True))  # "x" is on another device
     assert table.output_bytes[1] == [8 * 16 * 4, None]  # a dimension unknown: no size
+
+
+def _python_columns(facts: list, dtype_bytes: dict[int, int], ref_offset: int):
+    """What table_columns makes of facts, stated in Python."""
+    row_of = {fact[0]: row for row, fact in enumerate(facts)}
+    inputs = [tuple((row_of.get(source, -1), port, control) for source, port, control in fact[2]) for fact in facts]
+    sizes = []
+    for fact in facts:
+        shapes, dtype = fact[3], fact[4]
+        size = None if dtype is None else dtype_bytes.get(dtype - ref_offset if dtype > ref_offset else dtype)
+        row_sizes = []
+        for shape in shapes:
+            if size is None or shape is None or any(d < 0 for d in shape):
+                row_sizes.append(None)
+                continue
+            count = size
+            for d in shape:
+                count *= d
+            row_sizes.append(count)
+        sizes.append(row_sizes)
+    return row_of, inputs, sizes
+
+
+_facts = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.just("Op"),
+        st.lists(st.tuples(st.sampled_from(["a", "b", "x"]), st.integers(0, 3), st.booleans()), max_size=3).map(tuple),
+        st.lists(st.one_of(st.none(), st.lists(st.integers(-1, 1 << 40), max_size=4)), max_size=3),
+        st.one_of(st.none(), st.sampled_from([0, 1, 9, 101, 109, 150])),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(facts=_facts)
+def test_the_table_columns_are_the_rules_stated_in_python(facts):
+    dtype_bytes = {1: 4, 9: 8}
+    assert table_columns(facts, dtype_bytes, 100) == _python_columns(facts, dtype_bytes, 100)
+
+
+def test_an_output_past_64_bits_of_bytes_is_sized_exactly():
+    (_, _, sizes) = table_columns([("t", "Op", (), [[1 << 40, 1 << 40]], 1)], {1: 4}, 100)
+    assert sizes == [[4 << 80]]

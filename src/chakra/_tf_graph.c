@@ -25,6 +25,13 @@
  * is an unknown field; a map key given twice keeps its last value; strings (names, ops, inputs, devices,
  * attribute names) must be UTF-8 as upb checks it. ValueError for bytes that are not a RunMetadata or a
  * GraphDef as upb reads them, in the fields read here (the others are not read).
+ *
+ * table_columns(facts, dtype_bytes, ref_offset) -> (row_of, inputs, output_bytes): what
+ * chakra.tensorflow.graph_table makes of node_facts' list: each name's row (a name given twice: its
+ * last), each node's inputs with the source named by its row (-1: not in this graph), and the bytes of
+ * each output, its elements (None for an unknown rank or a negative dimension) times the size
+ * `dtype_bytes` gives its type (a reference type, past `ref_offset`, as its base type), None where
+ * either is unknown.
  */
 #include "_wire.h"
 
@@ -401,9 +408,116 @@ static PyObject *function_graphs(PyObject *self, PyObject *args) {
     return functions;
 }
 
+/* The elements of a shape (a list of sizes, or None) times `size` as a new int; Py_None (new) when the
+ * rank or a dimension is unknown; NULL on error. Past 64 bits the product is made with Python ints. */
+static PyObject *shape_bytes(PyObject *shape, PyObject *size) {
+    if (shape == Py_None || !PyList_Check(shape)) return Py_NewRef(Py_None);
+    long long product = PyLong_AsLongLong(size);
+    if (product == -1 && PyErr_Occurred()) return NULL;
+    int overflow = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(shape); k++) {
+        long long dim = PyLong_AsLongLong(PyList_GET_ITEM(shape, k));
+        if (dim == -1 && PyErr_Occurred()) return NULL;
+        if (dim < 0) return Py_NewRef(Py_None);
+        overflow = overflow || __builtin_mul_overflow(product, dim, &product);
+    }
+    if (!overflow) return PyLong_FromLongLong(product);
+    PyObject *total = Py_NewRef(size);
+    for (Py_ssize_t k = 0; total != NULL && k < PyList_GET_SIZE(shape); k++)
+        Py_SETREF(total, PyNumber_Multiply(total, PyList_GET_ITEM(shape, k)));
+    return total;
+}
+
+/* The bytes of each output of one fact's shapes, of elements of its type. */
+static PyObject *output_bytes_of(PyObject *shapes, PyObject *dtype, PyObject *dtype_bytes, long ref_offset) {
+    PyObject *size = NULL;
+    if (dtype != Py_None) {
+        long type = PyLong_AsLong(dtype);
+        if (type == -1 && PyErr_Occurred()) return NULL;
+        PyObject *key = PyLong_FromLong(type > ref_offset ? type - ref_offset : type);
+        size = key == NULL ? NULL : PyDict_GetItemWithError(dtype_bytes, key); /* borrowed */
+        Py_XDECREF(key);
+        if (size == NULL && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(shapes);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *bytes = size == NULL || size == Py_None ? Py_NewRef(Py_None) : shape_bytes(PyList_GET_ITEM(shapes, k), size);
+        if (bytes == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, k, bytes);
+    }
+    return out;
+}
+
+/* One fact's inputs with each source named by its row in `row_of` (-1 when not there). */
+static PyObject *inputs_by_row(PyObject *inputs, PyObject *row_of, PyObject *outside) {
+    Py_ssize_t n = PyTuple_GET_SIZE(inputs);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *input = PyTuple_GET_ITEM(inputs, k);
+        if (!PyTuple_Check(input) || PyTuple_GET_SIZE(input) != 3) {
+            PyErr_SetString(PyExc_ValueError, "table_columns: an input is not (source, port, control)");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *row = PyDict_GetItemWithError(row_of, PyTuple_GET_ITEM(input, 0));
+        if (row == NULL && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *resolved = PyTuple_Pack(3, row != NULL ? row : outside, PyTuple_GET_ITEM(input, 1), PyTuple_GET_ITEM(input, 2));
+        if (resolved == NULL) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, k, resolved);
+    }
+    return out;
+}
+
+static PyObject *table_columns(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *facts, *dtype_bytes, *row_of = NULL, *inputs = NULL, *sizes = NULL, *outside = NULL;
+    long ref_offset;
+    if (!PyArg_ParseTuple(args, "O!O!l", &PyList_Type, &facts, &PyDict_Type, &dtype_bytes, &ref_offset)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(facts);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *fact = PyList_GET_ITEM(facts, k);
+        if (!PyTuple_Check(fact) || PyTuple_GET_SIZE(fact) < 5 || !PyTuple_Check(PyTuple_GET_ITEM(fact, 2)) ||
+            !PyList_Check(PyTuple_GET_ITEM(fact, 3))) {
+            PyErr_SetString(PyExc_ValueError, "table_columns: not a list of node_facts");
+            return NULL;
+        }
+    }
+    row_of = PyDict_New();
+    inputs = PyList_New(n);
+    sizes = PyList_New(n);
+    outside = PyLong_FromLong(-1);
+    int failed = row_of == NULL || inputs == NULL || sizes == NULL || outside == NULL;
+    for (Py_ssize_t k = 0; !failed && k < n; k++) {
+        PyObject *row = PyLong_FromSsize_t(k);
+        failed = row == NULL || PyDict_SetItem(row_of, PyTuple_GET_ITEM(PyList_GET_ITEM(facts, k), 0), row) < 0;
+        Py_XDECREF(row);
+    }
+    for (Py_ssize_t k = 0; !failed && k < n; k++) {
+        PyObject *fact = PyList_GET_ITEM(facts, k);
+        PyObject *resolved = inputs_by_row(PyTuple_GET_ITEM(fact, 2), row_of, outside);
+        PyObject *bytes = resolved == NULL ? NULL
+                                           : output_bytes_of(PyTuple_GET_ITEM(fact, 3), PyTuple_GET_ITEM(fact, 4),
+                                                             dtype_bytes, ref_offset);
+        failed = resolved == NULL || bytes == NULL;
+        if (resolved != NULL) PyList_SET_ITEM(inputs, k, resolved);
+        if (bytes != NULL) PyList_SET_ITEM(sizes, k, bytes);
+    }
+    PyObject *result = failed ? NULL : Py_BuildValue("(OOO)", row_of, inputs, sizes);
+    Py_XDECREF(row_of);
+    Py_XDECREF(inputs);
+    Py_XDECREF(sizes);
+    Py_XDECREF(outside);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"node_facts", node_facts, METH_VARARGS, "Every node's name, op, inputs, output shapes, type, flags, device and span."},
     {"function_graphs", function_graphs, METH_VARARGS, "The spans of each function graph's partition graphs."},
+    {"table_columns", table_columns, METH_VARARGS, "Each name's row, the inputs by row, each output's bytes."},
     {NULL, NULL, 0, NULL},
 };
 

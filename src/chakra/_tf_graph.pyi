@@ -22,3 +22,6 @@ def node_facts(
         tuple[int, int],
     ]
 ]: ...
+def table_columns(
+    facts: list[Any], dtype_bytes: dict[int, int], ref_offset: int
+) -> tuple[dict[str, int], list[tuple[tuple[int, int, bool], ...]], list[list[int | None]]]: ...

@@ -116,11 +116,6 @@ def tensor_elements(dims: list[int] | None) -> int | None:
     return count
 
 
-def dtype_bytes(dtype: int) -> int | None:
-    """Bytes per element of a TensorFlow DataType value, ``None`` for types of no fixed size."""
-    return DTYPE_BYTES.get(dtype - REF_OFFSET if dtype > REF_OFFSET else dtype)
-
-
 def const_int(node: NodeDef) -> int | None:
     """The integer a scalar ``Const`` holds (a collective's ``group_size`` or ``group_key``)."""
     if node.op != "Const" or "value" not in node.attr:

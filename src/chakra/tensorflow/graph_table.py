@@ -24,18 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from chakra._tf_graph import function_graphs, node_facts
+from chakra._tf_graph import function_graphs, node_facts, table_columns
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import NodeDef, RunMetadata
 from chakra.tensorflow.costs import FLAG_ATTRS, Shape
 from chakra.tensorflow.graph import (
     COLLECTIVE_PREFIX,
+    DTYPE_BYTES,
+    REF_OFFSET,
     TRANSFER_OPS,
-    dtype_bytes,
     input_name,
     protobuf_fault,
-    tensor_elements,
 )
 
 #: An input of a row: (source row or -1, output port of the source, is a control edge).
@@ -121,29 +121,16 @@ def read_graph_table(data: bytes, offset: int = 0, length: int = -1) -> GraphTab
     columns (a node named twice: the name's row is its last); ValueError for bytes that are not a
     GraphDef where they are read."""
     facts = node_facts(data, FLAG_ATTRS, input_name, offset, length)
-    names = [fact[0] for fact in facts]
-    row_of = {name: row for row, name in enumerate(names)}
+    row_of, inputs, output_bytes = table_columns(facts, DTYPE_BYTES, REF_OFFSET)
     return GraphTable(
         data,
         [fact[7] for fact in facts],
-        names,
+        [fact[0] for fact in facts],
         [fact[1] for fact in facts],
         [fact[6] for fact in facts],
-        [tuple((row_of.get(source, -1), port, control) for source, port, control in fact[2]) for fact in facts],
+        inputs,
         [fact[3] for fact in facts],
-        [_output_bytes(fact[3], fact[4]) for fact in facts],
+        output_bytes,
         [fact[5] or {} for fact in facts],
         row_of,
     )
-
-
-def _output_bytes(shapes: list[Shape], dtype: int | None) -> list[int | None]:
-    """Bytes of each output of these shapes, of elements of TensorFlow DataType ``dtype``.
-
-    >>> _output_bytes([[32, 64], [-1, 4], None], 1), _output_bytes([[2]], None)
-    ([8192, None, None], [None])
-    """
-    size = None if dtype is None else dtype_bytes(dtype)
-    if size is None:
-        return [None] * len(shapes)
-    return [None if (count := tensor_elements(shape)) is None else count * size for shape in shapes]
