@@ -369,15 +369,28 @@ _op_event_pieces = st.lists(
 )
 
 
+def _spread(pieces: list, offset: int) -> list:
+    """Event pieces with their metadata and stat ids moved up by ``offset``."""
+    return [
+        (metadata_id + offset, member, duration_ps, [(stat_id + offset, value) for stat_id, value in stats])
+        for metadata_id, member, duration_ps, stats in pieces
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     lines=st.lists(st.lists(st.one_of(_op_event_pieces, _event_pieces), max_size=10), min_size=1, max_size=3),
     ops=st.sets(st.integers(0, 6)),
     roles=st.tuples(*[st.sets(st.integers(0, 6), max_size=2)] * 4),
+    spread=st.sampled_from([0, 1 << 40]),
 )
-def test_the_op_executions_read_from_lines_bytes_are_what_protobuf_reads(lines, ops, roles):
+def test_the_op_executions_read_from_lines_bytes_are_what_protobuf_reads(lines, ops, roles, spread):
+    # metadata ids past what the reader keeps a table by id for are searched for: both ways are read
+    lines = [[_spread(pieces, spread) for pieces in events] for events in lines]
+    ops = {key + spread for key in ops}
+    roles = tuple({key + spread for key in role} for role in roles)
     op_nodes = {key: f"node{key}" for key in ops}
-    regions = set(range(7)) - ops
+    regions = {key + spread for key in range(7)} - ops
     data, spans, expected, stepless = b"", [], {}, 0
     for thread, events in enumerate(lines):
         line_bytes = XLine(id=thread, timestamp_ns=thread * 10**9).SerializeToString()

@@ -46,20 +46,36 @@ enum { MAP_KEY = 1, MAP_VALUE = 2, METADATA_NAME = 2 };
 
 static PyObject *Py_empty_tuple_ref;
 
-/* A set of ints as a sorted array, for membership tests without an object per test. */
+/* A set of ints as a sorted array, for membership tests without an object per test; where the ids are
+ * small and not negative (the profiler numbers its metadata from 1), also as a table by id, so that
+ * the test of every event and stat is one load rather than a binary search (a tenth of the reading). */
 typedef struct {
     int64_t *ids;
     Py_ssize_t size;
+    int32_t *dense; /* id -> its position, -1 for none; NULL when the ids do not suit */
+    int64_t dense_size;
 } IdSet;
+
+/* The largest id given a table by id (4 MiB of table). */
+#define DENSE_MAX_ID (1 << 20)
 
 static int compare_ids(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
+static void id_set_free(IdSet *set) {
+    PyMem_Free(set->ids);
+    PyMem_Free(set->dense);
+    set->ids = NULL;
+    set->dense = NULL;
+}
+
 /* 0, or -1 with a Python error (an element that is not an int of 64 bits). */
 static int id_set_of(PyObject *set, IdSet *out) {
     out->size = 0;
+    out->dense = NULL;
+    out->dense_size = 0;
     out->ids = PyMem_Malloc((PySet_GET_SIZE(set) + 1) * sizeof(int64_t));
     if (out->ids == NULL) {
         PyErr_NoMemory();
@@ -74,16 +90,27 @@ static int id_set_of(PyObject *set, IdSet *out) {
     }
     Py_XDECREF(iterator);
     if (PyErr_Occurred()) {
-        PyMem_Free(out->ids);
-        out->ids = NULL;
+        id_set_free(out);
         return -1;
     }
     qsort(out->ids, out->size, sizeof(int64_t), compare_ids);
+    if (out->size > 0 && out->ids[0] >= 0 && out->ids[out->size - 1] < DENSE_MAX_ID) {
+        out->dense_size = out->ids[out->size - 1] + 1;
+        out->dense = PyMem_Malloc(out->dense_size * sizeof(int32_t));
+        if (out->dense == NULL) {
+            id_set_free(out);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(out->dense, 0xff, out->dense_size * sizeof(int32_t)); /* -1 everywhere */
+        for (Py_ssize_t k = 0; k < out->size; k++) out->dense[out->ids[k]] = (int32_t)k;
+    }
     return 0;
 }
 
 /* The position of `id` in `set`, or -1. */
 static Py_ssize_t id_index(const IdSet *set, int64_t id) {
+    if (set->dense != NULL) return id >= 0 && id < set->dense_size ? set->dense[id] : -1;
     Py_ssize_t low = 0, high = set->size;
     while (low < high) {
         Py_ssize_t middle = (low + high) / 2;
@@ -347,9 +374,9 @@ static PyObject *line_events(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "line_events(data, offset, length, event ids, stat ids): out of range");
         return NULL;
     }
-    IdSet event_ids = {NULL, 0}, stat_ids = {NULL, 0};
+    IdSet event_ids = {NULL, 0, NULL, 0}, stat_ids = {NULL, 0, NULL, 0};
     if (id_set_of(wanted_events, &event_ids) < 0 || id_set_of(wanted_stats, &stat_ids) < 0) {
-        PyMem_Free(event_ids.ids);
+        id_set_free(&event_ids);
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -380,8 +407,8 @@ static PyObject *line_events(PyObject *self, PyObject *args) {
             if (status < 0) Py_CLEAR(events);
         }
     }
-    PyMem_Free(event_ids.ids);
-    PyMem_Free(stat_ids.ids);
+    id_set_free(&event_ids);
+    id_set_free(&stat_ids);
     PyBuffer_Release(&view);
     if (events == NULL) return NULL;
     return Py_BuildValue("(LN)", (long long)timestamp_ns, events);
@@ -641,9 +668,9 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
     PyMem_Free(reader.entries);
     PyMem_Free(reader.stack);
     PyMem_Free(reader.rows);
-    PyMem_Free(reader.ops.ids);
-    PyMem_Free(reader.regions.ids);
-    for (int role = 0; role < ROLES; role++) PyMem_Free(reader.roles.roles[role].ids);
+    id_set_free(&reader.ops);
+    id_set_free(&reader.regions);
+    for (int role = 0; role < ROLES; role++) id_set_free(&reader.roles.roles[role]);
     Py_XDECREF(reader.step_index);
     Py_XDECREF(reader.step_ids);
     Py_XDECREF(nodes);
