@@ -111,12 +111,17 @@ def test_an_input_from_outside_the_graph_orders_nothing():
         ([((5, 0, False),)], 1, [None]),  # a source past the last row
         ([((0, 0),)], 1, [None]),  # an input without its control flag
         ([()], 2, [None]),  # a mask of the wrong length
-        ([()], 1, [1 << 70]),  # a start past 64 bits
+        ([[]], 1, [None]),  # a row's inputs in a list
     ],
 )
 def test_malformed_arguments_are_a_value_error(inputs, masks, starts):
     with pytest.raises(ValueError, match="fold_in_order"):
         fold_in_order(inputs, bytes(masks), bytes(masks), starts)
+
+
+def test_a_start_past_64_bits_is_an_overflow_error():
+    with pytest.raises(OverflowError, match="fold_in_order"):
+        fold_in_order([()], b"\x00", b"\x00", [1 << 70])
 
 
 @st.composite

@@ -203,6 +203,29 @@ def test_a_recording_of_two_devices_converts_to_paired_transfers_and_one_group(t
     assert conversion.folded == {"_Arg": 4, "Const": 4}
 
 
+def test_a_profile_of_times_past_64_bits_converts_in_the_order_its_times_give(tmp_path: Path):
+    from helpers import write_tf_recording
+
+    from chakra.tensorflow.convert import convert_workers
+    from chakra.tensorflow.recording import load_recorded_workers
+
+    converted, shift_ns = [], 0
+    for moved in (False, True):
+        recording = write_tf_recording(tmp_path / str(moved))
+        path = recording / "profile" / "host.xplane.pb"
+        space = XSpace.FromString(path.read_bytes())
+        lines = space.planes[0].lines
+        if moved:  # the lines' clocks just under 2**63 ns (whole µs later): the events' times past it
+            shift_ns = ((1 << 63) - 1000 - max(line.timestamp_ns for line in lines)) // 1000 * 1000
+            for line in lines:
+                line.timestamp_ns += shift_ns
+        path.write_bytes(space.SerializeToString())
+        converted.append(convert_workers(load_recorded_workers([recording])).nodes[0])
+    plain, shifted = converted
+    assert [n.name for n in shifted] == [n.name for n in plain]
+    assert [n.start_time_micros for n in shifted] == [n.start_time_micros + shift_ns // 1000 for n in plain]
+
+
 def test_a_step_without_gaps_replays_to_its_measured_span(tmp_path: Path):
     from helpers import write_tf_recording
 

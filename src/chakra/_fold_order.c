@@ -17,7 +17,8 @@
  * and through control inputs (those also in data left out), read from what each input's source stands
  * for when the row is taken (nothing for a source not taken yet: a back edge's); `folded` the rows
  * folded, in order; on_cycle the rows never ready (on a cycle). ValueError for inputs of the wrong
- * shape, a source out of range, masks of the wrong length or a start outside 64 bits.
+ * shape, a source out of range or masks of the wrong length; OverflowError for a start outside 64 bits
+ * (the caller passes the starts' ranks then).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -150,11 +151,11 @@ static int read_edges(Graph *g, PyObject *inputs) {
     Py_ssize_t total = 0;
     for (Py_ssize_t r = 0; r < g->rows; r++) {
         PyObject *row = PyList_GET_ITEM(inputs, r);
-        if (!PyTuple_Check(row) && !PyList_Check(row)) {
-            PyErr_SetString(PyExc_ValueError, "fold_in_order: a row's inputs are not a tuple or list");
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_ValueError, "fold_in_order: a row's inputs are not a tuple");
             return -1;
         }
-        total += PySequence_Fast_GET_SIZE(row);
+        total += PyTuple_GET_SIZE(row);
     }
     g->edge_start = PyMem_Malloc((g->rows + 1) * sizeof(Py_ssize_t));
     g->edges = PyMem_Malloc((total ? total : 1) * sizeof(Edge));
@@ -166,15 +167,16 @@ static int read_edges(Graph *g, PyObject *inputs) {
     for (Py_ssize_t r = 0; r < g->rows; r++) {
         PyObject *row = PyList_GET_ITEM(inputs, r);
         g->edge_start[r] = at;
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(row); k++) {
-            PyObject *input = PySequence_Fast_GET_ITEM(row, k);
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
+            PyObject *input = PyTuple_GET_ITEM(row, k);
             if (!PyTuple_Check(input) || PyTuple_GET_SIZE(input) != 3) {
                 PyErr_SetString(PyExc_ValueError, "fold_in_order: an input is not (source, port, control)");
                 return -1;
             }
             Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(input, 0));
+            if (source == -1 && PyErr_Occurred()) return -1;
             int control = PyObject_IsTrue(PyTuple_GET_ITEM(input, 2));
-            if ((source == -1 && PyErr_Occurred()) || control < 0) return -1;
+            if (control < 0) return -1;
             if (source >= g->rows || source < -1) {
                 PyErr_SetString(PyExc_ValueError, "fold_in_order: an input's source row is out of range");
                 return -1;
@@ -237,6 +239,7 @@ static int gather_ids(Graph *g, Py_ssize_t r, int control, Ids *out) {
         Edge edge = g->edges[e];
         if (edge.source < 0 || edge.control != control) continue;
         Span s = g->stands[edge.source];
+        if (s.size == 0) continue;
         if (ids_reserve(out, s.size) < 0) return -1;
         memcpy(out->ids + out->size, g->pool.ids + s.at, s.size * sizeof(long long));
         out->size += s.size;
@@ -313,7 +316,7 @@ static PyObject *fold_in_order(PyObject *self, PyObject *args) {
             int overflow = 0;
             g.keys[r].start_ns = PyLong_AsLongLongAndOverflow(start, &overflow);
             if (overflow || (g.keys[r].start_ns == -1 && PyErr_Occurred())) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "fold_in_order: a start outside 64 bits");
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_OverflowError, "fold_in_order: a start outside 64 bits");
                 goto done;
             }
         }

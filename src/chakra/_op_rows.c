@@ -78,17 +78,24 @@ static PyObject *node_list(PyObject *by_node, PyObject *node) {
 static PyObject *row_executions(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buffer, steps_wanted;
-    PyObject *make, *nodes, *only = Py_None, *out = NULL;
-    if (!PyArg_ParseTuple(args, "y*OO!y*|O", &buffer, &make, &PyList_Type, &nodes, &steps_wanted, &only)) return NULL;
+    PyObject *make, *node_list_arg, *only = Py_None, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*OO!y*|O", &buffer, &make, &PyList_Type, &node_list_arg, &steps_wanted, &only))
+        return NULL;
     const OpRow *rows;
     Py_ssize_t count;
     uint8_t *op_ok = NULL; /* with `only`: whether each op's node is in it */
-    int failed = rows_of(&buffer, &rows, &count) < 0;
+    PyObject *nodes = PyList_AsTuple(node_list_arg); /* fixed while `make` runs Python */
+    int failed = nodes == NULL || rows_of(&buffer, &rows, &count) < 0;
+    Py_ssize_t node_count = nodes == NULL ? 0 : PyTuple_GET_SIZE(nodes);
+    if (!failed && only != Py_None && !PyAnySet_Check(only)) {
+        PyErr_SetString(PyExc_ValueError, "row_executions: only must be a set");
+        failed = 1;
+    }
     if (!failed && only != Py_None) {
-        failed = !PyAnySet_Check(only) || (op_ok = PyMem_Malloc(PyList_GET_SIZE(nodes) + 1)) == NULL;
-        if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "row_executions: only must be a set");
-        for (Py_ssize_t k = 0; !failed && k < PyList_GET_SIZE(nodes); k++) {
-            int in = PySet_Contains(only, PyList_GET_ITEM(nodes, k));
+        failed = (op_ok = PyMem_Malloc(node_count + 1)) == NULL;
+        if (failed) PyErr_NoMemory();
+        for (Py_ssize_t k = 0; !failed && k < node_count; k++) {
+            int in = PySet_Contains(only, PyTuple_GET_ITEM(nodes, k));
             failed = in < 0;
             op_ok[k] = (uint8_t)(in > 0);
         }
@@ -99,7 +106,7 @@ static PyObject *row_executions(PyObject *self, PyObject *args) {
     failed = by_step == NULL;
     for (Py_ssize_t k = 0; !failed && k < count; k++) {
         const OpRow *row = &rows[k];
-        if (row->step >= (uint64_t)steps_wanted.len || row->op < 0 || row->op >= PyList_GET_SIZE(nodes)) {
+        if (row->step >= (uint64_t)steps_wanted.len || row->op < 0 || row->op >= node_count) {
             PyErr_SetString(PyExc_ValueError, "row_executions: a row's step or op is out of range");
             failed = 1;
             break;
@@ -120,7 +127,7 @@ static PyObject *row_executions(PyObject *self, PyObject *args) {
             }
             last_step = row->step;
         }
-        PyObject *list = node_list(last_dict, PyList_GET_ITEM(nodes, row->op));
+        PyObject *list = node_list(last_dict, PyTuple_GET_ITEM(nodes, row->op));
         PyObject *fields[5] = {
             int128_of(row->start_ns),
             int128_of(row->dur_ns),
@@ -137,6 +144,7 @@ static PyObject *row_executions(PyObject *self, PyObject *args) {
     }
     if (!failed) out = Py_NewRef(by_step);
     Py_XDECREF(by_step);
+    Py_XDECREF(nodes);
     PyBuffer_Release(&buffer);
     PyBuffer_Release(&steps_wanted);
     PyMem_Free(op_ok);

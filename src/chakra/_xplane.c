@@ -580,7 +580,7 @@ static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length,
         reader->roles.entry = e;
         if (event.has_stats && each_stat(&line, f.data, f.len, take_role, &reader->roles) < 0) goto malformed;
     }
-    qsort(reader->entries, count, sizeof(Entry), compare_entries);
+    if (count > 1) qsort(reader->entries, count, sizeof(Entry), compare_entries);
     /* the regions open at each event on a stack, innermost last: an op's step is the innermost one
      * around it, unless the op names its own */
     Entry *stack = reader->stack;

@@ -44,7 +44,8 @@ def gc_paused() -> Iterator[None]:
 @contextmanager
 def batch_process() -> Iterator[None]:
     """Run the block as a batch job: what :func:`gc_paused` blocks built is frozen as each ends, and
-    thawed (back in the collector's oldest generation) when the block ends.
+    thawed (back in the collector's oldest generation) when the block ends, unless the process had
+    frozen objects of its own before.
 
     >>> with batch_process():
     ...     with gc_paused():
@@ -54,10 +55,11 @@ def batch_process() -> Iterator[None]:
     """
     global _batch
     before = _batch
+    thaw = not before and gc.get_freeze_count() == 0  # a caller's own frozen objects stay frozen
     _batch = True
     try:
         yield
     finally:
         _batch = before
-        if not before:
+        if thaw:
             gc.unfreeze()

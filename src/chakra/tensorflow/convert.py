@@ -328,7 +328,12 @@ class _Device:
         starts = [runs[0].start_ns if (runs := runs_of.get(name)) else None for name in table.names]
         folding = bytes(op in FOLDED_OPS for op in table.ops)
         loop_back = bytes(op == LOOP_BACK_OP for op in table.ops)
-        rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, starts)
+        try:
+            rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, starts)
+        except OverflowError:  # starts past 64 bits (a damaged profile's times): their order is what counts
+            rank = {start: k for k, start in enumerate(sorted({s for s in starts if s is not None}))}
+            ranks = [None if start is None else rank[start] for start in starts]
+            rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, ranks)
         if back_edges:
             conversion.dropped["loop back edges (NextIteration -> Merge)"] += back_edges
         if on_cycle:
