@@ -8,6 +8,7 @@ dependencies are in :mod:`chakra.pytorch.waits`, :mod:`chakra.pytorch.dependenci
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -61,6 +62,9 @@ class Item(msgspec.Struct):
         return (self.ts_us or 0.0) + self.dur_us
 
 
+_KEY = attrgetter("key")
+
+
 class Builder:
     """Holds the state of one conversion; :func:`chakra.pytorch.convert.convert` drives it."""
 
@@ -81,16 +85,19 @@ class Builder:
 
     def add_host_ops(self) -> None:
         timing = self.linked.timing if self.linked else {}
+        linked = self.linked is not None
+        report, items = self.report, self.items
+        report.host_ops += len(self.host.nodes)
         for node in self.host.nodes:
-            self.report.host_ops += 1
-            if node.name in SYNTHETIC_ROOTS:
-                self.report.drop(node.id, node.name, "observer root (no work of its own)")
+            name = node.name
+            if name in SYNTHETIC_ROOTS:
+                report.drop(node.id, name, "observer root (no work of its own)")
                 continue
-            if node.name == PROCESS_GROUP_NODE:
-                item = Item(node.id, node.name, METADATA_NODE, (float("-inf"), 0.0, node.id), host=node, is_cpu=False)
-                self.metadata_item = self.items[node.id] = item
+            if name == PROCESS_GROUP_NODE:
+                item = Item(node.id, name, METADATA_NODE, (float("-inf"), 0.0, node.id), host=node, is_cpu=False)
+                self.metadata_item = items[node.id] = item
                 continue
-            if self.linked is not None:
+            if linked:
                 t = timing.get(node.id)
                 if t is None:
                     reason = (
@@ -98,14 +105,17 @@ class Builder:
                         if not node.rf_id
                         else "outside the profiled window (no Kineto op with its rf_id)"
                     )
-                    self.report.drop(node.id, node.name, reason)
+                    report.drop(node.id, name, reason)
                     continue
-                item = Item(node.id, node.name, COMP_NODE, (t.ts_us, -t.dur_us, node.id), thread=t.thread)
-                item.ts_us, item.dur_us, item.excl_us = t.ts_us, t.dur_us, t.exclusive_us
+                ts_us, dur_us = t.ts_us, t.dur_us
+                items[node.id] = Item(
+                    node.id, name, COMP_NODE, (ts_us, -dur_us, node.id), thread=t.thread, ts_us=ts_us, dur_us=dur_us,
+                    excl_us=t.exclusive_us, host=node,
+                )  # fmt: skip
             else:
-                item = Item(node.id, node.name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid)
-            item.host = node
-            self.items[node.id] = item
+                items[node.id] = Item(
+                    node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node
+                )
 
     def add_device_activities(self) -> None:
         if self.linked is None:
@@ -135,5 +145,5 @@ class Builder:
             if item.node_type != METADATA_NODE:
                 by_thread[item.thread].append(item)
         for items in by_thread.values():
-            items.sort(key=lambda i: i.key)
+            items.sort(key=_KEY)
         return by_thread
