@@ -1,15 +1,17 @@
 """chakra.pytorch.waits: a thread's ops nested by their spans (depths, call-tree parents, segments of
-exclusive time)."""
+exclusive time); the encoder's columns gathered along attribute paths (chakra._items.gather)."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
 
+import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import nest_thread
+from chakra._items import gather, nest_thread
 from chakra.pytorch.items import Item, Segment
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -127,3 +129,42 @@ def test_items_whose_times_are_computed_nest_with_their_own_times():
     segments = nest_thread([parent, child], Segment)
     assert [(s.start_us, s.end_us) for s in segments] == [(0.5, 4.5), (4.5, 6.5), (6.5, 10.5)]
     assert (parent.excl_us, child.excl_us, child.depth) == (8.0, 2.0, 1)
+
+
+class _Inner(msgspec.Struct):
+    a: object = None
+    b: object = None
+
+
+class _Outer(msgspec.Struct):
+    x: object = None
+    inner: _Inner | None = None
+
+
+_values = st.one_of(st.none(), st.integers(), st.text(max_size=2))
+_outers = st.builds(_Outer, _values, st.one_of(st.none(), st.builds(_Inner, _values, _values)))
+_paths = st.lists(st.sampled_from([("x",), ("inner",), ("inner", "a"), ("inner", "b"), ("x", "real")]), max_size=6).map(
+    tuple
+)
+
+
+def _follow(obj: object, path: tuple[str, ...]) -> object:
+    for name in path:
+        if obj is None:
+            return None
+        obj = getattr(obj, name)
+    return obj
+
+
+@settings(max_examples=300, deadline=None)
+@given(objects=st.lists(_outers, max_size=5), paths=_paths)
+def test_gathered_columns_follow_each_path_from_each_object_stopping_at_none(objects, paths):
+    # paths sharing a first attribute read it once per object; an int's .real and a str's lack of one
+    # are read through getattr like any attribute
+    try:
+        expected = tuple([_follow(obj, path) for obj in objects] for path in paths)
+    except AttributeError:
+        with pytest.raises(AttributeError):
+            gather(objects, paths)
+        return
+    assert gather(objects, paths) == expected

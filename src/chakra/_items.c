@@ -13,7 +13,8 @@
  * gather(objects, paths) -> lists: for each path (a tuple of attribute names), the list of what it
  * leads to from each object, None where a step meets None: gather(items, (("name",), ("host", "rf_id")))
  * is ([i.name for i in items], [i.host.rf_id if i.host is not None else None for i in items]) in one
- * pass, the encoders' columns read through the slots.
+ * pass, the encoders' columns read through the slots; a path of several steps that starts with the same
+ * attribute as the last such path before it reuses what that one read of the object.
  */
 #include "_slots.h"
 
@@ -241,17 +242,32 @@ static PyObject *gather(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < size; i++) {
         PyObject *object = PyList_GET_ITEM(objects, i);
+        /* paths that start with the same attribute (("host", "rf_id"), ("host", "tid"), ...) read it once */
+        PyObject *first_name = NULL, *first = NULL;
         for (Py_ssize_t p = 0; p < n_paths; p++) {
-            PyObject *value = Py_NewRef(object);
-            for (Py_ssize_t k = 0; k < steps[p] && value != Py_None; k++) {
+            PyObject *value;
+            Py_ssize_t k = 0;
+            if (steps[p] > 1 && first != NULL && names[p][0] == first_name) {
+                value = Py_NewRef(first);
+                k = 1;
+            } else {
+                value = Py_NewRef(object);
+            }
+            for (; k < steps[p] && value != Py_None; k++) {
                 Py_SETREF(value, field(value, names[p][k]));
                 if (!value) {
+                    Py_XDECREF(first);
                     Py_CLEAR(result);
                     goto done;
+                }
+                if (k == 0 && steps[p] > 1) {
+                    Py_XSETREF(first, Py_NewRef(value));
+                    first_name = names[p][0];
                 }
             }
             PyList_SET_ITEM(PyTuple_GET_ITEM(result, p), i, value);
         }
+        Py_XDECREF(first);
     }
 done:
     for (Py_ssize_t p = 0; p < n_paths; p++)
