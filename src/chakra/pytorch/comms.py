@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from chakra.pytorch.host import HostNode
@@ -332,7 +333,7 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
     calls: dict[int, CommCall] = {}
     works: list[HostNode] = []
     call: CommCall | None
-    for node in sorted(by_id.values(), key=lambda n: n.id):  # ids follow op entry: issue order
+    for node in sorted(by_id.values(), key=attrgetter("id")):  # ids follow op entry: issue order
         if not _is_call_op(node):
             continue
         if node.name.startswith(WORK_PREFIXES):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -103,7 +104,7 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 prev, prev_end = item, item.end_us
         if added:
             items.extend(added)
-            items.sort(key=lambda i: i.key)
+            items.sort(key=attrgetter("key"))
 
 
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
@@ -138,7 +139,7 @@ def tensor_deps(builder: Builder) -> None:
     """Producer -> consumer edges across threads, by tensor id, among leaf ops and transfers."""
     has_child = {i.host.parent for i in builder.items.values() if i.host is not None}
     writer: dict[int, Item] = {}
-    for item in sorted(builder.items.values(), key=lambda i: i.key):
+    for item in sorted(builder.items.values(), key=attrgetter("key")):
         if item.host is None or item.node_type == METADATA_NODE:
             continue
         is_transfer = item.node_type != COMP_NODE

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from chakra.pytorch.items import Builder, Item, Segment
@@ -231,7 +232,7 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     counts = builder.report.sync_deps
     ordered: dict[Any, tuple[list[Segment], list[float]]] = {}
     for thread, segs in segments.items():
-        segs.sort(key=lambda s: s.start_us)
+        segs.sort(key=attrgetter("start_us"))
         ordered[thread] = (segs, [s.start_us for s in segs])
     item_starts_of: dict[Any, list[float]] = {}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
+from operator import attrgetter
 from typing import Any
 
 from chakra._items import nest_thread
@@ -105,12 +106,14 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     tops: dict[Any, _TopLevel] = {}  # made when first asked: the threads' items do not change here
     for thread in cpu_threads:
         items = by_thread[thread]
-        starts = [i.ts_us or 0.0 for i in items]
         issued_here = sorted(issued.get(thread, []), key=lambda i: i.end_us)
         others = [i for t in cpu_threads if t != thread for i in by_thread[t] if i.depth == 0]
         # inside an op: anything the thread could have waited for; between top-level ops only
         # what it issued itself (a worker thread idles between works without waiting for them)
         inside = sorted(issued_here + others, key=lambda i: i.end_us)
+        if not inside:
+            continue  # nothing this thread could have waited for (inside holds what it issued too)
+        starts = [i.ts_us or 0.0 for i in items]
         lists = {True: (inside, [c.end_us for c in inside]), False: (issued_here, [c.end_us for c in issued_here])}
         mine = {id(i) for i in issued_here}
         heads: list[Segment] = []
@@ -150,7 +153,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             builder.report.wait_us += wait_us
         if heads:
             segments[thread].extend(heads)
-            segments[thread].sort(key=lambda seg: seg.start_us)
+            segments[thread].sort(key=attrgetter("start_us"))
 
 
 class _TopLevel:
@@ -203,24 +206,26 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
         added = False
         for segment in segs:
             owner = segment.owner
-            if owner is None or (owner.node_type in TRANSFER_TYPES and not segment.waited):
-                continue
-            in_segment = _launched_in(launched.get(owner.node_id), segment.start_us, segment.end_us)
-            if segment.waited:
+            after_wait = segment.waited
+            if owner is None or (not after_wait and (segment.first or owner.node_type in TRANSFER_TYPES)):
+                continue  # an op's first stretch stays the op's
+            if after_wait:
                 # what the op did after the wait ended (at least returning from it) comes after it
                 start_us = segment.wait_end_us
                 length = segment.end_us - start_us
                 if length <= 0:
                     continue
-            elif segment.first or (segment.end_us - segment.start_us < PART_MIN_US and not in_segment):
-                continue
             else:
                 start_us, length = segment.start_us, segment.end_us - segment.start_us
+            launches = launched.get(owner.node_id)
+            in_segment = _launched_in(launches, segment.start_us, segment.end_us) if launches is not None else []
+            if not after_wait and length < PART_MIN_US and not in_segment:
+                continue
             node_id = builder.next_id
             builder.next_id += 1
-            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread=thread)
-            part.ts_us, part.dur_us, part.excl_us = start_us, length, length
-            if segment.waited:
+            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread=thread, ts_us=start_us,
+                        dur_us=length, excl_us=length)  # fmt: skip
+            if after_wait:
                 waited, _ = builder.wait_edges[segment.edge]
                 builder.wait_edges[segment.edge] = (waited, part)
             part.depth = owner.depth + 1
@@ -235,7 +240,7 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
                 if not segment.first:
                     work.data = [node_id if d == owner.node_id else d for d in work.data]
         if added:
-            by_thread[thread].sort(key=lambda i: i.key)
+            by_thread[thread].sort(key=attrgetter("key"))
 
 
 def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
