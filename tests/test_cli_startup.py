@@ -137,3 +137,50 @@ def test_moved_choices_and_defaults_are_the_same_objects_where_they_were():
     assert report.PlotKind is viz_choices.PlotKind
     assert micro.DEFAULT_NUM_NPUS == micro_defaults.DEFAULT_NUM_NPUS
     assert validate.ASTRA_UNSUPPORTED_COLLECTIVES is rank.ASTRA_UNSUPPORTED_COLLECTIVES
+
+
+def _every_invocation_of_help() -> list[list[str]]:
+    """``NAME --help`` for every top-level command and group, and ``GROUP SUB --help`` for each of a
+    group's commands (and a group alone, which shows its usage)."""
+    import typer.main
+
+    from chakra.cli.main import app
+
+    root = typer.main.get_command(app)
+    context = root.make_context("chakra", [], resilient_parsing=True)
+    out = []
+    for name in root.list_commands(context):  # type: ignore[attr-defined]
+        out.append([name, "--help"])
+        command = root.get_command(context, name)  # type: ignore[attr-defined]
+        if hasattr(command, "list_commands"):
+            out.append([name])
+            sub_context = command.make_context(name, [], parent=context, resilient_parsing=True)
+            out.extend([name, sub, "--help"] for sub in command.list_commands(sub_context))
+    assert len(out) > 40  # every command of the CLI
+    return out
+
+
+def test_the_app_of_one_command_helps_and_errs_as_the_whole_app():
+    from helpers import CLI_COLUMNS
+    from typer.testing import CliRunner
+
+    from chakra.cli import console
+    from chakra.cli.main import app, app_for
+
+    console.stdout.width = console.stderr.width = CLI_COLUMNS
+    runner = CliRunner(env={"COLUMNS": str(CLI_COLUMNS)})
+    invocations = [*_every_invocation_of_help(), ["conver", "pytorch"], ["convert", "tensorflw"], ["info"]]
+    for args in invocations:
+        whole, one = runner.invoke(app, args), runner.invoke(app_for(args), args)
+        assert (one.exit_code, one.stdout, one.stderr) == (whole.exit_code, whole.stdout, whole.stderr), args
+
+
+def test_the_app_of_one_command_holds_only_that_command():
+    import typer.main
+
+    from chakra.cli.main import app, app_for
+
+    trimmed = typer.main.get_command(app_for(["convert", "tensorflow"]))
+    context = trimmed.make_context("chakra", [], resilient_parsing=True)
+    assert trimmed.list_commands(context) == ["convert"]  # type: ignore[attr-defined]
+    assert app_for(["--version"]) is app and app_for(["no-such-command"]) is app

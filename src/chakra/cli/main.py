@@ -8,11 +8,14 @@ mistake (an unknown option, a value of the wrong type) is typer's usage message,
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
+import sys
 from typing import Any
 
 import typer
+from typer.main import get_command_name
 
 from chakra import __version__
 from chakra.cli import (
@@ -108,8 +111,38 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``chakra`` console script."""
     os.environ.setdefault(BLAS_THREADS_ENV, "1")
     signal.signal(signal.SIGTERM, _stop)
+    args = sys.argv[1:] if argv is None else argv
     with batch_process():  # the command builds, writes and exits: see chakra.collector
-        app(args=argv, prog_name="chakra")
+        app_for(args)(args=args, prog_name="chakra")
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app holding only the command or group ``args`` start with, else the whole app: typer
+    builds every command's parameters before it runs one (0.04 s of the 0.3 s a command takes at
+    the least), and the others are not needed. Help, errors and outputs are the whole app's."""
+    if not args or args[0].startswith("-"):
+        return app
+    name, kept = args[0], []
+    for info in app.registered_groups:  # each module's commands, merged into the root
+        commands = info.typer_instance
+        if commands is None:
+            return app
+        groups = [group for group in commands.registered_groups if group.name == name]
+        named = [
+            command for command in commands.registered_commands
+            if (command.name or get_command_name(command.callback.__name__ if command.callback else "")) == name
+        ]  # fmt: skip
+        if groups or named:
+            part = copy.copy(commands)
+            part.registered_groups, part.registered_commands = groups, named
+            trimmed_info = copy.copy(info)
+            trimmed_info.typer_instance = part
+            kept.append(trimmed_info)
+    if not kept:
+        return app  # not a command: the whole app names the mistake and what is near it
+    trimmed = copy.copy(app)
+    trimmed.registered_groups = kept
+    return trimmed
 
 
 if __name__ == "__main__":
