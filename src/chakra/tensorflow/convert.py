@@ -324,8 +324,9 @@ class _Device:
         """The device's nodes in Kahn's order over data and control edges (the loop back edges
         dropped; ready ties by measured start, then graph row), the folded ops replaced by what they
         depend on (:func:`chakra._fold_order.fold_in_order`), encoded."""
-        table, runs_of, conversion = self.table, self.runs, self.conversion
-        starts = [runs[0].start_ns if (runs := runs_of.get(name)) else None for name in table.names]
+        table, conversion = self.table, self.conversion
+        runs_of_row = list(map(self.runs.get, table.names))  # each graph row's executions in the step
+        starts = [runs[0].start_ns if runs else None for runs in runs_of_row]
         folding = bytes(op in FOLDED_OPS for op in table.ops)
         loop_back = bytes(op == LOOP_BACK_OP for op in table.ops)
         try:
@@ -340,7 +341,7 @@ class _Device:
             conversion.dropped["nodes on a dependency cycle"] += on_cycle
         names = [table.names[row] for row in rows]
         ops = [table.ops[row] for row in rows]
-        starts_us, durations_us, duration_ns, tids = self.times(names, ops)
+        starts_us, durations_us, duration_ns, tids = self.times([runs_of_row[row] for row in rows], ops)
         whole: dict[str, Sequence[object]] = {
             "op_type": ops, "is_cpu_op": [False] * len(rows), "duration_ns": duration_ns, "tid": tids,
         }  # fmt: skip
@@ -359,19 +360,17 @@ class _Device:
         return encode_columns(names, types, ctrl, data, starts_us, durations_us, empty, empty, columns).payloads
 
     def times(
-        self, names: list[str], ops: list[str]
+        self, executions: list[list[OpExecution] | None], ops: list[str]
     ) -> tuple[list[int], list[int], list[int | None], list[int | None]]:
         """Each node's start and duration (µs) and its ``duration_ns`` and ``tid`` columns, from its
-        executions in the step (a node that ran more than once: first start, summed duration); the
+        ``executions`` in the step (a node that ran more than once: first start, summed duration); the
         nodes that ran more than once, or not at all, counted."""
-        rows = len(names)
+        rows = len(executions)
         start_us, dur_us = [0] * rows, [0] * rows
         duration_ns: list[int | None] = [None] * rows
         tids: list[int | None] = [None] * rows
         repeated, untimed, profiled = self.conversion.repeated, self.conversion.untimed, self.conversion.profiled
-        get = self.runs.get
-        for row, name in enumerate(names):
-            runs = get(name)
+        for row, runs in enumerate(executions):
             if runs:
                 first = runs[0]
                 start_us[row] = max(1, first.start_ns // NS_PER_US)

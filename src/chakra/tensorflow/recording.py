@@ -90,9 +90,11 @@ def step_times(workers: list[Worker]) -> StepTimes:
     events: Counter[str] = Counter()
     per_worker: list[dict[object, tuple[int, StepRun]]] = []
     summed: list[dict[int, StepSummary]] = []  # every worker's steps against its graph
+    placed: list[dict[str, str]] = []  # every worker's node names -> their device
     for worker in workers:
         assert worker.profile is not None
-        names = {name for table in worker.tables.values() for name in table.names}
+        placed.append({name: device for device, table in worker.tables.items() for name in table.names})
+        names = set(placed[-1])
         working = {
             name
             for table in worker.tables.values()
@@ -147,15 +149,14 @@ def step_times(workers: list[Worker]) -> StepTimes:
     chosen = step_to_convert(joined)
     chosen_key = next(k for k in common if per_worker[0][k][1].run == chosen.run)
     out: dict[str, dict[str, list[OpExecution]]] = {}
-    for worker, steps, summaries in zip(workers, per_worker, summed, strict=True):
+    for worker, steps, summaries, device_of in zip(workers, per_worker, summed, placed, strict=True):
         assert worker.profile is not None
         for step_id, summary in summaries.items():
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
                 events["in other steps"] += summary.executions
         ops = worker.profile.step(steps[chosen_key][0])
-        placed = {name: device for device, table in worker.tables.items() for name in table.names}
         for name, runs in ops.items():
-            device = placed.get(name)
+            device = device_of.get(name)
             if device is None:
                 events["in the step, of no graph node"] += len(runs)
                 continue
