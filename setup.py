@@ -32,7 +32,10 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "chakra._host_record", sources=["src/chakra/_host_record.c"], depends=[SLOTS], extra_compile_args=["-O2"]
+            "chakra._host_record",
+            sources=["src/chakra/_host_record.c", "src/chakra/_host_scan.c"],
+            depends=[SLOTS, "src/chakra/_host_record.h"],
+            extra_compile_args=["-O2"],
         ),
         Extension(
             "chakra._kineto_events",

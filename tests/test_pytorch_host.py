@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from unittest.mock import patch
 
 import msgspec
 import pytest
@@ -12,6 +13,7 @@ from helpers import require_shared
 from hypothesis import given
 from hypothesis import strategies as st
 
+import chakra.pytorch.host as host_module
 from chakra._host_record import host_nodes
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.host import (
@@ -25,6 +27,7 @@ from chakra.pytorch.host import (
     host_node_from_record,
     load_host_trace,
 )
+from chakra.pytorch.jsonfile import read_json_bytes
 
 #: Every host trace in ../shared/data: (path, schema, layout, node count).
 SHARED_HOST_TRACES = [
@@ -234,3 +237,104 @@ def test_nodes_given_one_shared_values_share_equal_shapes_and_types_but_not_valu
     assert (
         first.inputs.raw_values == second.inputs.raw_values and first.inputs.raw_values is not second.inputs.raw_values
     )
+
+
+# -- the trace's text read straight into nodes gives what msgspec's records give ----------------------
+
+
+def _load_both(path: Path) -> tuple[object, object]:
+    """What ``load_host_trace`` gives (nodes and header, or the error's text), read from the text in C
+    and read by msgspec's records."""
+
+    def outcome() -> object:
+        try:
+            trace = load_host_trace(path)
+        except ChakraFormatError as exc:
+            return str(exc)
+        return trace.nodes, trace.schema, trace.pid, trace.start_ts, trace.notes
+
+    scanned = outcome()
+    with patch.object(host_module, "_scan_grouped", lambda data, shared: None):
+        return scanned, outcome()
+
+
+RECORD_EXTRAS = st.dictionaries(
+    st.sampled_from(["extra", "é", "flag", 'quo"te']),
+    st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3), st.lists(st.integers())),
+    max_size=2,
+)
+RECORDS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.one_of(st.integers(-5, 1 << 20), st.just(1 << 64)),
+            "name": st.sampled_from(["aten::mm", "op\n", "ü", "a\\b", "x\u2028"]),
+        },
+        optional={
+            "ctrl_deps": st.one_of(st.integers(0, 9), st.sampled_from([1.0, None])),
+            "inputs": st.one_of(st.none(), IO_OBJECTS),
+            "outputs": IO_OBJECTS,
+            "attrs": st.lists(st.tuples(ATTR_NAMES, ATTR_VALUES, st.booleans()), max_size=4),
+        },
+    ).flatmap(lambda record: RECORD_EXTRAS.map(lambda extra: {**record, **extra})),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _trace_text(records: list[dict], spaced: bool, ascii_only: bool, order: list[int]) -> bytes:
+    """A host trace holding ``records`` (each twice, so repeated text is read again), keys in the order
+    ``order`` permutes them, attrs as :func:`_attr_json` writes them."""
+    separators = (", ", ": ") if spaced else (",", ":")
+    parts = []
+    for record in records + records:
+        keys = sorted(record, key=lambda key: order[hash(key) % len(order)])
+        fields = [
+            json.dumps(key) + separators[1] + (
+                _attr_json(record[key]).decode() if key == "attrs"
+                else json.dumps(record[key], separators=separators, ensure_ascii=ascii_only)
+            )
+            for key in keys
+        ]  # fmt: skip
+        parts.append("{" + separators[0].join(fields) + "}")
+    return (
+        '{"schema": "1.1.1-chakra.0.0.4", "pid": 7, "nodes": [\n' + ",\n".join(parts) + '], "finish_ts": 9}'
+    ).encode()
+
+
+@given(records=RECORDS, spaced=st.booleans(), ascii_only=st.booleans(), order=st.permutations(range(8)))
+def test_nodes_read_from_the_text_are_the_nodes_msgspec_records_make(
+    tmp_path_factory, records, spaced, ascii_only, order
+):
+    path = tmp_path_factory.mktemp("scan") / "host.0.json"
+    path.write_bytes(_trace_text(records, spaced, ascii_only, order))
+    scanned, decoded = _load_both(path)
+    assert scanned == decoded
+
+
+@given(
+    cut=st.integers(0, 10_000),
+    insert=st.sampled_from(['"', "{", "}", "[", "]", ",", ":", "\\", " ", "0", "-", ".", "e", "\x00", "\xff", ""]),
+)
+def test_text_made_not_json_anywhere_is_read_as_msgspec_reads_it(tmp_path_factory, cut, insert):
+    records = [
+        {"id": 2, "name": "aten::mm", "ctrl_deps": 1, "inputs": {"values": [[1, 2, 0, 4, 4, "cpu"], 1.5e3, None],
+         "shapes": [[2, 2], [], []], "types": ["Tensor(float)", "Double", "None"], "strides": [[2, 1], [], []]},
+         "outputs": {"values": [], "shapes": [], "types": []}, "other": [True, False, {"k": -0.5}],
+         "attrs": [("rf_id", 3, True), ("op_schema", "aten::mm(Tensor self) -> Tensor", True),
+                   ("kernel_file", "", True)]},
+    ]  # fmt: skip
+    text = _trace_text(records, True, True, list(range(8)))
+    at = cut % len(text)
+    damaged = text[:at] + insert.encode("latin-1") + text[at + 1 :]
+    path = tmp_path_factory.mktemp("damaged") / "host.0.json"
+    path.write_bytes(damaged)
+    scanned, decoded = _load_both(path)
+    assert scanned == decoded
+
+
+@pytest.mark.parametrize("relpath", [relpath for relpath, _, layout, _ in SHARED_HOST_TRACES if layout == "grouped"])
+def test_a_shared_host_trace_reads_the_same_from_its_text_as_by_msgspec(relpath):
+    path = require_shared(relpath)
+    scanned, decoded = _load_both(path)
+    assert scanned == decoded and not isinstance(scanned, str)
+    assert host_module._scan_grouped(read_json_bytes(path, "a host trace"), SharedValues()) is not None

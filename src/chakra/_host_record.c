@@ -23,53 +23,25 @@
  * from split_io and its attributes from split_attrs; names and other strings shared through `strings`,
  * IO texts through `texts`, the other attributes' (name, value) tuples through `extras` (each a dict of
  * a value to itself). The indices of the records of a form left to the Python path are returned.
+ *
+ * grouped_nodes (_host_scan.c) makes the same nodes straight from the trace's text.
  */
+#include "_host_record.h"
 #include "_slots.h"
 
-#include <stdint.h>
-#include <string.h>
 
-#define MAX_CORE 16
-
-typedef struct {
-    const char *p;
-    const char *end;
-} Scan;
-
-/* Inlined: the scans below call these for every byte of structure (a third of the time otherwise). */
-static inline __attribute__((always_inline)) void skip_space(Scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
-}
-
-static inline __attribute__((always_inline)) int take(Scan *s, char c) {
-    skip_space(s);
-    if (s->p < s->end && *s->p == c) {
-        s->p++;
-        return 1;
-    }
-    return 0;
-}
-
-/* Whether [from, to) holds a backslash or a control character. */
-static inline int has_escape(const char *from, const char *to) {
-    for (const char *p = from; p < to; p++)
-        if (*p == '\\' || (unsigned char)*p < 0x20) return 1;
-    return 0;
-}
-
-/* A string without escapes or control characters (names, keys): its UTF-8 span. 0 when it is not one. */
-static int string_span(Scan *s, const char **start, Py_ssize_t *len) {
+int string_span(Scan *s, const char **start, Py_ssize_t *len) {
     if (!take(s, '"')) return 0;
-    const char *from = s->p, *close = memchr(from, '"', (size_t)(s->end - from));
-    if (close == NULL || has_escape(from, close)) return 0;
+    const char *from = s->p, *p = from; /* names and keys are short: one pass, no memchr call */
+    while (p < s->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+    if (p >= s->end || *p != '"') return 0;
     *start = from;
-    *len = close - from;
-    s->p = close + 1;
+    *len = p - from;
+    s->p = p + 1;
     return 1;
 }
 
-/* An integer of at most 64 bits (JSON: no leading zeros), as a new int; NULL (no error) otherwise. */
-static PyObject *integer(Scan *s) {
+PyObject *integer(Scan *s) {
     const char *p = s->p;
     int negative = p < s->end && *p == '-';
     if (negative) p++;
@@ -105,8 +77,7 @@ static char unescaped(char c) {
     }
 }
 
-/* A string value as a new str: escapes other than \uXXXX undone; NULL (no error set) otherwise. */
-static PyObject *string_value(Scan *s) {
+PyObject *string_value(Scan *s) {
     const char *from = ++s->p; /* after the opening quote */
     int escaped = 0;
     while (s->p < s->end && *s->p != '"') {
@@ -144,52 +115,81 @@ static PyObject *value(Scan *s) {
     return *s->p == '"' ? string_value(s) : integer(s);
 }
 
-static int key_is(const char *text, Py_ssize_t len, const char *key) {
-    return (size_t)len == strlen(key) && memcmp(text, key, (size_t)len) == 0;
+/* The index of the core attribute `name`, -1 for another. */
+static Py_ssize_t core_index(const Core *core, const char *name, Py_ssize_t len) {
+    for (Py_ssize_t k = 0; k < core->count; k++)
+        if (core->len[k] == len && memcmp(core->utf8[k], name, (size_t)len) == 0) return k;
+    return -1;
 }
 
-typedef struct {
-    const char *utf8[MAX_CORE];
-    Py_ssize_t len[MAX_CORE];
-    PyObject *value[MAX_CORE]; /* the borrowed default, or the value read (owned: marked in `set`) */
-    Py_ssize_t count;
-} Core;
+/* Appends [from, to) and a NUL to r->key: 0, or -1 (set). */
+static int key_append(Records *r, const char *from, const char *to) {
+    size_t n = (size_t)(to - from);
+    if (r->key_len + n + 1 > r->key_cap) {
+        size_t cap = 2 * (r->key_len + n + 1);
+        char *key = PyMem_Realloc(r->key, cap);
+        if (!key) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->key = key;
+        r->key_cap = cap;
+    }
+    memcpy(r->key + r->key_len, from, n);
+    r->key[r->key_len + n] = '\0';
+    r->key_len += n + 1;
+    return 0;
+}
 
 /* One {"name", "type", "value"} object: 1 read (into core, marking it in `set`, or others), 0 a form
- * left to msgspec, -1 an error (set). */
-static int attribute(Scan *s, Core *core, PyObject *others, int *set) {
+ * left to msgspec, -1 an error (set). With `r`, another attribute than a core one is not read but its
+ * text appended to r->key (its value checked as JSON only: the caller reads the text where it is new),
+ * and core strings are found by their text. */
+static int attribute(Scan *s, Core *core, PyObject *others, int *set, Records *r) {
+    skip_space(s);
+    const char *from = s->p;
     if (!take(s, '{')) return 0;
     const char *name = NULL;
-    Py_ssize_t name_len = 0;
+    Py_ssize_t name_len = 0, k = -1;
     PyObject *val = NULL;
-    int seen_type = 0, rc = 0;
+    int seen_type = 0, seen_value = 0, rc = 0;
     do {
         const char *key;
         Py_ssize_t key_len;
         if (!string_span(s, &key, &key_len) || !take(s, ':')) goto other;
         if (key_is(key, key_len, "name") && !name) {
             if (!string_span(s, &name, &name_len)) goto other;
+            k = core_index(core, name, name_len);
         } else if (key_is(key, key_len, "type") && !seen_type) {
             const char *unused;
             Py_ssize_t unused_len;
-            if (!string_span(s, &unused, &unused_len)) goto other;
+            if (!string_span(s, &unused, &unused_len) || !ascii_only(unused, unused_len)) goto other;
             seen_type = 1;
-        } else if (key_is(key, key_len, "value") && !val) {
-            val = value(s);
-            if (!val) goto other;
+        } else if (key_is(key, key_len, "value") && !seen_value) {
+            seen_value = 1;
+            skip_space(s);
+            if (r && name && k < 0) {
+                if (skip_value(s, 0, 1) < 0) goto other;
+            } else if (r && k >= 0 && PyUnicode_CheckExact(core->value[k]) && s->p < s->end && *s->p == '"') {
+                if (!(val = shared_string_value(r, s))) goto other;
+            } else if (!(val = value(s))) {
+                goto other;
+            }
         } else {
             goto other; /* another key, or one given twice */
         }
     } while (take(s, ','));
-    if (!take(s, '}') || !name || !val) goto other;
-    for (Py_ssize_t k = 0; k < core->count; k++) {
-        if (core->len[k] == name_len && memcmp(core->utf8[k], name, (size_t)name_len) == 0) {
-            if (Py_TYPE(val) != Py_TYPE(core->value[k])) goto other; /* msgspec names the wrong kind */
-            if (set[k]) Py_DECREF(core->value[k]);
-            core->value[k] = val;
-            set[k] = 1;
-            return 1;
-        }
+    if (!take(s, '}') || !name || !seen_value) goto other;
+    if (k >= 0) {
+        if (!val || Py_TYPE(val) != Py_TYPE(core->value[k])) goto other; /* msgspec names the wrong kind */
+        if (set[k]) Py_DECREF(core->value[k]);
+        core->value[k] = val;
+        set[k] = 1;
+        return 1;
+    }
+    if (r) {
+        Py_XDECREF(val);
+        return key_append(r, from, s->p) < 0 ? -1 : 1;
     }
     PyObject *key = PyUnicode_DecodeUTF8(name, name_len, NULL);
     if (!key) {
@@ -205,7 +205,7 @@ static int attribute(Scan *s, Core *core, PyObject *others, int *set) {
     return rc < 0 ? -1 : 1;
 other:
     Py_XDECREF(val);
-    return 0;
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* The core names of `defaults` (name -> the value a missing one means) into `core`: 0, or -1 (set). */
@@ -229,24 +229,32 @@ static int core_of(PyObject *defaults, Core *core) {
     return 0;
 }
 
-/* An attrs list read into `core` (values owned where marked in `set`; the caller releases them with
- * release_core, also after a failure) and `others` ((name, value) pairs): 1 read, 0 a form left to
- * msgspec, -1 an error (set). */
-static int read_attrs(const char *text, Py_ssize_t len, Core *core, int *set, PyObject *others) {
-    Scan s = {text, text + len};
+/* An attrs list at s->p read into `core` (values owned where marked in `set`; the caller releases them
+ * with release_core, also after a failure) and `others` ((name, value) pairs), s->p moved past it: 1
+ * read, 0 a form left to msgspec, -1 an error (set). */
+static int scan_attrs(Scan *s, Core *core, int *set, PyObject *others, Records *r) {
     int rc = 1;
-    if (!take(&s, '[')) return 0;
-    if (!take(&s, ']')) {
+    if (!take(s, '[')) return 0;
+    if (!take(s, ']')) {
         do {
-            rc = attribute(&s, core, others, set);
-        } while (rc == 1 && take(&s, ','));
-        if (rc == 1 && !take(&s, ']')) rc = 0;
-    }
-    if (rc == 1) {
-        skip_space(&s);
-        if (s.p != s.end) rc = 0;
+            rc = attribute(s, core, others, set, r);
+        } while (rc == 1 && take(s, ','));
+        if (rc == 1 && !take(s, ']')) rc = 0;
     }
     return rc;
+}
+
+/* Whether only white space is left. */
+static int at_end(Scan *s) {
+    skip_space(s);
+    return s->p == s->end;
+}
+
+/* scan_attrs over the whole of `text`. */
+static int read_attrs(const char *text, Py_ssize_t len, Core *core, int *set, PyObject *others) {
+    Scan s = {text, text + len};
+    int rc = scan_attrs(&s, core, set, others, NULL);
+    return rc == 1 && !at_end(&s) ? 0 : rc;
 }
 
 static void release_core(Core *core, int *set) {
@@ -302,14 +310,121 @@ static PyObject *EMPTY_LIST, *NULL_VALUE;
 #define MAX_NESTING 256
 enum { IO_VALUES, IO_SHAPES, IO_TYPES, IO_STRIDES, IO_PARTS };
 static const char *IO_KEYS[IO_PARTS] = {"values", "shapes", "types", "strides"};
+static const Py_ssize_t IO_KEY_LENGTHS[IO_PARTS] = {6, 6, 5, 7};
 
-/* Past one JSON value of text msgspec has checked: 0 at its end, -1 where the text is not one. */
-static int skip_value(Scan *s, int depth) {
+/* Bytes a checked string's text holds as they are: not a quote, backslash, control byte or past ASCII. */
+static const char *plain_end(const char *p, const char *end) {
+    while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
+static inline int is_digit(const char *p, const char *end) { return p < end && *p >= '0' && *p <= '9'; }
+
+/* Past a number as JSON writes it at p: where it ends, NULL if it is not one. */
+static const char *checked_number(const char *p, const char *end) {
+    if (p < end && *p == '-') p++;
+    if (!is_digit(p, end)) return NULL;
+    if (*p++ != '0')
+        while (is_digit(p, end)) p++;
+    if (p < end && *p == '.') {
+        if (!is_digit(++p, end)) return NULL;
+        while (is_digit(p, end)) p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (!is_digit(p, end)) return NULL;
+        while (is_digit(p, end)) p++;
+    }
+    return p;
+}
+
+/* Past a string at p (its opening quote) whose text is checked here: where it ends, NULL if refused. */
+static const char *checked_string(const char *p, const char *end) {
+    for (p++;;) {
+        p = plain_end(p, end);
+        if (p >= end) return NULL;
+        if (*p == '"') return p + 1;
+        if (*p != '\\' || p + 1 >= end || !unescaped(p[1])) return NULL;
+        p += 2;
+    }
+}
+
+static inline const char *past_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* skip_value's `strict` form, a loop over the text with a stack of the arrays and objects open. */
+static int skip_checked(Scan *s) {
+    char open[MAX_NESTING];
+    int depth = 0;
+    const char *p = s->p, *end = s->end;
+value:
+    p = past_space(p, end);
+    if (p >= end) return -1;
+    switch (*p) {
+    case '"':
+        if (!(p = checked_string(p, end))) return -1;
+        break;
+    case '[':
+    case '{': {
+        char kind = *p;
+        p = past_space(p + 1, end);
+        if (p < end && *p == (kind == '[' ? ']' : '}')) {
+            p++;
+            break;
+        }
+        if (depth == MAX_NESTING) return -1;
+        open[depth++] = kind;
+        if (kind == '[') goto value;
+        goto key;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        size_t n = strlen(word);
+        if ((size_t)(end - p) < n || memcmp(p, word, n) != 0) return -1;
+        p += n;
+        break;
+    }
+    default:
+        if (!(p = checked_number(p, end))) return -1;
+    }
+next:
+    if (depth == 0) {
+        s->p = p;
+        return 0;
+    }
+    p = past_space(p, end);
+    if (p < end && *p == ',') {
+        p++;
+        if (open[depth - 1] == '[') goto value;
+        goto key;
+    }
+    if (p < end && *p == (open[depth - 1] == '[' ? ']' : '}')) {
+        p++;
+        depth--;
+        goto next;
+    }
+    return -1;
+key:
+    p = past_space(p, end);
+    if (p >= end || *p != '"' || !(p = checked_string(p, end))) return -1;
+    p = past_space(p, end);
+    if (p >= end || *p != ':') return -1;
+    p++;
+    goto value;
+}
+
+int skip_value(Scan *s, int depth, int strict) {
+    if (strict) return skip_checked(s);
     skip_space(s);
     if (s->p >= s->end || depth > MAX_NESTING) return -1;
     char c = *s->p;
-    if (c == '"') { /* to the first quote not escaped: one after an even run of backslashes */
-        for (const char *p = s->p + 1;; p++) {
+    if (c == '"') {
+        for (const char *p = s->p + 1;; p++) { /* to the first quote after an even run of backslashes */
             const char *close = memchr(p, '"', (size_t)(s->end - p));
             if (close == NULL) return -1;
             const char *q = close;
@@ -326,8 +441,8 @@ static int skip_value(Scan *s, int depth) {
         s->p++;
         if (take(s, close)) return 0;
         do {
-            if (c == '{' && (skip_value(s, depth + 1) < 0 || !take(s, ':'))) return -1;
-            if (skip_value(s, depth + 1) < 0) return -1;
+            if (c == '{' && (skip_value(s, depth + 1, 0) < 0 || !take(s, ':'))) return -1;
+            if (skip_value(s, depth + 1, 0) < 0) return -1;
         } while (take(s, ','));
         return take(s, close) ? 0 : -1;
     }
@@ -338,10 +453,10 @@ static int skip_value(Scan *s, int depth) {
     return s->p > start ? 0 : -1;
 }
 
-/* An `inputs`/`outputs` object's lists as new bytes into `parts` (see split_io): 1 read, 0 a form
- * left to msgspec, -1 an error (set). */
-static int read_io(const char *text, Py_ssize_t size, PyObject *shared, PyObject *parts[IO_PARTS]) {
-    Scan s = {text, text + size};
+/* An `inputs`/`outputs` object's lists at s->p as new bytes into `parts` (see split_io), s->p moved
+ * past it: 1 read, 0 a form left to msgspec, -1 an error (set). */
+static int scan_io(Scan *sc, PyObject *shared, PyObject *parts[IO_PARTS], int strict, TextCache *cache) {
+    Scan s = *sc;
     const char *from[IO_PARTS] = {NULL};
     Py_ssize_t len[IO_PARTS] = {0};
     int ok = 1;
@@ -354,18 +469,18 @@ static int read_io(const char *text, Py_ssize_t size, PyObject *shared, PyObject
         do {
             const char *key;
             Py_ssize_t key_len;
-            if (!string_span(&s, &key, &key_len) || !take(&s, ':')) {
+            if (!string_span(&s, &key, &key_len) || (strict && !ascii_only(key, key_len)) || !take(&s, ':')) {
                 ok = 0;
                 break;
             }
             skip_space(&s);
             const char *start = s.p;
-            if (skip_value(&s, 0) < 0) {
+            if (skip_value(&s, 0, strict) < 0) {
                 ok = 0;
                 break;
             }
             for (int k = 0; k < IO_PARTS; k++) {
-                if (key_is(key, key_len, IO_KEYS[k])) {
+                if (key_len == IO_KEY_LENGTHS[k] && memcmp(key, IO_KEYS[k], (size_t)key_len) == 0) {
                     if (from[k]) ok = 0; /* given twice: msgspec settles which counts */
                     from[k] = start;
                     len[k] = s.p - start;
@@ -374,18 +489,29 @@ static int read_io(const char *text, Py_ssize_t size, PyObject *shared, PyObject
         } while (ok && take(&s, ','));
         if (ok && !take(&s, '}')) ok = 0;
     }
-    if (ok) {
-        skip_space(&s);
-        if (s.p != s.end) ok = 0;
-    }
     if (!ok) return 0;
+    sc->p = s.p;
     for (int k = 0; k < IO_PARTS; k++) {
-        PyObject *part = from[k] ? PyBytes_FromStringAndSize(from[k], len[k])
-                                 : Py_NewRef(k == IO_STRIDES ? NULL_VALUE : EMPTY_LIST);
-        if (part && from[k] && k != IO_VALUES) { /* shapes, types, strides repeat: one object each */
-            PyObject *known = PyDict_SetDefault(shared, part, part);
-            if (known) Py_SETREF(part, Py_NewRef(known));
-            else Py_CLEAR(part);
+        PyObject *part = NULL;
+        uint64_t hash = 0;
+        if (!from[k]) {
+            part = Py_NewRef(k == IO_STRIDES ? NULL_VALUE : EMPTY_LIST);
+        } else if (k == IO_VALUES) {
+            part = PyBytes_FromStringAndSize(from[k], len[k]);
+        } else { /* shapes, types, strides repeat: one object each */
+            PyObject *known = NULL;
+            if (cache) {
+                hash = text_hash(from[k], len[k]);
+                known = text_cache_get(cache, from[k], len[k], hash);
+            }
+            if (known) {
+                part = Py_NewRef(known);
+            } else if ((part = PyBytes_FromStringAndSize(from[k], len[k]))) {
+                known = PyDict_SetDefault(shared, part, part);
+                if (known) Py_SETREF(part, Py_NewRef(known));
+                else Py_CLEAR(part);
+                if (part && cache && text_cache_put(cache, from[k], len[k], hash, part) < 0) Py_CLEAR(part);
+            }
         }
         if (!part) {
             for (int j = 0; j < k; j++) Py_CLEAR(parts[j]);
@@ -396,13 +522,24 @@ static int read_io(const char *text, Py_ssize_t size, PyObject *shared, PyObject
     return 1;
 }
 
+/* scan_io over the whole of `text`. */
+static int read_io(const char *text, Py_ssize_t size, PyObject *shared, PyObject *parts[IO_PARTS], int strict) {
+    Scan s = {text, text + size};
+    int rc = scan_io(&s, shared, parts, strict, NULL);
+    if (rc == 1 && !at_end(&s)) {
+        for (int k = 0; k < IO_PARTS; k++) Py_CLEAR(parts[k]);
+        rc = 0;
+    }
+    return rc;
+}
+
 static PyObject *split_io(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     PyObject *shared;
     if (!PyArg_ParseTuple(args, "y*O!", &view, &PyDict_Type, &shared)) return NULL;
     PyObject *parts[IO_PARTS] = {NULL};
-    int rc = read_io((const char *)view.buf, view.len, shared, parts);
+    int rc = read_io((const char *)view.buf, view.len, shared, parts, 0);
     PyBuffer_Release(&view);
     if (rc < 0) return NULL;
     if (rc == 0) return Py_NewRef(Py_None);
@@ -422,6 +559,31 @@ static PyObject *shared_str(PyObject *strings, PyObject *text) {
     return known ? Py_NewRef(known) : NULL;
 }
 
+PyObject *shared_string_value(Records *r, Scan *s) {
+    skip_space(s);
+    const char *start = s->p, *span;
+    Py_ssize_t len;
+    PyObject *str, *shared;
+    if (string_span(s, &span, &len)) {
+        uint64_t hash = text_hash(span, len);
+        PyObject *known = text_cache_get(&r->names, span, len, hash);
+        if (known) return Py_NewRef(known);
+        if (!(str = PyUnicode_DecodeUTF8(span, len, NULL))) {
+            PyErr_Clear(); /* not UTF-8: msgspec names the error */
+            return NULL;
+        }
+        shared = shared_str(r->strings, str);
+        Py_DECREF(str);
+        if (shared && text_cache_put(&r->names, span, len, hash, shared) < 0) Py_CLEAR(shared);
+        return shared;
+    }
+    s->p = start; /* escapes: read them */
+    if (!(str = string_value(s))) return NULL;
+    shared = shared_str(r->strings, str);
+    Py_DECREF(str);
+    return shared;
+}
+
 /* The dict of `pairs` ((name, value) tuples), the one kept in `extras` for equal pairs: new reference. */
 static PyObject *shared_extras(PyObject *extras, PyObject *pairs) {
     PyObject *known = PyDict_GetItemWithError(extras, pairs);
@@ -436,74 +598,167 @@ static PyObject *shared_extras(PyObject *extras, PyObject *pairs) {
     return dict;
 }
 
-/* The IOLists of a record's `inputs`/`outputs` text: new reference; Py_None (new) for a form left to
- * msgspec; NULL on error. */
-static PyObject *io_lists(PyObject *raw, PyObject *texts, PyObject *io_type) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *parts[IO_PARTS] = {NULL};
-    int rc = read_io((const char *)view.buf, view.len, texts, parts);
-    PyBuffer_Release(&view);
-    if (rc <= 0) return rc < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *lists = PyObject_Vectorcall(io_type, parts, IO_PARTS, NULL);
-    for (int k = 0; k < IO_PARTS; k++) Py_DECREF(parts[k]);
-    return lists;
+int parts_begin(NodeParts *n, Records *r) {
+    memset(n, 0, sizeof *n);
+    n->r = r;
+    memcpy(r->core.value, r->fallback, sizeof r->fallback);
+    return (n->others = PyList_New(0)) ? 0 : -1;
 }
 
-typedef struct {
-    Core core;
-    PyObject *fallback[MAX_CORE]; /* what a missing core attribute means, borrowed from the defaults */
-    PyObject *defaults, *extras, *texts, *strings, *node_type, *io_type, *kwnames;
-} Records;
+int parts_attrs(NodeParts *n, Scan *s) {
+    Records *r = n->r;
+    r->key_len = 0;
+    int rc = scan_attrs(s, &r->core, n->set, n->others, r);
+    if (rc != 1 || r->key_len == 0) return rc;
+    n->key_hash = text_hash(r->key, (Py_ssize_t)r->key_len);
+    PyObject *known = text_cache_get(&r->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash);
+    if (known) {
+        n->extras = Py_NewRef(known);
+        return 1;
+    }
+    n->keyed = 1; /* new text: its attributes read one by one */
+    for (const char *at = r->key; rc == 1 && at < r->key + r->key_len; at += strlen(at) + 1) {
+        Scan one = {at, at + strlen(at)};
+        rc = attribute(&one, &r->core, n->others, n->set, NULL);
+        if (rc == 1 && !at_end(&one)) rc = 0;
+    }
+    return rc;
+}
 
-/* Record `raw` as a node (new reference); Py_None (new) for a form left to the Python path; NULL on
- * error. The node is node_type(id=, name=, parent=, <core names>=, inputs=, outputs=, attrs=). */
-static PyObject *node_of(Records *r, PyObject *raw) {
+int parts_io(NodeParts *n, int which, Scan *s, int strict) {
+    PyObject *parts[IO_PARTS] = {NULL};
+    int rc = scan_io(s, n->r->texts, parts, strict, &n->r->io_texts);
+    if (rc <= 0) return rc;
+    Py_XSETREF(n->io[which], PyObject_Vectorcall(n->r->io_type, parts, IO_PARTS, NULL));
+    for (int k = 0; k < IO_PARTS; k++) Py_DECREF(parts[k]);
+    return n->io[which] ? 1 : -1;
+}
+
+PyObject *parts_node(NodeParts *n, PyObject *id, PyObject *name, PyObject *parent) {
     enum { ID, NAME, PARENT, CORE };
+    Records *r = n->r;
     PyObject *args[CORE + MAX_CORE + 3] = {NULL};
     Py_ssize_t n_args = CORE + r->core.count + 3, at = CORE + r->core.count;
-    int set[MAX_CORE] = {0};
-    PyObject *node = NULL, *text = NULL, *others = NULL, *pairs = NULL;
-    Py_buffer view = {0};
-    if (!(text = field(raw, s_attrs)) || PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) goto done;
-    if (!(others = PyList_New(0))) goto done;
-    memcpy(r->core.value, r->fallback, sizeof r->fallback);
-    int rc = read_attrs((const char *)view.buf, view.len, &r->core, set, others);
-    if (rc <= 0) {
-        node = rc < 0 ? NULL : Py_NewRef(Py_None);
-        goto done;
-    }
+    PyObject *node = NULL, *pairs = NULL;
     for (Py_ssize_t k = 0; k < r->core.count; k++) {
-        PyObject *value = set[k] ? r->core.value[k] : Py_NewRef(r->core.value[k]);
-        set[k] = 0;
+        PyObject *value = n->set[k] ? r->core.value[k] : Py_NewRef(r->core.value[k]);
+        n->set[k] = 0;
         args[CORE + k] = PyUnicode_CheckExact(value) ? shared_str(r->strings, value) : Py_NewRef(value);
         Py_DECREF(value);
         if (!args[CORE + k]) goto done;
     }
     for (int k = 0; k < 2; k++) {
-        PyObject *io = field(raw, k == 0 ? s_inputs : s_outputs);
-        args[at + k] = io ? io_lists(io, r->texts, r->io_type) : NULL;
-        Py_XDECREF(io);
-        if (!args[at + k]) goto done;
-        if (args[at + k] == Py_None) {
-            node = Py_NewRef(Py_None);
-            goto done;
+        if (n->io[k]) {
+            args[at + k] = Py_NewRef(n->io[k]);
+        } else { /* missing: every list missing */
+            PyObject *missing[IO_PARTS] = {EMPTY_LIST, EMPTY_LIST, EMPTY_LIST, NULL_VALUE};
+            if (!(args[at + k] = PyObject_Vectorcall(r->io_type, missing, IO_PARTS, NULL))) goto done;
         }
     }
-    if (!(pairs = PyList_AsTuple(others)) || !(args[at + 2] = shared_extras(r->extras, pairs))) goto done;
-    PyObject *name = field(raw, s_name);
-    args[NAME] = name ? shared_str(r->strings, name) : NULL;
-    Py_XDECREF(name);
-    if (!args[NAME] || !(args[ID] = field(raw, s_id)) || !(args[PARENT] = field(raw, s_ctrl_deps))) goto done;
+    if (n->extras) {
+        args[at + 2] = Py_NewRef(n->extras);
+    } else if (!(pairs = PyList_AsTuple(n->others)) || !(args[at + 2] = shared_extras(r->extras, pairs))) {
+        goto done;
+    } else if (n->keyed && text_cache_put(&r->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash,
+                                          args[at + 2]) < 0) {
+        goto done;
+    }
+    if (!(args[NAME] = shared_str(r->strings, name))) goto done;
+    args[ID] = Py_NewRef(id);
+    args[PARENT] = Py_NewRef(parent);
     node = PyObject_Vectorcall(r->node_type, args, 0, r->kwnames);
 done:
-    release_core(&r->core, set);
     for (Py_ssize_t k = 0; k < n_args; k++) Py_XDECREF(args[k]);
-    if (view.obj) PyBuffer_Release(&view);
-    Py_XDECREF(text);
-    Py_XDECREF(others);
     Py_XDECREF(pairs);
     return node;
+}
+
+void parts_end(NodeParts *n) {
+    if (n->r) release_core(&n->r->core, n->set);
+    Py_CLEAR(n->others);
+    Py_CLEAR(n->extras);
+    Py_CLEAR(n->io[0]);
+    Py_CLEAR(n->io[1]);
+}
+
+/* The node of a record's parts given as JSON texts (msgspec's views): see parts_node; Py_None (new) for
+ * a form left to Python. */
+static PyObject *record_node(Records *r, PyObject *id, PyObject *name, PyObject *parent, Text attrs, Text inputs,
+                             Text outputs) {
+    NodeParts n;
+    PyObject *node = NULL;
+    int rc = parts_begin(&n, r);
+    if (rc == 0) {
+        Scan s = {attrs.p, attrs.p + attrs.len};
+        rc = parts_attrs(&n, &s);
+        if (rc == 1 && !at_end(&s)) rc = 0;
+    }
+    for (int k = 0; k < 2 && rc == 1; k++) {
+        Text text = k == 0 ? inputs : outputs;
+        Scan s = {text.p, text.p + text.len};
+        rc = parts_io(&n, k, &s, 0);
+        if (rc == 1 && !at_end(&s)) rc = 0;
+    }
+    if (rc == 1) node = parts_node(&n, id, name, parent);
+    else if (rc == 0) node = Py_NewRef(Py_None);
+    parts_end(&n);
+    return node;
+}
+
+/* The JSON text of a record's field (msgspec.Raw or bytes) into `view` and `text`: 0, or -1 (set). */
+static int field_text(PyObject *raw, PyObject *name, Py_buffer *view, Text *text) {
+    PyObject *value = field(raw, name);
+    if (!value) return -1;
+    int rc = PyObject_GetBuffer(value, view, PyBUF_SIMPLE);
+    Py_DECREF(value);
+    if (rc == 0) *text = (Text){(const char *)view->buf, view->len};
+    return rc;
+}
+
+/* Record `raw` (msgspec's struct) as a node: see record_node. */
+static PyObject *node_of(Records *r, PyObject *raw) {
+    enum { ATTRS, INPUTS, OUTPUTS, PARTS };
+    PyObject *const names[PARTS] = {s_attrs, s_inputs, s_outputs};
+    Py_buffer views[PARTS] = {{0}};
+    Text texts[PARTS];
+    PyObject *id = NULL, *name = NULL, *parent = NULL, *node = NULL;
+    int k = 0;
+    while (k < PARTS && field_text(raw, names[k], &views[k], &texts[k]) == 0) k++;
+    if (k == PARTS && (id = field(raw, s_id)) && (name = field(raw, s_name)) && (parent = field(raw, s_ctrl_deps)))
+        node = record_node(r, id, name, parent, texts[ATTRS], texts[INPUTS], texts[OUTPUTS]);
+    while (k-- > 0) PyBuffer_Release(&views[k]);
+    Py_XDECREF(id);
+    Py_XDECREF(name);
+    Py_XDECREF(parent);
+    return node;
+}
+
+int records_open(Records *r) {
+    r->kwnames = NULL;
+    if (core_of(r->defaults, &r->core) < 0) return -1;
+    memcpy(r->fallback, r->core.value, sizeof r->fallback);
+    /* keywords: id, name, parent, the core names in the defaults' order, inputs, outputs, attrs */
+    if (!(r->kwnames = PyTuple_New(3 + r->core.count + 3))) return -1;
+    const char *fixed[] = {"id", "name", "parent", "inputs", "outputs", "attrs"};
+    PyObject *key, *unused;
+    Py_ssize_t pos = 0, at = 3;
+    for (int k = 0; k < 6; k++) {
+        PyObject *word = PyUnicode_InternFromString(fixed[k]);
+        if (!word) return -1;
+        PyTuple_SET_ITEM(r->kwnames, k < 3 ? k : 3 + r->core.count + (k - 3), word);
+    }
+    while (PyDict_Next(r->defaults, &pos, &key, &unused)) PyTuple_SET_ITEM(r->kwnames, at++, Py_NewRef(key));
+    return 0;
+}
+
+void records_close(Records *r) {
+    Py_CLEAR(r->kwnames);
+    text_cache_clear(&r->io_texts);
+    text_cache_clear(&r->names);
+    text_cache_clear(&r->extras_by_text);
+    PyMem_Free(r->key);
+    r->key = NULL;
+    r->key_len = r->key_cap = 0;
 }
 
 static PyObject *host_nodes(PyObject *self, PyObject *args) {
@@ -513,20 +768,7 @@ static PyObject *host_nodes(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!OO", &PyList_Type, &records, &PyDict_Type, &r.defaults, &PyDict_Type,
                           &r.extras, &PyDict_Type, &r.texts, &PyDict_Type, &r.strings, &r.node_type, &r.io_type))
         return NULL;
-    if (core_of(r.defaults, &r.core) < 0) return NULL;
-    memcpy(r.fallback, r.core.value, sizeof r.fallback);
-    /* keywords: id, name, parent, the core names in the defaults' order, inputs, outputs, attrs */
-    if (!(r.kwnames = PyTuple_New(3 + r.core.count + 3))) return NULL;
-    const char *fixed[] = {"id", "name", "parent", "inputs", "outputs", "attrs"};
-    PyObject *key, *unused;
-    Py_ssize_t pos = 0, at = 3;
-    for (int k = 0; k < 6; k++) {
-        PyObject *word = PyUnicode_InternFromString(fixed[k]);
-        if (!word) goto done;
-        PyTuple_SET_ITEM(r.kwnames, k < 3 ? k : 3 + r.core.count + (k - 3), word);
-    }
-    while (PyDict_Next(r.defaults, &pos, &key, &unused)) PyTuple_SET_ITEM(r.kwnames, at++, Py_NewRef(key));
-    if (!(left = PyList_New(0))) goto done;
+    if (records_open(&r) < 0 || !(left = PyList_New(0))) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
         PyObject *node = node_of(&r, PyList_GET_ITEM(records, i));
         if (!node) {
@@ -547,7 +789,7 @@ static PyObject *host_nodes(PyObject *self, PyObject *args) {
         }
     }
 done:
-    Py_XDECREF(r.kwnames);
+    records_close(&r);
     return left;
 }
 
@@ -558,6 +800,9 @@ static PyMethodDef methods[] = {
     {"host_nodes", host_nodes, METH_VARARGS,
      "host_nodes(records, core, extras, texts, strings, node_type, io_type) -> indices left: each grouped record "
      "replaced in place by its node, but those of a form left to Python"},
+    {"grouped_nodes", grouped_nodes, METH_VARARGS,
+     "grouped_nodes(text, start, core, extras, texts, strings, node_type, io_type) -> (nodes, left, end) or None: "
+     "the nodes of the array starting at offset start, read from the text"},
     {"split_attrs", split_attrs, METH_VARARGS,
      "split_attrs(json, core) -> (core values in core's order, other (name, value) pairs), or None for a "
      "form left to msgspec"},

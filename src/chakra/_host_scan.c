@@ -1,0 +1,140 @@
+/*
+ * chakra._host_record's reader of a grouped host trace's nodes straight from the file's text (see
+ * _host_record.h): msgspec made a struct per record, with its attrs and IO objects as views of the text,
+ * only for the node's parts to be read from that text again; here each record is read once, into its node.
+ *
+ * grouped_nodes(text, start, core, extras, texts, strings, node_type, io_type) -> (nodes, left, end) or
+ * None. `start` is the offset of the '[' of the array of records; `end` is the offset just past its ']'.
+ * Each record {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs", other keys ignored} becomes the
+ * node host_nodes makes of msgspec's struct of it, the text checked as JSON here (skip_value's `strict`).
+ * A record of a form read in Python (escapes in keys, \u escapes, bytes past ASCII outside names, values
+ * of other kinds, a key given twice, a core attribute that is not the observer's kind) is None in
+ * `nodes`, and its (index, start, end) offsets are in `left`. None when the text is not such an array
+ * of objects: the caller decodes the whole file with msgspec, which names the fault.
+ */
+#include "_host_record.h"
+
+enum { K_ID, K_NAME, K_CTRL, K_INPUTS, K_OUTPUTS, K_ATTRS, K_COUNT };
+static const char *const KEYS[K_COUNT] = {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"};
+static const Py_ssize_t KEY_LENGTHS[K_COUNT] = {2, 4, 9, 6, 7, 5};
+
+/* The key's index in KEYS, K_COUNT for another. */
+static int key_index(const char *key, Py_ssize_t len) {
+    for (int k = 0; k < K_COUNT; k++)
+        if (len == KEY_LENGTHS[k] && memcmp(key, KEYS[k], (size_t)len) == 0) return k;
+    return K_COUNT;
+}
+
+/* One record at s->p as its node (new reference); Py_None (new) for a form read in Python, s->p then
+ * anywhere in it; NULL on error. */
+static PyObject *scan_record(Records *r, Scan *s) {
+    PyObject *id = NULL, *name = NULL, *parent = NULL, *node = NULL;
+    int seen[K_COUNT + 1] = {0}, rc = 1;
+    NodeParts parts;
+    if (parts_begin(&parts, r) < 0) return NULL;
+    if (!take(s, '{')) goto left;
+    if (!take(s, '}')) {
+        do {
+            const char *key;
+            Py_ssize_t key_len;
+            skip_space(s);
+            if (!string_span(s, &key, &key_len) || !take(s, ':')) goto left;
+            int k = key_index(key, key_len);
+            if (k < K_COUNT && seen[k]++) goto left; /* given twice: msgspec settles which counts */
+            skip_space(s);
+            if (s->p >= s->end) goto left;
+            switch (k) {
+            case K_ID:
+            case K_CTRL:
+                if (!(*(k == K_ID ? &id : &parent) = integer(s))) goto left;
+                break;
+            case K_NAME:
+                if (*s->p != '"' || !(name = shared_string_value(r, s))) goto left;
+                break;
+            case K_INPUTS:
+            case K_OUTPUTS:
+                rc = parts_io(&parts, k == K_INPUTS ? 0 : 1, s, 1);
+                break;
+            case K_ATTRS:
+                rc = parts_attrs(&parts, s);
+                break;
+            default:
+                if (!ascii_only(key, key_len) || skip_value(s, 0, 1) < 0) goto left;
+            }
+            if (rc != 1) goto left;
+        } while (take(s, ','));
+        if (!take(s, '}')) goto left;
+    }
+    if (!id || !name) goto left; /* msgspec names what is missing */
+    if (!parent && !(parent = PyLong_FromLong(0))) goto done;
+    node = parts_node(&parts, id, name, parent);
+    goto done;
+left:
+    if (rc >= 0 && !PyErr_Occurred()) node = Py_NewRef(Py_None);
+done:
+    parts_end(&parts);
+    Py_XDECREF(id);
+    Py_XDECREF(name);
+    Py_XDECREF(parent);
+    return node;
+}
+
+/* Appends (index, start, end) to `left`: 0, or -1 (set). */
+static int add_left(PyObject *left, Py_ssize_t index, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *entry = Py_BuildValue("nnn", index, start, end);
+    int rc = entry ? PyList_Append(left, entry) : -1;
+    Py_XDECREF(entry);
+    return rc;
+}
+
+PyObject *grouped_nodes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start;
+    Records r = {.kwnames = NULL};
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!O!OO", &view, &start, &PyDict_Type, &r.defaults, &PyDict_Type, &r.extras,
+                          &PyDict_Type, &r.texts, &PyDict_Type, &r.strings, &r.node_type, &r.io_type))
+        return NULL;
+    PyObject *nodes = NULL, *left = NULL, *result = NULL;
+    const char *text = (const char *)view.buf;
+    if (start < 0 || start > view.len) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the text");
+        goto done;
+    }
+    if (records_open(&r) < 0 || !(nodes = PyList_New(0)) || !(left = PyList_New(0))) goto done;
+    Scan s = {text + start, text + view.len};
+    if (!take(&s, '[')) goto not_array;
+    if (!take(&s, ']')) {
+        do {
+            skip_space(&s);
+            const char *from = s.p;
+            PyObject *node = scan_record(&r, &s);
+            if (!node) goto done;
+            if (node == Py_None) { /* its end found without reading it; msgspec reads it */
+                s.p = from;
+                if (skip_value(&s, 0, 0) < 0) {
+                    Py_DECREF(node);
+                    goto not_array;
+                }
+                if (add_left(left, PyList_GET_SIZE(nodes), from - text, s.p - text) < 0) {
+                    Py_DECREF(node);
+                    goto done;
+                }
+            }
+            int rc = PyList_Append(nodes, node);
+            Py_DECREF(node);
+            if (rc < 0) goto done;
+        } while (take(&s, ','));
+        if (!take(&s, ']')) goto not_array;
+    }
+    result = Py_BuildValue("OOn", nodes, left, (Py_ssize_t)(s.p - text));
+    goto done;
+not_array:
+    result = Py_NewRef(Py_None);
+done:
+    records_close(&r);
+    Py_XDECREF(nodes);
+    Py_XDECREF(left);
+    PyBuffer_Release(&view);
+    return result;
+}
