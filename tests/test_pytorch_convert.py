@@ -22,6 +22,7 @@ from chakra.adapt import Change, Target, adapt_workload
 from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
 from chakra.pytorch.convert import convert
+from chakra.pytorch.flops import op_cost
 from chakra.pytorch.host import load_host_trace
 from chakra.pytorch.kineto import load_kineto_trace
 from chakra.pytorch.workload import convert_workload
@@ -370,3 +371,28 @@ def test_ranks_convert_the_same_on_a_dask_cluster(gloo_traces: Path, gloo_worklo
     )
     for rank in range(GLOO_RANKS):
         assert result.written.paths[rank].read_bytes() == gloo_workload.written.paths[rank].read_bytes()
+
+
+def test_ops_whose_cost_reads_their_values_are_each_costed_with_their_own(tmp_path: Path):
+    # the same shapes and types twice (a cost kept for reuse), the transposed flag differing
+    shapes = [[1, 8, 4, 4], [8, 2, 3, 3], [], [[], []], [[], []], [[], []], [], [[], []], []]
+    types = ["Tensor(float)", "Tensor(float)", "Tensor(nullptr (uninitialized))", *["GenericList[Int,Int]"] * 3, "Bool",
+             "GenericList[Int,Int]", "Int"]  # fmt: skip
+    outputs = {"values": [[9, 9, 0, 32, 4, "cpu"]], "shapes": [[1, 8, 2, 2]], "types": ["Tensor(float)"]}
+    nodes = [host_node(1, "[pytorch|profiler|execution_trace|process]", 0, parent=1)]
+    for node_id, transposed in ((2, True), (3, False), (4, True)):
+        node = host_node(node_id, "aten::convolution", node_id)
+        values = [[1, 1, 0, 128, 4, "cpu"], [2, 2, 0, 144, 4, "cpu"], None, [2, 2], [0, 0], [1, 1], transposed,
+                  [0, 0], 2]  # fmt: skip
+        node.update(inputs={"values": values, "shapes": shapes, "types": types}, outputs=outputs)
+        nodes.append(node)
+    host_path, _ = write_trace_pair(tmp_path, nodes, [])
+    conversion = convert(load_host_trace(host_path))
+    expected = {
+        transposed: op_cost("aten::convolution", shapes, types, outputs["shapes"], outputs["types"],
+                            [None, None, None, [2, 2], [0, 0], [1, 1], transposed, [0, 0], 2]).num_ops
+        for transposed in (True, False)
+    }  # fmt: skip
+    assert expected[True] != expected[False]
+    costs = [get_attr(n, "num_ops") for n in sorted(conversion.nodes, key=lambda n: get_attr(n, "rf_id"))]
+    assert costs == [expected[True], expected[False], expected[True]]

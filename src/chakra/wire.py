@@ -221,7 +221,7 @@ def _batch_column(column: AttrColumn) -> tuple[str, str, Sequence[Any]]:
         raise AttrKindError(f"attribute {column.name!r} must be written as {spec.member}, not {column.member}")
     member = spec.member if spec is not None else column.member
     if member is None:  # one Python type throughout infers one member, as set_attr would for each
-        kinds = {type(value) for value in column.values if value is not None}
+        kinds = set(map(type, column.values)) - {type(None)}
         member = _MEMBER_OF_TYPE.get(kinds.pop()) if len(kinds) == 1 else None
     if member in _BATCH_MEMBERS:
         return (column.name, member, column.values)

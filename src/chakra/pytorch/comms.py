@@ -64,6 +64,8 @@ _KIND_PATTERNS: tuple[tuple[str, int, int | None], ...] = (
 WORK_PREFIXES = ("gloo:", "nccl:")
 DISPATCH_PREFIX = "c10d::"
 RECORD_PARAM_COMMS = "record_param_comms"
+#: What the name of an op that belongs to a communication call starts with (or is RECORD_PARAM_COMMS).
+_CALL_PREFIXES = (DISPATCH_PREFIX, *WORK_PREFIXES)
 
 #: ``c10d::`` ops that are not communication (bookkeeping around it).
 _NOT_COMM = frozenset({"wait", "coalesced", "startcoalescing", "endcoalescing"})
@@ -333,9 +335,10 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
     calls: dict[int, CommCall] = {}
     works: list[HostNode] = []
     call: CommCall | None
-    for node in sorted(by_id.values(), key=attrgetter("id")):  # ids follow op entry: issue order
-        if not _is_call_op(node):
-            continue
+    # a few op names recur over the whole trace: each is judged once
+    call_names = {name for name in {node.name for node in by_id.values()} if _is_call_name(name)}
+    in_calls = [node for node in by_id.values() if node.name in call_names]
+    for node in sorted(in_calls, key=attrgetter("id")):  # ids follow op entry: issue order
         if node.name.startswith(WORK_PREFIXES):
             works.append(node)
             continue
@@ -391,8 +394,11 @@ def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any
 
 
 def _is_call_op(node: HostNode) -> bool:
-    name = node.name
-    return name.startswith((DISPATCH_PREFIX, *WORK_PREFIXES)) or name == RECORD_PARAM_COMMS
+    return _is_call_name(node.name)
+
+
+def _is_call_name(name: str) -> bool:
+    return name.startswith(_CALL_PREFIXES) or name == RECORD_PARAM_COMMS
 
 
 def _rpc_kind(node: HostNode) -> tuple[int, int | None] | None:

@@ -7,7 +7,8 @@ metadata; :func:`encode_nodes` returns the :class:`~chakra.pytorch.report.Conver
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from operator import attrgetter
+from itertools import compress, count, repeat
+from operator import add, attrgetter, is_, is_not
 from typing import Any, NamedTuple
 
 import msgspec
@@ -45,6 +46,8 @@ _BATCH_ROWS = 8192
 #: Distinct (op, shapes, types) whose cost is kept for reuse: bounds the memory a trace of ever new
 #: shapes can take (a step of a model repeats a few hundred).
 _COSTS_KEPT = 1 << 16
+#: What :meth:`_Encoder._cost` keeps for a key not seen yet, and for one whose cost reads the values.
+_UNSEEN, _READS_VALUES = object(), object()
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"launcher_rf_id": "rf_id", "activity_bytes": "tensor_size"}
 
@@ -120,7 +123,7 @@ class _Encoder:
         self.report = builder.report
         self.costed_below = _costed_ancestors(builder)
         self.encode = AttrEncoder()
-        self.costs: dict[tuple[str, bytes, bytes, bytes, bytes], OpCost | None] = {}
+        self.costs: dict[tuple[str, bytes, bytes, bytes, bytes], OpCost | object | None] = {}
 
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
@@ -129,17 +132,17 @@ class _Encoder:
         node_ids, threads, tids, scopes, starts, durations, node_types, categories = gather(items, _SUMMARY_PATHS)
         new_id = dict(zip(node_ids, range(len(items)), strict=True))
         thread_ids = _thread_ids(threads, tids, scopes) if self.linked else {}
-        timed = [(start, start + dur) for start, dur in zip(starts, durations, strict=True) if start is not None]
-        if timed:
-            self.report.measured_span_us = max(end for _, end in timed) - min(start for start, _ in timed)
+        span_us = _measured_span_us(starts, durations)
+        if span_us is not None:
+            self.report.measured_span_us = span_us
         payloads: list[bytes] = []
         # in batches: the columns of one batch at a time beside the records written
         for first in range(0, len(items), _BATCH_ROWS):
             done = self._encoded(items[first : first + _BATCH_ROWS], first, thread_ids, new_id)
             payloads += done.payloads
             self.report.edges_against_time += done.later
-        for (node_type, category), count in Counter(zip(node_types, categories, strict=True)).items():
-            self.report.nodes[_kind_label(node_type, category)] += count
+        for (node_type, category), kind_count in Counter(zip(node_types, categories, strict=True)).items():
+            self.report.nodes[_kind_label(node_type, category)] += kind_count
         for comm in comm_nodes:
             comm.node_id = new_id[comm.node_id]
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
@@ -210,17 +213,15 @@ class _Encoder:
             ]
         else:
             column["tid"] = col.tid
-        for row, host_name in enumerate(col.host_name):
-            if host_name in MODELED_OPS and col.node_type[row] == COMP_NODE:
+        for row in compress(count(), map(MODELED_OPS.__contains__, col.host_name)):
+            if col.node_type[row] == COMP_NODE:
                 host = col.host[row]
                 if host is not None and host.id not in self.costed_below:
                     cost = self._cost(host)
                     if cost is not None:
                         column["num_ops"][row] = cost.num_ops
                         column["tensor_size"][row] = cost.tensor_size
-        for row, host in enumerate(col.host):
-            if host is not None:
-                continue
+        for row in compress(count(), map(is_, col.host, repeat(None))):  # rows that are no host op
             item = items[row]
             if item.part_of is not None and item.part_of.host is not None:
                 owner = item.part_of.host
@@ -231,9 +232,12 @@ class _Encoder:
             elif item.activity is not None:
                 self._activity_row(column, row, item.activity, item.node_type)
         encode = self.encode
-        column["added"] = [b"".join([encode(name, value) for name, value in attrs]) if attrs else None
-                           for attrs in col.attrs]  # fmt: skip
-        column["part_of"] = [new_id[part.node_id] if part is not None else None for part in col.part_of]
+        for row in compress(count(), col.attrs):  # the few rows with attributes added
+            column["added"][row] = b"".join([encode(name, value) for name, value in col.attrs[row]])
+        for row in compress(count(), map(is_not, col.part_of, repeat(None))):
+            part = col.part_of[row]
+            assert part is not None
+            column["part_of"][row] = new_id[part.node_id]
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else None)
                 for name, values in column.items()]  # fmt: skip
 
@@ -252,26 +256,29 @@ class _Encoder:
 
     def _cost(self, host: HostNode) -> OpCost | None:
         """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one
-        (:func:`~chakra.pytorch.flops.reads_values` says when the values matter too)."""
+        (:func:`~chakra.pytorch.flops.reads_values` says when the values matter too: those are
+        costed each time). The key is looked up before the types are decoded: a step repeats it."""
+        key = (
+            host.name,
+            bytes(host.inputs.raw_shapes),
+            bytes(host.inputs.raw_types),
+            bytes(host.outputs.raw_shapes),
+            bytes(host.outputs.raw_types),
+        )
+        cost = self.costs.get(key, _UNSEEN)
         try:
+            if cost is _READS_VALUES:
+                return _cost_of(host, host.inputs.types())
+            if cost is not _UNSEEN:
+                return cost  # type: ignore[return-value]
             input_types = host.inputs.types()
-            if reads_values(host.name, input_types):
-                return _cost_of(host, input_types)
-            key = (
-                host.name,
-                bytes(host.inputs.raw_shapes),
-                bytes(host.inputs.raw_types),
-                bytes(host.outputs.raw_shapes),
-                bytes(host.outputs.raw_types),
-            )
-            if key in self.costs:
-                return self.costs[key]
+            reads = reads_values(host.name, input_types)
             cost = _cost_of(host, input_types)
-            if len(self.costs) < _COSTS_KEPT:
-                self.costs[key] = cost
-            return cost
         except msgspec.DecodeError:
             return None
+        if len(self.costs) < _COSTS_KEPT:
+            self.costs[key] = _READS_VALUES if reads else cost
+        return cost
 
     def _metadata(self) -> GlobalMetadata:
         metadata = GlobalMetadata(version=FORMAT_VERSION)
@@ -296,6 +303,22 @@ class _Encoder:
                 attr.int64_val = value
             metadata.attr.append(attr)
         return metadata
+
+
+def _measured_span_us(starts: list[float | None], durations: list[float]) -> float | None:
+    """From the first start to the last end among the items with a start (None: no item has one).
+
+    Example:
+        >>> _measured_span_us([2.0, None, 1.0], [5.0, 9.0, 1.0])
+        6.0
+    """
+    timed: list[float] = starts  # type: ignore[assignment]  # most often: None is not in it
+    if None in starts:
+        durations = [dur for start, dur in zip(starts, durations, strict=True) if start is not None]
+        timed = [start for start in starts if start is not None]
+    if not timed:
+        return None
+    return max(map(add, timed, durations)) - min(timed)
 
 
 def _kind_label(node_type: int, category: str | None) -> str:
@@ -329,10 +352,11 @@ def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | N
     """
     votes: dict[Any, Counter[int]] = defaultdict(Counter)
     fallback: dict[Any, Counter[int]] = defaultdict(Counter)
-    for (thread, tid, scope), count in Counter(zip(threads, tids, scopes, strict=True)).items():
+    seen = Counter(zip(threads, tids, scopes, strict=True))
+    for (thread, tid, scope), times in seen.items():
         if tid is not None:
-            (votes if scope == 0 else fallback)[thread][tid] += count
-    voted = sorted({thread for thread, tid in zip(threads, tids, strict=True) if tid is not None}, key=str)
+            (votes if scope == 0 else fallback)[thread][tid] += times
+    voted = sorted({thread for thread, tid, _ in seen if tid is not None}, key=str)
     mapping: dict[Any, int] = {}
     used: set[int] = set()
     for thread in voted:
