@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from unittest.mock import patch
 
@@ -27,7 +28,6 @@ from chakra.pytorch.host import (
     host_node_from_record,
     load_host_trace,
 )
-from chakra.pytorch.jsonfile import read_json_bytes
 
 #: Every host trace in ../shared/data: (path, schema, layout, node count).
 SHARED_HOST_TRACES = [
@@ -242,9 +242,10 @@ def test_nodes_given_one_shared_values_share_equal_shapes_and_types_but_not_valu
 # -- the trace's text read straight into nodes gives what msgspec's records give ----------------------
 
 
-def _load_both(path: Path) -> tuple[object, object]:
+def _load_both(path: Path, block_bytes: int | None = None) -> tuple[object, object]:
     """What ``load_host_trace`` gives (nodes and header, or the error's text), read from the text in C
-    and read by msgspec's records."""
+    (``block_bytes`` at a time, and the layout sniffed in the first 512 bytes, where given) and read
+    by msgspec's records."""
 
     def outcome() -> object:
         try:
@@ -253,9 +254,13 @@ def _load_both(path: Path) -> tuple[object, object]:
             return str(exc)
         return trace.nodes, trace.schema, trace.pid, trace.start_ts, trace.notes
 
-    scanned = outcome()
-    with patch.object(host_module, "_scan_grouped", lambda data, shared: None):
-        return scanned, outcome()
+    with ExitStack() as patches:
+        if block_bytes is not None:
+            patches.enter_context(patch.object(host_module, "_BLOCK_BYTES", block_bytes))
+            patches.enter_context(patch.object(host_module, "_LAYOUT_SNIFF_BYTES", 256))
+        scanned = outcome()
+        with patch.object(host_module, "_scan_grouped", lambda path, shared: None):
+            return scanned, outcome()
 
 
 RECORD_EXTRAS = st.dictionaries(
@@ -301,21 +306,25 @@ def _trace_text(records: list[dict], spaced: bool, ascii_only: bool, order: list
     ).encode()
 
 
-@given(records=RECORDS, spaced=st.booleans(), ascii_only=st.booleans(), order=st.permutations(range(8)))
+BLOCKS = st.sampled_from([None, 1, 7, 64])  # bytes read at a time (None: the default): records cut anywhere
+
+
+@given(records=RECORDS, spaced=st.booleans(), ascii_only=st.booleans(), order=st.permutations(range(8)), block=BLOCKS)
 def test_nodes_read_from_the_text_are_the_nodes_msgspec_records_make(
-    tmp_path_factory, records, spaced, ascii_only, order
+    tmp_path_factory, records, spaced, ascii_only, order, block
 ):
     path = tmp_path_factory.mktemp("scan") / "host.0.json"
     path.write_bytes(_trace_text(records, spaced, ascii_only, order))
-    scanned, decoded = _load_both(path)
+    scanned, decoded = _load_both(path, block)
     assert scanned == decoded
 
 
 @given(
     cut=st.integers(0, 10_000),
     insert=st.sampled_from(['"', "{", "}", "[", "]", ",", ":", "\\", " ", "0", "-", ".", "e", "\x00", "\xff", ""]),
+    block=BLOCKS,
 )
-def test_text_made_not_json_anywhere_is_read_as_msgspec_reads_it(tmp_path_factory, cut, insert):
+def test_text_made_not_json_anywhere_is_read_as_msgspec_reads_it(tmp_path_factory, cut, insert, block):
     records = [
         {"id": 2, "name": "aten::mm", "ctrl_deps": 1, "inputs": {"values": [[1, 2, 0, 4, 4, "cpu"], 1.5e3, None],
          "shapes": [[2, 2], [], []], "types": ["Tensor(float)", "Double", "None"], "strides": [[2, 1], [], []]},
@@ -328,7 +337,7 @@ def test_text_made_not_json_anywhere_is_read_as_msgspec_reads_it(tmp_path_factor
     damaged = text[:at] + insert.encode("latin-1") + text[at + 1 :]
     path = tmp_path_factory.mktemp("damaged") / "host.0.json"
     path.write_bytes(damaged)
-    scanned, decoded = _load_both(path)
+    scanned, decoded = _load_both(path, block)
     assert scanned == decoded
 
 
@@ -337,4 +346,4 @@ def test_a_shared_host_trace_reads_the_same_from_its_text_as_by_msgspec(relpath)
     path = require_shared(relpath)
     scanned, decoded = _load_both(path)
     assert scanned == decoded and not isinstance(scanned, str)
-    assert host_module._scan_grouped(read_json_bytes(path, "a host trace"), SharedValues()) is not None
+    assert host_module._scan_grouped(path, SharedValues()) is not None

@@ -566,7 +566,7 @@ PyObject *shared_string_value(Records *r, Scan *s) {
     PyObject *str, *shared;
     if (string_span(s, &span, &len)) {
         uint64_t hash = text_hash(span, len);
-        PyObject *known = text_cache_get(&r->names, span, len, hash);
+        PyObject *known = text_cache_get(&r->tables->names, span, len, hash);
         if (known) return Py_NewRef(known);
         if (!(str = PyUnicode_DecodeUTF8(span, len, NULL))) {
             PyErr_Clear(); /* not UTF-8: msgspec names the error */
@@ -574,7 +574,7 @@ PyObject *shared_string_value(Records *r, Scan *s) {
         }
         shared = shared_str(r->strings, str);
         Py_DECREF(str);
-        if (shared && text_cache_put(&r->names, span, len, hash, shared) < 0) Py_CLEAR(shared);
+        if (shared && text_cache_put(&r->tables->names, span, len, hash, shared) < 0) Py_CLEAR(shared);
         return shared;
     }
     s->p = start; /* escapes: read them */
@@ -611,7 +611,7 @@ int parts_attrs(NodeParts *n, Scan *s) {
     int rc = scan_attrs(s, &r->core, n->set, n->others, r);
     if (rc != 1 || r->key_len == 0) return rc;
     n->key_hash = text_hash(r->key, (Py_ssize_t)r->key_len);
-    PyObject *known = text_cache_get(&r->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash);
+    PyObject *known = text_cache_get(&r->tables->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash);
     if (known) {
         n->extras = Py_NewRef(known);
         return 1;
@@ -627,7 +627,7 @@ int parts_attrs(NodeParts *n, Scan *s) {
 
 int parts_io(NodeParts *n, int which, Scan *s, int strict) {
     PyObject *parts[IO_PARTS] = {NULL};
-    int rc = scan_io(s, n->r->texts, parts, strict, &n->r->io_texts);
+    int rc = scan_io(s, n->r->texts, parts, strict, &n->r->tables->io_texts);
     if (rc <= 0) return rc;
     Py_XSETREF(n->io[which], PyObject_Vectorcall(n->r->io_type, parts, IO_PARTS, NULL));
     for (int k = 0; k < IO_PARTS; k++) Py_DECREF(parts[k]);
@@ -659,7 +659,7 @@ PyObject *parts_node(NodeParts *n, PyObject *id, PyObject *name, PyObject *paren
         args[at + 2] = Py_NewRef(n->extras);
     } else if (!(pairs = PyList_AsTuple(n->others)) || !(args[at + 2] = shared_extras(r->extras, pairs))) {
         goto done;
-    } else if (n->keyed && text_cache_put(&r->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash,
+    } else if (n->keyed && text_cache_put(&r->tables->extras_by_text, r->key, (Py_ssize_t)r->key_len, n->key_hash,
                                           args[at + 2]) < 0) {
         goto done;
     }
@@ -735,6 +735,7 @@ static PyObject *node_of(Records *r, PyObject *raw) {
 
 int records_open(Records *r) {
     r->kwnames = NULL;
+    if (!r->tables) r->tables = &r->own;
     if (core_of(r->defaults, &r->core) < 0) return -1;
     memcpy(r->fallback, r->core.value, sizeof r->fallback);
     /* keywords: id, name, parent, the core names in the defaults' order, inputs, outputs, attrs */
@@ -753,9 +754,9 @@ int records_open(Records *r) {
 
 void records_close(Records *r) {
     Py_CLEAR(r->kwnames);
-    text_cache_clear(&r->io_texts);
-    text_cache_clear(&r->names);
-    text_cache_clear(&r->extras_by_text);
+    text_cache_clear(&r->own.io_texts);
+    text_cache_clear(&r->own.names);
+    text_cache_clear(&r->own.extras_by_text);
     PyMem_Free(r->key);
     r->key = NULL;
     r->key_len = r->key_cap = 0;
@@ -803,6 +804,8 @@ static PyMethodDef methods[] = {
     {"grouped_nodes", grouped_nodes, METH_VARARGS,
      "grouped_nodes(text, start, core, extras, texts, strings, node_type, io_type) -> (nodes, left, end) or None: "
      "the nodes of the array starting at offset start, read from the text"},
+    {"text_tables", text_tables, METH_NOARGS,
+     "text_tables() -> the tables of values by their text that grouped_nodes keeps from one call to the next"},
     {"split_attrs", split_attrs, METH_VARARGS,
      "split_attrs(json, core) -> (core values in core's order, other (name, value) pairs), or None for a "
      "form left to msgspec"},

@@ -58,16 +58,23 @@ typedef struct {
     Py_ssize_t count;
 } Core;
 
+/* The values already made, by their text: IO lists' shapes, types and strides (`io_texts`), names and
+ * string attributes (`names`), the dicts of the other attributes (`extras_by_text`, by the text of
+ * those attributes, each followed by a NUL). Kept from one call to the next of a trace read a block at
+ * a time (text_tables() gives them as a capsule), with the same dicts that share the values. */
+typedef struct {
+    TextCache io_texts, names, extras_by_text;
+} TextTables;
+
 /* What making nodes needs: the core attributes and their defaults, the dicts that share equal values,
- * the node and IO list types, and the node's keywords; and the values already made, by their text: IO
- * lists' shapes, types and strides (`io_texts`), names and string attributes (`names`), the dicts of
- * the other attributes (`extras_by_text`, by the text of those attributes, each followed by a NUL,
- * gathered in `key` while a node's attrs are read). */
+ * the node and IO list types, and the node's keywords; the tables of values by their text (`tables`:
+ * the caller's, or `own`); and the text of a node's other attributes, gathered in `key` while its
+ * attrs are read. */
 typedef struct {
     Core core;
     PyObject *fallback[MAX_CORE]; /* what a missing core attribute means, borrowed from the defaults */
     PyObject *defaults, *extras, *texts, *strings, *node_type, *io_type, *kwnames;
-    TextCache io_texts, names, extras_by_text;
+    TextTables own, *tables;
     char *key;
     size_t key_len, key_cap;
 } Records;
@@ -115,5 +122,8 @@ void parts_end(NodeParts *n);
 
 /* _host_scan.c */
 PyObject *grouped_nodes(PyObject *self, PyObject *args);
+PyObject *text_tables(PyObject *self, PyObject *unused);
+/* The tables a text_tables() capsule holds (NULL, set, for another object); Py_None: NULL, none set. */
+TextTables *tables_of(PyObject *capsule);
 
 #endif

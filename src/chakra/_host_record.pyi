@@ -12,6 +12,7 @@ def host_nodes(
     node_type: type, io_type: type,
 ) -> list[int]: ...  # fmt: skip
 def grouped_nodes(
-    text: _Text, start: int, core: dict[str, Any], extras: _Extras, texts: dict[bytes, bytes], strings: dict[str, str],
-    node_type: type, io_type: type,
-) -> tuple[list[Any], list[tuple[int, int, int]], int] | None: ...  # fmt: skip
+    text: _Text, start: int, first: bool, core: dict[str, Any], extras: _Extras, texts: dict[bytes, bytes],
+    strings: dict[str, str], node_type: type, io_type: type, tables: object = None,
+) -> tuple[list[Any], list[tuple[int, int, int]], int, bool] | None: ...  # fmt: skip
+def text_tables() -> object: ...

@@ -3,14 +3,17 @@
  * _host_record.h): msgspec made a struct per record, with its attrs and IO objects as views of the text,
  * only for the node's parts to be read from that text again; here each record is read once, into its node.
  *
- * grouped_nodes(text, start, core, extras, texts, strings, node_type, io_type) -> (nodes, left, end) or
- * None. `start` is the offset of the '[' of the array of records; `end` is the offset just past its ']'.
- * Each record {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs", other keys ignored} becomes the
- * node host_nodes makes of msgspec's struct of it, the text checked as JSON here (skip_value's `strict`).
- * A record of a form read in Python (escapes in keys, \u escapes, bytes past ASCII outside names, values
- * of other kinds, a key given twice, a core attribute that is not the observer's kind) is None in
- * `nodes`, and its (index, start, end) offsets are in `left`. None when the text is not such an array
- * of objects: the caller decodes the whole file with msgspec, which names the fault.
+ * grouped_nodes(text, start, first, core, extras, texts, strings, node_type, io_type[, tables]) -> (nodes, left,
+ * end, closed) or None: the records of a piece of the array of records, from offset `start` (with `first`, the
+ * array's '['; else where a record may begin). Each record {"id", "name", "ctrl_deps", "inputs",
+ * "outputs", "attrs", other keys ignored} becomes the node host_nodes makes of msgspec's struct of it,
+ * the text checked as JSON here (skip_value's `strict`). A record of a form read in Python (escapes in
+ * keys, \u escapes, bytes past ASCII outside names, values of other kinds, a key given twice, a core
+ * attribute that is not the observer's kind) is None in `nodes`, and its (index, start, end) offsets are
+ * in `left`. `end` is where the records read end, past the comma after the last (or the ']': then
+ * `closed`); a record the text cuts is read again from there with more text. None when the text is
+ * not such an array of objects: the caller decodes the whole file with msgspec, which names the fault.
+ * `tables` (text_tables()) keeps the values found by their text from one call to the next.
  */
 #include "_host_record.h"
 
@@ -87,52 +90,135 @@ static int add_left(PyObject *left, Py_ssize_t index, Py_ssize_t start, Py_ssize
     return rc;
 }
 
+#define TABLES_NAME "chakra._host_record.TextTables"
+
+static void free_tables(PyObject *capsule) {
+    TextTables *tables = PyCapsule_GetPointer(capsule, TABLES_NAME);
+    if (!tables) return;
+    text_cache_clear(&tables->io_texts);
+    text_cache_clear(&tables->names);
+    text_cache_clear(&tables->extras_by_text);
+    PyMem_Free(tables);
+}
+
+PyObject *text_tables(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    TextTables *tables = PyMem_Calloc(1, sizeof *tables);
+    if (!tables) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(tables, TABLES_NAME, free_tables);
+    if (!capsule) PyMem_Free(tables);
+    return capsule;
+}
+
+TextTables *tables_of(PyObject *capsule) {
+    if (capsule == Py_None) return NULL;
+    return PyCapsule_GetPointer(capsule, TABLES_NAME);
+}
+
+#define MAX_DEPTH 256
+
+/* Past the JSON object at p (its '{'): where it ends; NULL when the text ends first, with `bad` set
+ * where the text is not one (a bracket closing what it did not open, or too deep). Only brackets and
+ * strings are looked at: msgspec reads the record and names any other fault. */
+static const char *object_end(const char *p, const char *end, int *bad) {
+    char open[MAX_DEPTH];
+    int depth = 0;
+    if (p >= end || *p != '{') {
+        *bad = p < end;
+        return NULL;
+    }
+    for (; p < end; p++) {
+        char c = *p;
+        if (c == '"') {
+            for (p++; p < end && *p != '"'; p++)
+                if (*p == '\\') p++;
+            if (p >= end) return NULL;
+        } else if (c == '{' || c == '[') {
+            if (depth == MAX_DEPTH) {
+                *bad = 1;
+                return NULL;
+            }
+            open[depth++] = c;
+        } else if (c == '}' || c == ']') {
+            if (open[depth - 1] != (c == '}' ? '{' : '[')) {
+                *bad = 1;
+                return NULL;
+            }
+            if (--depth == 0) return p + 1;
+        }
+    }
+    return NULL;
+}
+
 PyObject *grouped_nodes(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t start;
+    int first;
+    PyObject *tables = Py_None;
     Records r = {.kwnames = NULL};
-    if (!PyArg_ParseTuple(args, "y*nO!O!O!O!OO", &view, &start, &PyDict_Type, &r.defaults, &PyDict_Type, &r.extras,
-                          &PyDict_Type, &r.texts, &PyDict_Type, &r.strings, &r.node_type, &r.io_type))
+    if (!PyArg_ParseTuple(args, "y*npO!O!O!O!OO|O", &view, &start, &first, &PyDict_Type, &r.defaults, &PyDict_Type,
+                          &r.extras, &PyDict_Type, &r.texts, &PyDict_Type, &r.strings, &r.node_type, &r.io_type,
+                          &tables))
         return NULL;
-    PyObject *nodes = NULL, *left = NULL, *result = NULL;
-    const char *text = (const char *)view.buf;
+    if (!(r.tables = tables_of(tables)) && PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *nodes = NULL, *left = NULL, *result = NULL, *node = NULL;
+    const char *text = (const char *)view.buf, *commit;
+    int closed = 0;
     if (start < 0 || start > view.len) {
         PyErr_SetString(PyExc_ValueError, "start is outside the text");
         goto done;
     }
     if (records_open(&r) < 0 || !(nodes = PyList_New(0)) || !(left = PyList_New(0))) goto done;
     Scan s = {text + start, text + view.len};
-    if (!take(&s, '[')) goto not_array;
-    if (!take(&s, ']')) {
-        do {
-            skip_space(&s);
-            const char *from = s.p;
-            PyObject *node = scan_record(&r, &s);
-            if (!node) goto done;
-            if (node == Py_None) { /* its end found without reading it; msgspec reads it */
-                s.p = from;
-                if (skip_value(&s, 0, 0) < 0) {
-                    Py_DECREF(node);
-                    goto not_array;
-                }
-                if (add_left(left, PyList_GET_SIZE(nodes), from - text, s.p - text) < 0) {
-                    Py_DECREF(node);
-                    goto done;
-                }
-            }
-            int rc = PyList_Append(nodes, node);
-            Py_DECREF(node);
-            if (rc < 0) goto done;
-        } while (take(&s, ','));
-        if (!take(&s, ']')) goto not_array;
+    commit = s.p;
+    if (first) {
+        skip_space(&s);
+        if (s.p == s.end) goto out;
+        if (!take(&s, '[')) goto not_array;
+        commit = s.p;
+        skip_space(&s);
+        if (take(&s, ']')) {
+            commit = s.p;
+            closed = 1;
+            goto out;
+        }
     }
-    result = Py_BuildValue("OOn", nodes, left, (Py_ssize_t)(s.p - text));
+    for (;;) {
+        skip_space(&s);
+        if (s.p == s.end) goto out;
+        const char *from = s.p;
+        if (!(node = scan_record(&r, &s))) goto done;
+        if (node == Py_None) { /* its end found without reading it; msgspec reads it */
+            int bad = 0;
+            if (!(s.p = object_end(from, s.end, &bad))) {
+                if (bad) goto not_array;
+                goto out; /* the record goes on in text not read yet */
+            }
+        }
+        skip_space(&s);
+        if (s.p == s.end) goto out; /* read again with what follows it */
+        if (*s.p != ',' && *s.p != ']') goto not_array;
+        closed = *s.p++ == ']';
+        if (node == Py_None && add_left(left, PyList_GET_SIZE(nodes), from - text, s.p - 1 - text) < 0) goto done;
+        int rc = PyList_Append(nodes, node);
+        Py_CLEAR(node);
+        if (rc < 0) goto done;
+        commit = s.p;
+        if (closed) goto out;
+    }
+out:
+    result = Py_BuildValue("OOnO", nodes, left, (Py_ssize_t)(commit - text), closed ? Py_True : Py_False);
     goto done;
 not_array:
     result = Py_NewRef(Py_None);
 done:
     records_close(&r);
+    Py_XDECREF(node);
     Py_XDECREF(nodes);
     Py_XDECREF(left);
     PyBuffer_Release(&view);
