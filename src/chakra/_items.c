@@ -210,6 +210,8 @@ static PyObject *gather(PyObject *self, PyObject *args) {
     Py_ssize_t n_paths = PyTuple_GET_SIZE(paths), size = PyList_GET_SIZE(objects);
     PyObject *names[MAX_PATHS][MAX_STEPS] = {{NULL}};
     Py_ssize_t steps[MAX_PATHS] = {0};
+    PyTypeObject *seen_type[MAX_PATHS][MAX_STEPS] = {{NULL}}; /* the type last read at each step */
+    Py_ssize_t seen_offset[MAX_PATHS][MAX_STEPS] = {{0}};     /* and where it keeps the attribute */
     if (n_paths > MAX_PATHS) {
         PyErr_Format(PyExc_ValueError, "gather takes at most %d paths", MAX_PATHS);
         return NULL;
@@ -254,7 +256,18 @@ static PyObject *gather(PyObject *self, PyObject *args) {
                 value = Py_NewRef(object);
             }
             for (; k < steps[p] && value != Py_None; k++) {
-                Py_SETREF(value, field(value, names[p][k]));
+                /* the objects of a column are of a type or two: its slot found once, not per object */
+                PyObject *next = NULL;
+                if (Py_TYPE(value) == seen_type[p][k] && seen_offset[p][k] >= 0) {
+                    next = *(PyObject **)((char *)value + seen_offset[p][k]);
+                    Py_XINCREF(next);
+                }
+                if (!next) {
+                    seen_type[p][k] = Py_TYPE(value);
+                    seen_offset[p][k] = slot_offset(value, names[p][k]);
+                    next = field(value, names[p][k]);
+                }
+                Py_SETREF(value, next);
                 if (!value) {
                     Py_XDECREF(first);
                     Py_CLEAR(result);
