@@ -141,8 +141,19 @@ class _Outer(msgspec.Struct):
     inner: _Inner | None = None
 
 
+class _Shifted(msgspec.Struct):
+    """The attributes of :class:`_Outer` at other offsets: a column of objects of two types."""
+
+    pad: object = None
+    inner: _Inner | None = None
+    x: object = None
+
+
 _values = st.one_of(st.none(), st.integers(), st.text(max_size=2))
-_outers = st.builds(_Outer, _values, st.one_of(st.none(), st.builds(_Inner, _values, _values)))
+_inners = st.one_of(st.none(), st.builds(_Inner, _values, _values))
+_outers = st.one_of(
+    st.builds(_Outer, _values, _inners), st.builds(lambda x, inner: _Shifted(None, inner, x), _values, _inners)
+)
 _paths = st.lists(st.sampled_from([("x",), ("inner",), ("inner", "a"), ("inner", "b"), ("x", "real")]), max_size=6).map(
     tuple
 )
