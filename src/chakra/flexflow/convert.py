@@ -265,7 +265,8 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         [item.name for item in ordered],
         [item.type for item in ordered],
         [[]] * rows,
-        [sorted({node_id[d] for d in item.deps}) for item in ordered],
+        [[node_id[item.deps[0]]] if len(item.deps) == 1 else sorted({node_id[d] for d in item.deps})
+         for item in ordered],  # fmt: skip
         [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
         [round(item.dur_ns / NS_PER_US) for item in ordered],
         [None] * rows,

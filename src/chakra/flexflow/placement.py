@@ -307,19 +307,26 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
     for task in tasks:
         if not task.is_comm:
             groups.setdefault(root(task.index), []).append(task.index)
-    ordered = sorted(groups.values(), key=lambda m: min((tasks[i].start_ns or 0, i) for i in m))
+    start = [task.start_ns or 0 for task in tasks]
+    ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m)))
     class_of = [-1] * len(tasks)
     classes = []
     every = tuple(range(count))
+    candidates_of: dict[tuple[str, ...], tuple[int, ...]] = {}
     for number, members in enumerate(ordered):
         named = [tasks[i] for i in members if tasks[i].name]
         placed_names = sorted({t.name for t in named if t.name in devices_of})
         if named and not placed_names and count > 1:
             raise _Unplaced(named[0])
-        candidates = every
-        for name in placed_names:  # the devices every operator of the class runs on, in the first's order
-            allowed = set(devices_of[name])
-            candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in allowed)
+        candidates = candidates_of.get(tuple(placed_names))
+        if candidates is None:  # classes of the same operators recur over the graph: found once each
+            candidates = every
+            for name in placed_names:  # the devices every operator of the class runs on, in the first's order
+                allowed = set(devices_of[name])
+                candidates = tuple(
+                    d for d in (devices_of[name] if candidates is every else candidates) if d in allowed
+                )
+            candidates_of[tuple(placed_names)] = candidates
         intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
         keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
         classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
