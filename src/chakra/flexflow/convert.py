@@ -265,8 +265,7 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         [item.name for item in ordered],
         [item.type for item in ordered],
         [[]] * rows,
-        [[node_id[item.deps[0]]] if len(item.deps) == 1 else sorted({node_id[d] for d in item.deps})
-         for item in ordered],  # fmt: skip
+        [_dependency_ids(item.deps, node_id) for item in ordered],
         [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
         [round(item.dur_ns / NS_PER_US) for item in ordered],
         [None] * rows,
@@ -278,3 +277,15 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
     for item, payload in zip(ordered, done.payloads, strict=True):
         by_device.setdefault(item.device, []).append(payload)
     return by_device
+
+
+def _dependency_ids(deps: list[int], node_id: dict[int, int]) -> list[int]:
+    """The node ids of the items ``deps``, each once, in order (most items have one).
+
+    Example:
+        >>> _dependency_ids([4, 2, 4], {2: 7, 4: 5}), _dependency_ids([2], {2: 7})
+        ([5, 7], [7])
+    """
+    if len(deps) == 1:
+        return [node_id[deps[0]]]
+    return sorted({node_id[d] for d in deps})

@@ -308,7 +308,7 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
         if not task.is_comm:
             groups.setdefault(root(task.index), []).append(task.index)
     start = [task.start_ns or 0 for task in tasks]
-    ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m)))
+    ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m, strict=True)))
     class_of = [-1] * len(tasks)
     classes = []
     every = tuple(range(count))
@@ -323,9 +323,7 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
             candidates = every
             for name in placed_names:  # the devices every operator of the class runs on, in the first's order
                 allowed = set(devices_of[name])
-                candidates = tuple(
-                    d for d in (devices_of[name] if candidates is every else candidates) if d in allowed
-                )
+                candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in allowed)
             candidates_of[tuple(placed_names)] = candidates
         intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
         keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
