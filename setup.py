@@ -57,6 +57,7 @@ setup(
         ),
         Extension("chakra._tf_graph", sources=["src/chakra/_tf_graph.c"], depends=[WIRE], extra_compile_args=["-O2"]),
         Extension("chakra._fold_order", sources=["src/chakra/_fold_order.c"], extra_compile_args=["-O2"]),
+        Extension("chakra._kahn", sources=["src/chakra/_kahn.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra.share._native",
             sources=NATIVE,

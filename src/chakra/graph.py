@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
+from chakra._kahn import kahn_order
 from chakra.errors import ChakraInputError, PathLike
 from chakra.schema.protobuf.et_def_pb2 import Node
 
@@ -307,25 +307,9 @@ def topological_order(
     child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
     if bool((key[graph.dep_pos] < key[child_of]).all()):
         return key if tie_break is TieBreak.POSITION else np.argsort(key, kind="stable")
-    indegree = np.diff(graph.dep_ptr).tolist()
-    child_ptr_np, child_pos_np = graph.children
-    child_ptr = child_ptr_np.tolist()
-    child_pos = child_pos_np.tolist()
-    key_l = key.tolist()
-    order_of_key = np.argsort(key, kind="stable").tolist()
-    ready = [key_l[i] for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    push, pop, append = heapq.heappush, heapq.heappop, order.append
-    while ready:
-        i = order_of_key[pop(ready)]
-        append(i)
-        for k in range(child_ptr[i], child_ptr[i + 1]):
-            c = child_pos[k]
-            indegree[c] -= 1
-            if indegree[c] == 0:
-                push(ready, key_l[c])
-    result = np.asarray(order, dtype=np.int64)
+    child_ptr, child_pos = graph.children
+    indegree = np.diff(graph.dep_ptr).astype(np.int64)
+    result = np.frombuffer(kahn_order(child_ptr.astype(np.int64), child_pos.astype(np.int64), indegree, key), np.int64)
     if strict and len(result) < n:
         raise cycle_error(graph, result, path=path)
     return result

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -299,9 +300,11 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
 
 def _topological(graph: TaskGraph) -> list[int]:
     n = len(graph.tasks)
-    edges = sorted(graph.edges, key=lambda e: e[1])
-    counts = np.bincount(np.array([b for _, b in edges], dtype=np.int64), minlength=n) if edges else np.zeros(n, int)
-    parents = np.array([a for a, _ in edges], dtype=np.uint64)
+    flat = itertools.chain.from_iterable(graph.edges)  # (predecessor, successor) rows below
+    pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(graph.edges)).reshape(-1, 2)
+    by_successor = np.argsort(pairs[:, 1], kind="stable")
+    counts = np.bincount(pairs[:, 1], minlength=n)
+    parents = pairs[by_successor, 0].astype(np.uint64)
     ids = np.arange(n, dtype=np.uint64)
     zeros = np.zeros(n, dtype=np.uint64)
     dag = graph_from_arrays(ids, np.zeros(n, np.int32), zeros, zeros, counts, parents, np.zeros(n, np.int64),
