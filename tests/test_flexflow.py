@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 from flexflow_graphs import large_model, simulate, write_compgraph, write_strategy, write_task_graph
 from helpers import assert_one_line_error, run_astra_sim, run_cli, validate_and_simulate
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chakra import io
 from chakra.attrs import get_attr
 from chakra.cli.dropin import converter_main
+from chakra.errors import ChakraInputError
 from chakra.flexflow import convert_flexflow
 from chakra.flexflow.compgraph import read_compgraph
+from chakra.flexflow.dot import DotNode
 from chakra.flexflow.strategy import read_strategy
+from chakra.flexflow.taskgraph import TaskKind, _checked_flexflow_task, _flexflow_task
 from chakra.schema.flexflow.strategy_pb2 import Strategy
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, Node
 
@@ -277,3 +282,26 @@ def test_astra_sims_own_build_runs_the_converted_mlp_to_the_cycles_our_simulator
     done = run_cli("simulate", "--workload", str(prefix), "--system", str(system), "--network", str(network), "--json")
     ours = {r["rank"]: r["finish_ns"] for r in json.loads(done.stdout)["ranks"]}
     assert code == 0 and finished == ours and sorted(ours) == [0, 1]
+
+
+# ---- a label as FlexFlow writes it, read at once, is the label the checked reader reads --------------
+LABEL_TIMES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["0", "0.05", "-1", "1e300", "4611686018427.39", " 2", "x", "", "1_0"]),
+)
+LABEL_NAMES = st.one_of(st.none(), st.sampled_from(["Dense_100", " pad ", "", "a b", "Conv2D_3"]))
+LABEL_KINDS = st.sampled_from([kind.value for kind in TaskKind] + ["Sideways", ""])
+
+
+def _task_or_error(read, node: DotNode) -> object:
+    try:
+        return read(0, node, "g.dot")
+    except ChakraInputError as error:
+        return str(error)
+
+
+@given(name=LABEL_NAMES, kind=LABEL_KINDS, start=LABEL_TIMES, end=LABEL_TIMES)
+def test_a_flexflow_label_read_at_once_is_the_task_the_checked_reader_reads(name, kind, start, end):
+    label = f"{{ {'' if name is None else name + ' | '}{kind} | {{ {start} | {end} }} }}"
+    node = DotNode("node7", {"label": label}, 3, 5)
+    assert _task_or_error(_flexflow_task, node) == _task_or_error(_checked_flexflow_task, node)
