@@ -34,7 +34,7 @@ setup(
         Extension(
             "chakra._host_record",
             sources=["src/chakra/_host_record.c", "src/chakra/_host_scan.c"],
-            depends=[SLOTS, "src/chakra/_host_record.h"],
+            depends=[SLOTS, "src/chakra/_host_record.h", "src/chakra/_text_cache.h"],
             extra_compile_args=["-O2"],
         ),
         Extension(
@@ -45,7 +45,9 @@ setup(
         ),
         Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
-        Extension("chakra._dot", sources=["src/chakra/_dot.c"], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._dot", sources=["src/chakra/_dot.c"], depends=["src/chakra/_text_cache.h"], extra_compile_args=["-O2"]
+        ),
         Extension(
             "chakra._xplane",
             sources=["src/chakra/_xplane.c"],

@@ -12,8 +12,7 @@
  * other than tab, newline and carriage return, comments, subgraphs, a mistake (the Python readers take
  * it and name the fault).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_text_cache.h"
 
 typedef struct {
     const char *p, *start, *end;
@@ -132,15 +131,24 @@ static int read_attrs(const char *from, const char *to, PyObject *attrs) {
     }
 }
 
-/* A node first named here: appended to `nodes`, indexed in `index`. Borrowed, NULL on error. */
-static PyObject *node_named(PyObject *nodes, PyObject *index, PyObject *name, Py_ssize_t line, Py_ssize_t column) {
-    PyObject *found = PyDict_GetItemWithError(index, name);
-    if (found != NULL || PyErr_Occurred()) return found;
-    PyObject *attrs = PyDict_New();
-    PyObject *node = attrs == NULL ? NULL : Py_BuildValue("[OOnn]", name, attrs, line, column);
+/* The node named by the text [s, s + n): the one named before (found in `named` by its text, without
+ * making a str of it), else a new one, [name, attrs, line, column], appended to `nodes`, its attributes
+ * `attrs` (a new dict when NULL; stolen). Borrowed; NULL on error. */
+static PyObject *node_named(PyObject *nodes, TextCache *named, const char *s, Py_ssize_t n, Py_ssize_t line,
+                            Py_ssize_t column, PyObject *attrs) {
+    uint64_t hash = text_hash(s, n);
+    PyObject *found = text_cache_get(named, s, n, hash);
+    if (found != NULL) {
+        Py_XDECREF(attrs);
+        return found;
+    }
+    PyObject *name = text_of(s, n), *node = NULL;
+    if (!attrs) attrs = PyDict_New();
+    if (name && attrs) node = Py_BuildValue("[OOnn]", name, attrs, line, column);
+    Py_XDECREF(name);
     Py_XDECREF(attrs);
     if (node == NULL) return NULL;
-    int status = PyList_Append(nodes, node) < 0 || PyDict_SetItem(index, name, node) < 0 ? -1 : 0;
+    int status = PyList_Append(nodes, node) < 0 || text_cache_put(named, s, n, hash, node) < 0 ? -1 : 0;
     Py_DECREF(node);
     return status < 0 ? NULL : node;
 }
@@ -170,8 +178,9 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
     skip_spaces(&t);
     if (t.p >= t.end || *t.p != '{') Py_RETURN_NONE;
     t.p++;
-    PyObject *nodes = PyList_New(0), *edges = PyList_New(0), *index = PyDict_New(), *out = NULL;
-    if (nodes == NULL || edges == NULL || index == NULL) goto done;
+    PyObject *nodes = PyList_New(0), *edges = PyList_New(0), *out = NULL;
+    TextCache named = {.limit = (size_t)-1}; /* every node by its name's text */
+    if (nodes == NULL || edges == NULL) goto done;
     for (;;) {
         skip_spaces(&t); /* a statement starts here, or the closing brace */
         const char *name = t.p;
@@ -195,13 +204,10 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
             skip_spaces(&t);
             if (target_len == 0 || t.p >= t.end || *t.p != ';') goto plain_no;
             t.p++;
-            PyObject *source_name = text_of(name, name_len), *target_name = text_of(target, target_len);
-            PyObject *edge = NULL;
-            if (source_name != NULL && target_name != NULL && node_named(nodes, index, source_name, line, column) &&
-                node_named(nodes, index, target_name, line, column))
-                edge = Py_BuildValue("(OOnn)", source_name, target_name, line, column);
-            Py_XDECREF(source_name);
-            Py_XDECREF(target_name);
+            PyObject *source = node_named(nodes, &named, name, name_len, line, column, NULL), *target_node = NULL;
+            PyObject *edge = NULL; /* the names are the nodes' own str objects */
+            if (source && (target_node = node_named(nodes, &named, target, target_len, line, column, NULL)))
+                edge = Py_BuildValue("(OOnn)", PyList_GET_ITEM(source, 0), PyList_GET_ITEM(target_node, 0), line, column);
             if (edge == NULL || PyList_Append(edges, edge) < 0) {
                 Py_XDECREF(edge);
                 goto done;
@@ -235,11 +241,10 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
             if (read < 0) goto done;
             goto plain_no;
         }
-        PyObject *node_name = text_of(name, name_len);
-        PyObject *node = node_name == NULL ? NULL : node_named(nodes, index, node_name, line, column);
-        Py_XDECREF(node_name);
-        int status = -1;
-        if (node != NULL) {
+        Py_ssize_t count = PyList_GET_SIZE(nodes);
+        PyObject *node = node_named(nodes, &named, name, name_len, line, column, Py_NewRef(attrs));
+        int status = node != NULL && PyList_GET_SIZE(nodes) > count ? 0 : -1; /* new: its attributes are these */
+        if (node != NULL && status < 0) { /* named before (by an edge): these merged in, and this position */
             PyObject *where_line = PyLong_FromSsize_t(line), *where_column = PyLong_FromSsize_t(column);
             if (where_line != NULL && where_column != NULL && PyDict_Update(PyList_GET_ITEM(node, 1), attrs) == 0) {
                 PyList_SetItem(node, 2, where_line); /* steals */
@@ -257,9 +262,9 @@ plain_no:
     Py_CLEAR(out);
     out = Py_NewRef(Py_None);
 done:
+    text_cache_clear(&named);
     Py_XDECREF(nodes);
     Py_XDECREF(edges);
-    Py_XDECREF(index);
     return out;
 }
 

@@ -27,6 +27,8 @@ typedef struct {
     TextSlot *slots;
     size_t mask; /* slot count - 1, a power of two minus one; 0 before the first put */
     size_t used;
+    size_t limit; /* entries kept at most: 0 for TEXT_CACHE_MAX_ENTRIES (a table that must hold every text
+                     it is given sets its own) */
 } TextCache;
 
 static inline uint64_t text_hash(const char *p, Py_ssize_t n) {
@@ -59,13 +61,15 @@ static inline void text_cache_clear(TextCache *c) {
         Py_XDECREF(c->slots[at].value);
     }
     PyMem_Free(c->slots);
+    size_t limit = c->limit;
     memset(c, 0, sizeof *c);
+    c->limit = limit;
 }
 
 /* Keeps `value` for the text (absent from the table): 0, or -1 when memory ran out (set). A full table
- * keeps nothing more, which only costs speed. */
+ * (see `limit`) keeps nothing more, which only costs speed. */
 static inline int text_cache_put(TextCache *c, const char *p, Py_ssize_t n, uint64_t hash, PyObject *value) {
-    if (c->used >= TEXT_CACHE_MAX_ENTRIES) return 0;
+    if (c->used >= (c->limit ? c->limit : TEXT_CACHE_MAX_ENTRIES)) return 0;
     if (2 * (c->used + 1) > c->mask + 1 || !c->slots) { /* at most half full */
         size_t size = c->slots ? 2 * (c->mask + 1) : 64;
         TextSlot *slots = PyMem_Calloc(size, sizeof *slots);
