@@ -1,13 +1,17 @@
 """FlexFlow's plain DOT statements read in C (chakra._dot) are what the regular expressions of
-chakra.flexflow.dot read, and a file of any other form is left to them."""
+chakra.flexflow.dot read, and a file of any other form is left to them; a record label's fields are
+what reading it a character at a time gives."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra._dot import plain_statements
-from chakra.flexflow.dot import _Lines, _regular, parse_dot
+from chakra.flexflow.dot import _Lines, _regular, parse_dot, parse_record
 
 
 def _as_tuples(text: str):
@@ -80,3 +84,53 @@ def test_a_flexflow_file_read_in_c_gives_the_graph_with_positions():
     assert [(n.name, n.line, n.column) for n in graph.nodes] == [("node0", 2, 1), ("node1", 3, 1)]
     assert graph.nodes[0].attrs == {"label": "{ fc | FORWARD | { 0 | 1.5 } }"}
     assert [tuple(e) for e in graph.edges] == [("node0", "node1", 3, 1)]
+
+
+def _record_a_character_at_a_time(label: str) -> list:  # type: ignore[type-arg]
+    """parse_record's rule written out a character at a time (ValueError for unbalanced braces)."""
+    stack: list[list] = [[]]  # type: ignore[type-arg]
+    text: list[str] = []
+    closed: list | None = None  # type: ignore[type-arg]
+
+    def end_field() -> None:
+        nonlocal closed
+        stack[-1].append(closed if closed is not None else re.sub(r"^\s*<[^>]*>", "", "".join(text)).strip())
+        closed = None
+        text.clear()
+
+    i = 0
+    while i < len(label):
+        char = label[i]
+        if char == "\\" and i + 1 < len(label):
+            text.append(label[i + 1])
+            i += 2
+            continue
+        if char == "{":
+            stack.append([])
+            text.clear()
+        elif char == "}":
+            if len(stack) == 1:
+                raise ValueError("unbalanced braces")
+            end_field()
+            closed = stack.pop()
+        elif char == "|":
+            end_field()
+        else:
+            text.append(char)
+        i += 1
+    if len(stack) != 1:
+        raise ValueError("unbalanced braces")
+    end_field()
+    return stack[0][0] if len(stack[0]) == 1 and isinstance(stack[0][0], list) else stack[0]
+
+
+@settings(max_examples=400, deadline=None)
+@given(label=st.text(alphabet=st.sampled_from("{}|\\<> ab\n1."), max_size=24))
+def test_a_record_label_is_read_as_a_character_at_a_time_reads_it(label):
+    try:
+        expected = _record_a_character_at_a_time(label)
+    except ValueError:
+        with pytest.raises(ValueError, match="unbalanced"):
+            parse_record(label)
+        return
+    assert parse_record(label) == expected

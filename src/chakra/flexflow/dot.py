@@ -347,6 +347,12 @@ class _Parser:
         return attrs
 
 
+#: A record label's pieces: an escaped character, a brace or bar, a run of plain text, a backslash that ends it.
+_RECORD_TOKEN = re.compile(r"\\(.)|([{}|])|([^\\{}|]+)|(\\)", re.DOTALL)
+#: A field's port (``<p>``), dropped.
+_PORT = re.compile(r"^\s*<[^>]*>")
+
+
 def parse_record(label: str) -> list:  # type: ignore[type-arg]  # nested lists of str
     r"""The fields of a record label, nested as its braces nest (:class:`ValueError` when they do not balance).
 
@@ -366,29 +372,24 @@ def parse_record(label: str) -> list:  # type: ignore[type-arg]  # nested lists 
             stack[-1].append(closed)
             closed = None
         else:
-            stack[-1].append(re.sub(r"^\s*<[^>]*>", "", "".join(field_text)).strip())
+            text = "".join(field_text)
+            stack[-1].append((_PORT.sub("", text) if "<" in text else text).strip())
         field_text.clear()
 
-    i = 0
-    while i < len(label):
-        char = label[i]
-        if char == "\\" and i + 1 < len(label):
-            field_text.append(label[i + 1])
-            i += 2
-            continue
-        if char == "{":
+    # runs of plain text at once: a character at a time was most of reading a computation graph
+    for escaped, special, plain, lone in _RECORD_TOKEN.findall(label):
+        if special == "{":
             stack.append([])
             field_text.clear()
-        elif char == "}":
+        elif special == "}":
             if len(stack) == 1:
                 raise ValueError("unbalanced braces")
             end_field()
             closed = stack.pop()
-        elif char == "|":
+        elif special == "|":
             end_field()
         else:
-            field_text.append(char)
-        i += 1
+            field_text.append(plain or escaped or lone)
     if len(stack) != 1:
         raise ValueError("unbalanced braces")
     end_field()
