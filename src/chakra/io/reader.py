@@ -2,7 +2,7 @@
 :func:`read` keeps every node, :func:`stream` yields them one at a time.
 
 Speed: instead of one ``ParseFromString`` call per record, the reader gives protobuf a whole
-buffer of records at once, parsed as ``repeated Node`` (see :data:`_NodeBatch`): the length
+buffer of records at once, parsed as ``repeated Node`` (see :func:`_node_batch_class`): the length
 prefixes are already the wire format of such a field once a one-byte tag is put in front of each.
 That moves the per-node work into C and keeps the nodes in one arena per buffer.
 :meth:`EtReader.decoded_batches` hands the same buffers to the node table's C decoder instead.
@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from functools import cache
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
@@ -50,12 +51,16 @@ _TEXT_CONTROL_BYTES = frozenset(b"\t\n\r")
 _TEXT_SHOWN_BYTES = 40
 
 #: Wire tag of field 1 with wire type LEN: put in front of each record it turns the framed file
-#: into the serialization of ``message _NodeBatch { repeated Node nodes = 1; }``.
+#: into the serialization of ``message NodeBatch { repeated Node nodes = 1; }``.
 _BATCH_FIELD_TAG = b"\x0a"
 
 
-def _make_batch_class() -> Any:
-    """Register ``chakra_internal.NodeBatch`` (``repeated Node nodes = 1``) in the default pool."""
+@cache
+def _node_batch_class() -> Any:
+    """Register ``chakra_internal.NodeBatch`` (``repeated Node nodes = 1``) in the default pool, when
+    first asked (protobuf's descriptor module is a tenth of a command's start-up)."""
+    from google.protobuf import descriptor_pb2
+
     pool = descriptor_pool.Default()
     name = "chakra_internal.NodeBatch"
     try:
@@ -79,8 +84,6 @@ def _make_batch_class() -> Any:
     pool.Add(file_proto)
     return GetMessageClass(pool.FindMessageTypeByName(name))
 
-
-_NodeBatch = _make_batch_class()
 
 #: A C decoder of framed records: ``(buf, pos, end) -> (stop, count, error, *results)``.
 RecordDecoder = Callable[[bytes, int, int], tuple[Any, ...]]
@@ -427,12 +430,12 @@ class EtReader:
     def _parse_batch(self, pieces: list[bytes], batch_start: int) -> Any:
         """Parse the framed records as one batch. On a corrupt record, return the good records
         before it and keep the error for the next call, so a stream yields every readable node."""
-        batch = _NodeBatch()
+        batch = _node_batch_class()()
         try:
             batch.ParseFromString(b"".join(pieces))
         except DecodeError:
             bad, self._pending_error = self._find_bad_record(pieces, batch_start)
-            batch = _NodeBatch()
+            batch = _node_batch_class()()
             batch.ParseFromString(b"".join(pieces[: 2 * bad]))
         self.node_count += len(batch.nodes)
         return batch.nodes
