@@ -33,7 +33,7 @@ setup(
         ),
         Extension(
             "chakra._host_record",
-            sources=["src/chakra/_host_record.c", "src/chakra/_host_scan.c"],
+            sources=["src/chakra/_host_record.c", "src/chakra/_host_json.c", "src/chakra/_host_scan.c"],
             depends=[SLOTS, "src/chakra/_host_record.h", "src/chakra/_text_cache.h"],
             extra_compile_args=["-O2"],
         ),

@@ -1,7 +1,8 @@
 /*
- * What the two halves of chakra._host_record share (_host_record.c: a node's attrs and IO lists, and the
- * nodes of msgspec's records; _host_scan.c: the nodes read straight from a trace's text): the scanner of
- * JSON text, the values it reads, and the making of a node from a record's parts.
+ * What the parts of chakra._host_record share (_host_record.c: a node's attrs and IO lists, and the nodes
+ * of msgspec's records; _host_json.c: strings, integers and whole values read from JSON text;
+ * _host_scan.c: the nodes read straight from a trace's text): the scanner of JSON text, the values it
+ * reads, and the making of a node from a record's parts.
  */
 #ifndef CHAKRA_HOST_RECORD_H
 #define CHAKRA_HOST_RECORD_H
@@ -84,7 +85,8 @@ typedef struct {
 int records_open(Records *r);
 void records_close(Records *r);
 
-/* A string without escapes or control characters (names, keys): its UTF-8 span. 0 when it is not one. */
+/* _host_json.c. A string without escapes or control characters (names, keys): its UTF-8 span. 0 when it
+ * is not one. */
 int string_span(Scan *s, const char **start, Py_ssize_t *len);
 /* An integer of at most 64 bits (JSON: no leading zeros), as a new int; NULL otherwise (an error set
  * only when memory ran out). */
