@@ -230,7 +230,8 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
 def _records(items: list[_Item]) -> dict[int, list[bytes]]:
     """The items as node records per device (:func:`chakra.wire.encode_columns`), ids in time
     order, tags counted per pair of devices."""
-    order = [i for _, i in sorted((item.order, i) for i, item in enumerate(items))]
+    orders = [item.order for item in items]
+    order = sorted(range(len(items)), key=orders.__getitem__)  # stable: equal orders by index
     node_id: dict[int, int] = {}
     next_id = 0
     for i in order:

@@ -121,10 +121,10 @@ class TaskGraph:
     @property
     def makespan_ns(self) -> int | None:
         """The simulated makespan (last end − first start), ``None`` for the labelled form (no schedule)."""
-        spans = [(t.start_ns, t.start_ns + t.dur_ns) for t in self.tasks if t.start_ns is not None]
-        if not spans:
+        starts = [t.start_ns for t in self.tasks if t.start_ns is not None]
+        if not starts:
             return None
-        return max(end for _, end in spans) - min(start for start, _ in spans)
+        return max([t.start_ns + t.dur_ns for t in self.tasks if t.start_ns is not None]) - min(starts)
 
     def predecessors(self) -> list[list[int]]:
         found: list[list[int]] = [[] for _ in self.tasks]
