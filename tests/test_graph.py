@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra import io
+from chakra._kahn import kahn_order
 from chakra.graph import CTRL_DEP, DATA_DEP, CycleError, build_graph, find_cycle, roots, topological_order
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, Node
 
@@ -346,3 +347,17 @@ def test_upstream_trace_has_dangling_ctrl_deps_and_ctrl_cycles_but_its_data_grap
     data_only = build_graph(nodes)
     assert data_only.missing_deps == []
     assert len(topological_order(data_only)) == UPSTREAM_NODE_COUNT
+
+
+def test_kahns_order_in_c_refuses_arrays_that_are_not_a_graph():
+    def int64s(values: list[int]) -> np.ndarray:
+        return np.array(values, dtype=np.int64)
+
+    with pytest.raises(ValueError, match="negative"):
+        kahn_order(int64s([0, 1, 1]), int64s([1]), int64s([0, -1]), int64s([0, 1]))
+    with pytest.raises(ValueError, match="out of range"):
+        kahn_order(int64s([0, 1, 1]), int64s([5]), int64s([0, 1]), int64s([0, 1]))
+    with pytest.raises(ValueError, match="child_ptr must be 3"):
+        kahn_order(int64s([0, 1]), int64s([1]), int64s([0, 1]), int64s([0, 1]))
+    with pytest.raises(ValueError, match="key must be int64"):
+        kahn_order(int64s([0, 1, 1]), int64s([1]), int64s([0, 1]), np.array([0.0, 1.0]))

@@ -581,8 +581,9 @@ static PyMethodDef methods[] = {
      "host_nodes(records, core, extras, texts, strings, node_type, io_type) -> indices left: each grouped record "
      "replaced in place by its node, but those of a form left to Python"},
     {"grouped_nodes", grouped_nodes, METH_VARARGS,
-     "grouped_nodes(text, start, core, extras, texts, strings, node_type, io_type) -> (nodes, left, end) or None: "
-     "the nodes of the array starting at offset start, read from the text"},
+     "grouped_nodes(text, start, first, core, extras, texts, strings, node_type, io_type[, tables]) -> (nodes, left, "
+     "end, closed) or None: the nodes of the complete records of a piece of the array of records from offset start "
+     "(with first, the array's '['), read from the text; tables (text_tables()) kept from one call to the next"},
     {"text_tables", text_tables, METH_NOARGS,
      "text_tables() -> the tables of values by their text that grouped_nodes keeps from one call to the next"},
     {"split_attrs", split_attrs, METH_VARARGS,

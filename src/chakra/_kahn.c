@@ -7,7 +7,7 @@
  * is a C-contiguous int64 buffer (numpy arrays): node i's children are child_pos[child_ptr[i]:
  * child_ptr[i + 1]] (a child listed once per edge), indegree[i] its count of edges from parents, key[i]
  * its place among ready nodes (least first; keys distinct). Nodes never ready (on or behind a cycle)
- * are left out. ValueError for arrays of the wrong lengths or positions out of range.
+ * are left out. ValueError for arrays of the wrong lengths, positions out of range or a negative indegree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -53,7 +53,8 @@ static int int64s(PyObject *obj, Py_buffer *view, Py_ssize_t count, const char *
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
     if (view->itemsize != 8 || (view->format && strcmp(view->format, "q") != 0 && strcmp(view->format, "l") != 0) ||
         (count >= 0 && view->len / 8 != count)) {
-        PyErr_Format(PyExc_ValueError, "%s must be %zd int64 values", what, count);
+        if (count >= 0) PyErr_Format(PyExc_ValueError, "%s must be %zd int64 values", what, count);
+        else PyErr_Format(PyExc_ValueError, "%s must be int64 values", what);
         PyBuffer_Release(view);
         return -1;
     }
@@ -84,6 +85,12 @@ static PyObject *kahn_order(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < edges; k++) {
         if (child_pos[k] < 0 || child_pos[k] >= n) {
             PyErr_SetString(PyExc_ValueError, "a child position is out of range");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (indegree[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "an indegree is negative");
             goto done;
         }
     }

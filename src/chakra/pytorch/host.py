@@ -456,8 +456,8 @@ def _scan_grouped(path: Path, shared: SharedValues) -> tuple[_GroupedTrace, list
                 return None  # the text ends inside the array
             more = more and blocks.more(text)
         rest = head + b'"nodes":[]' + bytes(text) + stream.read()
-        if rest.count(b'"nodes"') != 1:
-            return None  # a second list of nodes: the whole file's decoder settles which counts
+        if rest.count(b'"nodes"') != 1 or b"\\u" in rest:
+            return None  # a second list of nodes (its key maybe spelled with escapes): msgspec settles which counts
         header = _DECODERS["grouped"].decode(rest)
     except (msgspec.DecodeError, *io.DECOMPRESS_ERRORS):
         return None
