@@ -349,10 +349,11 @@ def test_a_shared_host_trace_reads_the_same_from_its_text_as_by_msgspec(relpath)
     assert host_module._scan_grouped(path, SharedValues()) is not None
 
 
-@pytest.mark.parametrize("second", ['[{"id": 2, "name": "second"}]', "[]"])
+@pytest.mark.parametrize("second", ['[{"id": 2, "name": "second", "ctrl_deps": 0}]', "[]"])
 def test_a_second_list_of_nodes_under_a_key_spelled_with_escapes_is_read_as_msgspec_reads_it(tmp_path, second):
     path = tmp_path / "host.0.json"
-    text = '{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1, "name": "first"}], "\\u006eodes": ' + second + "}"
+    first = '[{"id": 1, "name": "first", "ctrl_deps": 0}]'
+    text = '{"schema": "1.1.1-chakra.0.0.4", "nodes": ' + first + ', "\\u006eodes": ' + second + "}"
     path.write_text(text)
     scanned, decoded = _load_both(path)
     assert scanned == decoded
