@@ -26,7 +26,6 @@ from typing import Any
 
 import msgspec
 
-from chakra._items import gather
 from chakra._kineto_events import join_index, nest_by_thread
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
@@ -42,9 +41,6 @@ SYNTHETIC_HOST_OPS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
 
 #: How many unmatched items a report lists by name (all are counted).
 REPORT_EXAMPLES = 20
-#: What joining reads of each host node and of each Kineto op.
-_NODE_FIELDS = (("id",), ("name",), ("rf_id",))
-_OP_FIELDS = (("name",), ("ts",), ("dur",), ("tid",))
 
 
 class HostTiming(msgspec.Struct, frozen=True, gc=False):
@@ -198,29 +194,27 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     timing: dict[int, HostTiming] = {}
     host_of_kineto: dict[int, int] = {}
     agree = joined = 0
-    # the nodes' and the Kineto ops' fields as columns (in C): a lookup per field and node was most of this
-    node_ids, names, rf_ids = gather(host.nodes, _NODE_FIELDS)
-    op_names, op_starts, op_durations, op_threads = gather(host_ops, _OP_FIELDS)
-    for node_id, name, rf_id in zip(node_ids, names, rf_ids, strict=True):
-        if name in SYNTHETIC_HOST_OPS:
+    for node in host.nodes:
+        if node.name in SYNTHETIC_HOST_OPS:
             continue
         report.host_ops += 1
-        at = index_of.get(rf_id) if rf_id else None
+        at = index_of.get(node.rf_id) if node.rf_id else None
         if at is None:
-            if name == PROCESS_GROUP_NODE:
+            if node.name == PROCESS_GROUP_NODE:
                 reason = "process-group record (written when the observer starts, no Kineto event by design)"
-            elif not rf_id:
+            elif not node.rf_id:
                 reason = "no rf_id (op recorded without an id)"
             else:
                 reason = "no Kineto op with this id (outside the profiled window?)"
             report.host_unmatched[reason] += 1
             if len(report.host_unmatched_examples) < REPORT_EXAMPLES:
-                report.host_unmatched_examples.append((node_id, name, reason))
+                report.host_unmatched_examples.append((node.id, node.name, reason))
             continue
         joined += 1
-        agree += op_names[at] == name
-        timing[node_id] = HostTiming(op_starts[at], op_durations[at], exclusive[at], op_threads[at])
-        host_of_kineto[id(host_ops[at])] = node_id
+        match = host_ops[at]
+        agree += match.name == node.name
+        timing[node.id] = HostTiming(match.ts, match.dur, exclusive[at], match.tid)
+        host_of_kineto[id(match)] = node.id
     report.host_matched = len(timing)
     report.kineto_matched = len(host_of_kineto)
     report.name_agreement = agree / joined if joined else 1.0
