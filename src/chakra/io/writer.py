@@ -21,7 +21,14 @@ from typing import IO
 import zstandard
 
 from chakra.errors import ChakraInputError, ChakraOutputError, PathLike
-from chakra.io.framing import FORMAT_VERSION, SHORT_PREFIX_LIMIT, SHORT_PREFIXES, compression_for, encode_varint, frame
+from chakra.io.framing import (
+    FORMAT_VERSION,
+    SHORT_PREFIX_LIMIT,
+    compression_for,
+    encode_varint,
+    frame,
+    short_prefixes,
+)
 from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
 
 #: Records gathered in memory before one ``write`` call to the file.
@@ -141,6 +148,7 @@ class EtWriter:
     def __init__(self, path: PathLike, metadata: GlobalMetadata | None = None, *, compress: str | None = "auto"):
         self.path = Path(path)
         self.node_count = 0
+        self._prefixes = short_prefixes()
         kind = compression_for(path) if compress == "auto" else (None if compress in (None, "none") else compress)
         if kind not in (None, "gzip", "zstd"):
             raise ChakraInputError(f"unknown compression {compress!r}", hint="use gzip, zstd or none")
@@ -187,7 +195,7 @@ class EtWriter:
                 hint="give the node a name or type",
             )
         pending = self._pending
-        pending.append(SHORT_PREFIXES[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n))
+        pending.append(self._prefixes[n] if n < SHORT_PREFIX_LIMIT else encode_varint(n))
         pending.append(payload)
         self.node_count += 1
         if len(pending) >= _WRITE_FLUSH_RECORDS:
