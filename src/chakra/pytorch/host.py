@@ -28,9 +28,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from io import BufferedReader
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 
@@ -39,7 +38,7 @@ from chakra._host_record import grouped_nodes, host_nodes, split_attrs, split_io
 from chakra._json_scan import find_array
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError
-from chakra.pytorch.jsonfile import position_of, read_json_bytes
+from chakra.pytorch.jsonfile import BlockReader, position_of, read_json_bytes
 
 PathLike = str | Path
 
@@ -424,7 +423,7 @@ def _scan_grouped(path: Path, shared: SharedValues) -> tuple[_GroupedTrace, list
     stream, _ = io.open_decompressed(path, what="a host trace")
     nodes: list[HostNode | GroupedRecord] = []
     left: list[int] = []
-    blocks, tables = _Blocks(stream, _BLOCK_BYTES), text_tables()
+    blocks, tables = BlockReader(stream, _BLOCK_BYTES), text_tables()
     try:
         text = bytearray()
         while len(text) < 2 * _LAYOUT_SNIFF_BYTES and blocks.more(text):
@@ -467,26 +466,6 @@ def _scan_grouped(path: Path, shared: SharedValues) -> tuple[_GroupedTrace, list
         return None
     header.nodes = nodes
     return header, left
-
-
-class _Blocks:
-    """The blocks of a stream appended to a text, read into one buffer where the stream can (a plain
-    file): a fresh block per read was most of the reading's time (new memory, faulted in)."""
-
-    def __init__(self, stream: BinaryIO, size: int):
-        self._stream = stream
-        self._block = bytearray(size)
-        self._view = memoryview(self._block)
-
-    def more(self, text: bytearray) -> bool:
-        """Appends the next block to ``text``; False at the stream's end."""
-        if isinstance(self._stream, BufferedReader):
-            count = self._stream.readinto(self._block)
-            text += self._view[:count]
-            return count > 0
-        block = self._stream.read(len(self._block))
-        text += block
-        return bool(block)
 
 
 def load_host_trace(path: PathLike) -> HostTrace:

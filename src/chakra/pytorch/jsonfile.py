@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from io import BufferedReader
 from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
 
@@ -87,20 +88,20 @@ class ArrayPieces(Generic[T]):
         self._stream = stream
         self._key = key
         self._decode = decode
-        self._block_bytes = block_bytes
+        self._blocks = BlockReader(stream, block_bytes)
         self.rest = b""
 
     def items(self) -> Iterator[list[T]]:
         text = bytearray()
         while (found := find_array(text, self._key)) is None:
-            if not self._more(text):
+            if not self._blocks.more(text):
                 raise NotStreamable("the text ends before the array")
         key_start, items_start = found
         head = bytes(text[:key_start])
         del text[:items_start]
         first = True
         while True:
-            more = self._more(text)
+            more = self._blocks.more(text)
             guess = object_items_end(text) if more else -1
             if guess > 0:
                 try:
@@ -130,9 +131,33 @@ class ArrayPieces(Generic[T]):
                 raise NotStreamable("the text ends inside the array")
         self.rest = head + b'"' + self._key + b'":[]' + bytes(text) + self._stream.read()
 
-    def _more(self, text: bytearray) -> bool:
-        """Appends the next block of the stream to ``text``; False at its end."""
-        block = self._stream.read(self._block_bytes)
+
+class BlockReader:
+    """A stream's blocks of ``size`` bytes appended to a text, read into one buffer where the stream
+    can (a plain file): a fresh block per read was new memory, faulted in, each time.
+
+    Example:
+        >>> import io as bytes_io
+        >>> text, blocks = bytearray(b">"), BlockReader(bytes_io.BytesIO(b"abcde"), 2)
+        >>> blocks.more(text), blocks.more(text), blocks.more(text), blocks.more(text), bytes(text)
+        (True, True, True, False, b'>abcde')
+    """
+
+    def __init__(self, stream: BinaryIO, size: int):
+        self._stream = stream
+        self._size = size
+        self._buffer: bytearray | None = None
+
+    def more(self, text: bytearray) -> bool:
+        """Appends the next block to ``text``; False at the stream's end."""
+        if isinstance(self._stream, BufferedReader):
+            if self._buffer is None:
+                self._buffer = bytearray(self._size)
+            count = self._stream.readinto(self._buffer)
+            with memoryview(self._buffer) as view:
+                text += view[:count]
+            return count > 0
+        block = self._stream.read(self._size)
         text += block
         return bool(block)
 
