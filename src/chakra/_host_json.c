@@ -4,9 +4,6 @@
  */
 #include "_host_record.h"
 
-/* Deepest nesting of arrays and objects skipped (msgspec reads deeper text, and names what it holds). */
-#define MAX_NESTING 256
-
 int string_span(Scan *s, const char **start, Py_ssize_t *len) {
     if (!take(s, '"')) return 0;
     const char *from = s->p, *p = from; /* names and keys are short: one pass, no memchr call */

@@ -15,6 +15,9 @@
 #include "_text_cache.h"
 
 #define MAX_CORE 16
+/* Deepest nesting of arrays and objects read or skipped here (msgspec reads deeper text, and names
+ * what it holds). */
+#define MAX_NESTING 256
 
 typedef struct {
     const char *p;

@@ -116,13 +116,11 @@ TextTables *tables_of(PyObject *capsule) {
     return PyCapsule_GetPointer(capsule, TABLES_NAME);
 }
 
-#define MAX_DEPTH 256
-
 /* Past the JSON object at p (its '{'): where it ends; NULL when the text ends first, with `bad` set
  * where the text is not one (a bracket closing what it did not open, or too deep). Only brackets and
  * strings are looked at: msgspec reads the record and names any other fault. */
 static const char *object_end(const char *p, const char *end, int *bad) {
-    char open[MAX_DEPTH];
+    char open[MAX_NESTING];
     int depth = 0;
     if (p >= end || *p != '{') {
         *bad = p < end;
@@ -135,7 +133,7 @@ static const char *object_end(const char *p, const char *end, int *bad) {
                 if (*p == '\\') p++;
             if (p >= end) return NULL;
         } else if (c == '{' || c == '[') {
-            if (depth == MAX_DEPTH) {
+            if (depth == MAX_NESTING) {
                 *bad = 1;
                 return NULL;
             }
