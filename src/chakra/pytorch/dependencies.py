@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from chakra.pytorch.items import Builder, Item
+from chakra.pytorch.items import ITEM_ORDER, Builder, Item
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -104,7 +103,7 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 prev, prev_end = item, item.end_us
         if added:
             items.extend(added)
-            items.sort(key=attrgetter("key"))
+            items.sort(key=ITEM_ORDER)
 
 
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
@@ -139,7 +138,7 @@ def tensor_deps(builder: Builder) -> None:
     """Producer -> consumer edges across threads, by tensor id, among leaf ops and transfers."""
     has_child = {i.host.parent for i in builder.items.values() if i.host is not None}
     writer: dict[int, Item] = {}
-    for item in sorted(builder.items.values(), key=attrgetter("key")):
+    for item in sorted(builder.items.values(), key=ITEM_ORDER):
         if item.host is None or item.node_type == METADATA_NODE:
             continue
         is_transfer = item.node_type != COMP_NODE

@@ -62,7 +62,8 @@ class Item(msgspec.Struct):
         return (self.ts_us or 0.0) + self.dur_us
 
 
-_KEY = attrgetter("key")
+#: Orders items in time (their ``key``): the sort key of every pass that orders a thread's items.
+ITEM_ORDER = attrgetter("key")
 
 
 class Builder:
@@ -145,5 +146,5 @@ class Builder:
             if item.node_type != METADATA_NODE:
                 by_thread[item.thread].append(item)
         for items in by_thread.values():
-            items.sort(key=_KEY)
+            items.sort(key=ITEM_ORDER)
         return by_thread

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from chakra._items import nest_thread
-from chakra.pytorch.items import Builder, Item, Segment
+from chakra.pytorch.items import ITEM_ORDER, Builder, Item, Segment
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -217,8 +217,7 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
                     continue
             else:
                 start_us, length = segment.start_us, segment.end_us - segment.start_us
-            launches = launched.get(owner.node_id)
-            in_segment = _launched_in(launches, segment.start_us, segment.end_us) if launches is not None else []
+            in_segment = _launched_in(launched.get(owner.node_id), segment.start_us, segment.end_us)
             if not after_wait and length < PART_MIN_US and not in_segment:
                 continue
             node_id = builder.next_id
@@ -240,7 +239,7 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
                 if not segment.first:
                     work.data = [node_id if d == owner.node_id else d for d in work.data]
         if added:
-            by_thread[thread].sort(key=attrgetter("key"))
+            by_thread[thread].sort(key=ITEM_ORDER)
 
 
 def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
