@@ -43,6 +43,7 @@ setup(
             depends=[SLOTS],
             extra_compile_args=["-O2"],
         ),
+        Extension("chakra._link_join", sources=["src/chakra/_link_join.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension(

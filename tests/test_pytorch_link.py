@@ -9,10 +9,11 @@ from helpers import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chakra._link_join import join_host_ops
 from chakra.errors import ChakraInputError
-from chakra.pytorch.host import load_host_trace
+from chakra.pytorch.host import HostNode, IOLists, load_host_trace
 from chakra.pytorch.kineto import KinetoEvent, load_kineto_trace
-from chakra.pytorch.link import link, nest_events
+from chakra.pytorch.link import SYNTHETIC_HOST_OPS, HostTiming, link, nest_events
 
 
 def _hta_pair():
@@ -142,3 +143,52 @@ host_events = st.lists(
 @given(host_events)
 def test_each_host_event_nests_in_the_innermost_open_event_of_its_thread(events: list[KinetoEvent]):
     assert nest_events(events) == _nested_by_stacks(events)
+
+
+def _node(node_id: int, name: str, rf_id: int) -> HostNode:
+    return HostNode(node_id, name, 1, rf_id, 1, 0, -1, 0, 0, "", IOLists(), IOLists(), {})
+
+
+def _joined_one_at_a_time(
+    nodes: list[HostNode], index_of: dict[int, int], events: list[KinetoEvent], exclusive: list[float]
+):
+    """The join written plainly: the rule :func:`join_host_ops` must follow."""
+    timing, host_of_event, unmatched = {}, {}, []
+    considered = joined = agree = 0
+    for node in nodes:
+        if node.name in SYNTHETIC_HOST_OPS:
+            continue
+        considered += 1
+        at = index_of.get(node.rf_id) if node.rf_id else None
+        if at is None:
+            unmatched.append(node)
+            continue
+        joined += 1
+        event = events[at]
+        agree += event.name == node.name
+        timing[node.id] = HostTiming(event.ts, event.dur, exclusive[at], event.tid)
+        host_of_event[id(event)] = node.id
+    return timing, host_of_event, considered, joined, agree, unmatched
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["aten::mm", "aten::add", *sorted(SYNTHETIC_HOST_OPS)]), st.integers(0, 6)),
+        max_size=25,
+    ),
+    st.lists(st.tuples(st.sampled_from(["aten::mm", "aten::add"]), st.integers(0, 9)), min_size=1, max_size=8),
+    st.data(),
+)
+def test_host_ops_join_their_kineto_events_by_the_plain_rule(node_specs, event_specs, data):
+    nodes = [_node(node_id, name, rf_id) for node_id, (name, rf_id) in enumerate(node_specs)]
+    events = [KinetoEvent(name=name, tid=1, ts=float(ts), dur=1.0) for name, ts in event_specs]
+    index_of = data.draw(st.dictionaries(st.integers(1, 6), st.integers(0, len(events) - 1)))
+    exclusive = [float(k) / 2 for k in range(len(events))]
+    got = join_host_ops(nodes, SYNTHETIC_HOST_OPS, index_of, events, exclusive, HostTiming)
+    assert got == _joined_one_at_a_time(nodes, index_of, events, exclusive)
+
+
+def test_an_index_past_the_kineto_events_is_refused():
+    with pytest.raises(IndexError, match="index_of gives 3 for a list of 1 events"):
+        join_host_ops([_node(0, "aten::mm", 5)], SYNTHETIC_HOST_OPS, {5: 3}, [KinetoEvent()], [0.0], HostTiming)

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from chakra._kineto_events import join_index, nest_by_thread
+from chakra._link_join import join_host_ops
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
@@ -191,30 +192,19 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     report.duplicate_correlations = len(events.duplicate_correlations)
     exclusive = nest_events(host_ops)[0]  # host_ops are in (ts, -dur) order
 
-    timing: dict[int, HostTiming] = {}
-    host_of_kineto: dict[int, int] = {}
-    agree = joined = 0
-    for node in host.nodes:
-        if node.name in SYNTHETIC_HOST_OPS:
-            continue
-        report.host_ops += 1
-        at = index_of.get(node.rf_id) if node.rf_id else None
-        if at is None:
-            if node.name == PROCESS_GROUP_NODE:
-                reason = "process-group record (written when the observer starts, no Kineto event by design)"
-            elif not node.rf_id:
-                reason = "no rf_id (op recorded without an id)"
-            else:
-                reason = "no Kineto op with this id (outside the profiled window?)"
-            report.host_unmatched[reason] += 1
-            if len(report.host_unmatched_examples) < REPORT_EXAMPLES:
-                report.host_unmatched_examples.append((node.id, node.name, reason))
-            continue
-        joined += 1
-        match = host_ops[at]
-        agree += match.name == node.name
-        timing[node.id] = HostTiming(match.ts, match.dur, exclusive[at], match.tid)
-        host_of_kineto[id(match)] = node.id
+    timing, host_of_kineto, report.host_ops, joined, agree, unmatched = join_host_ops(
+        host.nodes, SYNTHETIC_HOST_OPS, index_of, host_ops, exclusive, HostTiming
+    )
+    for node in unmatched:
+        if node.name == PROCESS_GROUP_NODE:
+            reason = "process-group record (written when the observer starts, no Kineto event by design)"
+        elif not node.rf_id:
+            reason = "no rf_id (op recorded without an id)"
+        else:
+            reason = "no Kineto op with this id (outside the profiled window?)"
+        report.host_unmatched[reason] += 1
+        if len(report.host_unmatched_examples) < REPORT_EXAMPLES:
+            report.host_unmatched_examples.append((node.id, node.name, reason))
     report.host_matched = len(timing)
     report.kineto_matched = len(host_of_kineto)
     report.name_agreement = agree / joined if joined else 1.0
