@@ -50,6 +50,9 @@ _COSTS_KEPT = 1 << 16
 _UNSEEN, _READS_VALUES = object(), object()
 #: Columns named for their role, written as these attributes.
 _COLUMN_ATTR = {"launcher_rf_id": "rf_id", "activity_bytes": "tensor_size"}
+#: The member of the columns whose attribute has none registered: ints throughout, the member
+#: :func:`chakra.attrs.set_attr` infers for them (given, it is not inferred again value by value).
+_COLUMN_MEMBER = {"device": "int64_val", "correlation": "int64_val", "part_of": "int64_val"}
 
 
 class _Columns(NamedTuple):
@@ -238,7 +241,7 @@ class _Encoder:
             part = col.part_of[row]
             assert part is not None
             column["part_of"][row] = new_id[part.node_id]
-        return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else None)
+        return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else _COLUMN_MEMBER.get(name))
                 for name, values in column.items()]  # fmt: skip
 
     def _activity_row(self, column: dict[str, list[Any]], row: int, activity: DeviceActivity, node_type: int) -> None:
