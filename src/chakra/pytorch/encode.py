@@ -105,8 +105,9 @@ def _costed_ancestors(builder: Builder) -> set[int]:
     """Ops with a modelled op below them (``linear`` over ``addmm``, ``conv2d`` over
     ``convolution``) get no cost of their own: the work would be counted twice."""
     costed_below: set[int] = set()
-    for node in builder.host.nodes:
-        if node.name not in MODELED_OPS or node.id not in builder.items:
+    (names,) = gather(builder.host.nodes, (("name",),))
+    for node in compress(builder.host.nodes, map(MODELED_OPS.__contains__, names)):
+        if node.id not in builder.items:
             continue
         parent = builder.by_host_id.get(node.parent)
         while parent is not None and parent.id not in costed_below and parent.id != parent.parent:
@@ -159,7 +160,7 @@ class _Encoder:
         if None in col.ts_us:  # no start, no duration (host-only mode)
             durations = [d if t is not None else 0 for t, d in zip(col.ts_us, durations, strict=True)]
         outputs = col.outputs
-        metadata_rows = [row for row, node_type in enumerate(col.node_type) if node_type == METADATA_NODE]
+        metadata_rows = list(compress(count(), map(METADATA_NODE.__eq__, col.node_type)))
         if metadata_rows:
             outputs = list(outputs)
             for row in metadata_rows:
@@ -209,13 +210,8 @@ class _Encoder:
         column["scope"] = col.scope
         column["fw_tid"] = col.fw_tid
         column["op_schema"] = col.op_schema
-        if self.linked:
-            get = thread_ids.get
-            column["tid"] = [
-                get(t, tid) if tid is not None else None for t, tid in zip(col.thread, col.tid, strict=True)
-            ]
-        else:
-            column["tid"] = col.tid
+        # a host op's thread as the host trace numbers it (rows of no host op: below)
+        column["tid"] = list(map(thread_ids.get, col.thread, col.tid)) if self.linked else col.tid
         for row in compress(count(), map(MODELED_OPS.__contains__, col.host_name)):
             if col.node_type[row] == COMP_NODE:
                 host = col.host[row]
@@ -226,6 +222,7 @@ class _Encoder:
                         column["tensor_size"][row] = cost.tensor_size
         for row in compress(count(), map(is_, col.host, repeat(None))):  # rows that are no host op
             item = items[row]
+            column["tid"][row] = None
             if item.part_of is not None and item.part_of.host is not None:
                 owner = item.part_of.host
                 column["rf_id"][row] = owner.rf_id
