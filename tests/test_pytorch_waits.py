@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread
-from chakra.pytorch.items import Item, Segment
+from chakra._items import gather, nest_thread, sort_by_field
+from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
 
@@ -179,3 +179,44 @@ def test_gathered_columns_follow_each_path_from_each_object_stopping_at_none(obj
             gather(objects, paths)
         return
     assert gather(objects, paths) == expected
+
+
+class _Keyed(msgspec.Struct):
+    key: object
+    start_us: object = 0.0
+
+
+_floats = st.sampled_from([0.0, -0.0, 1.5, -2.0, math.inf, -math.inf, 3.0])
+_item_keys = st.tuples(_floats, _floats, st.integers(-3, 3))
+_odd_keys = st.one_of(  # left to Python's sort
+    st.just(math.nan), st.integers(-2, 2), st.tuples(_floats, _floats), st.tuples(_floats, _floats, st.just(1 << 70))
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.lists(_item_keys, max_size=80), st.lists(_floats, max_size=80), st.lists(st.one_of(_item_keys, _odd_keys))
+    ),
+    st.integers(0, 80),
+)
+def test_objects_sort_by_an_attribute_as_pythons_sort_orders_them(keys, in_order):
+    # floats and items' keys are sorted in C, anything else by Python's sort; equal keys keep their
+    # order, and a list may start with a run already in order (a thread's items, a few appended)
+    keys = sorted(keys[:in_order], key=str) + keys[in_order:] if in_order % 2 else keys
+    objects = [_Keyed(key) for key in keys]
+    try:
+        expected = sorted(objects, key=lambda o: o.key)
+    except TypeError:  # values Python cannot compare
+        with pytest.raises(TypeError):
+            sort_by_attribute(objects, "key")
+        return
+    sort_by_attribute(objects, "key")
+    assert [id(o) for o in objects] == [id(o) for o in expected]
+
+
+def test_a_list_of_nan_or_mixed_keys_is_left_to_python():
+    objects = [_Keyed((1.0, 0.0, 1)), _Keyed(2.0)]
+    assert sort_by_field(objects, "key") is False
+    assert sort_by_field([_Keyed(math.nan)], "key") is False
+    assert sort_by_field([_Keyed(1.0), _Keyed(0.5)], "key") is True

@@ -15,6 +15,12 @@
  * is ([i.name for i in items], [i.host.rf_id if i.host is not None else None for i in items]) in one
  * pass, the encoders' columns read through the slots; a path of several steps that starts with the same
  * attribute as the last such path before it reuses what that one read of the object.
+ *
+ * sort_by_field(objects, name) -> bool: sorts the list in place, stably, by each object's attribute `name`
+ * when every one is a float or every one is an items' key (a tuple of two floats and an int of 64 bits),
+ * none NaN: as list.sort(key=attrgetter(name)) sorts it (such keys compare as Python compares them), a
+ * sorted stretch merged with the next without a comparison per element. False, the list untouched,
+ * for any other attribute: the caller sorts it in Python.
  */
 #include "_slots.h"
 
@@ -288,7 +294,110 @@ done:
     return result;
 }
 
+/* An object's sort key read into C: (a) for a float, (a, b, c) for a key tuple. */
+typedef struct {
+    double a, b;
+    int64_t c;
+    Py_ssize_t index; /* in the list before sorting */
+} SortKey;
+
+static inline int key_less(const SortKey *x, const SortKey *y) {
+    if (x->a != y->a) return x->a < y->a;
+    if (x->b != y->b) return x->b < y->b;
+    return x->c < y->c;
+}
+
+/* Sorts keys[lo:hi] stably by merging halves through `tmp`; a half already in order before the other
+ * (the common case: a thread's items with a few appended) costs one comparison. */
+static void merge_sort(SortKey *keys, SortKey *tmp, Py_ssize_t lo, Py_ssize_t hi) {
+    if (hi - lo < 2) return;
+    if (hi - lo <= 16) { /* insertion sort: stable, and fast on short runs */
+        for (Py_ssize_t i = lo + 1; i < hi; i++) {
+            SortKey k = keys[i];
+            Py_ssize_t j = i;
+            for (; j > lo && key_less(&k, &keys[j - 1]); j--) keys[j] = keys[j - 1];
+            keys[j] = k;
+        }
+        return;
+    }
+    Py_ssize_t mid = lo + (hi - lo) / 2;
+    merge_sort(keys, tmp, lo, mid);
+    merge_sort(keys, tmp, mid, hi);
+    if (!key_less(&keys[mid], &keys[mid - 1])) return;
+    memcpy(tmp + lo, keys + lo, (size_t)(mid - lo) * sizeof(SortKey));
+    Py_ssize_t i = lo, j = mid, out = lo;
+    while (i < mid && j < hi) keys[out++] = key_less(&keys[j], &tmp[i]) ? keys[j++] : tmp[i++];
+    while (i < mid) keys[out++] = tmp[i++];
+}
+
+/* The key of `value` (its float, or its key tuple) in `key`: 1 where it is one of `*kind` (0: not known
+ * yet, 1: float, 3: tuple) and not NaN, else 0. */
+static int read_key(PyObject *value, int *kind, SortKey *key) {
+    if (PyFloat_CheckExact(value) && *kind != 3) {
+        *kind = 1;
+        *key = (SortKey){PyFloat_AS_DOUBLE(value), 0.0, 0, 0};
+        return !isnan(key->a);
+    }
+    if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 3 || *kind == 1) return 0;
+    PyObject *a = PyTuple_GET_ITEM(value, 0), *b = PyTuple_GET_ITEM(value, 1), *c = PyTuple_GET_ITEM(value, 2);
+    if (!PyFloat_CheckExact(a) || !PyFloat_CheckExact(b) || !PyLong_CheckExact(c)) return 0;
+    int overflow;
+    long long id = PyLong_AsLongLongAndOverflow(c, &overflow);
+    if (overflow || (id == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *kind = 3;
+    *key = (SortKey){PyFloat_AS_DOUBLE(a), PyFloat_AS_DOUBLE(b), id, 0};
+    return !isnan(key->a) && !isnan(key->b);
+}
+
+static PyObject *sort_by_field(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects, *name;
+    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &objects, &name)) return NULL;
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name); /* the slot cache compares names by identity */
+    Py_ssize_t size = PyList_GET_SIZE(objects);
+    SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    PyObject **held = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(PyObject *));
+    PyObject *result = NULL;
+    Py_ssize_t read = 0;
+    int kind = 0, fast = 1;
+    if (keys == NULL || tmp == NULL || held == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* held: the objects as they were, kept alive whatever a getattr does to the list */
+    for (; read < size; read++) held[read] = Py_NewRef(PyList_GET_ITEM(objects, read));
+    for (Py_ssize_t i = 0; i < size && fast; i++) {
+        PyObject *value = field(held[i], name);
+        if (value == NULL) goto done;
+        fast = read_key(value, &kind, &keys[i]);
+        keys[i].index = i;
+        Py_DECREF(value);
+    }
+    if (fast && PyList_GET_SIZE(objects) == size) {
+        merge_sort(keys, tmp, 0, size);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            PyObject *old = PyList_GET_ITEM(objects, i);
+            PyList_SET_ITEM(objects, i, Py_NewRef(held[keys[i].index]));
+            Py_DECREF(old);
+        }
+    }
+    result = Py_NewRef(fast && PyList_GET_SIZE(objects) == size ? Py_True : Py_False);
+done:
+    for (Py_ssize_t i = 0; i < read; i++) Py_DECREF(held[i]);
+    PyMem_Free(keys);
+    PyMem_Free(tmp);
+    PyMem_Free(held);
+    Py_DECREF(name);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
     {NULL, NULL, 0, NULL},

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from chakra.pytorch.items import ITEM_ORDER, Builder, Item
+from chakra.pytorch.items import Builder, Item, sort_by_attribute
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -103,7 +103,7 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 prev, prev_end = item, item.end_us
         if added:
             items.extend(added)
-            items.sort(key=ITEM_ORDER)
+            sort_by_attribute(items, "key")
 
 
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
@@ -138,7 +138,9 @@ def tensor_deps(builder: Builder) -> None:
     """Producer -> consumer edges across threads, by tensor id, among leaf ops and transfers."""
     has_child = {i.host.parent for i in builder.items.values() if i.host is not None}
     writer: dict[int, Item] = {}
-    for item in sorted(builder.items.values(), key=ITEM_ORDER):
+    ordered = list(builder.items.values())
+    sort_by_attribute(ordered, "key")
+    for item in ordered:
         if item.host is None or item.node_type == METADATA_NODE:
             continue
         is_transfer = item.node_type != COMP_NODE

@@ -19,7 +19,7 @@ from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
-from chakra.pytorch.items import ITEM_ORDER, Builder, Item
+from chakra.pytorch.items import Builder, Item, sort_by_attribute
 from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
@@ -132,7 +132,8 @@ class _Encoder:
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
-        items = sorted(self.items.values(), key=ITEM_ORDER)
+        items = list(self.items.values())
+        sort_by_attribute(items, "key")
         node_ids, threads, tids, scopes, starts, durations, node_types, categories = gather(items, _SUMMARY_PATHS)
         new_id = dict(zip(node_ids, range(len(items)), strict=True))
         thread_ids = _thread_ids(threads, tids, scopes) if self.linked else {}

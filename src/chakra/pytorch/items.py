@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._items import sort_by_field
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
 from chakra.pytorch.link import DeviceActivity, LinkedTrace
@@ -62,8 +63,19 @@ class Item(msgspec.Struct):
         return (self.ts_us or 0.0) + self.dur_us
 
 
-#: Orders items in time (their ``key``): the sort key of every pass that orders a thread's items.
-ITEM_ORDER = attrgetter("key")
+def sort_by_attribute(objects: list[Any], name: str) -> None:
+    """Sorts ``objects`` in place as ``objects.sort(key=attrgetter(name))`` does: in C when every value is
+    a float or an item's ``key`` (a pass sorts a thread's items, or its segments by ``start_us``, a few
+    times over), else by that sort.
+
+    Example:
+        >>> spans = [Segment(3.0, 4.0, None, False), Segment(1.0, 2.0, None, False)]
+        >>> sort_by_attribute(spans, "start_us")
+        >>> [s.start_us for s in spans]
+        [1.0, 3.0]
+    """
+    if not sort_by_field(objects, name):
+        objects.sort(key=attrgetter(name))
 
 
 class Builder:
@@ -146,5 +158,5 @@ class Builder:
             if item.node_type != METADATA_NODE:
                 by_thread[item.thread].append(item)
         for items in by_thread.values():
-            items.sort(key=ITEM_ORDER)
+            sort_by_attribute(items, "key")
         return by_thread

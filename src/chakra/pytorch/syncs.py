@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
-from chakra.pytorch.items import Builder, Item, Segment
+from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
 
@@ -232,7 +231,7 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     counts = builder.report.sync_deps
     ordered: dict[Any, tuple[list[Segment], list[float]]] = {}
     for thread, segs in segments.items():
-        segs.sort(key=attrgetter("start_us"))
+        sort_by_attribute(segs, "start_us")
         ordered[thread] = (segs, [s.start_us for s in segs])
     item_starts_of: dict[Any, list[float]] = {}
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from operator import attrgetter
 from typing import Any
 
 from chakra._items import nest_thread
-from chakra.pytorch.items import ITEM_ORDER, Builder, Item, Segment
+from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -153,7 +152,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             builder.report.wait_us += wait_us
         if heads:
             segments[thread].extend(heads)
-            segments[thread].sort(key=attrgetter("start_us"))
+            sort_by_attribute(segments[thread], "start_us")
 
 
 class _TopLevel:
@@ -239,7 +238,7 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
                 if not segment.first:
                     work.data = [node_id if d == owner.node_id else d for d in work.data]
         if added:
-            by_thread[thread].sort(key=ITEM_ORDER)
+            sort_by_attribute(by_thread[thread], "key")
 
 
 def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
