@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread, sort_by_field
+from chakra._items import gather, nest_thread, sort_by_field, timed_in_order
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -220,3 +220,15 @@ def test_a_list_of_nan_or_mixed_keys_is_left_to_python():
     assert sort_by_field(objects, "key") is False
     assert sort_by_field([_Keyed(math.nan)], "key") is False
     assert sort_by_field([_Keyed(1.0), _Keyed(0.5)], "key") is True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), _floats, st.sampled_from([0.0, 1.0, 2.5])), max_size=40))
+def test_timed_host_ops_are_listed_in_their_items_order(specs):
+    # their items are made in this order (time order), so that walking a thread's items walks memory in order
+    nodes = [SimpleNamespace(id=node_id) for node_id in range(len(specs))]
+    timing = {node_id: SimpleNamespace(ts_us=ts, dur_us=dur) for node_id, (timed, ts, dur) in enumerate(specs) if timed}
+    expected = sorted(
+        (n for n in nodes if n.id in timing), key=lambda n: (timing[n.id].ts_us, -timing[n.id].dur_us, n.id)
+    )
+    assert timed_in_order(nodes, timing) == expected

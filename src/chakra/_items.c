@@ -16,6 +16,10 @@
  * pass, the encoders' columns read through the slots; a path of several steps that starts with the same
  * attribute as the last such path before it reuses what that one read of the object.
  *
+ * timed_in_order(nodes, timing) -> list: the host nodes that have a timing (timing[node.id], with ts_us and
+ * dur_us) in the order their items' keys give, (ts_us, -dur_us, id); for making their items in that
+ * order only (NaN times end anywhere).
+ *
  * sort_by_field(objects, name) -> bool: sorts the list in place, stably, by each object's attribute `name`
  * when every one is a float or every one is an items' key (a tuple of two floats and an int of 64 bits),
  * none NaN: as list.sort(key=attrgetter(name)) sorts it (such keys compare as Python compares them), a
@@ -26,7 +30,7 @@
 
 #include <math.h>
 
-static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us;
+static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -352,6 +356,41 @@ static int read_key(PyObject *value, int *kind, SortKey *key) {
     return !isnan(key->a) && !isnan(key->b);
 }
 
+static PyObject *timed_in_order(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *nodes, *timing, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &nodes, &PyDict_Type, &timing)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(nodes), count = 0;
+    SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    if (keys == NULL || tmp == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *node_id = field(PyList_GET_ITEM(nodes, i), s_id);
+        if (node_id == NULL) goto done;
+        PyObject *t = PyDict_GetItemWithError(timing, node_id); /* borrowed */
+        long long id = PyLong_AsLongLong(node_id);
+        Py_DECREF(node_id);
+        if (id == -1 && PyErr_Occurred()) PyErr_Clear(); /* an id past 64 bits: ordered as -1 */
+        if (t == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        double ts, dur;
+        if (micros_of(t, s_ts_us, &ts, NULL) < 0 || micros_of(t, s_dur_us, &dur, NULL) < 0) goto done;
+        keys[count++] = (SortKey){ts, -dur, id, i};
+    }
+    merge_sort(keys, tmp, 0, count);
+    if ((result = PyList_New(count)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) PyList_SET_ITEM(result, i, Py_NewRef(PyList_GET_ITEM(nodes, keys[i].index)));
+done:
+    PyMem_Free(keys);
+    PyMem_Free(tmp);
+    return result;
+}
+
 static PyObject *sort_by_field(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *objects, *name;
@@ -397,6 +436,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
@@ -408,7 +448,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_items", NULL, -1, m
 PyMODINIT_FUNC PyInit__items(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
-        {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"},
+        {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL) return NULL;

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from chakra._items import sort_by_field
+from chakra._items import sort_by_field, timed_in_order
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
 from chakra.pytorch.link import DeviceActivity, LinkedTrace
@@ -97,8 +97,8 @@ class Builder:
         self.next_id = max((n.id for n in host.nodes), default=0) + 1  # for nodes the host trace lacks
 
     def add_host_ops(self) -> None:
-        timing = self.linked.timing if self.linked else {}
         linked = self.linked is not None
+        timed = self._timed_items() if self.linked is not None else {}
         report, items = self.report, self.items
         report.host_ops += len(self.host.nodes)
         for node in self.host.nodes:
@@ -111,8 +111,8 @@ class Builder:
                 self.metadata_item = items[node.id] = item
                 continue
             if linked:
-                t = timing.get(node.id)
-                if t is None:
+                timed_item = timed.get(node.id)
+                if timed_item is None:
                     reason = (
                         "recorded without an rf_id, so it cannot be timed"
                         if not node.rf_id
@@ -120,15 +120,27 @@ class Builder:
                     )
                     report.drop(node.id, name, reason)
                     continue
-                ts_us, dur_us = t.ts_us, t.dur_us
-                items[node.id] = Item(
-                    node.id, name, COMP_NODE, (ts_us, -dur_us, node.id), thread=t.thread, ts_us=ts_us, dur_us=dur_us,
-                    excl_us=t.exclusive_us, host=node,
-                )  # fmt: skip
+                items[node.id] = timed_item
             else:
                 items[node.id] = Item(
                     node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node
                 )
+
+    def _timed_items(self) -> dict[int, Item]:
+        """The items of the host ops that have a timing, by host id, made in time order: the passes walk
+        each thread's items in that order, and objects made one after another lie together in memory
+        (made in the file's order, children before their parent, the walks took twice as long)."""
+        assert self.linked is not None
+        timing = self.linked.timing
+        made: dict[int, Item] = {}
+        for node in timed_in_order(self.host.nodes, timing):
+            t = timing[node.id]
+            ts_us, dur_us = t.ts_us, t.dur_us
+            made[node.id] = Item(
+                node.id, node.name, COMP_NODE, (ts_us, -dur_us, node.id), thread=t.thread, ts_us=ts_us, dur_us=dur_us,
+                excl_us=t.exclusive_us, host=node,
+            )  # fmt: skip
+        return made
 
     def add_device_activities(self) -> None:
         if self.linked is None:
