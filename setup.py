@@ -28,7 +28,7 @@ setup(
         Extension(
             "chakra._encode",
             sources=["src/chakra/_encode.c", "src/chakra/_encode_columns.c", "src/chakra/_json_repr.c"],
-            depends=[WIRE, "src/chakra/_encode.h", "src/chakra/_json_repr.h"],
+            depends=[WIRE, SLOTS, "src/chakra/_encode.h", "src/chakra/_json_repr.h"],
             extra_compile_args=["-O2"],
         ),
         Extension(

@@ -2,6 +2,7 @@
  * chakra._encode's batch encoder (see _encode.h): a batch of nodes given as columns, one record per row.
  */
 #include "_encode.h"
+#include "_slots.h"
 
 /*
  * encode_nodes: columns in, one Node payload per row out, the loop of encode_node run in C. Row i's
@@ -270,14 +271,15 @@ static int repr_text(PyObject *json, PyObject *fallback, Buf *out) {
 
 /* An IOInfo field from (values, shapes, types) given as JSON texts, each written as Python's str()
  * of its value: here, or by `fallback(json)` (returning str or bytes) for the forms left to Python.
- * With `fields`, `io` is an object whose attributes of those three names hold the texts. */
-static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, PyObject *fields, Buf texts[3],
+ * With `fields` (three interned names, read through the slots), `io` is an object whose attributes of
+ * those names hold the texts. */
+static int put_io_json(Buf *b, uint8_t tag, PyObject *io, PyObject *fallback, PyObject *const *fields, Buf texts[3],
                        ReprEntry *cache) {
     if (io == Py_None) return 0;
     PyObject *json[3] = {NULL};
-    if (fields != Py_None) {
+    if (fields != NULL) {
         for (int i = 0; i < 3; i++) {
-            if (!(json[i] = PyObject_GetAttr(io, PyTuple_GET_ITEM(fields, i)))) {
+            if (!(json[i] = field(io, fields[i]))) {
                 for (int k = 0; k < i; k++) Py_DECREF(json[k]);
                 return -1;
             }
@@ -452,7 +454,17 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
     Buf b = {0}, texts[3] = {{0}};
     ReprEntry *cache = NULL;
     PyObject *out = NULL, *result = NULL;
+    PyObject *field_names[3] = {NULL}; /* io_fields interned: the slot cache compares names by identity */
     int n_cols = node_ids == Py_None ? N_COLUMNS : N_COLUMNS + 1;
+    for (int k = 0; io_fields != Py_None && k < 3; k++) {
+        PyObject *name = PyTuple_GET_ITEM(io_fields, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "io_fields must be three attribute names (str)");
+            goto done;
+        }
+        field_names[k] = Py_NewRef(name);
+        PyUnicode_InternInPlace(&field_names[k]);
+    }
     Py_ssize_t rows = 0;
     for (int k = 0; k < n_cols; k++) {
         cols[k] = PySequence_Fast(k < N_COLUMNS ? given[k] : node_ids, "a column must be a sequence");
@@ -501,8 +513,9 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
             if (rc == 0) rc = put_io(&b, T_INPUTS, *row[6]);
             if (rc == 0) rc = put_io(&b, T_OUTPUTS, *row[7]);
         } else {
-            if (rc == 0) rc = put_io_json(&b, T_INPUTS, *row[6], io_json, io_fields, texts, cache);
-            if (rc == 0) rc = put_io_json(&b, T_OUTPUTS, *row[7], io_json, io_fields, texts, cache);
+            PyObject *const *fields = io_fields != Py_None ? field_names : NULL;
+            if (rc == 0) rc = put_io_json(&b, T_INPUTS, *row[6], io_json, fields, texts, cache);
+            if (rc == 0) rc = put_io_json(&b, T_OUTPUTS, *row[7], io_json, fields, texts, cache);
         }
         for (Py_ssize_t a = 0; a < n_attr && rc == 0; a++) {
             PyObject *v = PySequence_Fast_GET_ITEM(attr_cols[a].values, i);
@@ -524,7 +537,10 @@ done:
     PyMem_Free(ctrl.ids);
     PyMem_Free(data.ids);
     PyMem_Free(b.data);
-    for (int k = 0; k < 3; k++) PyMem_Free(texts[k].data);
+    for (int k = 0; k < 3; k++) {
+        PyMem_Free(texts[k].data);
+        Py_XDECREF(field_names[k]);
+    }
     free_repr_cache(cache);
     return result;
 }
