@@ -67,7 +67,7 @@ class _Columns(NamedTuple):
     excl_us: list[float]
     thread: list[Any]
     is_cpu: list[bool]
-    attrs: list[list[tuple[str, Any]]]
+    attrs: list[tuple[tuple[str, Any], ...]]
     part_of: list[Item | None]
     host: list[HostNode | None]
     host_name: list[str | None]

@@ -54,7 +54,8 @@ class Item(msgspec.Struct):
     activity: DeviceActivity | None = None
     data: list[int] = msgspec.field(default_factory=list)
     ctrl: list[int] = msgspec.field(default_factory=list)
-    attrs: list[tuple[str, Any]] = msgspec.field(default_factory=list)
+    # attributes a step adds (a transfer's): one shared empty tuple until then, not a list per item
+    attrs: tuple[tuple[str, Any], ...] = ()
     depth: int = 0
     part_of: Item | None = None  # for the later parts of an op split at its children
 

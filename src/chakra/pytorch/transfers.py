@@ -66,10 +66,9 @@ def _make_comm(builder: Builder, call: CommCall, transfer: Item) -> CommNode:
     transfer.is_cpu = False
     builder.report.comm[_comm_label(call)] += 1
     builder.report.comm_notes[f"size from {call.size_source or 'nothing'}"] += 1
-    if call.node_type == COMM_COLL_NODE:
-        transfer.attrs.append(("comm_type", call.comm_type))
-    transfer.attrs.append(("comm_size", call.size_bytes))  # comm_root, pg_name, peers: apply_groups
-    transfer.attrs.append(("comm_call", call.name))
+    kind = (("comm_type", call.comm_type),) if call.node_type == COMM_COLL_NODE else ()
+    # comm_root, pg_name, peers: apply_groups
+    transfer.attrs = (*transfer.attrs, *kind, ("comm_size", call.size_bytes), ("comm_call", call.name))
     return CommNode(
         node_id=transfer.node_id,
         node_type=call.node_type,
