@@ -192,3 +192,27 @@ def test_host_ops_join_their_kineto_events_by_the_plain_rule(node_specs, event_s
 def test_an_index_past_the_kineto_events_is_refused():
     with pytest.raises(IndexError, match="index_of gives 3 for a list of 1 events"):
         join_host_ops([_node(0, "aten::mm", 5)], SYNTHETIC_HOST_OPS, {5: 3}, [KinetoEvent()], [0.0], HostTiming)
+
+
+class _EmptyingNode:
+    """A host node whose rf_id, when read, empties the lists the join was given."""
+
+    def __init__(self, node_id: int, rf_id: int, lists: list[list]):
+        self.id, self.name, self._rf_id, self.lists = node_id, "aten::mm", rf_id, lists
+
+    @property
+    def rf_id(self) -> int:
+        for passed in self.lists:
+            passed.clear()
+        return self._rf_id
+
+
+def test_the_join_reads_the_lists_as_given_when_reading_a_node_empties_them():
+    events, exclusive = [KinetoEvent(name="aten::mm", ts=1.0, dur=2.0)], [0.5]
+    nodes: list = []
+    nodes += [_EmptyingNode(7, 3, [nodes, events, exclusive]), _EmptyingNode(8, 4, [])]
+    timing, _, considered, joined, agree, unmatched = join_host_ops(
+        nodes, SYNTHETIC_HOST_OPS, {3: 0}, events, exclusive, HostTiming
+    )
+    assert timing == {7: HostTiming(1.0, 2.0, 0.5, 0)}
+    assert (considered, joined, agree, [n.id for n in unmatched]) == (2, 1, 1, [8])

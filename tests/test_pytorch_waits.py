@@ -232,3 +232,34 @@ def test_timed_host_ops_are_listed_in_their_items_order(specs):
         (n for n in nodes if n.id in timing), key=lambda n: (timing[n.id].ts_us, -timing[n.id].dur_us, n.id)
     )
     assert timed_in_order(nodes, timing) == expected
+
+
+class _Meddling:
+    """An object whose attribute, when read, empties the list it is in (and, given one, a dict)."""
+
+    def __init__(self, value: object, home: list, also: dict | None = None):
+        self.value, self.home, self.also = value, home, also
+
+    @property
+    def key(self) -> object:
+        self.home.clear()
+        if self.also is not None:
+            self.also.clear()
+        return self.value
+
+    id = key  # timed_in_order reads the node's id
+
+
+def test_a_list_changed_while_its_keys_are_read_is_refused_as_list_sort_refuses_it():
+    objects: list = []
+    objects += [_Meddling(2.0, objects), _Meddling(1.0, objects)]
+    with pytest.raises(ValueError, match="list modified during sort"):
+        sort_by_attribute(objects, "key")
+
+
+def test_timed_host_ops_are_listed_from_the_list_as_given_when_reading_empties_it():
+    nodes: list = []
+    timing = {1: SimpleNamespace(ts_us=5.0, dur_us=1.0), 2: SimpleNamespace(ts_us=3.0, dur_us=1.0)}
+    first, second = _Meddling(1, nodes), _Meddling(2, nodes)
+    nodes += [first, second]
+    assert timed_in_order(nodes, timing) == [second, first]

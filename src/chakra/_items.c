@@ -24,7 +24,8 @@
  * when every one is a float or every one is an items' key (a tuple of two floats and an int of 64 bits),
  * none NaN: as list.sort(key=attrgetter(name)) sorts it (such keys compare as Python compares them), a
  * sorted stretch merged with the next without a comparison per element. False, the list untouched,
- * for any other attribute: the caller sorts it in Python.
+ * for any other attribute: the caller sorts it in Python. ValueError when reading the attributes
+ * changed the list, as list.sort raises it.
  */
 #include "_slots.h"
 
@@ -358,8 +359,11 @@ static int read_key(PyObject *value, int *kind, SortKey *key) {
 
 static PyObject *timed_in_order(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *nodes, *timing, *result = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &nodes, &PyDict_Type, &timing)) return NULL;
+    PyObject *given, *timing, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &given, &PyDict_Type, &timing)) return NULL;
+    /* a copy: the nodes stay alive and in place whatever a getattr does to the given list */
+    PyObject *nodes = PyList_GetSlice(given, 0, PyList_GET_SIZE(given));
+    if (nodes == NULL) return NULL;
     Py_ssize_t size = PyList_GET_SIZE(nodes), count = 0;
     SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
     SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
@@ -370,22 +374,29 @@ static PyObject *timed_in_order(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < size; i++) {
         PyObject *node_id = field(PyList_GET_ITEM(nodes, i), s_id);
         if (node_id == NULL) goto done;
-        PyObject *t = PyDict_GetItemWithError(timing, node_id); /* borrowed */
-        long long id = PyLong_AsLongLong(node_id);
+        PyObject *t = Py_XNewRef(PyDict_GetItemWithError(timing, node_id));
+        long long id = 0; /* an id that is no int of 64 bits is ordered as 0: the order is for memory only */
+        int overflow = 0;
+        if (t != NULL && PyLong_CheckExact(node_id)) {
+            id = PyLong_AsLongLongAndOverflow(node_id, &overflow);
+            if (overflow) id = 0;
+        }
         Py_DECREF(node_id);
-        if (id == -1 && PyErr_Occurred()) PyErr_Clear(); /* an id past 64 bits: ordered as -1 */
         if (t == NULL) {
             if (PyErr_Occurred()) goto done;
             continue;
         }
         double ts, dur;
-        if (micros_of(t, s_ts_us, &ts, NULL) < 0 || micros_of(t, s_dur_us, &dur, NULL) < 0) goto done;
+        int rc = micros_of(t, s_ts_us, &ts, NULL) < 0 || micros_of(t, s_dur_us, &dur, NULL) < 0 ? -1 : 0;
+        Py_DECREF(t);
+        if (rc < 0) goto done;
         keys[count++] = (SortKey){ts, -dur, id, i};
     }
     merge_sort(keys, tmp, 0, count);
     if ((result = PyList_New(count)) == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) PyList_SET_ITEM(result, i, Py_NewRef(PyList_GET_ITEM(nodes, keys[i].index)));
 done:
+    Py_DECREF(nodes);
     PyMem_Free(keys);
     PyMem_Free(tmp);
     return result;
@@ -417,15 +428,21 @@ static PyObject *sort_by_field(PyObject *self, PyObject *args) {
         keys[i].index = i;
         Py_DECREF(value);
     }
-    if (fast && PyList_GET_SIZE(objects) == size) {
+    int modified = PyList_GET_SIZE(objects) != size;
+    for (Py_ssize_t i = 0; i < size && !modified; i++) modified = PyList_GET_ITEM(objects, i) != held[i];
+    if (modified) { /* as list.sort says it */
+        PyErr_SetString(PyExc_ValueError, "list modified during sort");
+        goto done;
+    }
+    if (fast) {
         merge_sort(keys, tmp, 0, size);
-        for (Py_ssize_t i = 0; i < size; i++) {
+        for (Py_ssize_t i = 0; i < size; i++) { /* a permutation of held: no object freed here */
             PyObject *old = PyList_GET_ITEM(objects, i);
             PyList_SET_ITEM(objects, i, Py_NewRef(held[keys[i].index]));
             Py_DECREF(old);
         }
     }
-    result = Py_NewRef(fast && PyList_GET_SIZE(objects) == size ? Py_True : Py_False);
+    result = Py_NewRef(fast ? Py_True : Py_False);
 done:
     for (Py_ssize_t i = 0; i < read; i++) Py_DECREF(held[i]);
     PyMem_Free(keys);

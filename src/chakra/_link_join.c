@@ -9,7 +9,8 @@
  * is non-zero and in `index_of`. `timing` maps the node's id to timing_type(ts, dur, exclusive_us[at],
  * tid) in node order; `host_of_event` maps id() of each joined event to the id of the last node joined to
  * it; `considered` counts the nodes not skipped, `joined` those joined, `agree` those whose event has
- * the same name; `unmatched` lists the nodes considered but not joined, in node order.
+ * the same name; `unmatched` lists the nodes considered but not joined, in node order. IndexError for
+ * an index that is not one of `events` (negative ones included).
  */
 #include "_slots.h"
 
@@ -22,14 +23,15 @@ static int joined_event(PyObject *node, PyObject *index_of, PyObject *events, Py
     PyObject *rf_id = field(node, s_rf_id);
     if (rf_id == NULL) return -1;
     int nonzero = PyObject_IsTrue(rf_id);
-    PyObject *index = nonzero > 0 ? PyDict_GetItemWithError(index_of, rf_id) : NULL; /* borrowed */
+    PyObject *index = nonzero > 0 ? Py_XNewRef(PyDict_GetItemWithError(index_of, rf_id)) : NULL;
     Py_DECREF(rf_id);
     if (nonzero < 0 || (index == NULL && PyErr_Occurred())) return -1;
     if (index == NULL) return 0;
     Py_ssize_t value = PyLong_AsSsize_t(index);
+    Py_DECREF(index);
     if (value == -1 && PyErr_Occurred()) return -1;
-    if (value < 0 || value >= PyList_GET_SIZE(events)) {
-        PyErr_Format(PyExc_IndexError, "index_of gives %zd for a list of %zd events", value, PyList_GET_SIZE(events));
+    if (value < 0 || value >= PyTuple_GET_SIZE(events)) {
+        PyErr_Format(PyExc_IndexError, "index_of gives %zd for a list of %zd events", value, PyTuple_GET_SIZE(events));
         return -1;
     }
     *at = value;
@@ -48,7 +50,7 @@ static int join_one(PyObject *node, PyObject *node_name, PyObject *event, Py_ssi
     if ((ts = field(event, s_ts)) == NULL || (dur = field(event, s_dur)) == NULL || (tid = field(event, s_tid)) == NULL ||
         (node_id = field(node, s_id)) == NULL)
         goto done;
-    PyObject *args[4] = {ts, dur, PyList_GET_ITEM(exclusive_us, at), tid};
+    PyObject *args[4] = {ts, dur, PyTuple_GET_ITEM(exclusive_us, at), tid};
     if ((value = PyObject_Vectorcall(timing_type, args, 4, NULL)) == NULL) goto done;
     if (PyDict_SetItem(timing, node_id, value) < 0) goto done;
     if ((key = PyLong_FromVoidPtr(event)) == NULL) goto done;
@@ -74,11 +76,15 @@ static PyObject *join_host_ops(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "exclusive_us must have one value per event");
         return NULL;
     }
+    /* copies: nodes, events and times stay alive and in place whatever a getattr does to the lists given */
+    nodes = PyList_AsTuple(nodes);
+    events = PyList_AsTuple(events);
+    exclusive_us = PyList_AsTuple(exclusive_us);
     PyObject *timing = PyDict_New(), *host_of_event = PyDict_New(), *unmatched = PyList_New(0);
     Py_ssize_t considered = 0, joined = 0, agree = 0;
-    if (timing == NULL || host_of_event == NULL || unmatched == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
-        PyObject *node = PyList_GET_ITEM(nodes, i);
+    if (!nodes || !events || !exclusive_us || !timing || !host_of_event || !unmatched) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(nodes); i++) {
+        PyObject *node = PyTuple_GET_ITEM(nodes, i);
         PyObject *name = field(node, s_name);
         if (name == NULL) goto fail;
         int skipped = PySequence_Contains(skip_names, name);
@@ -94,14 +100,20 @@ static PyObject *join_host_ops(PyObject *self, PyObject *args) {
             rc = PyList_Append(unmatched, node);
         } else if (rc == 0) {
             joined++;
-            rc = join_one(node, name, PyList_GET_ITEM(events, at), at, exclusive_us, timing_type, timing, host_of_event,
+            rc = join_one(node, name, PyTuple_GET_ITEM(events, at), at, exclusive_us, timing_type, timing, host_of_event,
                           &agree);
         }
         Py_DECREF(name);
         if (rc < 0) goto fail;
     }
+    Py_DECREF(nodes);
+    Py_DECREF(events);
+    Py_DECREF(exclusive_us);
     return Py_BuildValue("(NNnnnN)", timing, host_of_event, considered, joined, agree, unmatched);
 fail:
+    Py_XDECREF(nodes);
+    Py_XDECREF(events);
+    Py_XDECREF(exclusive_us);
     Py_XDECREF(timing);
     Py_XDECREF(host_of_event);
     Py_XDECREF(unmatched);
