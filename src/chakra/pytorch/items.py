@@ -99,7 +99,7 @@ class Builder:
 
     def add_host_ops(self) -> None:
         linked = self.linked is not None
-        timed = self._timed_items() if self.linked is not None else {}
+        timed = self._timed_items() if linked else {}
         report, items = self.report, self.items
         report.host_ops += len(self.host.nodes)
         for node in self.host.nodes:
