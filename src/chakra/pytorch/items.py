@@ -15,13 +15,14 @@ import msgspec
 
 from chakra._items import sort_by_field, timed_in_order
 from chakra.pytorch.comms import find_calls
-from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostNode, HostTrace
-from chakra.pytorch.link import DeviceActivity, LinkedTrace
+from chakra.pytorch.host import PROCESS_GROUP_NODE, HostNode, HostTrace
+from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, LinkedTrace
 from chakra.pytorch.report import ConversionReport
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 
-#: Observer roots (``[pytorch|profiler|execution_trace|...]``): no work of their own, dropped.
-SYNTHETIC_ROOTS = frozenset(THREAD_ROOT_NAMES + PROCESS_ROOT_NAMES)
+#: Observer roots (``[pytorch|profiler|execution_trace|...]``): no work of their own, dropped. The ops
+#: linking skips (no Kineto op by design): one set, as :meth:`Builder._timed_items` relies on it.
+SYNTHETIC_ROOTS = SYNTHETIC_HOST_OPS
 
 
 class Segment(msgspec.Struct):
