@@ -99,34 +99,40 @@ class Builder:
         self.next_id = max((n.id for n in host.nodes), default=0) + 1  # for nodes the host trace lacks
 
     def add_host_ops(self) -> None:
+        """An item per host op, in time order where the ops are timed (the passes walk the items in
+        that order, and objects made one after another lie together in memory); the dropped ops are
+        reported in the file's order."""
         linked = self.linked is not None
-        timed = self._timed_items() if linked else {}
         report, items = self.report, self.items
         report.host_ops += len(self.host.nodes)
+        if linked:
+            items.update(self._timed_items())
         for node in self.host.nodes:
+            if linked and node.id in items:
+                if node.name == PROCESS_GROUP_NODE:
+                    self.metadata_item = items[node.id] = self._metadata_item(node)
+                continue
             name = node.name
             if name in SYNTHETIC_ROOTS:
                 report.drop(node.id, name, "observer root (no work of its own)")
                 continue
             if name == PROCESS_GROUP_NODE:
-                item = Item(node.id, name, METADATA_NODE, (float("-inf"), 0.0, node.id), host=node, is_cpu=False)
-                self.metadata_item = items[node.id] = item
+                self.metadata_item = items[node.id] = self._metadata_item(node)
                 continue
             if linked:
-                timed_item = timed.get(node.id)
-                if timed_item is None:
-                    reason = (
-                        "recorded without an rf_id, so it cannot be timed"
-                        if not node.rf_id
-                        else "outside the profiled window (no Kineto op with its rf_id)"
-                    )
-                    report.drop(node.id, name, reason)
-                    continue
-                items[node.id] = timed_item
-            else:
-                items[node.id] = Item(
-                    node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node
+                reason = (
+                    "recorded without an rf_id, so it cannot be timed"
+                    if not node.rf_id
+                    else "outside the profiled window (no Kineto op with its rf_id)"
                 )
+                report.drop(node.id, name, reason)
+                continue
+            items[node.id] = Item(node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node)
+
+    @staticmethod
+    def _metadata_item(node: HostNode) -> Item:
+        """The process groups' record (its JSON in the inputs), first of all nodes."""
+        return Item(node.id, node.name, METADATA_NODE, (float("-inf"), 0.0, node.id), host=node, is_cpu=False)
 
     def _timed_items(self) -> dict[int, Item]:
         """The items of the host ops that have a timing, by host id, made in time order: the passes walk
