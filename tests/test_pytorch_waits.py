@@ -53,6 +53,7 @@ def _nested_by_stack(items: list[Item]) -> tuple[list[tuple], list[tuple]]:
         stack.append([item, ts, ts, ts + item.dur_us])
     while stack:
         close()
+    segments.sort(key=lambda segment: segment.start_us)  # handed on in start order, stably
     excl = {item.node_id: 0.0 for item in items}
     for segment in segments:
         if segment.owner is not None:
@@ -88,6 +89,19 @@ def test_a_threads_ops_nest_by_their_spans_with_each_childs_time_its_own(spec):
         [(s.start_us, s.end_us, s.owner.node_id if s.owner else None, s.first) for s in segments],
     )
     assert got == expected
+
+
+def test_segments_come_in_start_order_even_when_made_out_of_it():
+    # items out of time order (the third starts before the other two): the sweep makes the third's
+    # segment after the first's, and hands them on sorted, as the later passes read them
+    items = [
+        Item(k + 1, f"op{k}", COMP_NODE, (ts, -dur, k + 1), thread=1, ts_us=ts, dur_us=dur)
+        for k, (ts, dur) in enumerate([(10.0, 6.0), (12.0, 8.0), (5.0, 8.0)])
+    ]
+    expected = _nested_by_stack(items)[1]
+    segments = nest_thread(items, Segment)
+    assert [(s.start_us, s.end_us, s.owner.node_id if s.owner else None, s.first) for s in segments] == expected
+    assert [s.start_us for s in segments] == sorted(s.start_us for s in segments)
 
 
 def test_device_streams_are_not_nested():

@@ -5,9 +5,10 @@
  * nest_thread(items, segment_type) -> segments: one CPU thread's items in time order (ts_us, None read
  * as 0), nested by their spans: sets each item's depth (the ops open around it), appends its call-stack
  * parent's node_id to its ctrl when its host node names that parent, and sets its excl_us to the sum of
- * its segments; returns the segments of exclusive time in the order they close, each
- * segment_type(start_us, end_us, owner, first): owner None between top-level ops, first when it starts
- * where its owner starts. A child outlasting its parent keeps that time (the parent's cursor moves past
+ * its segments; returns the segments of exclusive time in start order (stably: those starting together in
+ * the order they close, as list.sort(key=attrgetter("start_us")) leaves them; the sweep makes them in that
+ * order but for odd spans, which are sorted so), each segment_type(start_us, end_us, owner, first): owner
+ * None between top-level ops, first when it starts where its owner starts. A child outlasting its parent keeps that time (the parent's cursor moves past
  * it), as in the Python rule it replaces.
  *
  * gather(objects, paths) -> lists: for each path (a tuple of attribute names), the list of what it
@@ -46,10 +47,15 @@ typedef struct {
 typedef struct {
     PyObject *segments, *items, *segment_type;
     double *excl;
+    double last_start; /* of the last segment made */
+    int unordered;     /* a segment started before the one made before it */
 } Nesting;
 
 /* Appends segment_type(start, end, owner or None, first) and adds its length to the owner's time. */
-static int add_segment(Nesting *n, PyObject *start, PyObject *end, double length, Py_ssize_t owner, int first) {
+static int add_segment(Nesting *n, PyObject *start, PyObject *end, double start_us, double length, Py_ssize_t owner,
+                       int first) {
+    if (!(start_us >= n->last_start)) n->unordered = 1; /* NaN too: sorted as Python sorts it */
+    n->last_start = start_us;
     PyObject *args[4] = {start, end, owner >= 0 ? PyList_GET_ITEM(n->items, owner) : Py_None,
                          first ? Py_True : Py_False};
     PyObject *segment = PyObject_Vectorcall(n->segment_type, args, 4, NULL);
@@ -76,7 +82,7 @@ typedef struct {
 static int close_top(Nesting *n, Open *stack, Py_ssize_t *depth, Cursor *top) {
     Open o = stack[--*depth];
     int has_tail = o.end > o.cursor;
-    if (has_tail && add_segment(n, o.cursor_obj, o.end_obj, o.end - o.cursor, o.index, o.cursor == o.start) < 0) {
+    if (has_tail && add_segment(n, o.cursor_obj, o.end_obj, o.cursor, o.end - o.cursor, o.index, o.cursor == o.start) < 0) {
         open_release(&o);
         return -1;
     }
@@ -128,7 +134,7 @@ static int tie_to_parent(PyObject *item, PyObject *parent) {
 /* A time slot (µs) as a double, None read as 0; with `obj`, also a new reference to its object (ZERO
  * for None: a fallback getattr may make the object anew, so it is owned, not borrowed). 0, or -1 with
  * an exception. */
-static PyObject *ZERO;
+static PyObject *ZERO, *EMPTY_ARGS;
 
 static int micros_of(PyObject *item, PyObject *name, double *out, PyObject **obj) {
     PyObject *value = field(item, name);
@@ -158,13 +164,13 @@ static int open_item(Nesting *n, Open *stack, Py_ssize_t *depth, Cursor *top, Py
     if (*depth > 0) {
         Open *o = &stack[*depth - 1];
         if (ts > o->cursor) {
-            if (add_segment(n, o->cursor_obj, ts_obj, ts - o->cursor, o->index, o->cursor == o->start) < 0) return -1;
+            if (add_segment(n, o->cursor_obj, ts_obj, o->cursor, ts - o->cursor, o->index, o->cursor == o->start) < 0) return -1;
             o->cursor = ts;
             Py_SETREF(o->cursor_obj, Py_NewRef(ts_obj));
         }
         if (tie_to_parent(item, PyList_GET_ITEM(n->items, o->index)) < 0) return -1;
     } else if (top->obj != NULL && ts > top->value) {
-        if (add_segment(n, top->obj, ts_obj, ts - top->value, -1, 0) < 0) return -1;
+        if (add_segment(n, top->obj, ts_obj, top->value, ts - top->value, -1, 0) < 0) return -1;
     }
     if (set_number(item, s_depth, PyLong_FromSsize_t(*depth)) < 0) return -1;
     PyObject *end_obj = PyFloat_FromDouble(ts + dur);
@@ -173,12 +179,26 @@ static int open_item(Nesting *n, Open *stack, Py_ssize_t *depth, Cursor *top, Py
     return 0;
 }
 
+/* list.sort(key=attrgetter("start_us")) on the segments. 0, or -1 with an exception. */
+static PyObject *BY_START; /* attrgetter("start_us") */
+
+static int sort_by_start(PyObject *segments) {
+    PyObject *sort = PyObject_GetAttrString(segments, "sort");
+    if (sort == NULL) return -1;
+    PyObject *kwargs = Py_BuildValue("{sO}", "key", BY_START);
+    PyObject *done = kwargs == NULL ? NULL : PyObject_Call(sort, EMPTY_ARGS, kwargs);
+    Py_XDECREF(kwargs);
+    Py_DECREF(sort);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
 static PyObject *nest_thread(PyObject *self, PyObject *args) {
     PyObject *items, *segment_type;
     if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &items, &segment_type)) return NULL;
     Py_ssize_t size = PyList_GET_SIZE(items), depth = 0;
     Open *stack = PyMem_Malloc((size ? size : 1) * sizeof(Open));
-    Nesting n = {PyList_New(0), items, segment_type, PyMem_Calloc(size ? size : 1, sizeof(double))};
+    Nesting n = {PyList_New(0), items, segment_type, PyMem_Calloc(size ? size : 1, sizeof(double)), -INFINITY, 0};
     Cursor top = {-INFINITY, NULL};
     if (stack == NULL || n.segments == NULL || n.excl == NULL) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -198,6 +218,7 @@ static PyObject *nest_thread(PyObject *self, PyObject *args) {
         if (close_top(&n, stack, &depth, &top) < 0) goto fail;
     for (Py_ssize_t i = 0; i < size; i++)
         if (set_number(PyList_GET_ITEM(items, i), s_excl_us, PyFloat_FromDouble(n.excl[i])) < 0) goto fail;
+    if (n.unordered && sort_by_start(n.segments) < 0) goto fail;
     PyMem_Free(stack);
     PyMem_Free(n.excl);
     Py_XDECREF(top.obj);
@@ -468,6 +489,10 @@ PyMODINIT_FUNC PyInit__items(void) {
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
-    if ((ZERO = PyFloat_FromDouble(0.0)) == NULL) return NULL;
+    if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;
+    PyObject *operator = PyImport_ImportModule("operator");
+    BY_START = operator == NULL ? NULL : PyObject_CallMethod(operator, "attrgetter", "s", "start_us");
+    Py_XDECREF(operator);
+    if (BY_START == NULL) return NULL;
     return PyModule_Create(&module);
 }

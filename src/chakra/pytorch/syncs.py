@@ -39,7 +39,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute
+from chakra.pytorch.items import Builder, Item, Segment
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
 
@@ -229,10 +229,15 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         return
     streams = _Streams(builder, by_thread)
     counts = builder.report.sync_deps
+    # a thread's segments (in start order: waits.nest) with their starts, made when first needed
     ordered: dict[Any, tuple[list[Segment], list[float]]] = {}
-    for thread, segs in segments.items():
-        sort_by_attribute(segs, "start_us")
-        ordered[thread] = (segs, [s.start_us for s in segs])
+
+    def segments_of(thread: Any) -> tuple[list[Segment], list[float]]:
+        if thread not in ordered:
+            segs = segments[thread]
+            ordered[thread] = (segs, [s.start_us for s in segs])
+        return ordered[thread]
+
     item_starts_of: dict[Any, list[float]] = {}
 
     def starts_of(thread: Any, thread_items: list[Item]) -> list[float]:
@@ -243,11 +248,11 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     for call in linked.sync_calls:
         found = _awaited(streams, call)
         thread_items = by_thread.get(call.tid)
-        if found is None or not found[0] or thread_items is None or call.tid not in ordered:
+        if found is None or not found[0] or thread_items is None or call.tid not in segments:
             continue
         items, how = found
         last = max(items, key=lambda i: i.end_us)
-        segs, starts = ordered[call.tid]
+        segs, starts = segments_of(call.tid)
         end_us = call.ts + call.dur
         # the host resumes after the last of them to finish
         item_starts = starts_of(call.tid, thread_items)
@@ -259,16 +264,14 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if activity is None or activity.cat not in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"):
                 continue
             launch, call_end = activity.launch_ts_us, activity.launch_end_us
-            if launch is None or call_end is None or activity.launch_thread not in ordered:
+            if launch is None or call_end is None or activity.launch_thread not in segments:
                 continue
             if launch <= item.ts_us <= item.end_us <= call_end + BLOCKING_COPY_TOLERANCE_US:  # type: ignore[operator]
-                segs, starts = ordered[activity.launch_thread]
+                segs, starts = segments_of(activity.launch_thread)
                 thread_items = by_thread.get(activity.launch_thread, [])
                 item_starts = starts_of(activity.launch_thread, thread_items)
                 if _wait(builder, thread_items, item_starts, segs, starts, item, item.ts_us, item.end_us, call_end):  # type: ignore[arg-type]
                     counts[HOST_COPY] += 1
-    for thread, (segs, _) in ordered.items():
-        segments[thread] = segs
 
 
 def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:

@@ -37,8 +37,9 @@ TRANSFER_TYPES = frozenset({COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE})
 
 def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
     """Per CPU thread: depth of every op, call-tree parents (``ctrl_deps``) and the segments of
-    exclusive time where the thread ran no child (owner ``None``: between top-level ops); each op's
-    exclusive time is the sum of its segments (:func:`chakra._items.nest_thread`, in C).
+    exclusive time where the thread ran no child (owner ``None``: between top-level ops), in start
+    order (the passes after keep them so); each op's exclusive time is the sum of its segments
+    (:func:`chakra._items.nest_thread`, in C).
 
     The open ops are a stack, each with a cursor where its exclusive time resumes: an op starting
     inside the top one cuts the top's time there; an op closing moves its parent's cursor past
@@ -79,6 +80,7 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
         for segment in segs:
             if segment.owner is not None and segment.owner.node_id in issuers:
                 by_owner[segment.owner.node_id].append(segment)
+    grown: set[Any] = set()  # threads given a segment: sorted again, the later passes read them in start order
     for start_us, issuer in issued:
         for segment in by_owner.get(issuer.node_id, []):
             if segment.start_us < start_us < segment.end_us - PART_MIN_US:
@@ -86,7 +88,10 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
                 segment.end_us = start_us
                 segments[issuer.thread].append(rest)
                 by_owner[issuer.node_id].append(rest)
+                grown.add(issuer.thread)
                 break
+    for thread in grown:
+        sort_by_attribute(segments[thread], "start_us")
 
 
 def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dict[Any, list[Segment]]) -> None:
