@@ -25,6 +25,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -273,13 +274,28 @@ TRAINING_JOB_ARGS = ("--hidden", "128", "--batch", "16384", "--training-only")
 
 def record_gloo(out: Path, *extra: str) -> Path:
     """Run examples/collect_gloo.py into ``out`` (GLOO_RANKS ranks, GLOO_STEPS steps, a free port)."""
+    return _run_gloo_job(out, "--ranks", str(GLOO_RANKS), "--steps", str(GLOO_STEPS), *extra)
+
+
+#: Starts of a gloo job: a port free when picked can be taken by another test's job before the
+#: rendezvous binds it (the suite runs on several workers), which no test is about.
+GLOO_STARTS = 3
+
+
+def _run_gloo_job(out: Path, *args: str) -> Path:
+    """Run examples/collect_gloo.py into ``out`` on a fresh port, started again on a new port when
+    a start fails; every failed start's error output is in the error raised if none succeeds."""
     example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
-    command = [
-        sys.executable, str(example), str(out), "--ranks", str(GLOO_RANKS), "--steps", str(GLOO_STEPS),
-        "--port", str(_free_port()), *extra,
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
-    return out
+    failures = []
+    for _ in range(GLOO_STARTS):
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        command = [sys.executable, str(example), str(out), *args, "--port", str(_free_port())]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=GLOO_TIMEOUT_S)
+        if done.returncode == 0:
+            return out
+        failures.append(f"exit {done.returncode}: {done.stderr[-2000:]}")
+    raise AssertionError(f"{' '.join(command)} failed {GLOO_STARTS} times:\n" + "\n".join(failures))
 
 
 def host_node(node_id: int, name: str, rf_id: int, parent: int = 1, **attrs: Any) -> dict:
@@ -380,13 +396,7 @@ GLOO_GROUPS_STEPS = 2
 def record_gloo_groups(out: Path) -> Path:
     """Run examples/collect_gloo.py --groups into ``out`` (host and device traces, plus
     ``program.{rank}.json``: what each rank issued in the recorded step, in order)."""
-    example = Path(__file__).resolve().parents[1] / "examples" / "collect_gloo.py"
-    command = [
-        sys.executable, str(example), str(out), "--groups", "--ranks", str(GLOO_GROUPS_RANKS),
-        "--steps", str(GLOO_GROUPS_STEPS), "--port", str(_free_port()),
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, timeout=GLOO_TIMEOUT_S)
-    return out
+    return _run_gloo_job(out, "--groups", "--ranks", str(GLOO_GROUPS_RANKS), "--steps", str(GLOO_GROUPS_STEPS))
 
 
 # ---------------------------------------------------------------------------------------------
