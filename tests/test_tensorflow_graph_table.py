@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._tf_graph import function_graphs, node_facts, table_columns
+from chakra._tf_graph import function_graphs, io_bytes, node_facts, table_columns
 from chakra.schema.tensorflow.tf_subset_pb2 import AttrValue, GraphDef, NodeDef, RunMetadata
 from chakra.tensorflow.costs import FLAG_ATTRS
 from chakra.tensorflow.graph import input_name
@@ -213,3 +213,30 @@ def test_the_table_columns_are_the_rules_stated_in_python(facts):
 def test_an_output_past_64_bits_of_bytes_is_sized_exactly():
     (_, _, sizes) = table_columns([("t", "Op", (), [[1 << 40, 1 << 40]], 1)], {1: 4}, 100)
     assert sizes == [[4 << 80]]
+
+
+def _python_io_sums(inputs: list, output_bytes: list) -> tuple[list, list]:
+    """What io_bytes makes of a table's inputs and output bytes, stated in Python."""
+    input_sums = []
+    for row_inputs in inputs:
+        sizes = [
+            output_bytes[source][port] if port < len(output_bytes[source]) else None
+            for source, port, control in row_inputs
+            if not control and source >= 0
+        ]
+        input_sums.append(None if None in sizes else sum(sizes))
+    output_sums = [None if None in sizes else sum(sizes) for sizes in output_bytes]
+    return input_sums, output_sums
+
+
+@settings(max_examples=300, deadline=None)
+@given(facts=_facts)
+def test_the_bytes_summed_in_and_out_of_each_row_are_the_rules_stated_in_python(facts):
+    _, inputs, output_bytes = table_columns(facts, {1: 4, 9: 8}, 100)
+    assert io_bytes(inputs, output_bytes) == _python_io_sums(inputs, output_bytes)
+
+
+def test_a_row_fed_by_an_output_of_unknown_size_has_no_input_sum():
+    inputs = [(), ((0, 0, False), (0, 1, True)), ((0, 1, False),)]
+    output_bytes = [[64, None], [8], []]
+    assert io_bytes(inputs, output_bytes) == ([0, 64, None], [None, 8, 0])

@@ -32,6 +32,11 @@
  * each output, its elements (None for an unknown rank or a negative dimension) times the size
  * `dtype_bytes` gives its type (a reference type, past `ref_offset`, as its base type), None where
  * either is unknown.
+ *
+ * io_bytes(inputs, output_bytes) -> (input_sums, output_sums): of table_columns' inputs and output bytes,
+ * per row the bytes of its data inputs summed (control inputs and sources outside the graph left out)
+ * and of its outputs summed; None where a size summed is None or a port is past its source's outputs
+ * (the caller resolves those rows through the graph: a _Recv's size is its _Send's).
  */
 #include "_wire.h"
 
@@ -514,10 +519,90 @@ static PyObject *table_columns(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The sum of the sizes of `row`'s data inputs as a new int, Py_None (new) when one is unknown. */
+static PyObject *input_sum(PyObject *row_inputs, PyObject *output_bytes) {
+    PyObject *total = PyLong_FromLong(0);
+    Py_ssize_t rows = PyList_GET_SIZE(output_bytes);
+    for (Py_ssize_t k = 0; total != NULL && k < PyTuple_GET_SIZE(row_inputs); k++) {
+        PyObject *input = PyTuple_GET_ITEM(row_inputs, k);
+        if (!PyTuple_Check(input) || PyTuple_GET_SIZE(input) != 3) {
+            PyErr_SetString(PyExc_ValueError, "io_bytes: an input is not (source, port, control)");
+            Py_CLEAR(total);
+            break;
+        }
+        int control = PyObject_IsTrue(PyTuple_GET_ITEM(input, 2));
+        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(input, 0));
+        Py_ssize_t port = PyLong_AsSsize_t(PyTuple_GET_ITEM(input, 1));
+        if (control < 0 || PyErr_Occurred()) {
+            Py_CLEAR(total);
+            break;
+        }
+        if (control || source < 0) continue;
+        PyObject *sizes = source < rows ? PyList_GET_ITEM(output_bytes, source) : NULL;
+        if (sizes == NULL || !PyList_Check(sizes)) {
+            PyErr_SetString(PyExc_ValueError, "io_bytes: an input's source is not a row of the output bytes");
+            Py_CLEAR(total);
+            break;
+        }
+        PyObject *size = port >= 0 && port < PyList_GET_SIZE(sizes) ? PyList_GET_ITEM(sizes, port) : Py_None;
+        if (size == Py_None) {
+            Py_SETREF(total, Py_NewRef(Py_None));
+            break;
+        }
+        Py_SETREF(total, PyNumber_Add(total, size));
+    }
+    return total;
+}
+
+/* The sum of one row's output sizes as a new int, Py_None (new) when one is unknown. */
+static PyObject *output_sum(PyObject *sizes) {
+    PyObject *total = PyLong_FromLong(0);
+    for (Py_ssize_t k = 0; total != NULL && k < PyList_GET_SIZE(sizes); k++) {
+        PyObject *size = PyList_GET_ITEM(sizes, k);
+        if (size == Py_None) {
+            Py_SETREF(total, Py_NewRef(Py_None));
+            break;
+        }
+        Py_SETREF(total, PyNumber_Add(total, size));
+    }
+    return total;
+}
+
+static PyObject *io_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *inputs, *output_bytes;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &inputs, &PyList_Type, &output_bytes)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(inputs);
+    if (PyList_GET_SIZE(output_bytes) != n) {
+        PyErr_SetString(PyExc_ValueError, "io_bytes: inputs and output bytes of different lengths");
+        return NULL;
+    }
+    PyObject *input_sums = PyList_New(n), *output_sums = PyList_New(n);
+    int failed = input_sums == NULL || output_sums == NULL;
+    for (Py_ssize_t k = 0; !failed && k < n; k++) {
+        PyObject *row_inputs = PyList_GET_ITEM(inputs, k), *sizes = PyList_GET_ITEM(output_bytes, k);
+        if (!PyTuple_Check(row_inputs) || !PyList_Check(sizes)) {
+            PyErr_SetString(PyExc_ValueError, "io_bytes: a row's inputs are not a tuple or its sizes not a list");
+            failed = 1;
+            break;
+        }
+        PyObject *in = input_sum(row_inputs, output_bytes);
+        PyObject *out = in == NULL ? NULL : output_sum(sizes);
+        failed = in == NULL || out == NULL;
+        if (in != NULL) PyList_SET_ITEM(input_sums, k, in);
+        if (out != NULL) PyList_SET_ITEM(output_sums, k, out);
+    }
+    PyObject *result = failed ? NULL : PyTuple_Pack(2, input_sums, output_sums);
+    Py_XDECREF(input_sums);
+    Py_XDECREF(output_sums);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"node_facts", node_facts, METH_VARARGS, "Every node's name, op, inputs, output shapes, type, flags, device and span."},
     {"function_graphs", function_graphs, METH_VARARGS, "The spans of each function graph's partition graphs."},
     {"table_columns", table_columns, METH_VARARGS, "Each name's row, the inputs by row, each output's bytes."},
+    {"io_bytes", io_bytes, METH_VARARGS, "Each row's data input bytes and output bytes summed (None: one unknown)."},
     {NULL, NULL, 0, NULL},
 };
 

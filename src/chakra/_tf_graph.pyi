@@ -25,3 +25,6 @@ def node_facts(
 def table_columns(
     facts: list[Any], dtype_bytes: dict[int, int], ref_offset: int
 ) -> tuple[dict[str, int], list[tuple[tuple[int, int, bool], ...]], list[list[int | None]]]: ...
+def io_bytes(
+    inputs: list[tuple[tuple[int, int, bool], ...]], output_bytes: list[list[int | None]]
+) -> tuple[list[int | None], list[int | None]]: ...

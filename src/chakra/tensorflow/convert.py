@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from chakra import io
 from chakra._fold_order import fold_in_order
+from chakra._tf_graph import io_bytes
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError, PathLike
 from chakra.groups import CommGroups
@@ -56,7 +57,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.schema.tensorflow.tf_subset_pb2 import NodeDef
 from chakra.steps import StepRun, step_note
-from chakra.tensorflow.costs import op_flops
+from chakra.tensorflow.costs import COUNTED_OPS, INPUT_SHAPED_OPS, op_flops
 from chakra.tensorflow.graph import (
     FOLDED_OPS,
     const_int,
@@ -104,6 +105,8 @@ COLLECTIVES = {
     "CollectiveBcastRecv": CollectiveOp(BROADCAST, None, None, None),
     "NcclAllReduce": CollectiveOp(ALL_REDUCE, 0, None, None),
 }
+#: The ops whose nodes may communicate: typed one by one (:meth:`_Device.comm_kind`).
+TALKING_OPS = SEND_OPS | RECV_OPS | frozenset(COLLECTIVES)
 
 
 @dataclass
@@ -158,11 +161,11 @@ def convert_workers(workers: list[Worker]) -> TfConversion:
     conversion = TfConversion(devices, {}, CommGroups())
     conversion.profiled = all(w.profile is not None for w in workers)
     executions: dict[str, dict[str, list[OpExecution]]] = {}
-    if conversion.profiled:
-        times = step_times(workers)
-        executions, conversion.step_runs, conversion.step_run = times.executions, times.runs, times.chosen
-        conversion.events.update(times.events)
     with gc_paused():  # a few objects per node, kept to the end: see chakra.collector
+        if conversion.profiled:
+            times = step_times(workers)
+            executions, conversion.step_runs, conversion.step_run = times.executions, times.runs, times.chosen
+            conversion.events.update(times.events)
         context = _Context(workers, devices, executions)
         conversion.groups = context.comm_groups(conversion)
         for worker in workers:  # the counts fill in the order of the recordings
@@ -303,7 +306,7 @@ _COLUMNS = (
 _COLUMN_ATTR = {"send_peer": "comm_dst", "recv_self": "comm_dst"}
 #: The columns built whole, a value per row (None where the row has none); the others are kept as
 #: row -> value for the few rows that set them.
-_WHOLE = frozenset({"op_type", "is_cpu_op", "duration_ns", "tid"})
+_WHOLE = frozenset({"op_type", "is_cpu_op", "duration_ns", "tid", "num_ops", "tensor_size"})
 
 
 class _Device:
@@ -345,8 +348,22 @@ class _Device:
         whole: dict[str, Sequence[object]] = {
             "op_type": ops, "is_cpu_op": [False] * len(rows), "duration_ns": duration_ns, "tid": tids,
         }  # fmt: skip
-        kind = self.kind
-        types = [kind(graph_row, row) for row, graph_row in enumerate(rows)]
+        # compute nodes as columns, their sizes summed in C where every one is known; then the few
+        # communicating nodes typed one by one, in order (the counts they add are reported in it)
+        input_sums, output_sums = io_bytes(table.inputs, table.output_bytes)
+        tensor_bytes, flops = self.tensor_bytes, self.flops
+        tensor_size: list[int | None] = [
+            i + o if (i := input_sums[g]) is not None and (o := output_sums[g]) is not None else tensor_bytes(g)
+            for g in rows
+        ]
+        num_ops: list[int | None] = [flops(g, op) if op in COUNTED_OPS else 0 for g, op in zip(rows, ops, strict=True)]
+        types: list[NodeType] = [COMP_NODE] * len(rows)
+        for row in [row for row, op in enumerate(ops) if op in TALKING_OPS]:
+            kind = self.comm_kind(rows[row], row, ops[row])
+            if kind is not None:
+                types[row] = kind
+                tensor_size[row] = num_ops[row] = None
+        whole["num_ops"], whole["tensor_size"] = num_ops, tensor_size
         conversion.folded.update(table.ops[row] for row in folded)
         conversion.converted.update(ops)
         columns = [
@@ -365,29 +382,27 @@ class _Device:
         """Each node's start and duration (µs) and its ``duration_ns`` and ``tid`` columns, from its
         ``executions`` in the step (a node that ran more than once: first start, summed duration); the
         nodes that ran more than once, or not at all, counted."""
-        rows = len(executions)
-        start_us, dur_us = [0] * rows, [0] * rows
-        duration_ns: list[int | None] = [None] * rows
-        tids: list[int | None] = [None] * rows
+        # columns at once: most nodes ran once; the few that ran more or not at all counted after
+        duration_ns: list[int | None] = [
+            None if not runs else runs[0].dur_ns if len(runs) == 1 else sum(r.dur_ns for r in runs)
+            for runs in executions
+        ]
+        start_us = [max(1, runs[0].start_ns // NS_PER_US) if runs else 0 for runs in executions]
+        dur_us = [0 if dur_ns is None else dur_ns // NS_PER_US for dur_ns in duration_ns]
+        # an asynchronous kernel holds no thread (None): no resource
+        tids: list[int | None] = [runs[0].thread if runs else None for runs in executions]
         repeated, untimed, profiled = self.conversion.repeated, self.conversion.untimed, self.conversion.profiled
-        for row, runs in enumerate(executions):
-            if runs:
-                first = runs[0]
-                start_us[row] = max(1, first.start_ns // NS_PER_US)
-                dur_ns = first.dur_ns if len(runs) == 1 else sum(r.dur_ns for r in runs)
-                dur_us[row] = dur_ns // NS_PER_US
-                duration_ns[row] = dur_ns
-                tids[row] = first.thread  # an asynchronous kernel holds no thread (None): no resource
-                if len(runs) > 1:
-                    repeated[ops[row]] += 1
+        for row in [row for row, runs in enumerate(executions) if not runs or len(runs) > 1]:
+            if executions[row]:
+                repeated[ops[row]] += 1
             elif profiled:
                 untimed[ops[row]] += 1
         return start_us, dur_us, duration_ns, tids
 
-    def kind(self, graph_row: int, row: int) -> NodeType:
-        """The type of the node of ``graph_row``, with the attributes of that type set in row ``row``."""
+    def comm_kind(self, graph_row: int, row: int, op: str) -> NodeType | None:
+        """The type of a communicating op's node (``TALKING_OPS``), with the attributes of that type
+        set in row ``row``; ``None`` for a transfer with a device not recorded (kept as compute)."""
         table, context = self.table, self.context
-        op = table.ops[graph_row]
         if op in SEND_OPS or op in RECV_OPS:
             key = _rendezvous(table.node(graph_row))
             sending = op in SEND_OPS
@@ -401,39 +416,46 @@ class _Device:
                 self.set_size(row, op, size)
                 return COMM_SEND_NODE if sending else COMM_RECV_NODE
             self.conversion.dropped[f"{op} with a device not recorded: kept as compute"] += 1
-        rule = COLLECTIVES.get(op)
-        if rule is not None:
-            self.attrs["comm_type"][row] = int(rule.comm_type)
-            size = (context.output_bytes(table, graph_row, 0) if rule.data is None
-                    else context.input_bytes(table, graph_row, rule.data))  # fmt: skip
-            self.set_size(row, op, size)
-            group_key = context.group_key_of.get((self.device, graph_row))
-            if group_key is not None:
-                self.attrs["pg_name"][row] = str(context.gid_of_key[group_key])
-            else:
-                self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
-            return COMM_COLL_NODE
-        shapes, sizes_of = table.shapes, table.output_bytes
-        inputs = []
+            return None
+        rule = COLLECTIVES[op]
+        self.attrs["comm_type"][row] = int(rule.comm_type)
+        size = (context.output_bytes(table, graph_row, 0) if rule.data is None
+                else context.input_bytes(table, graph_row, rule.data))  # fmt: skip
+        self.set_size(row, op, size)
+        group_key = context.group_key_of.get((self.device, graph_row))
+        if group_key is not None:
+            self.attrs["pg_name"][row] = str(context.gid_of_key[group_key])
+        else:
+            self.conversion.dropped[f"{op} group (no group key in the graph or the profile)"] += 1
+        return COMM_COLL_NODE
+
+    def flops(self, graph_row: int, op: str) -> int | None:
+        """``num_ops`` of a compute node of an op :func:`~chakra.tensorflow.costs.op_flops` counts."""
+        table = self.table
+        shapes = table.shapes
+        inputs = (
+            [shapes[source][port] if port < len(shapes[source]) else None
+             for source, port, control in table.inputs[graph_row] if not control and source >= 0]
+            if op in INPUT_SHAPED_OPS
+            else []
+        )  # fmt: skip
+        return op_flops(op, inputs, shapes[graph_row], table.flags[graph_row])
+
+    def tensor_bytes(self, graph_row: int) -> int:
+        """``tensor_size`` of a compute node some of whose sizes are known only through the graph (a
+        ``_Recv`` kept as compute, what it feeds): its data inputs' and its outputs' bytes."""
+        table, context = self.table, self.context
+        sizes_of = table.output_bytes
         input_bytes = 0
         for source, port, control in table.inputs[graph_row]:
             if control or source < 0:
                 continue
-            source_shapes, sizes = shapes[source], sizes_of[source]
-            inputs.append(source_shapes[port] if port < len(source_shapes) else None)
+            sizes = sizes_of[source]
             size = sizes[port] if port < len(sizes) else None
             input_bytes += (size if size is not None else context.output_bytes(table, source, port)) or 0
-        outputs = shapes[graph_row]
-        flops = op_flops(op, inputs, outputs, table.flags[graph_row])
-        if flops is not None:
-            self.attrs["num_ops"][row] = flops
-        sizes = sizes_of[graph_row]
-        if None in sizes:  # a size known only through what feeds it (a _Recv kept as compute)
-            output_bytes = sum(context.output_bytes(table, graph_row, p) or 0 for p in range(len(outputs)))
-        else:
-            output_bytes = sum(sizes)  # type: ignore[arg-type]
-        self.attrs["tensor_size"][row] = input_bytes + output_bytes
-        return COMP_NODE
+        outputs = range(len(table.shapes[graph_row]))
+        output_bytes = sum(context.output_bytes(table, graph_row, port) or 0 for port in outputs)
+        return input_bytes + output_bytes
 
     def set_size(self, row: int, op: str, size: int | None) -> None:
         if size is None:

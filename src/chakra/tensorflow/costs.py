@@ -40,6 +40,9 @@ ELEMENTWISE = frozenset(
     }
 )  # fmt: skip
 REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin", "BiasAddGrad"})
+#: The ops :func:`op_flops` reads input shapes for, and every op it counts from shapes (the rest count 0).
+INPUT_SHAPED_OPS = MATMULS | BATCH_MATMULS | CONVOLUTIONS | CONV_INPUT_GRADIENTS | CONV_FILTER_GRADIENTS | REDUCTIONS
+COUNTED_OPS = INPUT_SHAPED_OPS | ELEMENTWISE
 
 
 def op_flops(op: str, inputs: list[Shape], outputs: list[Shape], flags: dict[str, bool]) -> int | None:

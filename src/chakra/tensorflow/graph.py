@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -108,12 +109,9 @@ def tensor_elements(dims: list[int] | None) -> int | None:
     >>> tensor_elements([32, 64]), tensor_elements([]), tensor_elements([-1, 4]), tensor_elements(None)
     (2048, 1, None, None)
     """
-    if dims is None or any(d < 0 for d in dims):
+    if dims is None or (dims and min(dims) < 0):
         return None
-    count = 1
-    for d in dims:
-        count *= d
-    return count
+    return math.prod(dims)
 
 
 def const_int(node: NodeDef) -> int | None:

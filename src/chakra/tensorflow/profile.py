@@ -170,7 +170,8 @@ def load_tf_profile(path: PathLike) -> TfProfile:
         data = stream.read()
     finally:
         stream.close()
-    profile = _read_host_plane(data, path)
+    with gc_paused():  # names and executions a node, kept: see chakra.collector
+        profile = _read_host_plane(data, path)
     if profile is None:
         raise ChakraFormatError(f"the profile has no {HOST_PLANE} plane", path=path, hint="profile on the host")
     if not profile.step_ids:
