@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra._op_rows import row_executions
-from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, line_events, op_event_rows, plane_metadata
+from chakra._xplane import STAT_INT, STAT_OTHER, STAT_REF, STAT_STR, op_event_rows, plane_metadata
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.schema.tensorflow.tf_subset_pb2 import XEvent, XLine, XPlane, XSpace
 from chakra.tensorflow.costs import op_flops
@@ -242,7 +242,7 @@ _STAT_KINDS = {"int64_value": STAT_INT, "uint64_value": STAT_INT, "ref_value": S
 
 
 def _message_events(line: XLine, events: set[int], stats: set[int]) -> tuple[int, list[tuple]]:
-    """What line_events gives, read from protobuf's messages."""
+    """What op_event_rows gives of a line's events asked for, read from protobuf's messages."""
     out = []
     for event in line.events:
         if event.metadata_id not in events:
@@ -330,9 +330,9 @@ def test_the_host_plane_read_from_its_bytes_is_what_protobuf_reads(planes, wante
     names, stat_names, spans = found
     assert names == {key: m.name for key, m in host.event_metadata.items()}
     assert stat_names == {key: m.name for key, m in host.stat_metadata.items()}
-    assert [line_events(data, offset, length, wanted_events, wanted_stats) for offset, length in spans] == [
-        _message_events(line, wanted_events, wanted_stats) for line in host.lines
-    ]
+    no_roles = (set(), set(), set(), set())
+    *_, line_events = op_event_rows(data, spans, {}, set(), no_roles, PS_PER_NS, wanted_events, wanted_stats)
+    assert line_events == [_message_events(line, wanted_events, wanted_stats) for line in host.lines]
 
 
 def _message_ops(line: XLine, op_nodes: dict[int, str], regions: set[int], roles: tuple[set[int], ...], thread: int):
@@ -425,7 +425,7 @@ def test_the_op_executions_read_from_lines_bytes_are_what_protobuf_reads(lines, 
             for node, executions in nodes.items():
                 expected.setdefault(step, {}).setdefault(node, []).extend(executions)
         stepless += line_stepless
-    rows, step_ids, nodes, found = op_event_rows(data, spans, op_nodes, regions, roles, PS_PER_NS)
+    rows, step_ids, nodes, found, _ = op_event_rows(data, spans, op_nodes, regions, roles, PS_PER_NS, set(), set())
     made = row_executions(rows, lambda *execution: execution, nodes, b"\x01" * len(step_ids))
     assert ({step_ids[index]: ops for index, ops in made.items()}, found) == (expected, stepless)
 

@@ -8,17 +8,17 @@
  * None when there is no such plane. ValueError for bytes that are not an XSpace as upb reads them (the
  * caller parses with protobuf then, whose error names the fault).
  *
- * line_events(data, offset, length, events, stats) -> (timestamp_ns, [(metadata_id, offset_ps,
- * duration_ps, stats), ...]): the line at data[offset:offset + length], its events whose metadata id is
- * in the set `events`, in order, each with its stats whose metadata id is in the set `stats` as
- * (metadata_id, kind, value): kind STAT_INT (an int64 or uint64 value), STAT_REF (the id of the stat
- * metadata whose name is the value), STAT_STR (a string), STAT_OTHER (a double or bytes: value None).
- * Scalars and oneofs read as upb reads them: the last one on the wire wins, a field of another wire
- * type is an unknown field.
+ * An event of a line, as op_event_rows gives the events asked for: (metadata_id, offset_ps, duration_ps,
+ * stats), its stats whose metadata id is in the set asked for as (metadata_id, kind, value): kind STAT_INT
+ * (an int64 or uint64 value), STAT_REF (the id of the stat metadata whose name is the value), STAT_STR (a
+ * string), STAT_OTHER (a double or bytes: value None). Scalars and oneofs read as upb reads them: the last
+ * one on the wire wins, a field of another wire type is an unknown field.
  *
  * op_event_rows(data, lines, op_nodes, region_ids, (step_ids, region_step_ids, group_ids, instance_ids),
- * ps_per_ns) -> (rows, steps, nodes, stepless): what chakra.tensorflow.profile reads of the lines at the
- * spans `lines` (the thread of each is its index there), without a Python object per event. `op_nodes`
+ * ps_per_ns, events, stats) -> (rows, steps, nodes, stepless, line_events): what chakra.tensorflow.profile
+ * reads of the lines at the spans `lines` (the thread of each is its index there), in one pass over their
+ * events, without a Python object per op event; line_events holds, for each line, its timestamp_ns and
+ * its events whose metadata id is in the set `events`, in order, each with its stats of ids in `stats`. `op_nodes`
  * maps the metadata id of an op event to its node's name; `region_ids` are those of the executor's step
  * regions. The four sets name the stat ids of the integer stats read (the last of each on an event
  * wins). In start order (the longer first at one start, then as recorded), with the regions open at
@@ -340,78 +340,21 @@ static int append_stat(const StatFields *stat, void *context) {
     return status;
 }
 
-/* One XEvent as (metadata_id, offset_ps, duration_ps, stats), NULL with *skip set for an event not
- * wanted, NULL otherwise on error. */
-static PyObject *read_event(Cursor *outer, const uint8_t *data, size_t len, const IdSet *wanted_events,
-                            const IdSet *wanted_stats, int *skip) {
-    EventFields event;
-    if (parse_event(outer, data, len, &event) < 0) return NULL;
-    if (!id_in(wanted_events, event.id)) {
-        *skip = 1;
-        return NULL;
-    }
+/* One parsed XEvent as (metadata_id, offset_ps, duration_ps, stats), its stats of the ids `wanted_stats`;
+ * NULL on error. */
+static PyObject *event_tuple(Cursor *outer, const uint8_t *data, size_t len, const EventFields *event,
+                             const IdSet *wanted_stats) {
     StatList list = {outer, wanted_stats, PyList_New(0)};
     if (list.stats == NULL) return NULL;
-    if (event.has_stats && each_stat(outer, data, len, append_stat, &list) < 0) {
+    if (event->has_stats && each_stat(outer, data, len, append_stat, &list) < 0) {
         Py_DECREF(list.stats);
         return NULL;
     }
     PyObject *stat_tuple = PyList_GET_SIZE(list.stats) ? PyList_AsTuple(list.stats) : Py_NewRef(Py_empty_tuple_ref);
     Py_DECREF(list.stats);
     if (stat_tuple == NULL) return NULL;
-    return Py_BuildValue("(LLLN)", (long long)event.id, (long long)event.offset_ps, (long long)event.duration_ps,
+    return Py_BuildValue("(LLLN)", (long long)event->id, (long long)event->offset_ps, (long long)event->duration_ps,
                          stat_tuple);
-}
-
-static PyObject *line_events(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t offset, length;
-    PyObject *wanted_events, *wanted_stats;
-    if (!PyArg_ParseTuple(args, "y*nnOO", &view, &offset, &length, &wanted_events, &wanted_stats)) return NULL;
-    if (offset < 0 || length < 0 || offset > view.len || length > view.len - offset || !PyAnySet_Check(wanted_events) ||
-        !PyAnySet_Check(wanted_stats)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "line_events(data, offset, length, event ids, stat ids): out of range");
-        return NULL;
-    }
-    IdSet event_ids = {NULL, 0, NULL, 0}, stat_ids = {NULL, 0, NULL, 0};
-    if (id_set_of(wanted_events, &event_ids) < 0 || id_set_of(wanted_stats, &stat_ids) < 0) {
-        id_set_free(&event_ids);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    const uint8_t *start = (const uint8_t *)view.buf + offset;
-    Cursor line = {start, start + length, NULL};
-    int64_t timestamp_ns = 0;
-    PyObject *events = PyList_New(0);
-    Field f;
-    while (events != NULL && line.p < line.end) {
-        if (next_field(&line, &f) < 0) {
-            PyErr_SetString(PyExc_ValueError, line.error);
-            Py_CLEAR(events);
-            break;
-        }
-        if (f.number == LINE_TIMESTAMP_NS && f.wire_type == WT_VARINT) {
-            timestamp_ns = (int64_t)f.varint;
-        } else if (f.number == LINE_EVENTS && f.wire_type == WT_LEN) {
-            int skip = 0;
-            PyObject *event = read_event(&line, f.data, f.len, &event_ids, &stat_ids, &skip);
-            if (event == NULL) {
-                if (skip) continue;
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, line.error ? line.error : "not an XLine");
-                Py_CLEAR(events);
-                break;
-            }
-            int status = PyList_Append(events, event);
-            Py_DECREF(event);
-            if (status < 0) Py_CLEAR(events);
-        }
-    }
-    id_set_free(&event_ids);
-    id_set_free(&stat_ids);
-    PyBuffer_Release(&view);
-    if (events == NULL) return NULL;
-    return Py_BuildValue("(LN)", (long long)timestamp_ns, events);
 }
 
 /* An op event or a step region of a line, with the integer stats op_event_rows reads. */
@@ -471,6 +414,7 @@ typedef struct {
     Py_ssize_t row_count, row_capacity;
     Entry *entries, *stack;
     Py_ssize_t capacity;
+    IdSet wanted_events, wanted_stats; /* the events given whole, and their stats given */
 } OpsReader;
 
 /* The index of the step `keyed` names in `role` (a new one when first met); 0, or -1 on error. */
@@ -541,7 +485,7 @@ static int add_row(OpsReader *reader, const Entry *op, const Entry *region, int6
 
 /* The op executions of one line added as rows; 0, or -1 (a Python error set). */
 static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length, int32_t thread,
-                         Py_ssize_t *stepless) {
+                         Py_ssize_t *stepless, PyObject *wanted, int64_t *line_timestamp_ns) {
     Cursor line = {start, start + length, NULL};
     int64_t timestamp_ns = 0;
     Py_ssize_t count = 0;
@@ -555,6 +499,13 @@ static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length,
         if (f.number != LINE_EVENTS || f.wire_type != WT_LEN) continue;
         EventFields event;
         if (parse_event(&line, f.data, f.len, &event) < 0) goto malformed;
+        if (reader->wanted_events.size && id_in(&reader->wanted_events, event.id)) {
+            PyObject *whole = event_tuple(&line, f.data, f.len, &event, &reader->wanted_stats);
+            if (whole == NULL) goto malformed;
+            int appended = PyList_Append(wanted, whole);
+            Py_DECREF(whole);
+            if (appended < 0) return -1;
+        }
         Py_ssize_t op = id_index(&reader->ops, event.id);
         if (op < 0 && !id_in(&reader->regions, event.id)) continue;
         if (count == reader->capacity) {
@@ -607,6 +558,7 @@ static int read_line_ops(OpsReader *reader, const uint8_t *start, size_t length,
         }
         if (add_row(reader, e, region, timestamp_ns, thread) < 0) return -1;
     }
+    *line_timestamp_ns = timestamp_ns;
     return 0;
 malformed:
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, line.error ? line.error : "not an XLine");
@@ -617,14 +569,16 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     long long ps_per_ns;
-    PyObject *lines, *op_nodes, *process_ids, *role_sets[ROLES], *nodes = NULL, *result = NULL;
+    PyObject *lines, *op_nodes, *process_ids, *role_sets[ROLES], *event_set, *stat_set, *nodes = NULL, *result = NULL;
+    PyObject *per_line = NULL;
     OpsReader reader;
     memset(&reader, 0, sizeof reader);
-    if (!PyArg_ParseTuple(args, "y*O!O!O(OOOO)L", &view, &PyList_Type, &lines, &PyDict_Type, &op_nodes, &process_ids,
-                          &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &ps_per_ns))
+    if (!PyArg_ParseTuple(args, "y*O!O!O(OOOO)LOO", &view, &PyList_Type, &lines, &PyDict_Type, &op_nodes, &process_ids,
+                          &role_sets[0], &role_sets[1], &role_sets[2], &role_sets[3], &ps_per_ns, &event_set, &stat_set))
         return NULL;
     reader.ps_per_ns = ps_per_ns;
-    int failed = ps_per_ns <= 0 || !PyAnySet_Check(process_ids) || PyList_GET_SIZE(lines) > INT32_MAX;
+    int failed = ps_per_ns <= 0 || !PyAnySet_Check(process_ids) || PyList_GET_SIZE(lines) > INT32_MAX ||
+                 !PyAnySet_Check(event_set) || !PyAnySet_Check(stat_set);
     for (int role = 0; role < ROLES; role++) failed = failed || !PyAnySet_Check(role_sets[role]);
     if (failed) {
         PyBuffer_Release(&view);
@@ -639,6 +593,8 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
              id_set_of(op_keys, &reader.ops) < 0 || id_set_of(process_ids, &reader.regions) < 0;
     Py_XDECREF(op_keys);
     for (int role = 0; role < ROLES && !failed; role++) failed = id_set_of(role_sets[role], &reader.roles.roles[role]) < 0;
+    if (!failed) failed = id_set_of(event_set, &reader.wanted_events) < 0 || id_set_of(stat_set, &reader.wanted_stats) < 0;
+    if (!failed) failed = (per_line = PyList_New(0)) == NULL;
     if (!failed && reader.ops.size > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "op_event_rows: too many op ids");
         failed = 1;
@@ -660,13 +616,19 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "op_event_rows: a line's span is out of range");
             failed = 1;
         } else {
-            failed = read_line_ops(&reader, (const uint8_t *)view.buf + offset, (size_t)length, (int32_t)thread,
-                                   &stepless) < 0;
+            PyObject *wanted = PyList_New(0);
+            int64_t timestamp_ns = 0;
+            failed = wanted == NULL || read_line_ops(&reader, (const uint8_t *)view.buf + offset, (size_t)length,
+                                                     (int32_t)thread, &stepless, wanted, &timestamp_ns) < 0;
+            PyObject *line = failed ? NULL : Py_BuildValue("(LO)", (long long)timestamp_ns, wanted);
+            failed = line == NULL || PyList_Append(per_line, line) < 0;
+            Py_XDECREF(line);
+            Py_XDECREF(wanted);
         }
     }
     if (!failed) {
         PyObject *rows = PyBytes_FromStringAndSize((const char *)reader.rows, reader.row_count * (Py_ssize_t)sizeof(OpRow));
-        if (rows != NULL) result = Py_BuildValue("(NOOn)", rows, reader.step_ids, nodes, stepless);
+        if (rows != NULL) result = Py_BuildValue("(NOOnO)", rows, reader.step_ids, nodes, stepless, per_line);
     }
     PyMem_Free(reader.entries);
     PyMem_Free(reader.stack);
@@ -674,6 +636,9 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
     id_set_free(&reader.ops);
     id_set_free(&reader.regions);
     for (int role = 0; role < ROLES; role++) id_set_free(&reader.roles.roles[role]);
+    id_set_free(&reader.wanted_events);
+    id_set_free(&reader.wanted_stats);
+    Py_XDECREF(per_line);
     Py_XDECREF(reader.step_index);
     Py_XDECREF(reader.step_ids);
     Py_XDECREF(nodes);
@@ -683,8 +648,7 @@ static PyObject *op_event_rows(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"plane_metadata", plane_metadata, METH_VARARGS, "A plane's metadata names and the spans of its lines."},
-    {"line_events", line_events, METH_VARARGS, "A line's timestamp and its wanted events with their wanted stats."},
-    {"op_event_rows", op_event_rows, METH_VARARGS, "Every line's op executions as rows, their steps and nodes; the count with no step."},
+    {"op_event_rows", op_event_rows, METH_VARARGS, "Every line's op executions as rows, their steps and nodes; the count with no step; the events asked for."},
     {NULL, NULL, 0, NULL},
 };
 

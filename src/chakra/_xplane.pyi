@@ -10,9 +10,6 @@ STAT_OTHER: int
 def plane_metadata(
     data: bytes | bytearray | memoryview | Any, name: str
 ) -> tuple[dict[int, str], dict[int, str], list[tuple[int, int]]] | None: ...
-def line_events(
-    data: bytes | bytearray | memoryview | Any, offset: int, length: int, events: set[int], stats: set[int]
-) -> tuple[int, list[tuple[int, int, int, tuple[tuple[int, int, Any], ...]]]]: ...
 def op_event_rows(
     data: bytes | bytearray | memoryview | Any,
     lines: list[tuple[int, int]],
@@ -20,4 +17,8 @@ def op_event_rows(
     region_ids: set[int],
     roles: tuple[set[int], ...],
     ps_per_ns: int,
-) -> tuple[bytes, list[int], list[str], int]: ...
+    events: set[int],
+    stats: set[int],
+) -> tuple[
+    bytes, list[int], list[str], int, list[tuple[int, list[tuple[int, int, int, tuple[tuple[int, int, Any], ...]]]]]
+]: ...

@@ -32,7 +32,7 @@ import msgspec
 
 from chakra import io
 from chakra._op_rows import row_executions, step_summaries
-from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, line_events, op_event_rows, plane_metadata
+from chakra._xplane import STAT_INT, STAT_REF, STAT_STR, op_event_rows, plane_metadata
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
 from chakra.schema.tensorflow.tf_subset_pb2 import XSpace
@@ -206,8 +206,9 @@ def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
     async_ids = set(async_kinds)
     async_stats = {key for key, name in stat_names.items() if name in (STEP_STAT, NAME_STAT)}
     try:
-        rows, step_ids, nodes, stepless = op_event_rows(data, lines, op_nodes, process_ids, roles, PS_PER_NS)
-        async_events = [line_events(data, offset, length, async_ids, async_stats) for offset, length in lines]
+        rows, step_ids, nodes, stepless, async_events = op_event_rows(
+            data, lines, op_nodes, process_ids, roles, PS_PER_NS, async_ids, async_stats
+        )
     except ValueError as exc:
         raise _not_an_xspace(path, data, exc) from None
     for timestamp_ns, events in async_events:
@@ -246,7 +247,7 @@ def _find(path: Path) -> Path:
     return found[-1]
 
 
-#: An event of a line as :func:`chakra._xplane.line_events` gives it: (metadata id, offset ps,
+#: An event of a line as :func:`chakra._xplane.op_event_rows` gives the events asked for: (metadata id, offset ps,
 #: duration ps, stats), each stat (metadata id, kind, value).
 _Event = tuple[int, int, int, tuple[tuple[int, int, Any], ...]]
 
