@@ -207,8 +207,39 @@ typedef struct {
     PyObject *parse_input;
 } Wanted;
 
+/* The str of texts met before in one graph (ops and devices: a few distinct ones, named by every node),
+ * given again without decoding, checking and allocating each node's copy. */
+#define TEXT_CACHE_SIZE 64
+typedef struct {
+    const uint8_t *bytes[TEXT_CACHE_SIZE];
+    size_t len[TEXT_CACHE_SIZE];
+    PyObject *text[TEXT_CACHE_SIZE];
+    int count;
+} TextCache;
+
+static void text_cache_clear(TextCache *cache) {
+    for (int k = 0; k < cache->count; k++) Py_DECREF(cache->text[k]);
+    cache->count = 0;
+}
+
+/* The str of UTF-8 `s` (new reference), from the cache when met before; NULL with outer->error set (or a
+ * Python error). */
+static PyObject *cached_text(TextCache *cache, Cursor *outer, const uint8_t *s, size_t n) {
+    for (int k = 0; k < cache->count; k++)
+        if (cache->len[k] == n && memcmp(cache->bytes[k], s, n) == 0) return Py_NewRef(cache->text[k]);
+    if (check_string(outer, s, n) < 0) return NULL;
+    PyObject *text = text_of(s, n);
+    if (text != NULL && cache->count < TEXT_CACHE_SIZE) {
+        cache->bytes[cache->count] = s;
+        cache->len[cache->count] = n;
+        cache->text[cache->count++] = Py_NewRef(text);
+    }
+    return text;
+}
+
 /* One NodeDef (at data, within the buffer from base) as its facts tuple; NULL on error. */
-static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *data, size_t len, const Wanted *wanted) {
+static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *data, size_t len, const Wanted *wanted,
+                           TextCache *texts) {
     Cursor c = {data, data + len, NULL};
     const uint8_t *name = NULL, *op = NULL, *device = NULL;
     size_t name_len = 0, op_len = 0, device_len = 0;
@@ -306,13 +337,18 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
     if (!name) name = (const uint8_t *)"";
     if (!op) op = (const uint8_t *)"";
     if (!device) device = (const uint8_t *)"";
-    if (check_string(outer, name, name_len) < 0 || check_string(outer, op, op_len) < 0 ||
-        check_string(outer, device, device_len) < 0) {
+    if (check_string(outer, name, name_len) < 0) {
         Py_XDECREF(dtype);
         goto fail;
     }
-    PyObject *name_text = text_of(name, name_len), *op_text = text_of(op, op_len);
-    PyObject *device_text = text_of(device, device_len), *input_tuple = PyList_AsTuple(inputs);
+    PyObject *op_text = cached_text(texts, outer, op, op_len);
+    PyObject *device_text = op_text == NULL ? NULL : cached_text(texts, outer, device, device_len);
+    if (device_text == NULL) {
+        Py_XDECREF(op_text);
+        Py_XDECREF(dtype);
+        goto fail;
+    }
+    PyObject *name_text = text_of(name, name_len), *input_tuple = PyList_AsTuple(inputs);
     PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(data - base), (Py_ssize_t)len);
     if (name_text && op_text && device_text && input_tuple && span)
         out = PyTuple_Pack(8, name_text, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
@@ -360,6 +396,7 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
     const uint8_t *base = view.buf;
     Cursor graph = {base + offset, base + offset + length, NULL};
     PyObject *nodes = PyList_New(0);
+    TextCache texts = {.count = 0};
     Field f;
     while (nodes != NULL && graph.p < graph.end) {
         if (next_field(&graph, &f) < 0) {
@@ -367,10 +404,11 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
             break;
         }
         if (f.number != GRAPH_NODE || f.wire_type != WT_LEN) continue;
-        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted);
+        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted, &texts);
         if (node == NULL || PyList_Append(nodes, node) < 0) Py_CLEAR(nodes);
         Py_XDECREF(node);
     }
+    text_cache_clear(&texts);
     if (nodes == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, graph.error ? graph.error : "not a GraphDef");
     PyBuffer_Release(&view);

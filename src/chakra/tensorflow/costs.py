@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from chakra.tensorflow.graph import tensor_elements
 from chakra.units import FLOPS_PER_MAC
 
@@ -45,7 +47,7 @@ INPUT_SHAPED_OPS = MATMULS | BATCH_MATMULS | CONVOLUTIONS | CONV_INPUT_GRADIENTS
 COUNTED_OPS = INPUT_SHAPED_OPS | ELEMENTWISE
 
 
-def op_flops(op: str, inputs: list[Shape], outputs: list[Shape], flags: dict[str, bool]) -> int | None:
+def op_flops(op: str, inputs: list[Shape], outputs: list[Shape], flags: Mapping[str, bool]) -> int | None:
     """Operations of one execution of ``op`` with these input and output shapes; ``flags`` holds its
     boolean attributes (``transpose_a``, ``adj_x``). ``None``: a shape it needs is unknown."""
     first_out = outputs[0] if outputs else None

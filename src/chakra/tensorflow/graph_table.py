@@ -21,8 +21,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from chakra._tf_graph import function_graphs, node_facts, table_columns
 from chakra.collector import gc_paused
@@ -37,6 +39,9 @@ from chakra.tensorflow.graph import (
     input_name,
     protobuf_fault,
 )
+
+#: The flags of a node that has none of them (one, read only, for every such node).
+NO_FLAGS: Mapping[str, bool] = MappingProxyType({})
 
 #: An input of a row: (source row or -1, output port of the source, is a control edge).
 Input = tuple[int, int, bool]
@@ -58,7 +63,7 @@ class GraphTable:
     #: each output's bytes from its shape and the node's type, ``None`` where either is unknown
     output_bytes: list[list[int | None]]
     #: the boolean attributes of :data:`chakra.tensorflow.costs.FLAG_ATTRS` the node has
-    flags: list[dict[str, bool]]
+    flags: list[Mapping[str, bool]]
     row_of: dict[str, int]
 
     def node(self, row: int) -> NodeDef:
@@ -122,15 +127,10 @@ def read_graph_table(data: bytes, offset: int = 0, length: int = -1) -> GraphTab
     GraphDef where they are read."""
     facts = node_facts(data, FLAG_ATTRS, input_name, offset, length)
     row_of, inputs, output_bytes = table_columns(facts, DTYPE_BYTES, REF_OFFSET)
-    return GraphTable(
-        data,
-        [fact[7] for fact in facts],
-        [fact[0] for fact in facts],
-        [fact[1] for fact in facts],
-        [fact[6] for fact in facts],
-        inputs,
-        [fact[3] for fact in facts],
-        output_bytes,
-        [fact[5] or {} for fact in facts],
-        row_of,
+    names, ops, _, shapes, _, flags, devices, spans = (
+        (list(column) for column in zip(*facts, strict=True)) if facts else ([],) * 8
     )
+    return GraphTable(
+        data, spans, names, ops, devices, inputs, shapes, output_bytes,
+        [NO_FLAGS if node_flags is None else node_flags for node_flags in flags], row_of,
+    )  # fmt: skip
