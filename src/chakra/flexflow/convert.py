@@ -197,8 +197,8 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
         name = transfer.name or TaskKind.COMM.value
         send_of[number] = len(items)
         items.append(_Item(transfer.src, COMM_SEND_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
+        # a receive depends on nothing on its own device: its send, on another, is its dependency
         items.append(_Item(transfer.dst, COMM_RECV_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
-        items[-1].deps.append(-1)  # placeholder: a receive's only dependency is across devices
 
     dropped: Counter[str] = Counter()
     empty = 0
@@ -222,8 +222,6 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
         items.append(_Item(edge.dst, COMM_RECV_NODE, EMPTY_TRANSFER, end, 0, ordered, edge))
         items[target].deps.append(len(items) - 1)
         empty += 1
-    for item in items:
-        item.deps = [d for d in item.deps if d >= 0]
     return _records(items), {"dropped": dropped, "empty": empty}
 
 
@@ -266,7 +264,10 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         [item.name for item in ordered],
         [item.type for item in ordered],
         [[]] * rows,
-        [_dependency_ids(item.deps, node_id) for item in ordered],
+        [
+            [node_id[deps[0]]] if len(deps) == 1 else sorted({node_id[d] for d in deps})
+            for deps in (item.deps for item in ordered)
+        ],  # each dependency's node id once, in order (most items have one)
         [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
         [round(item.dur_ns / NS_PER_US) for item in ordered],
         [None] * rows,
@@ -278,15 +279,3 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
     for item, payload in zip(ordered, done.payloads, strict=True):
         by_device.setdefault(item.device, []).append(payload)
     return by_device
-
-
-def _dependency_ids(deps: list[int], node_id: dict[int, int]) -> list[int]:
-    """The node ids of the items ``deps``, each once, in order (most items have one).
-
-    Example:
-        >>> _dependency_ids([4, 2, 4], {2: 7, 4: 5}), _dependency_ids([2], {2: 7})
-        ([5, 7], [7])
-    """
-    if len(deps) == 1:
-        return [node_id[deps[0]]]
-    return sorted({node_id[d] for d in deps})
