@@ -330,8 +330,8 @@ class _Device:
         table, conversion = self.table, self.conversion
         runs_of_row = list(map(self.runs.get, table.names))  # each graph row's executions in the step
         starts = [runs[0].start_ns if runs else None for runs in runs_of_row]
-        folding = bytes(op in FOLDED_OPS for op in table.ops)
-        loop_back = bytes(op == LOOP_BACK_OP for op in table.ops)
+        folding = bytes(map(FOLDED_OPS.__contains__, table.ops))
+        loop_back = bytes(map(LOOP_BACK_OP.__eq__, table.ops))
         try:
             rows, data, ctrl, folded, back_edges, on_cycle = fold_in_order(table.inputs, folding, loop_back, starts)
         except OverflowError:  # starts past 64 bits (a damaged profile's times): their order is what counts
@@ -342,9 +342,9 @@ class _Device:
             conversion.dropped["loop back edges (NextIteration -> Merge)"] += back_edges
         if on_cycle:
             conversion.dropped["nodes on a dependency cycle"] += on_cycle
-        names = [table.names[row] for row in rows]
-        ops = [table.ops[row] for row in rows]
-        starts_us, durations_us, duration_ns, tids = self.times([runs_of_row[row] for row in rows], ops)
+        names = list(map(table.names.__getitem__, rows))
+        ops = list(map(table.ops.__getitem__, rows))
+        starts_us, durations_us, duration_ns, tids = self.times(list(map(runs_of_row.__getitem__, rows)), ops)
         whole: dict[str, Sequence[object]] = {
             "op_type": ops, "is_cpu_op": [False] * len(rows), "duration_ns": duration_ns, "tid": tids,
         }  # fmt: skip
@@ -364,7 +364,7 @@ class _Device:
                 types[row] = kind
                 tensor_size[row] = num_ops[row] = None
         whole["num_ops"], whole["tensor_size"] = num_ops, tensor_size
-        conversion.folded.update(table.ops[row] for row in folded)
+        conversion.folded.update(map(table.ops.__getitem__, folded))
         conversion.converted.update(ops)
         columns = [
             AttrColumn(

@@ -155,11 +155,22 @@ def step_times(workers: list[Worker]) -> StepTimes:
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
                 events["in other steps"] += summary.executions
         ops = worker.profile.step(steps[chosen_key][0])
-        for name, runs in ops.items():
-            device = device_of.get(name)
+        devices = list(map(device_of.get, ops))
+        converted = unplaced = 0
+        for (name, runs), device in zip(ops.items(), devices, strict=True):
             if device is None:
-                events["in the step, of no graph node"] += len(runs)
+                unplaced += len(runs)
                 continue
-            out.setdefault(device, {})[name] = runs
-            events["converted"] += len(runs)
+            by_name = out.get(device)
+            if by_name is None:
+                by_name = out[device] = {}
+            by_name[name] = runs
+            converted += len(runs)
+        # counted in the order they first occur in the step, as the report lists them
+        counts = {"in the step, of no graph node": unplaced} if None in devices else {}
+        if devices and devices[0] is not None:
+            counts = {"converted": converted, **counts}
+        elif any(device is not None for device in devices):
+            counts["converted"] = converted
+        events.update(counts)
     return StepTimes(out, joined, chosen, events)
