@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -306,15 +306,21 @@ def _compatible(call: CommCall, work_kind: tuple[int, int | None]) -> bool:
     return call.comm_type == REDUCE_SCATTER and work_kind == (COMM_COLL_NODE, ALL_REDUCE)
 
 
-def find_calls(nodes: Iterable[HostNode], process_groups: Sequence[dict[str, Any]] = ()) -> dict[int, CommCall]:
+def find_calls(
+    nodes: Iterable[HostNode],
+    process_groups: Sequence[dict[str, Any]] = (),
+    by_id: Mapping[int, HostNode] | None = None,
+) -> dict[int, CommCall]:
     """Every communication call among ``nodes`` (one rank's host ops), by the id of its outermost op.
 
     ``process_groups`` (the group record's entries) resolve the backend ids older traces use for
     groups. Works hung outside their call are paired with the oldest open call of the same thread
     and a compatible kind issued before them (else of any thread: a profiler trace records the
-    worker's thread).
+    worker's thread). ``by_id``: the nodes by id (the last of an id), where the caller has made
+    that map already.
     """
-    by_id = {node.id: node for node in nodes}
+    if by_id is None:
+        by_id = {node.id: node for node in nodes}
     backend_ids = {
         g["backend_id"]: str(g.get("pg_name", ""))
         for g in process_groups

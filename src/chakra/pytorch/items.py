@@ -93,10 +93,10 @@ class Builder:
         self.items: dict[int, Item] = {}
         self.by_host_id = host.by_id()
         self.groups = host.process_groups()
-        self.calls = find_calls(host.nodes, self.groups)
+        self.calls = find_calls(host.nodes, self.groups, self.by_host_id)
         self.metadata_item: Item | None = None
         self.wait_edges: list[tuple[Item, Item]] = []  # (waited, resumed), tied after split_parts
-        self.next_id = max((n.id for n in host.nodes), default=0) + 1  # for nodes the host trace lacks
+        self.next_id = max(self.by_host_id, default=0) + 1  # for nodes the host trace lacks
 
     def add_host_ops(self) -> None:
         """An item per host op, in time order where the ops are timed (the passes walk the items in
