@@ -20,6 +20,7 @@ from chakra.errors import ChakraInputError
 from chakra.flexflow import convert_flexflow
 from chakra.flexflow.compgraph import read_compgraph
 from chakra.flexflow.dot import DotNode
+from chakra.flexflow.placement import _MERGE_AT, _Timeline
 from chakra.flexflow.strategy import read_strategy
 from chakra.flexflow.taskgraph import TaskKind, _checked_flexflow_task, _flexflow_task
 from chakra.schema.flexflow.strategy_pb2 import Strategy
@@ -305,3 +306,21 @@ def test_a_flexflow_label_read_at_once_is_the_task_the_checked_reader_reads(name
     label = f"{{ {'' if name is None else name + ' | '}{kind} | {{ {start} | {end} }} }}"
     node = DotNode("node7", {"label": label}, 3, 5)
     assert _task_or_error(_flexflow_task, node) == _task_or_error(_checked_flexflow_task, node)
+
+
+_INTERVALS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)).map(lambda p: (p[0], p[0] + p[1])), max_size=40)
+
+
+@given(held=_INTERVALS, added=_INTERVALS, probe=st.tuples(st.integers(0, 6), st.integers(0, 4)))
+def test_a_timeline_given_many_intervals_at_once_holds_them_as_given_one_at_a_time(held, added, probe):
+    """At one start, the interval inserted later comes first (the order the placement's checks read)."""
+    at_once, one_by_one = _Timeline(), _Timeline()
+    for timeline in (at_once, one_by_one):
+        for interval in held:
+            timeline.add([interval])
+    at_once.add(added + [(0, 0)] * _MERGE_AT)  # enough to be merged at once
+    for interval in added + [(0, 0)] * _MERGE_AT:
+        one_by_one.add([interval])
+    assert (at_once.starts, at_once.ends) == (one_by_one.starts, one_by_one.ends)
+    start, end = probe[0], probe[0] + probe[1]
+    assert at_once.fits_one(start, end) == at_once.fits([(start, end)])

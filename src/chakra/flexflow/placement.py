@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 from chakra.errors import ChakraInputError
@@ -205,6 +206,11 @@ def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[li
     return sorted(chains, key=lambda c: (tasks[c[0]].start_ns or 0, c[0]))
 
 
+#: Intervals added to a timeline at once from this many on (a class's tasks), one at a time below
+#: (a transfer's span): merging costs a pass over what the timeline holds.
+_MERGE_AT = 16
+
+
 class _Timeline:
     """The busy intervals of one device or link (ns): whether more fit, and taking them back."""
 
@@ -221,11 +227,29 @@ class _Timeline:
                     return False
         return True
 
-    def add(self, intervals: list[tuple[int, int]]) -> None:
-        for start, end in intervals:
-            at = bisect.bisect_left(self.starts, start)
-            self.starts.insert(at, start)
-            self.ends.insert(at, end)
+    def fits_one(self, start: int, end: int) -> bool:
+        """:meth:`fits` of one interval (a transfer's span on a link: most checks are of one)."""
+        starts = self.starts
+        slack = TIME_PRECISION * max(end, 1) + 1
+        at = bisect.bisect_left(starts, start)
+        if at > 0 and starts[at - 1] < end - slack and start < self.ends[at - 1] - slack:
+            return False
+        return not (at < len(starts) and starts[at] < end - slack and start < self.ends[at] - slack)
+
+    def add(self, intervals: Sequence[tuple[int, int]]) -> None:
+        """Insert each interval before those of its start already here, one after the other."""
+        if len(intervals) < _MERGE_AT:
+            for start, end in intervals:
+                at = bisect.bisect_left(self.starts, start)
+                self.starts.insert(at, start)
+                self.ends.insert(at, end)
+            return
+        # the same order at once: by start, and at one start the later inserted first
+        merged = sorted(reversed(intervals), key=itemgetter(0))
+        merged.extend(zip(self.starts, self.ends, strict=True))
+        merged.sort(key=itemgetter(0))
+        self.starts = [start for start, _ in merged]
+        self.ends = [end for _, end in merged]
 
     def remove(self, intervals: list[tuple[int, int]]) -> None:
         for start, end in intervals:
@@ -258,6 +282,8 @@ class _Class:
     named: bool
     # (peer class, interval, whether this class sends)
     transfers: list[tuple[int, tuple[int, int], bool]] = field(default_factory=list)
+    #: the transfers by peer class, in order (what the search checks a device against)
+    by_peer: dict[int, list[tuple[tuple[int, int], bool]]] = field(default_factory=dict)
 
 
 class _Edges(NamedTuple):
@@ -340,6 +366,9 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
                 if a != b:
                     classes[a].transfers.append((b, span, True))
                     classes[b].transfers.append((a, span, False))
+    for cls in classes:
+        for peer, span, sends in cls.transfers:
+            cls.by_peer.setdefault(peer, []).append((span, sends))
     return classes
 
 
@@ -363,17 +392,28 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
         cls = classes[k]
         if any(dev in taken.get(key, ()) for key in cls.keys):
             return False
-        if any(placed[peer] == dev for peer, _, _ in cls.transfers):
+        if dev in map(placed.__getitem__, cls.by_peer):
             return False
         if not devices[dev].fits(cls.intervals):
             return False
-        return all(links.setdefault(pair, _Timeline()).fits([span]) for pair, span in link_spans(k, dev))
+        for peer, spans in cls.by_peer.items():  # a link no transfer uses yet holds every span
+            other = placed[peer]
+            if other is None:
+                continue
+            for (start, end), sends in spans:
+                link = links.get((dev, other) if sends else (other, dev))
+                if link is not None and not link.fits_one(start, end):
+                    return False
+        return True
 
     def assign(k: int, dev: int) -> None:
         cls = classes[k]
         devices[dev].add(cls.intervals)
         for pair, span in link_spans(k, dev):
-            links.setdefault(pair, _Timeline()).add([span])
+            link = links.get(pair)
+            if link is None:
+                link = links[pair] = _Timeline()
+            link.add((span,))
         for key in cls.keys:
             taken.setdefault(key, set()).add(dev)
         placed[k] = dev
