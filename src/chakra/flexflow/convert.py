@@ -176,24 +176,29 @@ class _Item(msgspec.Struct, gc=False):
 
 def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], dict[str, Any]]:
     tasks = graph.tasks
-    rank_in_order = {task: k for k, task in enumerate(graph.order())}
+    # a task's place in time: its start, else (the labelled form has none) its place in dependency order
+    if any(task.start_ns is None for task in tasks):
+        rank_in_order = {task: k for k, task in enumerate(graph.order())}
+        at = [float(t.start_ns) if t.start_ns is not None else float(rank_in_order[t.index]) for t in tasks]
+    else:
+        at = [float(task.start_ns) for task in tasks]  # type: ignore[arg-type]
     items: list[_Item] = []
     node_of: dict[int, int] = {}  # compute task -> item
     send_of: dict[int, int] = {}  # transfer -> its send item (its receive is the next)
-
-    def when(task: int) -> tuple[float, int]:
-        start = tasks[task].start_ns
-        return (float(start) if start is not None else float(rank_in_order[task]), task)
-
+    names: dict[tuple[TaskKind, str], str] = {}  # a model's operators recur over its graph
     for task in tasks:
         if not task.is_comm:
             device = placed.device[task.index]
             assert device is not None
-            name = f"{task.kind.value} {task.name}" if task.name else task.kind.value
+            name = names.get((task.kind, task.name))
+            if name is None:
+                name = names[(task.kind, task.name)] = (
+                    f"{task.kind.value} {task.name}" if task.name else task.kind.value
+                )
             node_of[task.index] = len(items)
-            items.append(_Item(device, COMP_NODE, name, task.start_ns, task.dur_ns, (*when(task.index), 0)))
+            items.append(_Item(device, COMP_NODE, name, task.start_ns, task.dur_ns, (at[task.index], task.index, 0)))
     for number, transfer in enumerate(placed.transfers):
-        order = (*when(transfer.tasks[0]), 1)
+        order = (at[transfer.tasks[0]], transfer.tasks[0], 1)
         name = transfer.name or TaskKind.COMM.value
         send_of[number] = len(items)
         items.append(_Item(transfer.src, COMM_SEND_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
@@ -202,11 +207,12 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
 
     dropped: Counter[str] = Counter()
     empty = 0
+    transfer_of, transfers = placed.transfer_of, placed.transfers
     for a, b in graph.edges:
-        ta, tb = placed.transfer_of[a], placed.transfer_of[b]
+        ta, tb = transfer_of[a], transfer_of[b]
         if ta is not None and ta == tb:
             continue  # hops of one transfer
-        if tb is not None and placed.transfers[tb].tasks[0] != b:
+        if tb is not None and transfers[tb].tasks[0] != b:
             dropped["dependencies on a later hop of a transfer (kept by the hops' order)"] += 1
             continue
         source = send_of[ta] + 1 if ta is not None else node_of[a]

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
+import msgspec
+
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
 from chakra.flexflow.strategy import Placement
@@ -55,9 +57,9 @@ BY_ORDER, BY_TIMELINE = "devices: in order among their operator's devices", "dev
 BY_BUSY = "devices: over a busy one (the strategy leaves no free one)"
 
 
-@dataclass
-class Transfer:
-    """One transfer: the comm tasks it is made of, the tasks it connects, where, how much, when."""
+class Transfer(msgspec.Struct, gc=False):
+    """One transfer: the comm tasks it is made of, the tasks it connects, where, how much, when. (A
+    msgspec struct: one is made per transfer, and a dataclass's ``__init__`` runs in Python.)"""
 
     tasks: list[int]
     src_task: int | None
@@ -123,12 +125,14 @@ def place(
             graph, task, f"operator {task.name!r} is not in {where}",
             "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
         ) from None  # fmt: skip
-    transfer_of: list[int | None] = [None] * len(graph.tasks)
+    tasks = graph.tasks
+    computes = [not task.is_comm for task in tasks]
+    transfer_of: list[int | None] = [None] * len(tasks)
     transfers: list[Transfer] = []
     for chain in chains:
-        head, tail = graph.tasks[chain[0]], graph.tasks[chain[-1]]
-        src_task = next((p for p in predecessors[chain[0]] if not graph.tasks[p].is_comm), None)
-        dst_task = next((s for s in successors[chain[-1]] if not graph.tasks[s].is_comm), None)
+        head, tail = tasks[chain[0]], tasks[chain[-1]]
+        src_task = next(filter(computes.__getitem__, predecessors[chain[0]]), None)
+        dst_task = next(filter(computes.__getitem__, successors[chain[-1]]), None)
         src = device[src_task] if src_task is not None else None
         dst = device[dst_task] if dst_task is not None else None
         if src is None or dst is None:
@@ -190,15 +194,17 @@ def _devices_of(
 def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[list[int]]) -> list[list[int]]:
     """The hops of each transfer: comm tasks of one name following each other, in order."""
     tasks = graph.tasks
+    comm_name = [task.name if task.is_comm else None for task in tasks]  # None: a compute task
     chains = []
     for task in tasks:
         if not task.is_comm:
             continue
-        if any(tasks[p].is_comm and tasks[p].name == task.name for p in predecessors[task.index]):
+        name = task.name
+        if name in map(comm_name.__getitem__, predecessors[task.index]):
             continue  # a later hop
         chain = [task.index]
         while True:
-            nxt = next((s for s in successors[chain[-1]] if tasks[s].is_comm and tasks[s].name == task.name), None)
+            nxt = next((s for s in successors[chain[-1]] if comm_name[s] == name), None)
             if nxt is None:
                 break
             chain.append(nxt)
@@ -326,8 +332,9 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
             i = parent[i]
         return i
 
+    computes = [not task.is_comm for task in tasks]
     for a, b in graph.edges:
-        if not tasks[a].is_comm and not tasks[b].is_comm:
+        if computes[a] and computes[b]:
             parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}
     for task in tasks:
@@ -357,8 +364,8 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
         for i in members:
             class_of[i] = number
     for chain in chains:
-        senders = {class_of[p] for p in predecessors[chain[0]] if not tasks[p].is_comm}
-        receivers = {class_of[s] for s in successors[chain[-1]] if not tasks[s].is_comm}
+        senders = {class_of[p] for p in predecessors[chain[0]] if computes[p]}
+        receivers = {class_of[s] for s in successors[chain[-1]] if computes[s]}
         head, tail = tasks[chain[0]], tasks[chain[-1]]
         span = (head.start_ns or 0, (tail.start_ns or 0) + tail.dur_ns)
         for a in senders:
@@ -366,9 +373,8 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
                 if a != b:
                     classes[a].transfers.append((b, span, True))
                     classes[b].transfers.append((a, span, False))
-    for cls in classes:
-        for peer, span, sends in cls.transfers:
-            cls.by_peer.setdefault(peer, []).append((span, sends))
+                    classes[a].by_peer.setdefault(b, []).append((span, True))
+                    classes[b].by_peer.setdefault(a, []).append((span, False))
     return classes
 
 
@@ -460,17 +466,21 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
 def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, CompOp], link: LinkModel | None) -> None:
     tasks = graph.tasks
     segments = Counter((t.src_task, t.dst_task) for t in transfers)
+    least_of: dict[tuple[str, str], int | None] = {}  # (producer, consumer) -> the fewer bytes known
     for transfer in transfers:
         size = None
         if compgraph and transfer.src_task is not None and transfer.dst_task is not None:
             src, dst = tasks[transfer.src_task], tasks[transfer.dst_task]
             producer, consumer = (src, dst) if src.kind is not TaskKind.BACKWARD else (dst, src)
-            known = [
-                b for b in (_bytes(compgraph, producer.name, "out"), _bytes(compgraph, consumer.name, "in"))
-                if b is not None
-            ]  # fmt: skip
-            if known:
-                size = min(known) // segments[(transfer.src_task, transfer.dst_task)]
+            pair = (producer.name, consumer.name)
+            if pair not in least_of:  # the operators of a model's transfers recur over its graph
+                known = [
+                    b for b in (_bytes(compgraph, pair[0], "out"), _bytes(compgraph, pair[1], "in")) if b is not None
+                ]
+                least_of[pair] = min(known) if known else None
+            least = least_of[pair]
+            if least is not None:
+                size = least // segments[(transfer.src_task, transfer.dst_task)]
                 transfer.size_from = SIZE_COMPGRAPH
         if size is None and link is not None:
             size = round(max(0.0, transfer.dur_ns - link.latency_ns) * link.bytes_per_ns)
