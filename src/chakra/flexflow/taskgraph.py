@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+import msgspec
 import numpy as np
 
 from chakra.errors import PathLike
@@ -83,10 +84,10 @@ KNOWN_KEYS = frozenset(DEVICE_KEYS + TIME_KEYS + SRC_KEYS + DST_KEYS + SIZE_KEYS
 COMP_NODE, COMM_NODE = "COMP_NODE", "COMM_SEND_RECV_NODE"
 
 
-@dataclass
-class Task:
+class Task(msgspec.Struct, gc=False):
     """One task: where it was declared, what it is, its time (ns), and what the labelled form says of
-    its device (compute) or its transfer (comm)."""
+    its device (compute) or its transfer (comm). (A msgspec struct: one is made per task, and a
+    dataclass's ``__init__`` runs in Python.)"""
 
     index: int
     node: str
@@ -101,7 +102,7 @@ class Task:
     dst: int | None = None
     size_bytes: int | None = None
     #: read for every task by every pass (a property was a tenth of a conversion): set from ``kind``
-    is_comm: bool = field(init=False)
+    is_comm: bool = False
 
     def __post_init__(self) -> None:
         self.is_comm = self.kind is TaskKind.COMM
