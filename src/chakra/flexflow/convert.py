@@ -236,11 +236,11 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
     order, tags counted per pair of devices."""
     orders = [item.order for item in items]
     order = sorted(range(len(items)), key=orders.__getitem__)  # stable: equal orders by index
-    node_id: dict[int, int] = {}
+    node_id = [-1] * len(items)  # -1: not given one yet
     next_id = 0
     for i in order:
         item = items[i]
-        if item.type == COMM_RECV_NODE and i - 1 in node_id and items[i - 1].transfer is item.transfer:
+        if item.type == COMM_RECV_NODE and i > 0 and node_id[i - 1] >= 0 and items[i - 1].transfer is item.transfer:
             node_id[i] = node_id[i - 1]  # a transfer's send and receive share an id
             continue
         node_id[i] = next_id
@@ -251,20 +251,22 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
     columns: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMNS}
     columns["is_cpu_op"] = [False] * rows
     columns["duration_ns"] = [items[i].dur_ns for i in order]
+    stream, comm_src, comm_dst = columns["stream"], columns["comm_src"], columns["comm_dst"]
+    comm_tag, comm_size = columns["comm_tag"], columns["comm_size"]
     for row, i in enumerate(order):
         item = items[i]
         transfer = item.transfer
         if transfer is None:
-            columns["stream"][row] = COMPUTE_STREAM
+            stream[row] = COMPUTE_STREAM
             continue
         if item.type == COMM_SEND_NODE:
             tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
             tags[(transfer.src, transfer.dst)] += 1
-            columns["stream"][row] = COMPUTE_STREAM + 1 + transfer.dst
-        columns["comm_src"][row] = transfer.src
-        columns["comm_dst"][row] = transfer.dst
-        columns["comm_tag"][row] = tag_of[id(transfer)]
-        columns["comm_size"][row] = transfer.size_bytes
+            stream[row] = COMPUTE_STREAM + 1 + transfer.dst
+        comm_src[row] = transfer.src
+        comm_dst[row] = transfer.dst
+        comm_tag[row] = tag_of[id(transfer)]
+        comm_size[row] = transfer.size_bytes
     ordered = [items[i] for i in order]
     done = encode_columns(
         [item.name for item in ordered],
@@ -279,9 +281,10 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         [None] * rows,
         [None] * rows,
         [AttrColumn(name, values) for name, values in columns.items()],
-        node_ids=[node_id[i] for i in order],
+        node_ids=list(map(node_id.__getitem__, order)),
     )
-    by_device: dict[int, list[bytes]] = {}
-    for item, payload in zip(ordered, done.payloads, strict=True):
-        by_device.setdefault(item.device, []).append(payload)
+    devices = [item.device for item in ordered]
+    by_device: dict[int, list[bytes]] = {device: [] for device in dict.fromkeys(devices)}
+    for device, payload in zip(devices, done.payloads, strict=True):
+        by_device[device].append(payload)
     return by_device
