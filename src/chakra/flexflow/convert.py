@@ -208,16 +208,23 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
     dropped: Counter[str] = Counter()
     empty = 0
     transfer_of, transfers = placed.transfer_of, placed.transfers
+    # the item an edge leaves from (a compute task's, a transfer's receive) and the one it reaches (a
+    # compute task's, a transfer's send: an edge to its first hop; -1 for a later hop), by task
+    leaves = [node_of[t] if tb is None else send_of[tb] + 1 for t, tb in enumerate(transfer_of)]
+    reaches = [
+        node_of[t] if tb is None else send_of[tb] if transfers[tb].tasks[0] == t else -1
+        for t, tb in enumerate(transfer_of)
+    ]
+    device_of = [item.device for item in items]  # of the items made so far: an edge's ends are among them
     for a, b in graph.edges:
         ta, tb = transfer_of[a], transfer_of[b]
         if ta is not None and ta == tb:
             continue  # hops of one transfer
-        if tb is not None and transfers[tb].tasks[0] != b:
+        source, target = leaves[a], reaches[b]
+        if target < 0:
             dropped["dependencies on a later hop of a transfer (kept by the hops' order)"] += 1
             continue
-        source = send_of[ta] + 1 if ta is not None else node_of[a]
-        target = send_of[tb] if tb is not None else node_of[b]
-        if items[source].device == items[target].device:
+        if device_of[source] == device_of[target]:
             items[target].deps.append(source)
             continue
         # a dependency across devices that no transfer carries: an empty transfer keeps it
@@ -273,7 +280,7 @@ def _records(items: list[_Item]) -> dict[int, list[bytes]]:
         [item.type for item in ordered],
         [[]] * rows,
         [
-            [node_id[deps[0]]] if len(deps) == 1 else sorted({node_id[d] for d in deps})
+            [node_id[deps[0]]] if len(deps) == 1 else sorted(set(map(node_id.__getitem__, deps)))
             for deps in (item.deps for item in ordered)
         ],  # each dependency's node id once, in order (most items have one)
         [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
