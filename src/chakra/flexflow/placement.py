@@ -203,11 +203,8 @@ def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[li
         if name in map(comm_name.__getitem__, predecessors[task.index]):
             continue  # a later hop
         chain = [task.index]
-        while True:
-            nxt = next((s for s in successors[chain[-1]] if comm_name[s] == name), None)
-            if nxt is None:
-                break
-            chain.append(nxt)
+        while name in map(comm_name.__getitem__, successors[chain[-1]]):  # most transfers are one hop
+            chain.append(next(s for s in successors[chain[-1]] if comm_name[s] == name))
         chains.append(chain)
     return sorted(chains, key=lambda c: (tasks[c[0]].start_ns or 0, c[0]))
 
@@ -324,22 +321,23 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
     devices and the transfers between them."""
     tasks = graph.tasks
     chains, predecessors, successors = edges
+    # union-find, the roots' search inline (halving the paths it walks): a call per find was most of it
     parent = list(range(len(tasks)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     computes = [not task.is_comm for task in tasks]
     for a, b in graph.edges:
         if computes[a] and computes[b]:
-            parent[root(a)] = root(b)
+            while parent[a] != a:
+                parent[a] = a = parent[parent[a]]
+            while parent[b] != b:
+                parent[b] = b = parent[parent[b]]
+            parent[a] = b
     groups: dict[int, list[int]] = {}
     for task in tasks:
         if not task.is_comm:
-            groups.setdefault(root(task.index), []).append(task.index)
+            i = task.index
+            while parent[i] != i:
+                parent[i] = i = parent[parent[i]]
+            groups.setdefault(i, []).append(task.index)
     start = [task.start_ns or 0 for task in tasks]
     ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m, strict=True)))
     class_of = [-1] * len(tasks)
