@@ -288,7 +288,7 @@ def test_astra_sims_own_build_runs_the_converted_mlp_to_the_cycles_our_simulator
 # ---- a label as FlexFlow writes it, read at once, is the label the checked reader reads --------------
 LABEL_TIMES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["0", "0.05", "-1", "1e300", "4611686018427.39", " 2", "x", "", "1_0"]),
+    st.sampled_from(["0", "0.05", "-1", "1e300", "4611686018427.39", " 2", "x", "", "1_0", "inf", "nan"]),
 )
 LABEL_NAMES = st.one_of(st.none(), st.sampled_from(["Dense_100", " pad ", "", "a b", "Conv2D_3"]))
 LABEL_KINDS = st.sampled_from([kind.value for kind in TaskKind] + ["Sideways", ""])

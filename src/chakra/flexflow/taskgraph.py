@@ -168,10 +168,11 @@ def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
         raise position_error(dot.path, 1, 1, "the graph holds no task", "give a task graph FlexFlow wrote")
     labelled = any(COMP_NODE in node.attrs["label"] or COMM_NODE in node.attrs["label"] for node in declared)
     unit = NS_PER[time_unit or FLEXFLOW_TIME_UNIT]
-    tasks = [
-        _labelled_task(i, node, dot.path, unit) if labelled else _flexflow_task(i, node, dot.path)
-        for i, node in enumerate(declared)
-    ]
+    tasks = (
+        [_labelled_task(i, node, dot.path, unit) for i, node in enumerate(declared)]
+        if labelled
+        else _flexflow_tasks(declared, dot.path)
+    )
     index = {node.name: i for i, node in enumerate(declared)}
     edges = [(index[e.source], index[e.target]) for e in dot.edges]
     for edge, (a, b) in zip(dot.edges, edges, strict=True):
@@ -209,21 +210,40 @@ _FLEXFLOW_LABEL = re.compile(r"\{ (?:([^|{}\\<>]*?) \| )?(\w+) \| \{ ([^|{}]*) \
 
 
 def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
-    """The task of a node of FlexFlow's own form: its label as FlexFlow writes it read here at once,
-    anything else (and every fault) by :func:`_checked_flexflow_task`."""
-    match = _FLEXFLOW_LABEL.fullmatch(node.attrs["label"])
-    if match is not None:
-        name, kind_text, start_text, end_text = match.groups()
-        kind = KIND_OF_TEXT.get(kind_text)
-        try:
-            start, end = float(start_text) * NS_PER_MS, float(end_text) * NS_PER_MS
-        except ValueError:
-            kind = None
-        if kind is not None and 0 <= start <= end <= MAX_DUR_NS:
-            start_ns = round(start)
-            name = name.strip() if name is not None else ""
-            return Task(index, node.name, name, kind, round(end) - start_ns, node.line, node.column, start_ns=start_ns)
-    return _checked_flexflow_task(index, node, path)
+    """The task of one node of FlexFlow's own form (:func:`_flexflow_tasks`)."""
+    return _flexflow_tasks([node], path, first=index)[0]
+
+
+def _flexflow_tasks(nodes: list[DotNode], path: str, first: int = 0) -> list[Task]:
+    """The tasks of the nodes of FlexFlow's own form, numbered from ``first``: each label as FlexFlow
+    writes it read here at once, anything else (and every fault) by :func:`_checked_flexflow_task`.
+    A time's text recurs over a graph (FlexFlow prints 6 digits): each is read once."""
+    fullmatch, kind_of = _FLEXFLOW_LABEL.fullmatch, KIND_OF_TEXT.get
+    times: dict[str, tuple[float, int]] = {}  # a time's text -> its ns, as a float and rounded
+    tasks = []
+    for index, node in enumerate(nodes, start=first):
+        match = fullmatch(node.attrs["label"])
+        if match is not None:
+            name, kind_text, start_text, end_text = match.groups()
+            kind = kind_of(kind_text)
+            try:
+                start, start_ns = times.get(start_text) or times.setdefault(start_text, _ns(start_text))
+                end, end_ns = times.get(end_text) or times.setdefault(end_text, _ns(end_text))
+            except (ValueError, OverflowError):  # not a number, or not finite: the checked reader says so
+                kind = None
+            if kind is not None and 0 <= start <= end <= MAX_DUR_NS:
+                name = name.strip() if name is not None else ""
+                tasks.append(Task(index, node.name, name, kind, end_ns - start_ns, node.line, node.column, start_ns))
+                continue
+        tasks.append(_checked_flexflow_task(index, node, path))
+    return tasks
+
+
+def _ns(text: str) -> tuple[float, int]:
+    """A time of FlexFlow's (ms) in ns: as a float, and rounded; ValueError when not a number,
+    OverflowError when not finite."""
+    ns = float(text) * NS_PER_MS
+    return ns, round(ns)
 
 
 def _checked_flexflow_task(index: int, node: DotNode, path: str) -> Task:
