@@ -161,17 +161,82 @@ static PyObject *list_shapes(Cursor *outer, const AttrValue *value) {
     return shapes;
 }
 
+/* The str of every node name met in one graph, by its bytes: a name recurs as the input of the nodes
+ * it feeds, and one str for all of them is one decoding and allocation, and a hash computed once for
+ * every lookup of it by name (chakra.tensorflow.graph_table maps inputs to rows by their names). */
+typedef struct {
+    const uint8_t *bytes;
+    size_t len;
+    uint64_t hash;
+    PyObject *text; /* NULL: a free slot */
+} NameSlot;
+
+typedef struct {
+    NameSlot *slots;
+    size_t mask, count;
+} NameMap;
+
+static uint64_t bytes_hash(const uint8_t *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t k = 0; k < n; k++) h = (h ^ s[k]) * 1099511628211ULL;
+    return h;
+}
+
+static void name_map_clear(NameMap *map) {
+    for (size_t k = 0; map->slots != NULL && k <= map->mask; k++) Py_XDECREF(map->slots[k].text);
+    PyMem_Free(map->slots);
+    *map = (NameMap){NULL, 0, 0};
+}
+
+/* Doubles the table (from 1,024 slots); 0, or -1 with MemoryError. */
+static int name_map_grow(NameMap *map) {
+    size_t size = map->slots == NULL ? 1024 : 2 * (map->mask + 1);
+    NameSlot *slots = PyMem_Calloc(size, sizeof(NameSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t k = 0; map->slots != NULL && k <= map->mask; k++) {
+        NameSlot *old = &map->slots[k];
+        if (old->text == NULL) continue;
+        size_t at = (size_t)old->hash & (size - 1);
+        while (slots[at].text != NULL) at = (at + 1) & (size - 1);
+        slots[at] = *old;
+    }
+    PyMem_Free(map->slots);
+    map->slots = slots;
+    map->mask = size - 1;
+    return 0;
+}
+
+/* The str of the UTF-8 name `s` (checked already), the same object for the same bytes: a new reference,
+ * NULL on error. */
+static PyObject *name_text(NameMap *map, const uint8_t *s, size_t n) {
+    if ((map->slots == NULL || 2 * (map->count + 1) > map->mask + 1) && name_map_grow(map) < 0) return NULL;
+    uint64_t hash = bytes_hash(s, n);
+    size_t at = (size_t)hash & map->mask;
+    for (; map->slots[at].text != NULL; at = (at + 1) & map->mask) {
+        NameSlot *slot = &map->slots[at];
+        if (slot->hash == hash && slot->len == n && memcmp(slot->bytes, s, n) == 0) return Py_NewRef(slot->text);
+    }
+    PyObject *text = text_of(s, n);
+    if (text == NULL) return NULL;
+    map->slots[at] = (NameSlot){s, n, hash, Py_NewRef(text)};
+    map->count++;
+    return text;
+}
+
 /* An input as (source, port, control); NULL on error (outer->error for bytes that are not UTF-8). */
-static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input) {
+static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input, NameMap *names) {
     if (check_string(outer, s, n) < 0) return NULL;
     if (n > 0 && s[0] == '^') {
-        PyObject *source = text_of(s + 1, n - 1);
+        PyObject *source = name_text(names, s + 1, n - 1);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_True);
     }
     size_t colon = n;
     while (colon > 0 && s[colon - 1] != ':') colon--;
     if (colon == 0) { /* no colon: the whole text names the node */
-        PyObject *source = text_of(s, n);
+        PyObject *source = name_text(names, s, n);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
     }
     size_t digits = n - colon;
@@ -183,11 +248,11 @@ static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject 
         else port = port * 10 + (s[k] - '0');
     }
     if (ascii_digits && colon > 1) {
-        PyObject *source = text_of(s, colon - 1);
+        PyObject *source = name_text(names, s, colon - 1);
         return source == NULL ? NULL : Py_BuildValue("(NLO)", source, port, Py_False);
     }
     if (plain && digits <= MAX_PORT_DIGITS) { /* not a port: the whole text names the node */
-        PyObject *source = text_of(s, n);
+        PyObject *source = name_text(names, s, n);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
     }
     PyObject *text = text_of(s, n);
@@ -239,7 +304,7 @@ static PyObject *cached_text(TextCache *cache, Cursor *outer, const uint8_t *s, 
 
 /* One NodeDef (at data, within the buffer from base) as its facts tuple; NULL on error. */
 static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *data, size_t len, const Wanted *wanted,
-                           TextCache *texts) {
+                           TextCache *texts, NameMap *names) {
     Cursor c = {data, data + len, NULL};
     const uint8_t *name = NULL, *op = NULL, *device = NULL;
     size_t name_len = 0, op_len = 0, device_len = 0;
@@ -268,7 +333,7 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
             device = f.data;
             device_len = f.len;
         } else if (f.number == NODE_INPUT) {
-            PyObject *input = read_input(outer, f.data, f.len, wanted->parse_input);
+            PyObject *input = read_input(outer, f.data, f.len, wanted->parse_input, names);
             if (input == NULL || PyList_Append(inputs, input) < 0) {
                 Py_XDECREF(input);
                 goto fail;
@@ -348,12 +413,12 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
         Py_XDECREF(dtype);
         goto fail;
     }
-    PyObject *name_text = text_of(name, name_len), *input_tuple = PyList_AsTuple(inputs);
+    PyObject *node_name = name_text(names, name, name_len), *input_tuple = PyList_AsTuple(inputs);
     PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(data - base), (Py_ssize_t)len);
-    if (name_text && op_text && device_text && input_tuple && span)
-        out = PyTuple_Pack(8, name_text, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
+    if (node_name && op_text && device_text && input_tuple && span)
+        out = PyTuple_Pack(8, node_name, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
                            device_text, span);
-    Py_XDECREF(name_text);
+    Py_XDECREF(node_name);
     Py_XDECREF(op_text);
     Py_XDECREF(device_text);
     Py_XDECREF(input_tuple);
@@ -397,6 +462,7 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
     Cursor graph = {base + offset, base + offset + length, NULL};
     PyObject *nodes = PyList_New(0);
     TextCache texts = {.count = 0};
+    NameMap names = {NULL, 0, 0};
     Field f;
     while (nodes != NULL && graph.p < graph.end) {
         if (next_field(&graph, &f) < 0) {
@@ -404,11 +470,12 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
             break;
         }
         if (f.number != GRAPH_NODE || f.wire_type != WT_LEN) continue;
-        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted, &texts);
+        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted, &texts, &names);
         if (node == NULL || PyList_Append(nodes, node) < 0) Py_CLEAR(nodes);
         Py_XDECREF(node);
     }
     text_cache_clear(&texts);
+    name_map_clear(&names);
     if (nodes == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, graph.error ? graph.error : "not a GraphDef");
     PyBuffer_Release(&view);
