@@ -218,6 +218,12 @@ BAD_FILES = {
         'digraph taskgraph {\n  node0 [label="{device_id=0|A|Forward|COMP_NODE|simulated_run_time=1}"];\n'
         '  node1 [label="{device_id=4|C|Comm|COMM_SEND_RECV_NODE|src_device_id=0|dst_device_id=7|comm_size=8|'
         'run_time=1}"];\n  node0 -> node1;\n}', "line 3, column 3", "out of range"),
+    "a node named but not declared": (
+        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n  node0 -> node1;\n}',
+        "line 3, column 3", "node1 has no label"),
+    "a task depending on itself": (
+        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n  node0 -> node0;\n}',
+        "line 3, column 3", "node0 depends on itself"),
     "cycle": ('digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n  node0 -> node1;\n'
               '  node1 [label="{ B | Forward | { 1 | 2 } }"];\n  node1 -> node0;\n}', "line 4, column 3",
               "cycle: node1 -> node0 -> node1"),
