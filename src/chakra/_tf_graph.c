@@ -39,6 +39,7 @@
  * (the caller resolves those rows through the graph: a _Recv's size is its _Send's).
  */
 #include "_wire.h"
+#include "_text_cache.h"
 
 enum { GRAPH_NODE = 1 };
 enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_DEVICE = 4, NODE_ATTR = 5 };
@@ -161,82 +162,30 @@ static PyObject *list_shapes(Cursor *outer, const AttrValue *value) {
     return shapes;
 }
 
-/* The str of every node name met in one graph, by its bytes: a name recurs as the input of the nodes
- * it feeds, and one str for all of them is one decoding and allocation, and a hash computed once for
- * every lookup of it by name (chakra.tensorflow.graph_table maps inputs to rows by their names). */
-typedef struct {
-    const uint8_t *bytes;
-    size_t len;
-    uint64_t hash;
-    PyObject *text; /* NULL: a free slot */
-} NameSlot;
-
-typedef struct {
-    NameSlot *slots;
-    size_t mask, count;
-} NameMap;
-
-static uint64_t bytes_hash(const uint8_t *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t k = 0; k < n; k++) h = (h ^ s[k]) * 1099511628211ULL;
-    return h;
-}
-
-static void name_map_clear(NameMap *map) {
-    for (size_t k = 0; map->slots != NULL && k <= map->mask; k++) Py_XDECREF(map->slots[k].text);
-    PyMem_Free(map->slots);
-    *map = (NameMap){NULL, 0, 0};
-}
-
-/* Doubles the table (from 1,024 slots); 0, or -1 with MemoryError. */
-static int name_map_grow(NameMap *map) {
-    size_t size = map->slots == NULL ? 1024 : 2 * (map->mask + 1);
-    NameSlot *slots = PyMem_Calloc(size, sizeof(NameSlot));
-    if (slots == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t k = 0; map->slots != NULL && k <= map->mask; k++) {
-        NameSlot *old = &map->slots[k];
-        if (old->text == NULL) continue;
-        size_t at = (size_t)old->hash & (size - 1);
-        while (slots[at].text != NULL) at = (at + 1) & (size - 1);
-        slots[at] = *old;
-    }
-    PyMem_Free(map->slots);
-    map->slots = slots;
-    map->mask = size - 1;
-    return 0;
-}
-
-/* The str of the UTF-8 name `s` (checked already), the same object for the same bytes: a new reference,
- * NULL on error. */
-static PyObject *name_text(NameMap *map, const uint8_t *s, size_t n) {
-    if ((map->slots == NULL || 2 * (map->count + 1) > map->mask + 1) && name_map_grow(map) < 0) return NULL;
-    uint64_t hash = bytes_hash(s, n);
-    size_t at = (size_t)hash & map->mask;
-    for (; map->slots[at].text != NULL; at = (at + 1) & map->mask) {
-        NameSlot *slot = &map->slots[at];
-        if (slot->hash == hash && slot->len == n && memcmp(slot->bytes, s, n) == 0) return Py_NewRef(slot->text);
-    }
+/* The str of UTF-8 text (checked already) met before in one graph, from `texts`, else made and kept there
+ * (a new reference; NULL on error): ops and devices are named by every node, and a node's name by every
+ * input it feeds, so each is decoded and allocated once, and hashed once for every lookup of it by name
+ * (chakra.tensorflow.graph_table maps inputs to rows by their names). */
+static PyObject *shared_text(TextCache *texts, const uint8_t *s, size_t n) {
+    uint64_t hash = text_hash((const char *)s, (Py_ssize_t)n);
+    PyObject *known = text_cache_get(texts, (const char *)s, (Py_ssize_t)n, hash);
+    if (known != NULL) return Py_NewRef(known);
     PyObject *text = text_of(s, n);
-    if (text == NULL) return NULL;
-    map->slots[at] = (NameSlot){s, n, hash, Py_NewRef(text)};
-    map->count++;
+    if (text != NULL && text_cache_put(texts, (const char *)s, (Py_ssize_t)n, hash, text) < 0) Py_CLEAR(text);
     return text;
 }
 
 /* An input as (source, port, control); NULL on error (outer->error for bytes that are not UTF-8). */
-static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input, NameMap *names) {
+static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input, TextCache *texts) {
     if (check_string(outer, s, n) < 0) return NULL;
     if (n > 0 && s[0] == '^') {
-        PyObject *source = name_text(names, s + 1, n - 1);
+        PyObject *source = shared_text(texts, s + 1, n - 1);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_True);
     }
     size_t colon = n;
     while (colon > 0 && s[colon - 1] != ':') colon--;
     if (colon == 0) { /* no colon: the whole text names the node */
-        PyObject *source = name_text(names, s, n);
+        PyObject *source = shared_text(texts, s, n);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
     }
     size_t digits = n - colon;
@@ -248,11 +197,11 @@ static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject 
         else port = port * 10 + (s[k] - '0');
     }
     if (ascii_digits && colon > 1) {
-        PyObject *source = name_text(names, s, colon - 1);
+        PyObject *source = shared_text(texts, s, colon - 1);
         return source == NULL ? NULL : Py_BuildValue("(NLO)", source, port, Py_False);
     }
     if (plain && digits <= MAX_PORT_DIGITS) { /* not a port: the whole text names the node */
-        PyObject *source = name_text(names, s, n);
+        PyObject *source = shared_text(texts, s, n);
         return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
     }
     PyObject *text = text_of(s, n);
@@ -272,39 +221,9 @@ typedef struct {
     PyObject *parse_input;
 } Wanted;
 
-/* The str of texts met before in one graph (ops and devices: a few distinct ones, named by every node),
- * given again without decoding, checking and allocating each node's copy. */
-#define TEXT_CACHE_SIZE 64
-typedef struct {
-    const uint8_t *bytes[TEXT_CACHE_SIZE];
-    size_t len[TEXT_CACHE_SIZE];
-    PyObject *text[TEXT_CACHE_SIZE];
-    int count;
-} TextCache;
-
-static void text_cache_clear(TextCache *cache) {
-    for (int k = 0; k < cache->count; k++) Py_DECREF(cache->text[k]);
-    cache->count = 0;
-}
-
-/* The str of UTF-8 `s` (new reference), from the cache when met before; NULL with outer->error set (or a
- * Python error). */
-static PyObject *cached_text(TextCache *cache, Cursor *outer, const uint8_t *s, size_t n) {
-    for (int k = 0; k < cache->count; k++)
-        if (cache->len[k] == n && memcmp(cache->bytes[k], s, n) == 0) return Py_NewRef(cache->text[k]);
-    if (check_string(outer, s, n) < 0) return NULL;
-    PyObject *text = text_of(s, n);
-    if (text != NULL && cache->count < TEXT_CACHE_SIZE) {
-        cache->bytes[cache->count] = s;
-        cache->len[cache->count] = n;
-        cache->text[cache->count++] = Py_NewRef(text);
-    }
-    return text;
-}
-
 /* One NodeDef (at data, within the buffer from base) as its facts tuple; NULL on error. */
 static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *data, size_t len, const Wanted *wanted,
-                           TextCache *texts, NameMap *names) {
+                           TextCache *texts) {
     Cursor c = {data, data + len, NULL};
     const uint8_t *name = NULL, *op = NULL, *device = NULL;
     size_t name_len = 0, op_len = 0, device_len = 0;
@@ -333,7 +252,7 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
             device = f.data;
             device_len = f.len;
         } else if (f.number == NODE_INPUT) {
-            PyObject *input = read_input(outer, f.data, f.len, wanted->parse_input, names);
+            PyObject *input = read_input(outer, f.data, f.len, wanted->parse_input, texts);
             if (input == NULL || PyList_Append(inputs, input) < 0) {
                 Py_XDECREF(input);
                 goto fail;
@@ -402,18 +321,13 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
     if (!name) name = (const uint8_t *)"";
     if (!op) op = (const uint8_t *)"";
     if (!device) device = (const uint8_t *)"";
-    if (check_string(outer, name, name_len) < 0) {
+    if (check_string(outer, name, name_len) < 0 || check_string(outer, op, op_len) < 0 ||
+        check_string(outer, device, device_len) < 0) {
         Py_XDECREF(dtype);
         goto fail;
     }
-    PyObject *op_text = cached_text(texts, outer, op, op_len);
-    PyObject *device_text = op_text == NULL ? NULL : cached_text(texts, outer, device, device_len);
-    if (device_text == NULL) {
-        Py_XDECREF(op_text);
-        Py_XDECREF(dtype);
-        goto fail;
-    }
-    PyObject *node_name = name_text(names, name, name_len), *input_tuple = PyList_AsTuple(inputs);
+    PyObject *node_name = shared_text(texts, name, name_len), *op_text = shared_text(texts, op, op_len);
+    PyObject *device_text = shared_text(texts, device, device_len), *input_tuple = PyList_AsTuple(inputs);
     PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(data - base), (Py_ssize_t)len);
     if (node_name && op_text && device_text && input_tuple && span)
         out = PyTuple_Pack(8, node_name, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
@@ -461,8 +375,7 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
     const uint8_t *base = view.buf;
     Cursor graph = {base + offset, base + offset + length, NULL};
     PyObject *nodes = PyList_New(0);
-    TextCache texts = {.count = 0};
-    NameMap names = {NULL, 0, 0};
+    TextCache texts = {NULL, 0, 0, 0};
     Field f;
     while (nodes != NULL && graph.p < graph.end) {
         if (next_field(&graph, &f) < 0) {
@@ -470,12 +383,11 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
             break;
         }
         if (f.number != GRAPH_NODE || f.wire_type != WT_LEN) continue;
-        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted, &texts, &names);
+        PyObject *node = read_node(&graph, base, f.data, f.len, &wanted, &texts);
         if (node == NULL || PyList_Append(nodes, node) < 0) Py_CLEAR(nodes);
         Py_XDECREF(node);
     }
     text_cache_clear(&texts);
-    name_map_clear(&names);
     if (nodes == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, graph.error ? graph.error : "not a GraphDef");
     PyBuffer_Release(&view);
