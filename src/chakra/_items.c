@@ -32,7 +32,7 @@
 
 #include <math.h>
 
-static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id;
+static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -179,10 +179,16 @@ static int open_item(Nesting *n, Open *stack, Py_ssize_t *depth, Cursor *top, Py
     return 0;
 }
 
-/* list.sort(key=attrgetter("start_us")) on the segments. 0, or -1 with an exception. */
+static int sort_fields(PyObject *objects, PyObject *name, int *sorted);
+
+/* The segments sorted as list.sort(key=attrgetter("start_us")) sorts them: in C (sort_fields), or by
+ * Python's sort for starts it does not read (NaN). 0, or -1 with an exception. */
 static PyObject *BY_START; /* attrgetter("start_us") */
 
 static int sort_by_start(PyObject *segments) {
+    int sorted = 0;
+    if (sort_fields(segments, s_start_us, &sorted) < 0) return -1;
+    if (sorted) return 0;
     PyObject *sort = PyObject_GetAttrString(segments, "sort");
     if (sort == NULL) return -1;
     PyObject *kwargs = Py_BuildValue("{sO}", "key", BY_START);
@@ -423,17 +429,16 @@ done:
     return result;
 }
 
-static PyObject *sort_by_field(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *objects, *name;
-    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &objects, &name)) return NULL;
-    Py_INCREF(name);
-    PyUnicode_InternInPlace(&name); /* the slot cache compares names by identity */
+/* Sorts `objects` in place, stably, by each one's attribute `name` (interned), where every value is a
+ * float or an item's key (*sorted = 1); else leaves them as they are (*sorted = 0: Python's sort takes
+ * them). 0, or -1 with an exception (a list changed while its keys are read is refused, as list.sort
+ * refuses it). */
+static int sort_fields(PyObject *objects, PyObject *name, int *sorted) {
     Py_ssize_t size = PyList_GET_SIZE(objects);
     SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
     SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
     PyObject **held = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(PyObject *));
-    PyObject *result = NULL;
+    int status = -1;
     Py_ssize_t read = 0;
     int kind = 0, fast = 1;
     if (keys == NULL || tmp == NULL || held == NULL) {
@@ -463,14 +468,26 @@ static PyObject *sort_by_field(PyObject *self, PyObject *args) {
             Py_DECREF(old);
         }
     }
-    result = Py_NewRef(fast ? Py_True : Py_False);
+    *sorted = fast;
+    status = 0;
 done:
     for (Py_ssize_t i = 0; i < read; i++) Py_DECREF(held[i]);
     PyMem_Free(keys);
     PyMem_Free(tmp);
     PyMem_Free(held);
+    return status;
+}
+
+static PyObject *sort_by_field(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objects, *name;
+    if (!PyArg_ParseTuple(args, "O!U", &PyList_Type, &objects, &name)) return NULL;
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name); /* the slot cache compares names by identity */
+    int sorted = 0;
+    int status = sort_fields(objects, name, &sorted);
     Py_DECREF(name);
-    return result;
+    return status < 0 ? NULL : Py_NewRef(sorted ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {
@@ -486,7 +503,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_items", NULL, -1, m
 PyMODINIT_FUNC PyInit__items(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
-        {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"},
+        {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;
