@@ -444,18 +444,10 @@ class _Device:
     def tensor_bytes(self, graph_row: int) -> int:
         """``tensor_size`` of a compute node some of whose sizes are known only through the graph (a
         ``_Recv`` kept as compute, what it feeds): its data inputs' and its outputs' bytes."""
-        table, context = self.table, self.context
-        sizes_of = table.output_bytes
-        input_bytes = 0
-        for source, port, control in table.inputs[graph_row]:
-            if control or source < 0:
-                continue
-            sizes = sizes_of[source]
-            size = sizes[port] if port < len(sizes) else None
-            input_bytes += (size if size is not None else context.output_bytes(table, source, port)) or 0
-        outputs = range(len(table.shapes[graph_row]))
-        output_bytes = sum(context.output_bytes(table, graph_row, port) or 0 for port in outputs)
-        return input_bytes + output_bytes
+        table, output_bytes = self.table, self.context.output_bytes
+        inputs = sum(output_bytes(table, source, port) or 0 for source, port, control in table.inputs[graph_row]
+                     if not control and source >= 0)  # fmt: skip
+        return inputs + sum(output_bytes(table, graph_row, port) or 0 for port in range(len(table.shapes[graph_row])))
 
     def set_size(self, row: int, op: str, size: int | None) -> None:
         if size is None:

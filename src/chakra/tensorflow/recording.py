@@ -155,22 +155,14 @@ def step_times(workers: list[Worker]) -> StepTimes:
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
                 events["in other steps"] += summary.executions
         ops = worker.profile.step(steps[chosen_key][0])
-        devices = list(map(device_of.get, ops))
-        converted = unplaced = 0
-        for (name, runs), device in zip(ops.items(), devices, strict=True):
+        for name, runs in ops.items():
+            device = device_of.get(name)
             if device is None:
-                unplaced += len(runs)
+                events["in the step, of no graph node"] += len(runs)
                 continue
-            by_name = out.get(device)
+            by_name = out.get(device)  # not setdefault: that makes an empty dict for every op
             if by_name is None:
                 by_name = out[device] = {}
             by_name[name] = runs
-            converted += len(runs)
-        # counted in the order they first occur in the step, as the report lists them
-        counts = {"in the step, of no graph node": unplaced} if None in devices else {}
-        if devices and devices[0] is not None:
-            counts = {"converted": converted, **counts}
-        elif any(device is not None for device in devices):
-            counts["converted"] = converted
-        events.update(counts)
+            events["converted"] += len(runs)
     return StepTimes(out, joined, chosen, events)
