@@ -19,7 +19,7 @@ def _as_tuples(text: str):
     graph = _regular(text, "g.dot", _Lines(text))
     if graph is None:
         return None
-    return [[n.name, n.attrs, n.line, n.column] for n in graph.nodes], [tuple(e) for e in graph.edges]
+    return graph.names, graph.attrs, graph.node_at.tobytes(), graph.edge_rows.tobytes()
 
 
 _spaces = st.sampled_from(["", " ", "  ", "\n", "\t", " \n ", "\r\n"])

@@ -3,14 +3,17 @@
  * chakra/flexflow/dot.py, whose regular expressions _HEADER, _STATEMENT, _ATTRIBUTE and _FOOTER this
  * reads as Python's re module reads them, for ASCII text).
  *
- * plain_statements(text) -> (nodes, edges) or None. The file is `digraph NAME {`, then statements
- * `A -> B;` and `N [key=value, ...];` (a value bare or quoted, with \" and \\ escapes), then `}`.
- * nodes: [[name, {key: value}, line, column]] in the order first named, each a list (a node first named
- * by an edge has no attributes and the edge's position; a node statement merges its attributes into the
- * node's and moves it to the statement's position); edges: [(source, target, line, column)] in file order. Lines
- * and columns count from 1. None for anything else: text that is not ASCII or holds a control character
- * other than tab, newline and carriage return, comments, subgraphs, a mistake (the Python readers take
- * it and name the fault).
+ * plain_statements(text) -> (names, attrs, node_at, edges) or None. The file is `digraph NAME {`, then
+ * statements `A -> B;` and `N [key=value, ...];` (a value bare or quoted, with \" and \\ escapes), then
+ * `}`. The nodes are in the order first named: `names` their names, `attrs` their attribute dicts,
+ * `node_at` their (line, column) as native int64 pairs (a node first named by an edge has no attributes
+ * and the edge's position; a node statement merges its attributes into the node's and moves it to the
+ * statement's position). `edges` holds (source, target, line, column) per edge in file order, native
+ * int64, the ends as indices of nodes. Columns, not an object per node and edge: a task graph holds
+ * hundreds of thousands of each. Lines and columns count from 1. Equal keys and values are one str
+ * (a task graph repeats its labels over its devices). None for anything else: text that is not ASCII
+ * or holds a control character other than tab, newline and carriage return, comments, subgraphs, a
+ * mistake (the Python readers take it and name the fault).
  */
 #include "_text_cache.h"
 
@@ -84,8 +87,52 @@ static PyObject *unquoted(const char *s, Py_ssize_t n) {
     return shorter;
 }
 
+/* The str of the text [s, s + n) made by `make`: the one made of equal text before, from `cache`. New. */
+static PyObject *cached(TextCache *cache, const char *s, Py_ssize_t n, PyObject *(*make)(const char *, Py_ssize_t)) {
+    uint64_t hash = text_hash(s, n);
+    PyObject *found = text_cache_get(cache, s, n, hash);
+    if (found != NULL) return Py_NewRef(found);
+    PyObject *made = make(s, n);
+    if (made != NULL && text_cache_put(cache, s, n, hash, made) < 0) Py_CLEAR(made);
+    return made;
+}
+
+/* Growable int64 columns (one row of `width` values at a time). */
+typedef struct {
+    int64_t *data;
+    Py_ssize_t used, size; /* values */
+} Int64s;
+
+static int int64s_add(Int64s *c, const int64_t *row, Py_ssize_t width) {
+    if (c->used + width > c->size) {
+        Py_ssize_t size = c->size ? 2 * c->size : 1024;
+        while (size < c->used + width) size *= 2;
+        int64_t *data = PyMem_Realloc(c->data, (size_t)size * sizeof *data);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->data = data;
+        c->size = size;
+    }
+    memcpy(c->data + c->used, row, (size_t)width * sizeof *row);
+    c->used += width;
+    return 0;
+}
+
+static PyObject *int64s_bytes(const Int64s *c) {
+    return PyBytes_FromStringAndSize((const char *)c->data, c->used * (Py_ssize_t)sizeof(int64_t));
+}
+
+typedef struct {
+    TextCache named;       /* node name -> its index (a PyLong), every node */
+    TextCache keys, values; /* attribute texts -> their str */
+    PyObject *names, *attrs;
+    Int64s node_at, edges;
+} Graph;
+
 /* The attribute list between the brackets: into `attrs`. 1 read, 0 not of the plain form, -1 error. */
-static int read_attrs(const char *from, const char *to, PyObject *attrs) {
+static int read_attrs(Graph *g, const char *from, const char *to, PyObject *attrs) {
     const char *p = from;
     for (;;) {
         const char *at = p;
@@ -107,13 +154,18 @@ static int read_attrs(const char *from, const char *to, PyObject *attrs) {
             const char *q = p + 1;
             while (q < to && *q != '"') q += *q == '\\' && q + 1 < to && q[1] != '\n' ? 2 : 1;
             if (q >= to) return 0; /* the brackets' scan kept quotes whole: not reached */
-            value = unquoted(p + 1, q - p - 1);
+            /* keyed by the text with its quotes: a bare value of the same letters is another */
+            uint64_t hash = text_hash(p, q - p + 1);
+            PyObject *found = text_cache_get(&g->values, p, q - p + 1, hash);
+            value = found != NULL ? Py_NewRef(found) : unquoted(p + 1, q - p - 1);
+            if (found == NULL && value != NULL && text_cache_put(&g->values, p, q - p + 1, hash, value) < 0)
+                Py_CLEAR(value);
             p = q + 1;
         } else {
             const char *v = p;
             while (p < to && *p != ',' && *p != '"' && !is_space(*p)) p++;
             if (p == v) return 0;
-            value = text_of(v, p - v);
+            value = cached(&g->values, v, p - v, text_of);
         }
         if (value == NULL) return -1;
         while (p < to && is_space(*p)) p++;
@@ -121,7 +173,7 @@ static int read_attrs(const char *from, const char *to, PyObject *attrs) {
             Py_DECREF(value);
             return 0;
         }
-        PyObject *name = text_of(key, key_len);
+        PyObject *name = cached(&g->keys, key, key_len, text_of);
         int status = name == NULL ? -1 : PyDict_SetItem(attrs, name, value);
         Py_XDECREF(name);
         Py_DECREF(value);
@@ -131,26 +183,23 @@ static int read_attrs(const char *from, const char *to, PyObject *attrs) {
     }
 }
 
-/* The node named by the text [s, s + n): the one named before (found in `named` by its text, without
- * making a str of it), else a new one, [name, attrs, line, column], appended to `nodes`, its attributes
- * `attrs` (a new dict when NULL; stolen). Borrowed; NULL on error. */
-static PyObject *node_named(PyObject *nodes, TextCache *named, const char *s, Py_ssize_t n, Py_ssize_t line,
-                            Py_ssize_t column, PyObject *attrs) {
+/* The index of the node named by the text [s, s + n): the one named before (found without making a str
+ * of its name), else a new one at (line, column) with no attributes. -1 on error. */
+static Py_ssize_t node_named(Graph *g, const char *s, Py_ssize_t n, Py_ssize_t line, Py_ssize_t column) {
     uint64_t hash = text_hash(s, n);
-    PyObject *found = text_cache_get(named, s, n, hash);
-    if (found != NULL) {
-        Py_XDECREF(attrs);
-        return found;
-    }
-    PyObject *name = text_of(s, n), *node = NULL;
-    if (!attrs) attrs = PyDict_New();
-    if (name && attrs) node = Py_BuildValue("[OOnn]", name, attrs, line, column);
+    PyObject *found = text_cache_get(&g->named, s, n, hash);
+    if (found != NULL) return PyLong_AsSsize_t(found);
+    Py_ssize_t index = PyList_GET_SIZE(g->names);
+    PyObject *name = text_of(s, n), *attrs = PyDict_New(), *number = PyLong_FromSsize_t(index);
+    int64_t at[2] = {line, column};
+    int status = name && attrs && number && PyList_Append(g->names, name) == 0 && PyList_Append(g->attrs, attrs) == 0 &&
+                         int64s_add(&g->node_at, at, 2) == 0 && text_cache_put(&g->named, s, n, hash, number) == 0
+                     ? 0
+                     : -1;
     Py_XDECREF(name);
     Py_XDECREF(attrs);
-    if (node == NULL) return NULL;
-    int status = PyList_Append(nodes, node) < 0 || text_cache_put(named, s, n, hash, node) < 0 ? -1 : 0;
-    Py_DECREF(node);
-    return status < 0 ? NULL : node;
+    Py_XDECREF(number);
+    return status < 0 ? -1 : index;
 }
 
 static PyObject *plain_statements(PyObject *self, PyObject *arg) {
@@ -178,9 +227,9 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
     skip_spaces(&t);
     if (t.p >= t.end || *t.p != '{') Py_RETURN_NONE;
     t.p++;
-    PyObject *nodes = PyList_New(0), *edges = PyList_New(0), *out = NULL;
-    TextCache named = {.limit = (size_t)-1}; /* every node by its name's text */
-    if (nodes == NULL || edges == NULL) goto done;
+    PyObject *out = NULL;
+    Graph g = {.named = {.limit = (size_t)-1}, .names = PyList_New(0), .attrs = PyList_New(0)};
+    if (g.names == NULL || g.attrs == NULL) goto done;
     for (;;) {
         skip_spaces(&t); /* a statement starts here, or the closing brace */
         const char *name = t.p;
@@ -192,7 +241,10 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
             t.p++;
             skip_spaces(&t);
             if (t.p != t.end) goto plain_no;
-            out = PyTuple_Pack(2, nodes, edges);
+            PyObject *node_at = int64s_bytes(&g.node_at), *edges = int64s_bytes(&g.edges);
+            if (node_at && edges) out = PyTuple_Pack(4, g.names, g.attrs, node_at, edges);
+            Py_XDECREF(node_at);
+            Py_XDECREF(edges);
             goto done;
         }
         skip_spaces(&t);
@@ -204,15 +256,10 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
             skip_spaces(&t);
             if (target_len == 0 || t.p >= t.end || *t.p != ';') goto plain_no;
             t.p++;
-            PyObject *source = node_named(nodes, &named, name, name_len, line, column, NULL), *target_node = NULL;
-            PyObject *edge = NULL; /* the names are the nodes' own str objects */
-            if (source && (target_node = node_named(nodes, &named, target, target_len, line, column, NULL)))
-                edge = Py_BuildValue("(OOnn)", PyList_GET_ITEM(source, 0), PyList_GET_ITEM(target_node, 0), line, column);
-            if (edge == NULL || PyList_Append(edges, edge) < 0) {
-                Py_XDECREF(edge);
-                goto done;
-            }
-            Py_DECREF(edge);
+            Py_ssize_t source_at = node_named(&g, name, name_len, line, column), target_at = -1;
+            if (source_at >= 0) target_at = node_named(&g, target, target_len, line, column);
+            int64_t edge[4] = {source_at, target_at, line, column};
+            if (target_at < 0 || int64s_add(&g.edges, edge, 4) < 0) goto done;
             continue;
         }
         if (t.p >= t.end || *t.p != '[') goto plain_no;
@@ -234,37 +281,26 @@ static PyObject *plain_statements(PyObject *self, PyObject *arg) {
         skip_spaces(&t);
         if (t.p >= t.end || *t.p != ';') goto plain_no;
         t.p++;
-        PyObject *attrs = PyDict_New();
-        int read = attrs == NULL ? -1 : read_attrs(attrs_from, attrs_to, attrs);
-        if (read <= 0) {
-            Py_XDECREF(attrs);
-            if (read < 0) goto done;
-            goto plain_no;
-        }
-        Py_ssize_t count = PyList_GET_SIZE(nodes);
-        PyObject *node = node_named(nodes, &named, name, name_len, line, column, Py_NewRef(attrs));
-        int status = node != NULL && PyList_GET_SIZE(nodes) > count ? 0 : -1; /* new: its attributes are these */
-        if (node != NULL && status < 0) { /* named before (by an edge): these merged in, and this position */
-            PyObject *where_line = PyLong_FromSsize_t(line), *where_column = PyLong_FromSsize_t(column);
-            if (where_line != NULL && where_column != NULL && PyDict_Update(PyList_GET_ITEM(node, 1), attrs) == 0) {
-                PyList_SetItem(node, 2, where_line); /* steals */
-                PyList_SetItem(node, 3, where_column);
-                where_line = where_column = NULL;
-                status = 0;
-            }
-            Py_XDECREF(where_line);
-            Py_XDECREF(where_column);
-        }
-        Py_DECREF(attrs);
-        if (status < 0) goto done;
+        /* a node named before (by an edge) gets these attributes merged in, and this position */
+        Py_ssize_t node = node_named(&g, name, name_len, line, column);
+        if (node < 0) goto done;
+        g.node_at.data[2 * node] = line;
+        g.node_at.data[2 * node + 1] = column;
+        int read = read_attrs(&g, attrs_from, attrs_to, PyList_GET_ITEM(g.attrs, node));
+        if (read < 0) goto done;
+        if (read == 0) goto plain_no;
     }
 plain_no:
     Py_CLEAR(out);
     out = Py_NewRef(Py_None);
 done:
-    text_cache_clear(&named);
-    Py_XDECREF(nodes);
-    Py_XDECREF(edges);
+    text_cache_clear(&g.named);
+    text_cache_clear(&g.keys);
+    text_cache_clear(&g.values);
+    Py_XDECREF(g.names);
+    Py_XDECREF(g.attrs);
+    PyMem_Free(g.node_at.data);
+    PyMem_Free(g.edges.data);
     return out;
 }
 

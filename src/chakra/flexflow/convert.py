@@ -138,7 +138,7 @@ def convert_flexflow(
     assert written is not None
     makespan = graph.makespan_ns
     conversion = FlexFlowConversion(
-        graph.form.value, Counter(t.kind.value for t in graph.tasks), sum(len(v) for v in nodes.values()),
+        graph.form.value, Counter(k.value for k in graph.kind), sum(len(v) for v in nodes.values()),
         len(placed.transfers), report["empty"], placed.inferred, report["dropped"],
         makespan / NS_PER_US if makespan is not None else None,
     )  # fmt: skip
@@ -175,28 +175,28 @@ class _Item(msgspec.Struct, gc=False):
 
 
 def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], dict[str, Any]]:
-    tasks = graph.tasks
+    start_ns, dur_ns, kind, name_of = graph.start_ns, graph.dur_ns, graph.kind, graph.name
     # a task's place in time: its start, else (the labelled form has none) its place in dependency order
-    if any(task.start_ns is None for task in tasks):
+    if None in start_ns:
         rank_in_order = {task: k for k, task in enumerate(graph.order())}
-        at = [float(t.start_ns) if t.start_ns is not None else float(rank_in_order[t.index]) for t in tasks]
+        at = [float(s) if s is not None else float(rank_in_order[t]) for t, s in enumerate(start_ns)]
     else:
-        at = [float(task.start_ns) for task in tasks]  # type: ignore[arg-type]
+        at = [float(s) for s in start_ns]  # type: ignore[arg-type]
     items: list[_Item] = []
     node_of: dict[int, int] = {}  # compute task -> item
     send_of: dict[int, int] = {}  # transfer -> its send item (its receive is the next)
     names: dict[tuple[TaskKind, str], str] = {}  # a model's operators recur over its graph
-    for task in tasks:
-        if not task.is_comm:
-            device = placed.device[task.index]
+    for task, comm in enumerate(graph.is_comm):
+        if not comm:
+            device = placed.device[task]
             assert device is not None
-            name = names.get((task.kind, task.name))
+            name = names.get((kind[task], name_of[task]))
             if name is None:
-                name = names[(task.kind, task.name)] = (
-                    f"{task.kind.value} {task.name}" if task.name else task.kind.value
+                name = names[(kind[task], name_of[task])] = (
+                    f"{kind[task].value} {name_of[task]}" if name_of[task] else kind[task].value
                 )
-            node_of[task.index] = len(items)
-            items.append(_Item(device, COMP_NODE, name, task.start_ns, task.dur_ns, (at[task.index], task.index, 0)))
+            node_of[task] = len(items)
+            items.append(_Item(device, COMP_NODE, name, start_ns[task], dur_ns[task], (at[task], task, 0)))
     for number, transfer in enumerate(placed.transfers):
         order = (at[transfer.tasks[0]], transfer.tasks[0], 1)
         name = transfer.name or TaskKind.COMM.value
@@ -216,7 +216,7 @@ def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], di
         for t, tb in enumerate(transfer_of)
     ]
     device_of = [item.device for item in items]  # of the items made so far: an edge's ends are among them
-    for a, b in graph.edges:
+    for a, b in zip(graph.sources, graph.targets, strict=True):
         ta, tb = transfer_of[a], transfer_of[b]
         if ta is not None and ta == tb:
             continue  # hops of one transfer

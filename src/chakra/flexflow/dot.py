@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from chakra._dot import plain_statements
 from chakra.errors import ChakraInputError, PathLike
 
@@ -69,17 +71,36 @@ class DotEdge(NamedTuple):
 
 @dataclass
 class DotGraph:
-    """The nodes in the order they were first named, and the edges in file order."""
+    """The nodes in the order they were first named and the edges in file order, as columns (a task
+    graph holds hundreds of thousands of each): the nodes' ``names``, ``attrs`` and ``node_at`` (rows
+    of line, column), and ``edge_rows`` (rows of source, target, line, column; the ends as indices of
+    nodes). :attr:`nodes` and :attr:`edges` make an object of each."""
 
     path: str
-    nodes: list[DotNode]
-    edges: list[DotEdge]
+    names: list[str]
+    attrs: list[dict[str, str]]
+    node_at: np.ndarray  # (nodes, 2) int64
+    edge_rows: np.ndarray  # (edges, 4) int64
 
-    def node(self, name: str) -> DotNode:
-        return self.nodes[self._index[name]]
+    @classmethod
+    def of(cls, path: str, nodes: list[DotNode], edges: list[DotEdge]) -> DotGraph:
+        """The graph of node and edge objects (the Python readers')."""
+        index = {node.name: i for i, node in enumerate(nodes)}
+        node_at = np.array([(node.line, node.column) for node in nodes], dtype=np.int64).reshape(-1, 2)
+        edge_rows = np.array(
+            [(index[e.source], index[e.target], e.line, e.column) for e in edges], dtype=np.int64
+        ).reshape(-1, 4)
+        return cls(path, [node.name for node in nodes], [node.attrs for node in nodes], node_at, edge_rows)
 
-    def __post_init__(self) -> None:
-        self._index = {node.name: i for i, node in enumerate(self.nodes)}
+    @property
+    def nodes(self) -> list[DotNode]:
+        at = self.node_at.tolist()
+        return [DotNode(name, attrs, *where) for name, attrs, where in zip(self.names, self.attrs, at, strict=True)]
+
+    @property
+    def edges(self) -> list[DotEdge]:
+        names = self.names
+        return [DotEdge(names[a], names[b], line, column) for a, b, line, column in self.edge_rows.tolist()]
 
 
 class _Token(NamedTuple):
@@ -116,10 +137,11 @@ def parse_dot(text: str, path: str) -> DotGraph:
     """Parse DOT text (``path`` names it in errors)."""
     plain = plain_statements(text)  # FlexFlow's own statements, read in C
     if plain is not None:
-        nodes, edges = plain
+        names, attrs, node_at, edge_rows = plain
         return DotGraph(
-            path, [DotNode(n, attrs, line, column) for n, attrs, line, column in nodes], [DotEdge(*e) for e in edges]
-        )
+            path, names, attrs, np.frombuffer(node_at, np.int64).reshape(-1, 2),
+            np.frombuffer(edge_rows, np.int64).reshape(-1, 4),
+        )  # fmt: skip
     lines = _Lines(text)
     return _regular(text, path, lines) or _Parser(_tokens(text, path, lines), path, lines).graph()
 
@@ -173,7 +195,7 @@ def _regular(text: str, path: str, lines: _Lines) -> DotGraph | None:
         node = nodes.setdefault(name, DotNode(name))
         node.line, node.column = lines(match.start("node"))
         node.attrs.update(attrs)
-    return DotGraph(path, list(nodes.values()), edges) if _FOOTER.fullmatch(text, pos) else None
+    return DotGraph.of(path, list(nodes.values()), edges) if _FOOTER.fullmatch(text, pos) else None
 
 
 def _tokens(text: str, path: str, lines: _Lines) -> list[_Token]:
@@ -257,7 +279,7 @@ class _Parser:
         end = self.peek()
         if end.kind != "end":
             raise self.error(end, f"{end.text!r} after the graph's closing brace")
-        return DotGraph(self.path, list(self.nodes.values()), self.edges)
+        return DotGraph.of(self.path, list(self.nodes.values()), self.edges)
 
     def statements(self, opening: _Token) -> None:
         while True:

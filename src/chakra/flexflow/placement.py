@@ -42,7 +42,7 @@ import msgspec
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
 from chakra.flexflow.strategy import Placement
-from chakra.flexflow.taskgraph import Form, Task, TaskGraph, TaskKind
+from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind
 
 #: Relative precision of FlexFlow's printed times (6 significant digits): two tasks of one device may
 #: seem to overlap by this much of the later time.
@@ -107,7 +107,7 @@ def place(
         return _place_labelled(graph, num_devices)
     devices_of = _devices_of(strategy, compgraph)
     count = num_devices or (max((d for ds in devices_of.values() for d in ds), default=0) + 1)
-    has_comm = any(t.is_comm for t in graph.tasks)
+    has_comm = any(graph.is_comm)
     if has_comm and not devices_of:
         raise ChakraInputError(
             "the task graph names no devices and no strategy says where its operators ran",
@@ -119,68 +119,72 @@ def place(
     try:
         device, inferred = _devices(graph, devices_of, count, _Edges(chains, predecessors, successors))
     except _Unplaced as unplaced:
-        task = unplaced.task
         where = " or ".join(sources) if sources else "the strategy"
         raise _position(
-            graph, task, f"operator {task.name!r} is not in {where}",
+            graph, unplaced.index, f"operator {graph.name[unplaced.index]!r} is not in {where}",
             "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
         ) from None  # fmt: skip
-    tasks = graph.tasks
-    computes = [not task.is_comm for task in tasks]
-    transfer_of: list[int | None] = [None] * len(tasks)
+    computes = [not comm for comm in graph.is_comm]
+    start_ns, dur_ns, name = graph.start_ns, graph.dur_ns, graph.name
+    transfer_of: list[int | None] = [None] * len(graph)
     transfers: list[Transfer] = []
     for chain in chains:
-        head, tail = tasks[chain[0]], tasks[chain[-1]]
-        src_task = next(filter(computes.__getitem__, predecessors[chain[0]]), None)
-        dst_task = next(filter(computes.__getitem__, successors[chain[-1]]), None)
+        head, tail = chain[0], chain[-1]
+        src_task = next(filter(computes.__getitem__, predecessors[head]), None)
+        dst_task = next(filter(computes.__getitem__, successors[tail]), None)
         src = device[src_task] if src_task is not None else None
         dst = device[dst_task] if dst_task is not None else None
         if src is None or dst is None:
             raise ChakraInputError(
-                f"{head.node} ({head.name or 'Comm'}) has no compute task at its "
+                f"{graph.node[head]} ({name[head] or 'Comm'}) has no compute task at its "
                 f"{'start' if src is None else 'end'}: its devices are unknown",
                 path=graph.path,
                 hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
             )
         for hop in chain:
             transfer_of[hop] = len(transfers)
-        start = head.start_ns if head.start_ns is not None else 0
-        end = (tail.start_ns or 0) + tail.dur_ns
-        transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, head.name))
+        start = start_ns[head] or 0
+        end = (start_ns[tail] or 0) + dur_ns[tail]
+        transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, name[head]))
     _size(graph, transfers, compgraph or {}, link)
     inferred.update(t.size_from for t in transfers)
     return Placed(count, device, transfer_of, transfers, inferred)
 
 
 def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
-    compute = [t.device for t in graph.tasks if not t.is_comm]
+    compute = [d for d, comm in zip(graph.device, graph.is_comm, strict=True) if not comm]
     count = num_devices or (max((d for d in compute if d is not None), default=0) + 1)
     transfers: list[Transfer] = []
-    transfer_of: list[int | None] = [None] * len(graph.tasks)
-    for task in graph.tasks:
-        for what, value in (("device", task.device), ("source device", task.src), ("destination device", task.dst)):
+    transfer_of: list[int | None] = [None] * len(graph)
+    for index, comm in enumerate(graph.is_comm):
+        device, src, dst = graph.device[index], graph.src[index], graph.dst[index]
+        for what, value in (("device", device), ("source device", src), ("destination device", dst)):
             if value is not None and value >= count:
                 raise _position(
-                    graph, task,
-                    f"the {what} of {task.node} is {value}, out of range: the graph computes on devices 0-{count - 1}",
+                    graph, index,
+                    f"the {what} of {graph.node[index]} is {value}, out of range: the graph computes on devices "
+                    f"0-{count - 1}",
                     "give --num-npus when devices compute nothing, or fix the label",
                 )  # fmt: skip
-        if task.is_comm:
-            if task.src == task.dst:
-                raise _position(graph, task, f"{task.node} sends from device {task.src} to itself")
-            transfer_of[task.index] = len(transfers)
-            src, dst, size = task.src or 0, task.dst or 0, task.size_bytes or 0
+        if comm:
+            if src == dst:
+                raise _position(graph, index, f"{graph.node[index]} sends from device {src} to itself")
+            transfer_of[index] = len(transfers)
+            size = graph.size_bytes[index] or 0
             transfers.append(
-                Transfer([task.index], None, None, src, dst, size, SIZE_RECORDED, task.dur_ns, None, task.name)
-            )
-    device = [None if t.is_comm else t.device for t in graph.tasks]
+                Transfer([index], None, None, src or 0, dst or 0, size, SIZE_RECORDED, graph.dur_ns[index], None,
+                         graph.name[index])
+            )  # fmt: skip
+    device_of = [None if comm else d for d, comm in zip(graph.device, graph.is_comm, strict=True)]
     inferred = Counter({BY_LABEL: len(compute)})
     inferred.update(t.size_from for t in transfers)
-    return Placed(count, device, transfer_of, transfers, inferred)
+    return Placed(count, device_of, transfer_of, transfers, inferred)
 
 
-def _position(graph: TaskGraph, task: Task, message: str, hint: str = "fix the label") -> ChakraInputError:
-    return ChakraInputError(f"line {task.line}, column {task.column}: {message}", path=graph.path, hint=hint)
+def _position(graph: TaskGraph, index: int, message: str, hint: str = "fix the label") -> ChakraInputError:
+    """An error at task ``index``'s declaration."""
+    line, column = graph.at[index].tolist()
+    return ChakraInputError(f"line {line}, column {column}: {message}", path=graph.path, hint=hint)
 
 
 def _devices_of(
@@ -193,20 +197,19 @@ def _devices_of(
 
 def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[list[int]]) -> list[list[int]]:
     """The hops of each transfer: comm tasks of one name following each other, in order."""
-    tasks = graph.tasks
-    comm_name = [task.name if task.is_comm else None for task in tasks]  # None: a compute task
+    comm_name = [n if comm else None for n, comm in zip(graph.name, graph.is_comm, strict=True)]  # None: compute
     chains = []
-    for task in tasks:
-        if not task.is_comm:
+    for index, name in enumerate(comm_name):
+        if name is None:
             continue
-        name = task.name
-        if name in map(comm_name.__getitem__, predecessors[task.index]):
+        if name in map(comm_name.__getitem__, predecessors[index]):
             continue  # a later hop
-        chain = [task.index]
+        chain = [index]
         while name in map(comm_name.__getitem__, successors[chain[-1]]):  # most transfers are one hop
             chain.append(next(s for s in successors[chain[-1]] if comm_name[s] == name))
         chains.append(chain)
-    return sorted(chains, key=lambda c: (tasks[c[0]].start_ns or 0, c[0]))
+    start_ns = graph.start_ns
+    return sorted(chains, key=lambda c: (start_ns[c[0]] or 0, c[0]))
 
 
 #: Intervals added to a timeline at once from this many on (a class's tasks), one at a time below
@@ -263,11 +266,11 @@ class _Timeline:
 
 
 class _Unplaced(Exception):
-    """A task whose operator no strategy places (``place`` names the files)."""
+    """A task (its index) whose operator no strategy places (``place`` names the files)."""
 
-    def __init__(self, task: Task):
-        super().__init__(task.name)
-        self.task = task
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
 
 
 #: Choices the search for a consistent placement may undo before it settles for the first free devices.
@@ -304,7 +307,7 @@ def _devices(
     classes in time order that backs out of a choice that leaves a later class no device."""
     classes = _classes(graph, devices_of, count, edges)
     chosen = _search(classes, count)
-    device: list[int | None] = [None] * len(graph.tasks)
+    device: list[int | None] = [None] * len(graph)
     inferred: Counter[str] = Counter()
     for cls, (dev, fits) in zip(classes, chosen, strict=True):
         how = BY_BUSY
@@ -319,12 +322,12 @@ def _devices(
 def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, edges: _Edges) -> list[_Class]:
     """The classes of tasks joined by direct edges, in the order they start, with their candidate
     devices and the transfers between them."""
-    tasks = graph.tasks
     chains, predecessors, successors = edges
+    name, kind, dur_ns = graph.name, graph.kind, graph.dur_ns
     # union-find, the roots' search inline (halving the paths it walks): a call per find was most of it
-    parent = list(range(len(tasks)))
-    computes = [not task.is_comm for task in tasks]
-    for a, b in graph.edges:
+    parent = list(range(len(graph)))
+    computes = [not comm for comm in graph.is_comm]
+    for a, b in zip(graph.sources, graph.targets, strict=True):
         if computes[a] and computes[b]:
             while parent[a] != a:
                 parent[a] = a = parent[parent[a]]
@@ -332,40 +335,39 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
                 parent[b] = b = parent[parent[b]]
             parent[a] = b
     groups: dict[int, list[int]] = {}
-    for task in tasks:
-        if not task.is_comm:
-            i = task.index
+    for index, compute in enumerate(computes):
+        if compute:
+            i = index
             while parent[i] != i:
                 parent[i] = i = parent[parent[i]]
-            groups.setdefault(i, []).append(task.index)
-    start = [task.start_ns or 0 for task in tasks]
+            groups.setdefault(i, []).append(index)
+    start = [s or 0 for s in graph.start_ns]
     ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m, strict=True)))
-    class_of = [-1] * len(tasks)
+    class_of = [-1] * len(graph)
     classes = []
     every = tuple(range(count))
     candidates_of: dict[tuple[str, ...], tuple[int, ...]] = {}
     for number, members in enumerate(ordered):
-        named = [tasks[i] for i in members if tasks[i].name]
-        placed_names = sorted({t.name for t in named if t.name in devices_of})
+        named = [i for i in members if name[i]]
+        placed_names = sorted({name[i] for i in named if name[i] in devices_of})
         if named and not placed_names and count > 1:
             raise _Unplaced(named[0])
         candidates = candidates_of.get(tuple(placed_names))
         if candidates is None:  # classes of the same operators recur over the graph: found once each
             candidates = every
-            for name in placed_names:  # the devices every operator of the class runs on, in the first's order
-                allowed = set(devices_of[name])
-                candidates = tuple(d for d in (devices_of[name] if candidates is every else candidates) if d in allowed)
+            for op in placed_names:  # the devices every operator of the class runs on, in the first's order
+                allowed = set(devices_of[op])
+                candidates = tuple(d for d in (devices_of[op] if candidates is every else candidates) if d in allowed)
             candidates_of[tuple(placed_names)] = candidates
-        intervals = [(tasks[i].start_ns or 0, (tasks[i].start_ns or 0) + tasks[i].dur_ns) for i in members]
-        keys = {(t.name, t.kind) for t in named} or {("", tasks[i].kind) for i in members}
+        intervals = [(start[i], start[i] + dur_ns[i]) for i in members]
+        keys = {(name[i], kind[i]) for i in named} or {("", kind[i]) for i in members}
         classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
         for i in members:
             class_of[i] = number
     for chain in chains:
         senders = {class_of[p] for p in predecessors[chain[0]] if computes[p]}
         receivers = {class_of[s] for s in successors[chain[-1]] if computes[s]}
-        head, tail = tasks[chain[0]], tasks[chain[-1]]
-        span = (head.start_ns or 0, (tail.start_ns or 0) + tail.dur_ns)
+        span = (start[chain[0]], start[chain[-1]] + dur_ns[chain[-1]])
         for a in senders:
             for b in receivers:
                 if a != b:
@@ -462,15 +464,15 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
 
 
 def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, CompOp], link: LinkModel | None) -> None:
-    tasks = graph.tasks
+    kind, name = graph.kind, graph.name
     segments = Counter((t.src_task, t.dst_task) for t in transfers)
     least_of: dict[tuple[str, str], int | None] = {}  # (producer, consumer) -> the fewer bytes known
     for transfer in transfers:
         size = None
         if compgraph and transfer.src_task is not None and transfer.dst_task is not None:
-            src, dst = tasks[transfer.src_task], tasks[transfer.dst_task]
-            producer, consumer = (src, dst) if src.kind is not TaskKind.BACKWARD else (dst, src)
-            pair = (producer.name, consumer.name)
+            src, dst = transfer.src_task, transfer.dst_task
+            producer, consumer = (src, dst) if kind[src] is not TaskKind.BACKWARD else (dst, src)
+            pair = (name[producer], name[consumer])
             if pair not in least_of:  # the operators of a model's transfers recur over its graph
                 known = [
                     b for b in (_bytes(compgraph, pair[0], "out"), _bytes(compgraph, pair[1], "in")) if b is not None

@@ -24,12 +24,11 @@ the file, line and column.
 
 Example:
     graph = read_task_graph("mlp.taskgraph.dot")
-    graph.form, len(graph.tasks), graph.makespan_ns
+    graph.form, len(graph), graph.makespan_ns
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -110,32 +109,75 @@ class Task(msgspec.Struct, gc=False):
 
 @dataclass
 class TaskGraph:
-    """The tasks in declaration order and the dependencies between them (``edges``: index pairs,
-    predecessor first)."""
+    """The tasks in declaration order, as columns of one entry per task (a graph holds hundreds of
+    thousands, and an object per task was most of reading one), and the dependencies between them:
+    ``sources[k]`` before ``targets[k]``, as task indices.
+
+    Per task: its DOT node's name (``node``) and where it was declared (``at``: line, column rows);
+    its ``name``, ``kind``, duration (``dur_ns``) and start (``start_ns``: FlexFlow's form, ``None``
+    in the labelled form); what the labelled form says of its device (``device``: compute tasks) or its
+    transfer (``src``, ``dst``, ``size_bytes``), ``None`` elsewhere. :meth:`task` gives one as a
+    :class:`Task`."""
 
     path: str
     form: Form
-    tasks: list[Task]
-    edges: list[tuple[int, int]]
+    node: list[str]
+    at: np.ndarray  # (tasks, 2) int64: line, column
+    name: list[str]
+    kind: list[TaskKind]
+    dur_ns: list[int]
+    start_ns: list[int | None]
+    sources: list[int]
+    targets: list[int]
+    device: list[int | None]
+    src: list[int | None]
+    dst: list[int | None]
+    size_bytes: list[int | None]
+    is_comm: list[bool] = field(init=False, repr=False)
     _order: list[int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        comm = TaskKind.COMM
+        self.is_comm = [kind is comm for kind in self.kind]
+
+    @classmethod
+    def of_tasks(cls, path: str, form: Form, tasks: list[Task], sources: list[int], targets: list[int]) -> TaskGraph:
+        """The graph of task objects (declared in this order: ``tasks[i].index == i``)."""
+        at = np.array([(t.line, t.column) for t in tasks], dtype=np.int64).reshape(-1, 2)
+        return cls(
+            path, form, [t.node for t in tasks], at, [t.name for t in tasks], [t.kind for t in tasks],
+            [t.dur_ns for t in tasks], [t.start_ns for t in tasks], sources, targets, [t.device for t in tasks],
+            [t.src for t in tasks], [t.dst for t in tasks], [t.size_bytes for t in tasks],
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def task(self, index: int) -> Task:
+        """Task ``index`` as an object (for messages: the passes read the columns)."""
+        line, column = self.at[index].tolist()
+        return Task(
+            index, self.node[index], self.name[index], self.kind[index], self.dur_ns[index], line, column,
+            self.start_ns[index], self.device[index], self.src[index], self.dst[index], self.size_bytes[index],
+        )  # fmt: skip
 
     @property
     def makespan_ns(self) -> int | None:
         """The simulated makespan (last end − first start), ``None`` for the labelled form (no schedule)."""
-        starts = [t.start_ns for t in self.tasks if t.start_ns is not None]
-        if not starts:
+        spans = [(s, s + d) for s, d in zip(self.start_ns, self.dur_ns, strict=True) if s is not None]
+        if not spans:
             return None
-        return max([t.start_ns + t.dur_ns for t in self.tasks if t.start_ns is not None]) - min(starts)
+        return max(end for _, end in spans) - min(start for start, _ in spans)
 
     def predecessors(self) -> list[list[int]]:
-        found: list[list[int]] = [[] for _ in self.tasks]
-        for a, b in self.edges:
+        found: list[list[int]] = [[] for _ in self.node]
+        for a, b in zip(self.sources, self.targets, strict=True):
             found[b].append(a)
         return found
 
     def successors(self) -> list[list[int]]:
-        found: list[list[int]] = [[] for _ in self.tasks]
-        for a, b in self.edges:
+        found: list[list[int]] = [[] for _ in self.node]
+        for a, b in zip(self.sources, self.targets, strict=True):
             found[a].append(b)
         return found
 
@@ -156,29 +198,38 @@ def read_task_graph(path: PathLike, *, time_unit: str | None = None) -> TaskGrap
 def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
     if time_unit is not None and time_unit not in NS_PER:
         raise position_error(dot.path, 1, 1, f"unknown time unit {time_unit!r}", f"one of {', '.join(NS_PER)}")
-    declared = [node for node in dot.nodes if "label" in node.attrs]
-    undeclared = [node for node in dot.nodes if "label" not in node.attrs]
-    if undeclared:
-        node = undeclared[0]
+    labels = [attrs.get("label") for attrs in dot.attrs]
+    if None in labels:
+        first = labels.index(None)
+        line, column = dot.node_at[first].tolist()
         raise position_error(
-            dot.path, node.line, node.column, f"{node.name} has no label: it is named but never declared as a task",
+            dot.path, line, column, f"{dot.names[first]} has no label: it is named but never declared as a task",
             "every task is a node statement with a record label",
         )  # fmt: skip
-    if not declared:
+    if not labels:
         raise position_error(dot.path, 1, 1, "the graph holds no task", "give a task graph FlexFlow wrote")
-    labelled = any(COMP_NODE in node.attrs["label"] or COMM_NODE in node.attrs["label"] for node in declared)
-    unit = NS_PER[time_unit or FLEXFLOW_TIME_UNIT]
-    tasks = (
-        [_labelled_task(i, node, dot.path, unit) for i, node in enumerate(declared)]
-        if labelled
-        else _flexflow_tasks(declared, dot.path)
-    )
-    index = {node.name: i for i, node in enumerate(declared)}
-    edges = [(index[e.source], index[e.target]) for e in dot.edges]
-    for edge, (a, b) in zip(dot.edges, edges, strict=True):
-        if a == b:
-            raise position_error(dot.path, edge.line, edge.column, f"{edge.source} depends on itself (a cycle)")
-    graph = TaskGraph(dot.path, Form.LABELLED if labelled else Form.FLEXFLOW, tasks, edges)
+    distinct: set[str] = set(labels)  # type: ignore[arg-type]  # no None, checked above
+    labelled = any(COMP_NODE in label or COMM_NODE in label for label in distinct)
+    if labelled:
+        unit = NS_PER[time_unit or FLEXFLOW_TIME_UNIT]
+        tasks = [_labelled_task(i, node, dot.path, unit) for i, node in enumerate(dot.nodes)]
+    else:
+        columns = _flexflow_columns(dot)
+    rows = dot.edge_rows
+    loops = np.flatnonzero(rows[:, 0] == rows[:, 1])
+    if loops.size:
+        source, _, line, column = rows[loops[0]].tolist()
+        raise position_error(dot.path, line, column, f"{dot.names[source]} depends on itself (a cycle)")
+    sources, targets = rows[:, 0].tolist(), rows[:, 1].tolist()
+    if labelled:
+        graph = TaskGraph.of_tasks(dot.path, Form.LABELLED, tasks, sources, targets)
+    else:
+        name, kind, start_ns, dur_ns = columns
+        none: list[int | None] = [None] * len(name)
+        graph = TaskGraph(
+            dot.path, Form.FLEXFLOW, dot.names, dot.node_at, name, kind, dur_ns, start_ns,  # type: ignore[arg-type]
+            sources, targets, none, none, none, none,
+        )  # fmt: skip
     graph.order()  # refuse a cycle now, naming its tasks
     return graph
 
@@ -210,33 +261,58 @@ _FLEXFLOW_LABEL = re.compile(r"\{ (?:([^|{}\\<>]*?) \| )?(\w+) \| \{ ([^|{}]*) \
 
 
 def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
-    """The task of one node of FlexFlow's own form (:func:`_flexflow_tasks`)."""
-    return _flexflow_tasks([node], path, first=index)[0]
+    """The task of one node of FlexFlow's own form: its label as FlexFlow writes it read here at once,
+    anything else (and every fault) by :func:`_checked_flexflow_task`."""
+    row = _flexflow_label(node.attrs["label"], {})
+    if row is None:
+        return _checked_flexflow_task(index, node, path)
+    name, kind, start_ns, dur_ns = row
+    return Task(index, node.name, name, kind, dur_ns, node.line, node.column, start_ns)
 
 
-def _flexflow_tasks(nodes: list[DotNode], path: str, first: int = 0) -> list[Task]:
-    """The tasks of the nodes of FlexFlow's own form, numbered from ``first``: each label as FlexFlow
-    writes it read here at once, anything else (and every fault) by :func:`_checked_flexflow_task`.
-    A time's text recurs over a graph (FlexFlow prints 6 digits): each is read once."""
-    fullmatch, kind_of = _FLEXFLOW_LABEL.fullmatch, KIND_OF_TEXT.get
-    times: dict[str, tuple[float, int]] = {}  # a time's text -> its ns, as a float and rounded
-    tasks = []
-    for index, node in enumerate(nodes, start=first):
-        match = fullmatch(node.attrs["label"])
-        if match is not None:
-            name, kind_text, start_text, end_text = match.groups()
-            kind = kind_of(kind_text)
-            try:
-                start, start_ns = times.get(start_text) or times.setdefault(start_text, _ns(start_text))
-                end, end_ns = times.get(end_text) or times.setdefault(end_text, _ns(end_text))
-            except (ValueError, OverflowError):  # not a number, or not finite: the checked reader says so
-                kind = None
-            if kind is not None and 0 <= start <= end <= MAX_DUR_NS:
-                name = name.strip() if name is not None else ""
-                tasks.append(Task(index, node.name, name, kind, end_ns - start_ns, node.line, node.column, start_ns))
-                continue
-        tasks.append(_checked_flexflow_task(index, node, path))
-    return tasks
+#: A task of a label: its name, kind, start and duration (ns).
+_Row = tuple[str, TaskKind, int, int]
+
+
+def _flexflow_label(label: str, times: dict[str, tuple[float, int]]) -> _Row | None:
+    """The task of a label as FlexFlow writes it, ``None`` for anything else or a fault (left to
+    :func:`_checked_flexflow_task`). ``times``: each time's text read before, its ns as a float and
+    rounded (FlexFlow prints 6 digits: a text recurs)."""
+    match = _FLEXFLOW_LABEL.fullmatch(label)
+    if match is None:
+        return None
+    name, kind_text, start_text, end_text = match.groups()
+    kind = KIND_OF_TEXT.get(kind_text)
+    try:
+        start, start_ns = times.get(start_text) or times.setdefault(start_text, _ns(start_text))
+        end, end_ns = times.get(end_text) or times.setdefault(end_text, _ns(end_text))
+    except (ValueError, OverflowError):  # not a number, or not finite
+        return None
+    if kind is None or not 0 <= start <= end <= MAX_DUR_NS:
+        return None
+    return (name.strip() if name is not None else "", kind, start_ns, end_ns - start_ns)
+
+
+def _flexflow_columns(dot: DotGraph) -> tuple[list[str], list[TaskKind], list[int], list[int]]:
+    """The name, kind, start and duration (ns) of every node of FlexFlow's own form. A label is read
+    once: the devices of a data-parallel operator run the same tasks at the same times, so labels
+    recur (a task is read from its label alone)."""
+    times: dict[str, tuple[float, int]] = {}
+    task_of: dict[str, _Row] = {}
+    rows = []
+    for index, attrs in enumerate(dot.attrs):
+        label = attrs["label"]
+        row = task_of.get(label)
+        if row is None:
+            read = _flexflow_label(label, times)
+            if read is None:  # the checked reader says what is wrong, or reads another spacing
+                line, column = dot.node_at[index].tolist()
+                task = _checked_flexflow_task(index, DotNode(dot.names[index], attrs, line, column), dot.path)
+                read = (task.name, task.kind, task.start_ns or 0, task.dur_ns)
+            row = task_of[label] = read
+        rows.append(row)
+    name, kind, start_ns, dur_ns = zip(*rows, strict=True)
+    return list(name), list(kind), list(start_ns), list(dur_ns)
 
 
 def _ns(text: str) -> tuple[float, int]:
@@ -333,12 +409,11 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
 
 
 def _topological(graph: TaskGraph) -> list[int]:
-    n = len(graph.tasks)
-    flat = itertools.chain.from_iterable(graph.edges)  # (predecessor, successor) rows below
-    pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(graph.edges)).reshape(-1, 2)
-    by_successor = np.argsort(pairs[:, 1], kind="stable")
-    counts = np.bincount(pairs[:, 1], minlength=n)
-    parents = pairs[by_successor, 0].astype(np.uint64)
+    n = len(graph)
+    sources, targets = np.array(graph.sources, dtype=np.int64), np.array(graph.targets, dtype=np.int64)
+    by_successor = np.argsort(targets, kind="stable")
+    counts = np.bincount(targets, minlength=n)
+    parents = sources[by_successor].astype(np.uint64)
     ids = np.arange(n, dtype=np.uint64)
     zeros = np.zeros(n, dtype=np.uint64)
     dag = graph_from_arrays(ids, np.zeros(n, np.int32), zeros, zeros, counts, parents, np.zeros(n, np.int64),
@@ -347,13 +422,13 @@ def _topological(graph: TaskGraph) -> list[int]:
         return topological_order(dag).tolist()
     except CycleError as cycle:
         # each id of the cycle depends on the next: shown as edges, predecessor first, back to the start
-        names = [graph.tasks[int(i)].node for i in reversed(cycle.ids)]
+        names = [graph.node[int(i)] for i in reversed(cycle.ids)]
         names.append(names[0])
-        first = graph.tasks[int(cycle.ids[-1])]
+        line, column = graph.at[int(cycle.ids[-1])].tolist()
         raise position_error(
             graph.path,
-            first.line,
-            first.column,
+            line,
+            column,
             f"the dependencies form a cycle: {' -> '.join(names)}",
             "a task graph is acyclic: remove the edge that closes the cycle",
         ) from None
