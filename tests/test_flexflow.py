@@ -167,6 +167,47 @@ def test_upstreams_reading_of_the_labelled_times_as_seconds_is_a_choice(tmp_path
     assert _nodes(tmp_path / "mlp", 0)[0].duration_micros == 500_000
 
 
+def test_a_dependency_across_devices_that_no_transfer_carries_becomes_an_empty_transfer(tmp_path: Path):
+    graph = tmp_path / "g.dot"
+    graph.write_text(
+        "digraph g {\n"
+        ' a [label="{device_id=0|A|Forward|COMP_NODE|simulated_run_time=1}"];\n'
+        ' b [label="{device_id=1|B|Forward|COMP_NODE|simulated_run_time=1}"];\n'
+        ' c [label="{device_id=1|C|Comm|COMM_SEND_RECV_NODE|src_device_id=0|dst_device_id=1|comm_size=8|'
+        'run_time=1}"];\n'
+        " a -> c; c -> b; a -> b;\n}\n"
+    )
+    conversion = convert_flexflow(graph, tmp_path / "g").conversion
+    assert conversion.transfers == 1 and conversion.empty_transfers == 1
+    # ids in dependency order: A, then the empty transfer right after it, then C's transfer, then B;
+    # tags count the transfers from device 0 to 1 in that order: (id, src, dst, tag, bytes)
+    assert _transfers(tmp_path / "g", 2) == [(1, 0, 1, 0, 0), (2, 0, 1, 1, 8)]
+    b = next(n for n in _nodes(tmp_path / "g", 1) if n.name == "Forward B")
+    assert list(b.data_deps) == [1, 2]
+
+
+def test_a_dependency_on_a_later_hop_of_a_transfer_is_dropped_and_counted(tmp_path: Path):
+    graph, strategy = tmp_path / "g.dot", tmp_path / "g.strategy"
+    graph.write_text(
+        "digraph taskgraph {\n"
+        ' node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
+        ' node1 [label="{ seg 0 from A to B | Comm | { 1 | 1.5 } }"];\n'
+        ' node2 [label="{ seg 0 from A to B | Comm | { 1.5 | 2 } }"];\n'
+        ' node3 [label="{ B | Forward | { 2 | 3 } }"];\n'
+        ' node4 [label="{ C | Forward | { 0 | 1 } }"];\n'
+        " node0 -> node1; node1 -> node2; node2 -> node3; node4 -> node2;\n}\n"
+    )
+    # FlexFlow's text strategy: the operator count, then per operator its name, device type, one
+    # dimension of one part, and its one device
+    ops = "".join(f"{op}\n0\n1\n1\t\n1\n{device}\t\n" for op, device in zip("ABC", (0, 1, 0), strict=True))
+    strategy.write_text(f"3\n{ops}")
+    conversion = convert_flexflow(graph, tmp_path / "g", strategy=strategy, bandwidth_gbps=1.0).conversion
+    assert conversion.transfers == 1 and conversion.empty_transfers == 0
+    assert conversion.dropped == {"dependencies on a later hop of a transfer (kept by the hops' order)": 1}
+    # one transfer of its two hops, A to B, sized from its 1 ms at 1 GB/s
+    assert _transfers(tmp_path / "g", 2) == [(2, 0, 1, 0, 1_000_000)]
+
+
 @pytest.mark.parametrize("source", [TASKGRAPH, LABELLED])
 def test_the_small_outputs_validate_clean_and_simulate(source: Path, tmp_path: Path):
     convert_flexflow(source, tmp_path / "mlp", strategy=STRATEGY if source == TASKGRAPH else None)

@@ -34,33 +34,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgspec
-
 from chakra import io
 from chakra.collector import gc_paused
 from chakra.conversion import ConversionResult
 from chakra.errors import ChakraInputError, PathLike
 from chakra.flexflow.compgraph import read_compgraph
-from chakra.flexflow.placement import LinkModel, Placed, Transfer, place
+from chakra.flexflow.nodes import device_records
+from chakra.flexflow.placement import LinkModel, place
 from chakra.flexflow.strategy import MAX_DEVICES, read_strategy
-from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind, read_task_graph
+from chakra.flexflow.taskgraph import Form, read_task_graph
 from chakra.schedule.fidelity import check_fidelity
 from chakra.schedule.ranks import schedule_ranks
-from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata
+from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata
 from chakra.table import load_table
 from chakra.units import NS_PER_US
-from chakra.wire import AttrColumn, encode_columns
 from chakra.workload_writer import WorkloadWriter
 
-#: The first start written (µs; 0 means "not recorded" in the format).
-FIRST_START_US = 1
 #: Bytes per ns in one GB/s (decimal).
 BYTES_PER_NS_PER_GBPS = 1.0
 #: The replayed makespan must be within this fraction of the task graph's (issue 20).
 FLEXFLOW_FIDELITY_TOLERANCE = 0.01
-#: The compute stream of a device; a send to device d goes on stream 1 + d.
-COMPUTE_STREAM = 0
-EMPTY_TRANSFER = "empty transfer"
 
 
 @dataclass
@@ -127,19 +120,19 @@ def convert_flexflow(
             sources=tuple(str(p) for p in (strategy, compgraph) if p is not None),
         )
         tell("reading", 2, 3)
-        nodes, report = _build(graph, placed)
+        records = device_records(graph, placed)
         tell("reading", 3, 3)
     writer = WorkloadWriter(output)
     with writer:
         for done, device in enumerate(range(placed.num_devices), start=1):
-            writer.write_payloads(device, GlobalMetadata(version=io.FORMAT_VERSION), nodes.get(device, []))
+            writer.write_payloads(device, GlobalMetadata(version=io.FORMAT_VERSION), records.by_device.get(device, []))
             tell("writing devices", done, placed.num_devices)
     written = writer.result
     assert written is not None
     makespan = graph.makespan_ns
     conversion = FlexFlowConversion(
-        graph.form.value, Counter(k.value for k in graph.kind), sum(len(v) for v in nodes.values()),
-        len(placed.transfers), report["empty"], placed.inferred, report["dropped"],
+        graph.form.value, Counter(k.value for k in graph.kind), sum(len(v) for v in records.by_device.values()),
+        len(placed.transfers), records.empty_transfers, placed.inferred, records.dropped,
         makespan / NS_PER_US if makespan is not None else None,
     )  # fmt: skip
     if graph.form is Form.LABELLED:
@@ -153,145 +146,3 @@ def convert_flexflow(
         together = replace(together, measured_span_us=conversion.makespan_us)
         fidelity = check_fidelity({}, FLEXFLOW_FIDELITY_TOLERANCE, whole=together)
     return FlexFlowResult(conversion, written, fidelity)
-
-
-#: The attribute columns of the nodes, in the order a node lists them.
-_COLUMNS = ("is_cpu_op", "stream", "comm_src", "comm_dst", "comm_tag", "comm_size", "duration_ns")
-
-
-class _Item(msgspec.Struct, gc=False):
-    """One ET node to write: where, what, when, and what it depends on (keys of other items). (A
-    msgspec struct: one is made per task and transfer end, and a dataclass's ``__init__`` runs in
-    Python.)"""
-
-    device: int
-    type: int
-    name: str
-    start_ns: int | None
-    dur_ns: int
-    order: tuple[float, int, int]
-    transfer: Transfer | None = None
-    deps: list[int] = msgspec.field(default_factory=list)
-
-
-def _build(graph: TaskGraph, placed: Placed) -> tuple[dict[int, list[bytes]], dict[str, Any]]:
-    start_ns, dur_ns, kind, name_of = graph.start_ns, graph.dur_ns, graph.kind, graph.name
-    # a task's place in time: its start, else (the labelled form has none) its place in dependency order
-    if None in start_ns:
-        rank_in_order = {task: k for k, task in enumerate(graph.order())}
-        at = [float(s) if s is not None else float(rank_in_order[t]) for t, s in enumerate(start_ns)]
-    else:
-        at = [float(s) for s in start_ns]  # type: ignore[arg-type]
-    items: list[_Item] = []
-    node_of: dict[int, int] = {}  # compute task -> item
-    send_of: dict[int, int] = {}  # transfer -> its send item (its receive is the next)
-    names: dict[tuple[TaskKind, str], str] = {}  # a model's operators recur over its graph
-    for task, comm in enumerate(graph.is_comm):
-        if not comm:
-            device = placed.device[task]
-            assert device is not None
-            name = names.get((kind[task], name_of[task]))
-            if name is None:
-                name = names[(kind[task], name_of[task])] = (
-                    f"{kind[task].value} {name_of[task]}" if name_of[task] else kind[task].value
-                )
-            node_of[task] = len(items)
-            items.append(_Item(device, COMP_NODE, name, start_ns[task], dur_ns[task], (at[task], task, 0)))
-    for number, transfer in enumerate(placed.transfers):
-        order = (at[transfer.tasks[0]], transfer.tasks[0], 1)
-        name = transfer.name or TaskKind.COMM.value
-        send_of[number] = len(items)
-        items.append(_Item(transfer.src, COMM_SEND_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
-        # a receive depends on nothing on its own device: its send, on another, is its dependency
-        items.append(_Item(transfer.dst, COMM_RECV_NODE, name, transfer.start_ns, transfer.dur_ns, order, transfer))
-
-    dropped: Counter[str] = Counter()
-    empty = 0
-    transfer_of, transfers = placed.transfer_of, placed.transfers
-    # the item an edge leaves from (a compute task's, a transfer's receive) and the one it reaches (a
-    # compute task's, a transfer's send: an edge to its first hop; -1 for a later hop), by task
-    leaves = [node_of[t] if tb is None else send_of[tb] + 1 for t, tb in enumerate(transfer_of)]
-    reaches = [
-        node_of[t] if tb is None else send_of[tb] if transfers[tb].tasks[0] == t else -1
-        for t, tb in enumerate(transfer_of)
-    ]
-    device_of = [item.device for item in items]  # of the items made so far: an edge's ends are among them
-    for a, b in zip(graph.sources, graph.targets, strict=True):
-        ta, tb = transfer_of[a], transfer_of[b]
-        if ta is not None and ta == tb:
-            continue  # hops of one transfer
-        source, target = leaves[a], reaches[b]
-        if target < 0:
-            dropped["dependencies on a later hop of a transfer (kept by the hops' order)"] += 1
-            continue
-        if device_of[source] == device_of[target]:
-            items[target].deps.append(source)
-            continue
-        # a dependency across devices that no transfer carries: an empty transfer keeps it
-        ordered = (items[source].order[0] + 0.5, items[source].order[1], 2)
-        end = None if items[source].start_ns is None else items[source].start_ns + items[source].dur_ns  # type: ignore[operator]
-        edge = Transfer([], None, None, items[source].device, items[target].device, 0, EMPTY_TRANSFER, 0, end, "")
-        items.append(_Item(edge.src, COMM_SEND_NODE, EMPTY_TRANSFER, end, 0, ordered, edge, [source]))
-        items.append(_Item(edge.dst, COMM_RECV_NODE, EMPTY_TRANSFER, end, 0, ordered, edge))
-        items[target].deps.append(len(items) - 1)
-        empty += 1
-    return _records(items), {"dropped": dropped, "empty": empty}
-
-
-def _records(items: list[_Item]) -> dict[int, list[bytes]]:
-    """The items as node records per device (:func:`chakra.wire.encode_columns`), ids in time
-    order, tags counted per pair of devices."""
-    orders = [item.order for item in items]
-    order = sorted(range(len(items)), key=orders.__getitem__)  # stable: equal orders by index
-    node_id = [-1] * len(items)  # -1: not given one yet
-    next_id = 0
-    for i in order:
-        item = items[i]
-        if item.type == COMM_RECV_NODE and i > 0 and node_id[i - 1] >= 0 and items[i - 1].transfer is item.transfer:
-            node_id[i] = node_id[i - 1]  # a transfer's send and receive share an id
-            continue
-        node_id[i] = next_id
-        next_id += 1
-    tags: Counter[tuple[int, int]] = Counter()
-    tag_of: dict[int, int] = {}
-    rows = len(order)
-    columns: dict[str, list[Any]] = {name: [None] * rows for name in _COLUMNS}
-    columns["is_cpu_op"] = [False] * rows
-    columns["duration_ns"] = [items[i].dur_ns for i in order]
-    stream, comm_src, comm_dst = columns["stream"], columns["comm_src"], columns["comm_dst"]
-    comm_tag, comm_size = columns["comm_tag"], columns["comm_size"]
-    for row, i in enumerate(order):
-        item = items[i]
-        transfer = item.transfer
-        if transfer is None:
-            stream[row] = COMPUTE_STREAM
-            continue
-        if item.type == COMM_SEND_NODE:
-            tag_of[id(transfer)] = tags[(transfer.src, transfer.dst)]
-            tags[(transfer.src, transfer.dst)] += 1
-            stream[row] = COMPUTE_STREAM + 1 + transfer.dst
-        comm_src[row] = transfer.src
-        comm_dst[row] = transfer.dst
-        comm_tag[row] = tag_of[id(transfer)]
-        comm_size[row] = transfer.size_bytes
-    ordered = [items[i] for i in order]
-    done = encode_columns(
-        [item.name for item in ordered],
-        [item.type for item in ordered],
-        [[]] * rows,
-        [
-            [node_id[deps[0]]] if len(deps) == 1 else sorted(set(map(node_id.__getitem__, deps)))
-            for deps in (item.deps for item in ordered)
-        ],  # each dependency's node id once, in order (most items have one)
-        [round(item.start_ns / NS_PER_US) + FIRST_START_US if item.start_ns is not None else 0 for item in ordered],
-        [round(item.dur_ns / NS_PER_US) for item in ordered],
-        [None] * rows,
-        [None] * rows,
-        [AttrColumn(name, values) for name, values in columns.items()],
-        node_ids=list(map(node_id.__getitem__, order)),
-    )
-    devices = [item.device for item in ordered]
-    by_device: dict[int, list[bytes]] = {device: [] for device in dict.fromkeys(devices)}
-    for device, payload in zip(devices, done.payloads, strict=True):
-        by_device[device].append(payload)
-    return by_device
