@@ -89,15 +89,11 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
         at_task = np.array(start_ns, dtype=np.float64)
     computes = np.flatnonzero(~np.array(graph.is_comm, dtype=bool))
     transfers = placed.transfers
-    heads = np.array([t.tasks[0] for t in transfers], dtype=np.int64)
+    heads = np.array([hops[0] for hops in transfers.hops], dtype=np.int64)
     count, pairs = len(computes), 2 * len(transfers)
     both = np.repeat  # a transfer's send and receive: its values twice
     starts = np.array([-1 if s is None else s for s in start_ns], dtype=np.int64)
-    transfer_start = np.array([-1 if t.start_ns is None else t.start_ns for t in transfers], dtype=np.int64)
-    transfer_dur = np.array([t.dur_ns for t in transfers], dtype=np.int64)
-    transfer_bytes = np.array([t.size_bytes for t in transfers], dtype=np.int64)
-    src = np.array([t.src for t in transfers], dtype=np.int64)
-    dst = np.array([t.dst for t in transfers], dtype=np.int64)
+    src, dst = transfers.src, transfers.dst
     ends = np.empty(pairs, dtype=np.int64)
     ends[0::2], ends[1::2] = src, dst
     types = np.empty(pairs, dtype=np.int64)
@@ -108,21 +104,20 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
             compute_names[(kind, name)] = f"{kind.value} {name}" if name else kind.value
     kind_of, name_of = graph.kind, graph.name
     names = [compute_names[(kind_of[t], name_of[t])] for t in computes.tolist()]
-    for transfer in transfers:
-        name = transfer.name or TaskKind.COMM.value
+    for name in transfers.name:
+        name = name or TaskKind.COMM.value
         names += (name, name)
-    device = np.array(placed.device, dtype=object)[computes].astype(np.int64) if count else np.zeros(0, np.int64)
     nodes = _Nodes(
-        device=np.concatenate([device, ends]),
+        device=np.concatenate([placed.device[computes], ends]),
         type=np.concatenate([np.full(count, COMP_NODE, np.int64), types]),
         at=np.concatenate([at_task[computes], both(at_task[heads], 2)]),
         task=np.concatenate([computes, both(heads, 2)]),
         part=np.concatenate([np.zeros(count, np.int64), np.ones(pairs, np.int64)]),
-        start_ns=np.concatenate([starts[computes], both(transfer_start, 2)]),
-        dur_ns=np.concatenate([np.array(graph.dur_ns, dtype=np.int64)[computes], both(transfer_dur, 2)]),
+        start_ns=np.concatenate([starts[computes], both(transfers.start_ns, 2)]),
+        dur_ns=np.concatenate([np.array(graph.dur_ns, dtype=np.int64)[computes], both(transfers.dur_ns, 2)]),
         src=np.concatenate([np.full(count, -1, np.int64), both(src, 2)]),
         dst=np.concatenate([np.full(count, -1, np.int64), both(dst, 2)]),
-        size_bytes=np.concatenate([np.full(count, -1, np.int64), both(transfer_bytes, 2)]),
+        size_bytes=np.concatenate([np.full(count, -1, np.int64), both(np.array(transfers.size_bytes, np.int64), 2)]),
         names=names,
     )
     send_of = count + 2 * np.arange(len(transfers), dtype=np.int64)
@@ -135,11 +130,11 @@ def _dependencies(
     """The data dependencies (node ``dep_to`` on node ``dep_from``) of the task graph's edges, the
     edges dropped, and the nodes with the empty transfers added."""
     n = len(graph)
-    transfer_of = np.array([-1 if t is None else t for t in placed.transfer_of], dtype=np.int64)
+    transfer_of = placed.transfer_of
     node_of = np.full(n, -1, dtype=np.int64)
     node_of[computes] = np.arange(len(computes))
     comm = transfer_of >= 0
-    heads = np.array([t.tasks[0] for t in placed.transfers], dtype=np.int64)
+    heads = np.array([hops[0] for hops in placed.transfers.hops], dtype=np.int64)
     # the node an edge leaves from (a compute task's, a transfer's receive) and the one it reaches (a
     # compute task's, a transfer's send: an edge to its first hop; -1 for a later hop), by task
     leaves, reaches = node_of.copy(), node_of.copy()
@@ -148,7 +143,7 @@ def _dependencies(
     first_hop[comm] = heads[transfer_of[comm]] == np.flatnonzero(comm)
     reaches[comm] = -1
     reaches[first_hop] = send_of[transfer_of[first_hop]]
-    a, b = np.array(graph.sources, dtype=np.int64), np.array(graph.targets, dtype=np.int64)
+    a, b = graph.sources, graph.targets
     kept = ~((transfer_of[a] >= 0) & (transfer_of[a] == transfer_of[b]))  # not between hops of one transfer
     source, target = leaves[a[kept]], reaches[b[kept]]
     dropped: Counter[str] = Counter()

@@ -14,18 +14,16 @@ graph's machine views) and from how FlexFlow builds the graph (``Simulator::simu
   report counts the tasks placed by one device, by order among several, and without a name to go
   by. Partitions of one operator whose order the file cannot tell may trade devices: the
   fidelity replay (``--check``) shows what that costs;
-* the **Comm** tasks of one segment of one transfer (one per hop: NVLink, or PCIe, NIC, PCIe)
-  share a name and follow each other: they become one transfer from the device of the task before
-  the first hop to the device of the task after the last, lasting from the first hop's start to
-  the last hop's end;
-* a transfer's **bytes**: from the computation graph when given (the producing operator's output
-  bytes per partition, or the consuming operator's input bytes, the smaller; split over the
-  segments of the message), else from its duration at ``bandwidth`` (``latency`` first), else
-  unknown (0, counted).
+* the **Comm** tasks of one segment of one transfer (:mod:`chakra.flexflow.transfers`) become one
+  transfer from the device of the task before the first hop to the device of the task after the
+  last; its bytes are found there too.
+
+The tasks' classes are found with arrays over the edges (a task graph holds hundreds of thousands);
+the search then works class by class.
 
 Example:
     placed = place(read_task_graph("mlp.taskgraph.dot"), read_strategy("mlp.strategy"))
-    placed.device[3], placed.transfers[0].src, placed.transfers[0].dst, placed.inferred
+    placed.device[3], placed.transfers.src[0], placed.transfers.dst[0], placed.inferred
 """
 
 from __future__ import annotations
@@ -35,61 +33,42 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import NamedTuple
 
-import msgspec
+import numpy as np
 
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
 from chakra.flexflow.strategy import Placement
 from chakra.flexflow.taskgraph import Form, TaskGraph, TaskKind
+from chakra.flexflow.transfers import (
+    SIZE_RECORDED,
+    Chains,
+    LinkModel,
+    Transfers,
+    find_chains,
+    size_transfers,
+    transfers_of,
+)
 
 #: Relative precision of FlexFlow's printed times (6 significant digits): two tasks of one device may
 #: seem to overlap by this much of the later time.
 TIME_PRECISION = 1e-5
 
-#: How a transfer's bytes were found (the report's counters).
-SIZE_RECORDED, SIZE_COMPGRAPH = "bytes from the labels", "bytes from the computation graph"
-SIZE_BANDWIDTH, SIZE_UNKNOWN = "bytes from the duration and --bandwidth", "bytes unknown (written as 0)"
 #: How a compute task's device was found (the report's counters).
 BY_LABEL, BY_ONE_DEVICE = "devices from the labels", "devices: their operator's one device"
 BY_ORDER, BY_TIMELINE = "devices: in order among their operator's devices", "devices: no name, the first free device"
 BY_BUSY = "devices: over a busy one (the strategy leaves no free one)"
 
 
-class Transfer(msgspec.Struct, gc=False):
-    """One transfer: the comm tasks it is made of, the tasks it connects, where, how much, when. (A
-    msgspec struct: one is made per transfer, and a dataclass's ``__init__`` runs in Python.)"""
-
-    tasks: list[int]
-    src_task: int | None
-    dst_task: int | None
-    src: int
-    dst: int
-    size_bytes: int
-    size_from: str
-    dur_ns: int
-    start_ns: int | None
-    name: str
-
-
 @dataclass
 class Placed:
-    """Per task its device (``None`` for comm tasks) and transfer (``None`` for compute tasks)."""
+    """Per task its device (-1 for comm tasks) and transfer (-1 for compute tasks), and the transfers."""
 
     num_devices: int
-    device: list[int | None]
-    transfer_of: list[int | None]
-    transfers: list[Transfer]
+    device: np.ndarray
+    transfer_of: np.ndarray
+    transfers: Transfers
     inferred: Counter[str] = field(default_factory=Counter)
-
-
-@dataclass(frozen=True)
-class LinkModel:
-    """What sizes a transfer from its duration: bytes per ns, and a latency (ns) taken first."""
-
-    bytes_per_ns: float
-    latency_ns: float = 0.0
 
 
 def place(
@@ -114,48 +93,25 @@ def place(
             path=graph.path,
             hint="give --strategy (FlexFlow's --export-strategy file) or --compgraph",
         )
-    predecessors, successors = graph.predecessors(), graph.successors()
-    chains = _chains(graph, predecessors, successors)
+    chains = find_chains(graph)
     try:
-        device, inferred = _devices(graph, devices_of, count, _Edges(chains, predecessors, successors))
+        device, inferred = _devices(graph, devices_of, count, chains)
     except _Unplaced as unplaced:
         where = " or ".join(sources) if sources else "the strategy"
         raise _position(
             graph, unplaced.index, f"operator {graph.name[unplaced.index]!r} is not in {where}",
             "give the strategy FlexFlow used for this task graph (--strategy), or its --compgraph",
         ) from None  # fmt: skip
-    computes = [not comm for comm in graph.is_comm]
-    start_ns, dur_ns, name = graph.start_ns, graph.dur_ns, graph.name
-    transfer_of: list[int | None] = [None] * len(graph)
-    transfers: list[Transfer] = []
-    for chain in chains:
-        head, tail = chain[0], chain[-1]
-        src_task = next(filter(computes.__getitem__, predecessors[head]), None)
-        dst_task = next(filter(computes.__getitem__, successors[tail]), None)
-        src = device[src_task] if src_task is not None else None
-        dst = device[dst_task] if dst_task is not None else None
-        if src is None or dst is None:
-            raise ChakraInputError(
-                f"{graph.node[head]} ({name[head] or 'Comm'}) has no compute task at its "
-                f"{'start' if src is None else 'end'}: its devices are unknown",
-                path=graph.path,
-                hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
-            )
-        for hop in chain:
-            transfer_of[hop] = len(transfers)
-        start = start_ns[head] or 0
-        end = (start_ns[tail] or 0) + dur_ns[tail]
-        transfers.append(Transfer(chain, src_task, dst_task, src, dst, 0, SIZE_UNKNOWN, end - start, start, name[head]))
-    _size(graph, transfers, compgraph or {}, link)
-    inferred.update(t.size_from for t in transfers)
-    return Placed(count, device, transfer_of, transfers, inferred)
+    transfers = transfers_of(graph, chains, device)
+    size_transfers(graph, transfers, compgraph or {}, link)
+    inferred.update(transfers.size_from)
+    return Placed(count, device, chains.transfer_of, transfers, inferred)
 
 
 def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
     compute = [d for d, comm in zip(graph.device, graph.is_comm, strict=True) if not comm]
     count = num_devices or (max((d for d in compute if d is not None), default=0) + 1)
-    transfers: list[Transfer] = []
-    transfer_of: list[int | None] = [None] * len(graph)
+    hops: list[list[int]] = []
     for index, comm in enumerate(graph.is_comm):
         device, src, dst = graph.device[index], graph.src[index], graph.dst[index]
         for what, value in (("device", device), ("source device", src), ("destination device", dst)):
@@ -169,16 +125,21 @@ def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
         if comm:
             if src == dst:
                 raise _position(graph, index, f"{graph.node[index]} sends from device {src} to itself")
-            transfer_of[index] = len(transfers)
-            size = graph.size_bytes[index] or 0
-            transfers.append(
-                Transfer([index], None, None, src or 0, dst or 0, size, SIZE_RECORDED, graph.dur_ns[index], None,
-                         graph.name[index])
-            )  # fmt: skip
-    device_of = [None if comm else d for d, comm in zip(graph.device, graph.is_comm, strict=True)]
+            hops.append([index])
+    comms = [hop for (hop,) in hops]
+    none = np.full(len(comms), -1, dtype=np.int64)
+    transfers = Transfers(
+        hops, none, none, np.array([graph.src[t] or 0 for t in comms], dtype=np.int64),
+        np.array([graph.dst[t] or 0 for t in comms], dtype=np.int64), [graph.size_bytes[t] or 0 for t in comms],
+        [SIZE_RECORDED] * len(comms), np.array([graph.dur_ns[t] for t in comms], dtype=np.int64), none,
+        [graph.name[t] for t in comms],
+    )  # fmt: skip
+    transfer_of = np.full(len(graph), -1, dtype=np.int64)
+    transfer_of[comms] = np.arange(len(comms))
+    device_of = np.array([-1 if comm or d is None else d for d, comm in zip(graph.device, graph.is_comm, strict=True)])
     inferred = Counter({BY_LABEL: len(compute)})
-    inferred.update(t.size_from for t in transfers)
-    return Placed(count, device_of, transfer_of, transfers, inferred)
+    inferred.update(transfers.size_from)
+    return Placed(count, device_of.astype(np.int64), transfer_of, transfers, inferred)
 
 
 def _position(graph: TaskGraph, index: int, message: str, hint: str = "fix the label") -> ChakraInputError:
@@ -193,23 +154,6 @@ def _devices_of(
     devices = {name: op.device_ids for name, op in (compgraph or {}).items() if op.device_ids}
     devices.update({name: p.device_ids for name, p in (strategy or {}).items() if p.device_ids})
     return devices
-
-
-def _chains(graph: TaskGraph, predecessors: list[list[int]], successors: list[list[int]]) -> list[list[int]]:
-    """The hops of each transfer: comm tasks of one name following each other, in order."""
-    comm_name = [n if comm else None for n, comm in zip(graph.name, graph.is_comm, strict=True)]  # None: compute
-    chains = []
-    for index, name in enumerate(comm_name):
-        if name is None:
-            continue
-        if name in map(comm_name.__getitem__, predecessors[index]):
-            continue  # a later hop
-        chain = [index]
-        while name in map(comm_name.__getitem__, successors[chain[-1]]):  # most transfers are one hop
-            chain.append(next(s for s in successors[chain[-1]] if comm_name[s] == name))
-        chains.append(chain)
-    start_ns = graph.start_ns
-    return sorted(chains, key=lambda c: (start_ns[c[0]] or 0, c[0]))
 
 
 #: Intervals added to a timeline at once from this many on (a class's tasks), one at a time below
@@ -292,62 +236,46 @@ class _Class:
     by_peer: dict[int, list[tuple[tuple[int, int], bool]]] = field(default_factory=dict)
 
 
-class _Edges(NamedTuple):
-    """A task graph's transfers (comm task chains) and each task's predecessors and successors."""
-
-    chains: list[list[int]]
-    predecessors: list[list[int]]
-    successors: list[list[int]]
-
-
 def _devices(
-    graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, edges: _Edges
-) -> tuple[list[int | None], Counter[str]]:
-    """A device per compute task (the module docstring's rules), by a depth-first search over the
-    classes in time order that backs out of a choice that leaves a later class no device."""
-    classes = _classes(graph, devices_of, count, edges)
+    graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, chains: Chains
+) -> tuple[np.ndarray, Counter[str]]:
+    """A device per compute task, -1 for a comm task (the module docstring's rules), by a depth-first
+    search over the classes in time order that backs out of a choice that leaves a later class no device."""
+    classes = _classes(graph, devices_of, count, chains)
     chosen = _search(classes, count)
-    device: list[int | None] = [None] * len(graph)
+    device = np.full(len(graph), -1, dtype=np.int64)
     inferred: Counter[str] = Counter()
     for cls, (dev, fits) in zip(classes, chosen, strict=True):
         how = BY_BUSY
         if fits:
             how = BY_TIMELINE if not cls.named else BY_ONE_DEVICE if len(cls.candidates) == 1 else BY_ORDER
         inferred[how] += len(cls.members)
-        for i in cls.members:
-            device[i] = dev
+        device[cls.members] = dev
     return device, inferred
 
 
-def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, edges: _Edges) -> list[_Class]:
+def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count: int, chains: Chains) -> list[_Class]:
     """The classes of tasks joined by direct edges, in the order they start, with their candidate
     devices and the transfers between them."""
-    chains, predecessors, successors = edges
     name, kind, dur_ns = graph.name, graph.kind, graph.dur_ns
-    # union-find, the roots' search inline (halving the paths it walks): a call per find was most of it
-    parent = list(range(len(graph)))
-    computes = [not comm for comm in graph.is_comm]
-    for a, b in zip(graph.sources, graph.targets, strict=True):
-        if computes[a] and computes[b]:
-            while parent[a] != a:
-                parent[a] = a = parent[parent[a]]
-            while parent[b] != b:
-                parent[b] = b = parent[parent[b]]
-            parent[a] = b
-    groups: dict[int, list[int]] = {}
-    for index, compute in enumerate(computes):
-        if compute:
-            i = index
-            while parent[i] != i:
-                parent[i] = i = parent[parent[i]]
-            groups.setdefault(i, []).append(index)
-    start = [s or 0 for s in graph.start_ns]
-    ordered = sorted(groups.values(), key=lambda m: min(zip(map(start.__getitem__, m), m, strict=True)))
-    class_of = [-1] * len(graph)
+    computes = np.flatnonzero(~np.array(graph.is_comm, dtype=bool))
+    label = _components(len(graph), graph.sources, graph.targets, computes)
+    start_of = np.array([s or 0 for s in graph.start_ns], dtype=np.int64)
+    # a class's place: its first task in time (then by index)
+    in_time = computes[np.lexsort((computes, start_of[computes]))]
+    _, first_seen = np.unique(label[in_time], return_index=True)
+    number_of = np.empty(len(graph), dtype=np.int64)
+    number_of[label[in_time][np.sort(first_seen)]] = np.arange(len(first_seen))
+    class_of = np.full(len(graph), -1, dtype=np.int64)
+    class_of[computes] = number_of[label[computes]]
+    by_class = computes[np.argsort(class_of[computes], kind="stable")]  # each class's tasks in index order
+    bounds = np.searchsorted(class_of[by_class], np.arange(len(first_seen) + 1)).tolist()
+    tasks, start = by_class.tolist(), start_of.tolist()
     classes = []
     every = tuple(range(count))
     candidates_of: dict[tuple[str, ...], tuple[int, ...]] = {}
-    for number, members in enumerate(ordered):
+    for number in range(len(first_seen)):
+        members = tasks[bounds[number] : bounds[number + 1]]
         named = [i for i in members if name[i]]
         placed_names = sorted({name[i] for i in named if name[i] in devices_of})
         if named and not placed_names and count > 1:
@@ -362,20 +290,82 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
         intervals = [(start[i], start[i] + dur_ns[i]) for i in members]
         keys = {(name[i], kind[i]) for i in named} or {("", kind[i]) for i in members}
         classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
-        for i in members:
-            class_of[i] = number
-    for chain in chains:
-        senders = {class_of[p] for p in predecessors[chain[0]] if computes[p]}
-        receivers = {class_of[s] for s in successors[chain[-1]] if computes[s]}
-        span = (start[chain[0]], start[chain[-1]] + dur_ns[chain[-1]])
-        for a in senders:
-            for b in receivers:
-                if a != b:
-                    classes[a].transfers.append((b, span, True))
-                    classes[b].transfers.append((a, span, False))
-                    classes[a].by_peer.setdefault(b, []).append((span, True))
-                    classes[b].by_peer.setdefault(a, []).append((span, False))
+    _exchanges(classes, class_of, chains, start_of, np.array(dur_ns, dtype=np.int64))
     return classes
+
+
+def _components(n: int, sources: np.ndarray, targets: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """A label per task, shared by the ``kept`` tasks joined by edges between kept tasks (its smallest
+    index): the roots hooked to the smaller, then every task taken to its root, until no edge joins two.
+
+    >>> _components(5, np.array([0, 3, 2]), np.array([1, 4, 4]), np.array([0, 1, 2, 4])).tolist()
+    [0, 0, 2, 3, 2]
+    """
+    keep = np.zeros(n, dtype=bool)
+    keep[kept] = True
+    joined = keep[sources] & keep[targets]
+    a, b = sources[joined], targets[joined]
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        la, lb = label[a], label[b]
+        apart = la != lb
+        if not apart.any():
+            return label
+        np.minimum.at(label, np.maximum(la[apart], lb[apart]), np.minimum(la[apart], lb[apart]))
+        while True:  # every label a root: each points at a smaller one, so this ends
+            root = label[label]
+            if np.array_equal(root, label):
+                break
+            label = root
+
+
+def _exchanges(
+    classes: list[_Class], class_of: np.ndarray, chains: Chains, start: np.ndarray, dur_ns: np.ndarray
+) -> None:
+    """Each class's transfers (peer class, span, whether it sends), in transfer order: every class
+    sending to a transfer's first hop with every class receiving from its last, but a class and itself."""
+    spans = np.stack([start[chains.heads], start[chains.tails] + dur_ns[chains.tails]], axis=1)
+    count = len(chains.hops)
+    (before, sender_task), (after, receiver_task) = chains.before, chains.after
+    senders, receivers = class_of[sender_task], class_of[receiver_task]
+    one = (np.bincount(before, minlength=count) == 1) & (np.bincount(after, minlength=count) == 1)
+    sender, receiver = np.full(count, -1, dtype=np.int64), np.full(count, -1, dtype=np.int64)
+    sender[before[one[before]]], receiver[after[one[after]]] = senders[one[before]], receivers[one[after]]
+    pairs = np.flatnonzero(one & (sender != receiver))
+    # rows (transfer, class, peer, sends): one per end of a pair; a transfer of several ends in Python,
+    # as sets, in the order its ends are found
+    rows = [
+        np.repeat(pairs, 2),
+        np.stack([sender[pairs], receiver[pairs]], axis=1).ravel(),
+        np.stack([receiver[pairs], sender[pairs]], axis=1).ravel(),
+        np.tile([1, 0], len(pairs)),
+    ]
+    several: list[tuple[int, int, int, int]] = []
+    senders_of, receivers_of = senders.tolist(), receivers.tolist()
+    before_at = np.searchsorted(before, np.arange(count + 1)).tolist()
+    after_at = np.searchsorted(after, np.arange(count + 1)).tolist()
+    for number in np.flatnonzero(~one).tolist():
+        sending = set(senders_of[before_at[number] : before_at[number + 1]])
+        receiving = set(receivers_of[after_at[number] : after_at[number + 1]])
+        for a in sending:
+            for b in receiving:
+                if a != b:
+                    several += ((number, a, b, 1), (number, b, a, 0))
+    if several:
+        extra = np.array(several, dtype=np.int64).reshape(-1, 4).T
+        rows = [np.concatenate([r, e]) for r, e in zip(rows, extra, strict=True)]
+        by_transfer = np.argsort(rows[0], kind="stable")
+        rows = [r[by_transfer] for r in rows]
+    transfer, cls, peer, sends = rows
+    by_class = np.argsort(cls, kind="stable")
+    bounds = np.searchsorted(cls[by_class], np.arange(len(classes) + 1)).tolist()
+    peers, sends_of = peer[by_class].tolist(), sends[by_class].astype(bool).tolist()
+    span_of = list(map(tuple, spans[transfer[by_class]].tolist()))
+    for number, exchanging in enumerate(classes):
+        at, end = bounds[number], bounds[number + 1]
+        exchanging.transfers = list(zip(peers[at:end], span_of[at:end], sends_of[at:end], strict=True))
+        for peer_class, span, send in exchanging.transfers:
+            exchanging.by_peer.setdefault(peer_class, []).append((span, send))
 
 
 def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
@@ -415,11 +405,14 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
     def assign(k: int, dev: int) -> None:
         cls = classes[k]
         devices[dev].add(cls.intervals)
+        by_link: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for pair, span in link_spans(k, dev):
+            by_link.setdefault(pair, []).append(span)
+        for pair, spans in by_link.items():  # at once per link: the order of adding them one at a time
             link = links.get(pair)
             if link is None:
                 link = links[pair] = _Timeline()
-            link.add((span,))
+            link.add(spans)
         for key in cls.keys:
             taken.setdefault(key, set()).add(dev)
         placed[k] = dev
@@ -461,35 +454,3 @@ def _search(classes: list[_Class], count: int) -> list[tuple[int, bool]]:
         else:
             result.append((dev, True))
     return result
-
-
-def _size(graph: TaskGraph, transfers: list[Transfer], compgraph: Mapping[str, CompOp], link: LinkModel | None) -> None:
-    kind, name = graph.kind, graph.name
-    segments = Counter((t.src_task, t.dst_task) for t in transfers)
-    least_of: dict[tuple[str, str], int | None] = {}  # (producer, consumer) -> the fewer bytes known
-    for transfer in transfers:
-        size = None
-        if compgraph and transfer.src_task is not None and transfer.dst_task is not None:
-            src, dst = transfer.src_task, transfer.dst_task
-            producer, consumer = (src, dst) if kind[src] is not TaskKind.BACKWARD else (dst, src)
-            pair = (name[producer], name[consumer])
-            if pair not in least_of:  # the operators of a model's transfers recur over its graph
-                known = [
-                    b for b in (_bytes(compgraph, pair[0], "out"), _bytes(compgraph, pair[1], "in")) if b is not None
-                ]
-                least_of[pair] = min(known) if known else None
-            least = least_of[pair]
-            if least is not None:
-                size = least // segments[(transfer.src_task, transfer.dst_task)]
-                transfer.size_from = SIZE_COMPGRAPH
-        if size is None and link is not None:
-            size = round(max(0.0, transfer.dur_ns - link.latency_ns) * link.bytes_per_ns)
-            transfer.size_from = SIZE_BANDWIDTH
-        transfer.size_bytes = size or 0
-
-
-def _bytes(compgraph: Mapping[str, CompOp], name: str, side: str) -> int | None:
-    op = compgraph.get(name)
-    if op is None:
-        return None
-    return op.out_bytes if side == "out" else op.in_bytes

@@ -111,7 +111,7 @@ class Task(msgspec.Struct, gc=False):
 class TaskGraph:
     """The tasks in declaration order, as columns of one entry per task (a graph holds hundreds of
     thousands, and an object per task was most of reading one), and the dependencies between them:
-    ``sources[k]`` before ``targets[k]``, as task indices.
+    ``sources[k]`` before ``targets[k]``, as arrays of task indices.
 
     Per task: its DOT node's name (``node``) and where it was declared (``at``: line, column rows);
     its ``name``, ``kind``, duration (``dur_ns``) and start (``start_ns``: FlexFlow's form, ``None``
@@ -127,8 +127,8 @@ class TaskGraph:
     kind: list[TaskKind]
     dur_ns: list[int]
     start_ns: list[int | None]
-    sources: list[int]
-    targets: list[int]
+    sources: np.ndarray  # int64
+    targets: np.ndarray
     device: list[int | None]
     src: list[int | None]
     dst: list[int | None]
@@ -141,7 +141,7 @@ class TaskGraph:
         self.is_comm = [kind is comm for kind in self.kind]
 
     @classmethod
-    def of_tasks(cls, path: str, form: Form, tasks: list[Task], sources: list[int], targets: list[int]) -> TaskGraph:
+    def of_tasks(cls, path: str, form: Form, tasks: list[Task], sources: np.ndarray, targets: np.ndarray) -> TaskGraph:
         """The graph of task objects (declared in this order: ``tasks[i].index == i``)."""
         at = np.array([(t.line, t.column) for t in tasks], dtype=np.int64).reshape(-1, 2)
         return cls(
@@ -168,18 +168,6 @@ class TaskGraph:
         if not spans:
             return None
         return max(end for _, end in spans) - min(start for start, _ in spans)
-
-    def predecessors(self) -> list[list[int]]:
-        found: list[list[int]] = [[] for _ in self.node]
-        for a, b in zip(self.sources, self.targets, strict=True):
-            found[b].append(a)
-        return found
-
-    def successors(self) -> list[list[int]]:
-        found: list[list[int]] = [[] for _ in self.node]
-        for a, b in zip(self.sources, self.targets, strict=True):
-            found[a].append(b)
-        return found
 
     def order(self) -> list[int]:
         """The tasks in dependency order (declaration order among ready ones), found once: a graph
@@ -220,7 +208,7 @@ def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
     if loops.size:
         source, _, line, column = rows[loops[0]].tolist()
         raise position_error(dot.path, line, column, f"{dot.names[source]} depends on itself (a cycle)")
-    sources, targets = rows[:, 0].tolist(), rows[:, 1].tolist()
+    sources, targets = rows[:, 0].copy(), rows[:, 1].copy()
     if labelled:
         graph = TaskGraph.of_tasks(dot.path, Form.LABELLED, tasks, sources, targets)
     else:
@@ -410,7 +398,7 @@ def _labelled_task(index: int, node: DotNode, path: str, unit_ns: int) -> Task:
 
 def _topological(graph: TaskGraph) -> list[int]:
     n = len(graph)
-    sources, targets = np.array(graph.sources, dtype=np.int64), np.array(graph.targets, dtype=np.int64)
+    sources, targets = graph.sources, graph.targets
     by_successor = np.argsort(targets, kind="stable")
     counts = np.bincount(targets, minlength=n)
     parents = sources[by_successor].astype(np.uint64)
