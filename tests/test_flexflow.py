@@ -288,6 +288,19 @@ def test_a_strategy_with_the_wrong_number_of_devices_is_refused_at_its_line(tmp_
     assert_one_line_error(done, "bad.strategy", "line 6, column 1", "3 devices for 2 partitions")
 
 
+def test_a_transfer_that_the_bandwidth_sizes_past_what_a_node_holds_is_refused(tmp_path: Path):
+    graph = tmp_path / "long.dot"
+    graph.write_text(
+        TASKGRAPH.read_text().replace("{ seg 0 from Dense_1 to Dense_2 | Comm | { 0.5 | 0.7 } }",
+                                      "{ seg 0 from Dense_1 to Dense_2 | Comm | { 0.5 | 4000000000000 } }")
+    )  # fmt: skip
+    assert graph.read_text() != TASKGRAPH.read_text()
+    done = run_cli("convert", "flexflow", str(graph), "--strategy", str(STRATEGY), "-o", str(tmp_path / "x"),
+                   "--bandwidth", "100")  # fmt: skip
+    assert_one_line_error(done, "long.dot", "past what a transfer holds", "--bandwidth")
+    assert not (tmp_path / "x.0.et").exists()
+
+
 def test_flexflows_task_graph_without_a_strategy_is_refused_naming_what_to_give(tmp_path: Path):
     done = run_cli("convert", "flexflow", str(TASKGRAPH), "-o", str(tmp_path / "x"))
     assert_one_line_error(done, "mlp2.taskgraph.dot", "--strategy")
