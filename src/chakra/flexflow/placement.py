@@ -111,7 +111,7 @@ def place(
 def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
     compute = [d for d, comm in zip(graph.device, graph.is_comm, strict=True) if not comm]
     count = num_devices or (max((d for d in compute if d is not None), default=0) + 1)
-    hops: list[list[int]] = []
+    comms: list[int] = []  # each comm task is a transfer of its own
     for index, comm in enumerate(graph.is_comm):
         device, src, dst = graph.device[index], graph.src[index], graph.dst[index]
         for what, value in (("device", device), ("source device", src), ("destination device", dst)):
@@ -125,21 +125,25 @@ def _place_labelled(graph: TaskGraph, num_devices: int | None) -> Placed:
         if comm:
             if src == dst:
                 raise _position(graph, index, f"{graph.node[index]} sends from device {src} to itself")
-            hops.append([index])
-    comms = [hop for (hop,) in hops]
-    none = np.full(len(comms), -1, dtype=np.int64)
+            comms.append(index)
+
+    def column(values: Sequence[int | None]) -> np.ndarray:
+        return np.array([values[t] or 0 for t in comms], dtype=np.int64)
+
+    def unknown() -> np.ndarray:  # the labelled form names no tasks at a transfer's ends and no start
+        return np.full(len(comms), -1, dtype=np.int64)
+
     transfers = Transfers(
-        hops, none, none, np.array([graph.src[t] or 0 for t in comms], dtype=np.int64),
-        np.array([graph.dst[t] or 0 for t in comms], dtype=np.int64), [graph.size_bytes[t] or 0 for t in comms],
-        [SIZE_RECORDED] * len(comms), np.array([graph.dur_ns[t] for t in comms], dtype=np.int64), none,
-        [graph.name[t] for t in comms],
+        [[t] for t in comms], unknown(), unknown(), column(graph.src), column(graph.dst),
+        [graph.size_bytes[t] or 0 for t in comms], [SIZE_RECORDED] * len(comms), column(graph.dur_ns),
+        unknown(), [graph.name[t] for t in comms],
     )  # fmt: skip
     transfer_of = np.full(len(graph), -1, dtype=np.int64)
     transfer_of[comms] = np.arange(len(comms))
-    device_of = np.array([-1 if comm or d is None else d for d, comm in zip(graph.device, graph.is_comm, strict=True)])
+    device_of = [-1 if comm or d is None else d for d, comm in zip(graph.device, graph.is_comm, strict=True)]
     inferred = Counter({BY_LABEL: len(compute)})
     inferred.update(transfers.size_from)
-    return Placed(count, device_of.astype(np.int64), transfer_of, transfers, inferred)
+    return Placed(count, np.array(device_of, dtype=np.int64), transfer_of, transfers, inferred)
 
 
 def _position(graph: TaskGraph, index: int, message: str, hint: str = "fix the label") -> ChakraInputError:
