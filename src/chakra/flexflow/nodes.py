@@ -99,11 +99,14 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
     types = np.empty(pairs, dtype=np.int64)
     types[0::2], types[1::2] = COMM_SEND_NODE, COMM_RECV_NODE
     compute_names: dict[tuple[TaskKind, str], str] = {}  # a model's operators recur over its graph
-    for kind, name in zip(graph.kind, graph.name, strict=True):
-        if (kind, name) not in compute_names:
-            compute_names[(kind, name)] = f"{kind.value} {name}" if name else kind.value
     kind_of, name_of = graph.kind, graph.name
-    names = [compute_names[(kind_of[t], name_of[t])] for t in computes.tolist()]
+    names = []
+    for task in computes.tolist():
+        key = (kind_of[task], name_of[task])
+        text = compute_names.get(key)
+        if text is None:
+            text = compute_names[key] = f"{key[0].value} {key[1]}" if key[1] else key[0].value
+        names.append(text)
     for name in transfers.name:
         name = name or TaskKind.COMM.value
         names += (name, name)
