@@ -25,7 +25,7 @@ from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 SYNTHETIC_ROOTS = SYNTHETIC_HOST_OPS
 
 
-class Segment(msgspec.Struct):
+class Segment(msgspec.Struct, gc=False):
     """A stretch of an op's exclusive time on its thread (``owner`` None: between top-level ops).
     (msgspec structs: a conversion makes a few of these and of :class:`Item` per op, and a
     dataclass's ``__init__`` runs in Python.)"""
@@ -39,7 +39,7 @@ class Segment(msgspec.Struct):
     edge: int = -1
 
 
-class Item(msgspec.Struct):
+class Item(msgspec.Struct, gc=False):
     """One node under construction. ``key`` orders nodes in time (ties: parents first)."""
 
     node_id: int
