@@ -9,11 +9,12 @@ from helpers import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chakra._kineto_events import sort_by_start
 from chakra._link_join import join_host_ops
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import HostNode, IOLists, load_host_trace
-from chakra.pytorch.kineto import KinetoEvent, load_kineto_trace
-from chakra.pytorch.link import SYNTHETIC_HOST_OPS, HostTiming, link, nest_events
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, load_kineto_trace
+from chakra.pytorch.link import SYNTHETIC_HOST_OPS, HostTiming, enclosing_ops, link, nest_events
 
 
 def _hta_pair():
@@ -216,3 +217,42 @@ def test_the_join_reads_the_lists_as_given_when_reading_a_node_empties_them():
     )
     assert timing == {7: HostTiming(1.0, 2.0, 0.5, 0)}
     assert (considered, joined, agree, [n.id for n in unmatched]) == (2, 1, 1, [8])
+
+
+def _enclosing_by_a_stack(ops: list[KinetoEvent], calls: list[KinetoEvent]) -> list[int]:
+    """The innermost op open at each call, by a sweep: ops and calls in time order (an op before a
+    call at the same time, longer ops first), a stack of each thread's open ops (ProfilerStep marks
+    left out), closed ops taken off its top at each start."""
+    timeline = sorted(
+        [(op.ts, 0, -op.dur, k) for k, op in enumerate(ops) if not op.name.startswith(PROFILER_STEP_PREFIX)]
+        + [(call.ts, 1, -call.dur, k) for k, call in enumerate(calls)]
+    )
+    stacks: dict[object, list[int]] = {}
+    found = [-1] * len(calls)
+    for ts, is_call, _, k in timeline:
+        event = calls[k] if is_call else ops[k]
+        stack = stacks.setdefault(event.tid, [])
+        while stack and ts >= ops[stack[-1]].ts + ops[stack[-1]].dur:
+            stack.pop()
+        if is_call:
+            found[k] = stack[-1] if stack else -1
+        else:
+            stack.append(k)
+    return found
+
+
+_times = st.integers(0, 12).map(float)
+_ops = st.builds(
+    lambda tid, ts, dur, step: KinetoEvent(name="ProfilerStep#1" if step else "aten::op", tid=tid, ts=ts, dur=dur),
+    st.sampled_from([1, 2, "pool"]), _times, _times, st.booleans(),
+)  # fmt: skip
+_calls = st.builds(lambda tid, ts: KinetoEvent(name="cudaLaunchKernel", tid=tid, ts=ts, dur=1.0),
+                   st.sampled_from([1, 2, 3]), _times)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=st.lists(_ops, max_size=12), calls=st.lists(_calls, max_size=8))
+def test_the_op_enclosing_a_call_is_the_innermost_a_sweep_of_open_ops_finds(ops, calls):
+    """Overlapping ops that do not nest, ops starting or ending with a call, steps, threads without ops."""
+    sort_by_start(ops)
+    assert enclosing_ops(ops, calls) == _enclosing_by_a_stack(ops, calls)

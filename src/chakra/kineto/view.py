@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import defaultdict
 from operator import attrgetter
 from typing import Any
 
@@ -45,14 +44,13 @@ from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
 from chakra.pytorch.kineto import (
     NO_VALUE,
-    PROFILER_STEP_PREFIX,
     KinetoEvent,
     KinetoEvents,
     KinetoInputArgs,
     KinetoTrace,
     classify,
 )
-from chakra.pytorch.link import HostTiming, LinkedTrace, LinkReport, attach_activities, nest_events
+from chakra.pytorch.link import HostTiming, LinkedTrace, LinkReport, attach_activities, enclosing_ops, nest_events
 
 #: How the report names the join of a profiler trace alone.
 JOIN_KEY = "none: the profiler trace alone"
@@ -128,29 +126,8 @@ def _runtime_calls(events: KinetoEvents) -> list[KinetoEvent]:
 def _outside_operators(events: KinetoEvents) -> list[KinetoEvent]:
     """Runtime calls that no operator of their thread encloses (``ProfilerStep#N`` marks a step,
     it launches nothing: linking never takes it for a call's operator)."""
-    spans: dict[Any, list[tuple[float, float]]] = defaultdict(list)
-    for op in events.host_ops:
-        if not op.name.startswith(PROFILER_STEP_PREFIX):
-            spans[op.tid].append((op.ts, op.ts + op.dur))
-    tops: dict[Any, tuple[list[float], list[float]]] = {}
-    for tid, ranges in spans.items():
-        ranges.sort()
-        starts: list[float] = []
-        ends: list[float] = []
-        for start, end in ranges:  # the outermost ranges: a call inside any op is inside one of them
-            if ends and start < ends[-1]:
-                ends[-1] = max(ends[-1], end)
-            else:
-                starts.append(start)
-                ends.append(end)
-        tops[tid] = (starts, ends)
-    outside = []
-    for call in _runtime_calls(events):
-        starts, ends = tops.get(call.tid, ([], []))
-        at = bisect.bisect_right(starts, call.ts) - 1
-        if at < 0 or call.ts >= ends[at]:
-            outside.append(call)
-    return outside
+    calls = _runtime_calls(events)
+    return [call for call, op in zip(calls, enclosing_ops(events.host_ops, calls), strict=True) if op < 0]
 
 
 def _values(event: KinetoEvent, args: KinetoInputArgs) -> msgspec.Raw:

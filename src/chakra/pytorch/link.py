@@ -20,12 +20,15 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import msgspec
+import numpy as np
 
+from chakra._items import gather
 from chakra._kineto_events import join_index, nest_by_thread
 from chakra._link_join import join_host_ops
 from chakra.collector import gc_paused
@@ -152,29 +155,54 @@ def nest_events(events: list[KinetoEvent]) -> tuple[list[float], list[int]]:
     return nest_by_thread(events)
 
 
-def _enclosing_ops(host_ops: list[KinetoEvent], launches: list[KinetoEvent]) -> dict[int, KinetoEvent]:
-    """For each launch (by ``id()``), the innermost host op of the same thread that encloses it.
-    ``ProfilerStep#N`` annotations never count as launchers."""
-    by_thread: dict[Any, list[tuple[float, int, KinetoEvent]]] = defaultdict(list)
-    launch_threads = {launch.tid for launch in launches}  # only their host ops can enclose a launch
-    for op in host_ops:
-        if op.tid in launch_threads and not op.name.startswith(PROFILER_STEP_PREFIX):
-            by_thread[op.tid].append((op.ts, 0, op))
-    for launch in launches:
-        by_thread[launch.tid].append((launch.ts, 1, launch))
-    result: dict[int, KinetoEvent] = {}
-    for items in by_thread.values():
-        items.sort(key=lambda item: (item[0], item[1], -item[2].dur))
-        stack: list[KinetoEvent] = []
-        for ts, is_launch, event in items:
-            while stack and ts >= stack[-1].ts + stack[-1].dur:
-                stack.pop()
-            if is_launch:
-                if stack:
-                    result[id(event)] = stack[-1]
-            else:
-                stack.append(event)
-    return result
+def enclosing_ops(ops: list[KinetoEvent], calls: list[KinetoEvent]) -> list[int]:
+    """For each call, the index in ``ops`` (host events sorted by start, longer first, as
+    :func:`nest_events` takes them) of the innermost op of the call's thread open at its start (one
+    that starts with it counts, one that ends at it does not), -1 for none. ``ProfilerStep#N``
+    annotations never count: a step launches nothing.
+
+    The ops open at a call are the last op of its thread started by then and the ops it is nested in
+    (its parents, as :func:`nest_events` finds them): found with arrays, thread by thread, then the
+    parents climbed past the ops already closed, for all the calls at once.
+
+    Example:
+        >>> from chakra.pytorch.kineto import KinetoEvent
+        >>> ops = [KinetoEvent(name="a", tid=1, ts=0.0, dur=10.0), KinetoEvent(name="b", tid=1, ts=2.0, dur=3.0)]
+        >>> enclosing_ops(ops, [KinetoEvent(tid=1, ts=3.0), KinetoEvent(tid=1, ts=6.0), KinetoEvent(tid=2, ts=3.0),
+        ...                     KinetoEvent(tid=1, ts=10.0)])
+        [1, 0, -1, -1]
+    """
+    found = np.full(len(calls), -1, dtype=np.int64)
+    if not ops or not calls:
+        return found.tolist()
+    parent = np.array(nest_events(ops)[1], dtype=np.int64)
+    op_ts, op_dur, op_tid, op_name = gather(ops, (("ts",), ("dur",), ("tid",), ("name",)))
+    call_ts, call_tid = gather(calls, (("ts",), ("tid",)))
+    # threads, names: a few values shared by many events, each looked at once
+    thread_of = {tid: number for number, tid in enumerate(dict.fromkeys(op_tid))}
+    op_thread = np.fromiter(map(thread_of.__getitem__, op_tid), np.int64, len(ops))
+    call_thread = np.fromiter(map(thread_of.get, call_tid, repeat(-1)), np.int64, len(calls))
+    is_step = {name: name.startswith(PROFILER_STEP_PREFIX) for name in dict.fromkeys(op_name)}
+    step = np.fromiter(map(is_step.__getitem__, op_name), bool, len(ops))
+    start = np.array(op_ts, dtype=np.float64)
+    end = start + np.array(op_dur, dtype=np.float64)
+    at = np.array(call_ts, dtype=np.float64)
+    # the last op of its thread started at or before each call (a thread's ops keep their order)
+    ops_by_thread, calls_by_thread = np.argsort(op_thread, kind="stable"), np.argsort(call_thread, kind="stable")
+    op_bounds = np.searchsorted(op_thread[ops_by_thread], np.arange(len(thread_of) + 1)).tolist()
+    call_bounds = np.searchsorted(call_thread[calls_by_thread], np.arange(len(thread_of) + 1)).tolist()
+    for thread in range(len(thread_of)):
+        members = ops_by_thread[op_bounds[thread] : op_bounds[thread + 1]]
+        here = calls_by_thread[call_bounds[thread] : call_bounds[thread + 1]]
+        last = np.searchsorted(start[members], at[here], side="right") - 1
+        found[here] = np.where(last >= 0, members[np.maximum(last, 0)], -1)
+    # then out through its parents while the op is closed by the call's start, or a step
+    while True:
+        live = np.flatnonzero(found >= 0)
+        passed = live[step[found[live]] | (end[found[live]] <= at[live])]
+        if not passed.size:
+            return found.tolist()
+        found[passed] = parent[found[passed]]
 
 
 def link(host: HostTrace, device: KinetoTrace, *, min_name_agreement: float = MIN_NAME_AGREEMENT) -> LinkedTrace:
@@ -233,7 +261,12 @@ def attach_activities(events: KinetoEvents, host_of_kineto: dict[int, int], repo
     for call in events.sync_calls:
         if call.correlation is not None:
             calls.setdefault(call.correlation, call)
-    enclosing = _enclosing_ops(events.host_ops, list(calls.values()))
+    launches = list(calls.values())
+    enclosing = {
+        id(launch): events.host_ops[k]
+        for launch, k in zip(launches, enclosing_ops(events.host_ops, launches), strict=True)
+        if k >= 0
+    }
     activities: list[DeviceActivity] = []
     for event in events.device_ops + events.syncs:
         report.device_activities += 1
