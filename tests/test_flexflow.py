@@ -268,6 +268,10 @@ BAD_FILES = {
     "cycle": ('digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n  node0 -> node1;\n'
               '  node1 [label="{ B | Forward | { 1 | 2 } }"];\n  node1 -> node0;\n}', "line 4, column 3",
               "cycle: node1 -> node0 -> node1"),
+    "a transfer to its own device": (
+        'digraph taskgraph {\n  node0 [label="{device_id=0|A|Forward|COMP_NODE|simulated_run_time=1}"];\n'
+        '  node1 [label="{device_id=0|C|Comm|COMM_SEND_RECV_NODE|src_device_id=0|dst_device_id=0|comm_size=8|'
+        'run_time=1}"];\n  node0 -> node1;\n}', "line 3, column 3", "node1 sends from device 0 to itself"),
 }  # fmt: skip
 
 
@@ -286,6 +290,33 @@ def test_a_strategy_with_the_wrong_number_of_devices_is_refused_at_its_line(tmp_
     bad.write_text("1\nDense_1\n0\n2\n1 2\n3\n0 1 2\n")
     done = run_cli("convert", "flexflow", str(TASKGRAPH), "--strategy", str(bad), "-o", str(tmp_path / "x"))
     assert_one_line_error(done, "bad.strategy", "line 6, column 1", "3 devices for 2 partitions")
+
+
+#: FlexFlow's text strategy of one operator, A, in two partitions on devices 0 and 1.
+A_ON_TWO_DEVICES = "1\nA\n0\n1\n2\t\n2\n0\t1\t\n"
+
+
+def test_a_task_of_an_operator_the_strategy_does_not_place_is_refused_at_its_line(tmp_path: Path):
+    graph, strategy = tmp_path / "g.dot", tmp_path / "a.strategy"
+    graph.write_text(
+        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
+        '  node1 [label="{ seg 0 from A to B | Comm | { 1 | 2 } }"];\n  node2 [label="{ B | Forward | { 2 | 3 } }"];\n'
+        "  node0 -> node1;\n  node1 -> node2;\n}\n"
+    )
+    strategy.write_text(A_ON_TWO_DEVICES)
+    done = run_cli("convert", "flexflow", str(graph), "--strategy", str(strategy), "-o", str(tmp_path / "x"))
+    assert_one_line_error(done, "g.dot", "line 4, column 3", "operator 'B' is not in", "a.strategy")
+
+
+def test_a_transfer_that_reaches_no_compute_task_is_refused_naming_its_hop(tmp_path: Path):
+    graph, strategy = tmp_path / "g.dot", tmp_path / "a.strategy"
+    graph.write_text(
+        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
+        '  node1 [label="{ seg 0 from A to B | Comm | { 1 | 2 } }"];\n  node0 -> node1;\n}\n'
+    )
+    strategy.write_text(A_ON_TWO_DEVICES)
+    done = run_cli("convert", "flexflow", str(graph), "--strategy", str(strategy), "-o", str(tmp_path / "x"))
+    assert_one_line_error(done, "g.dot", "node1 (seg 0 from A to B) has no compute task at its end")
 
 
 def test_a_transfer_that_the_bandwidth_sizes_past_what_a_node_holds_is_refused(tmp_path: Path):
