@@ -186,21 +186,33 @@ def test_a_dependency_across_devices_that_no_transfer_carries_becomes_an_empty_t
     assert list(b.data_deps) == [1, 2]
 
 
+def _graph_and_strategy(folder: Path, statements: list[str], strategy: str) -> tuple[Path, Path]:
+    """FlexFlow's task graph of these statements and a text strategy, written in ``folder``."""
+    graph = folder / "g.dot"
+    graph.write_text("digraph taskgraph {\n" + "".join(f"  {statement}\n" for statement in statements) + "}\n")
+    (folder / "g.strategy").write_text(strategy)
+    return graph, folder / "g.strategy"
+
+
+def _one_device_each(devices: dict[str, int]) -> str:
+    """FlexFlow's text strategy: the operator count, then per operator its name, device type, one
+    dimension of one part, and its one device."""
+    return f"{len(devices)}\n" + "".join(f"{op}\n0\n1\n1\t\n1\n{device}\t\n" for op, device in devices.items())
+
+
 def test_a_dependency_on_a_later_hop_of_a_transfer_is_dropped_and_counted(tmp_path: Path):
-    graph, strategy = tmp_path / "g.dot", tmp_path / "g.strategy"
-    graph.write_text(
-        "digraph taskgraph {\n"
-        ' node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
-        ' node1 [label="{ seg 0 from A to B | Comm | { 1 | 1.5 } }"];\n'
-        ' node2 [label="{ seg 0 from A to B | Comm | { 1.5 | 2 } }"];\n'
-        ' node3 [label="{ B | Forward | { 2 | 3 } }"];\n'
-        ' node4 [label="{ C | Forward | { 0 | 1 } }"];\n'
-        " node0 -> node1; node1 -> node2; node2 -> node3; node4 -> node2;\n}\n"
-    )
-    # FlexFlow's text strategy: the operator count, then per operator its name, device type, one
-    # dimension of one part, and its one device
-    ops = "".join(f"{op}\n0\n1\n1\t\n1\n{device}\t\n" for op, device in zip("ABC", (0, 1, 0), strict=True))
-    strategy.write_text(f"3\n{ops}")
+    graph, strategy = _graph_and_strategy(
+        tmp_path,
+        [
+            'node0 [label="{ A | Forward | { 0 | 1 } }"];',
+            'node1 [label="{ seg 0 from A to B | Comm | { 1 | 1.5 } }"];',
+            'node2 [label="{ seg 0 from A to B | Comm | { 1.5 | 2 } }"];',
+            'node3 [label="{ B | Forward | { 2 | 3 } }"];',
+            'node4 [label="{ C | Forward | { 0 | 1 } }"];',
+            "node0 -> node1; node1 -> node2; node2 -> node3; node4 -> node2;",
+        ],
+        _one_device_each({"A": 0, "B": 1, "C": 0}),
+    )  # fmt: skip
     conversion = convert_flexflow(graph, tmp_path / "g", strategy=strategy, bandwidth_gbps=1.0).conversion
     assert conversion.transfers == 1 and conversion.empty_transfers == 0
     assert conversion.dropped == {"dependencies on a later hop of a transfer (kept by the hops' order)": 1}
@@ -294,27 +306,22 @@ def test_a_strategy_with_the_wrong_number_of_devices_is_refused_at_its_line(tmp_
 
 #: FlexFlow's text strategy of one operator, A, in two partitions on devices 0 and 1.
 A_ON_TWO_DEVICES = "1\nA\n0\n1\n2\t\n2\n0\t1\t\n"
+#: A's task, then a transfer from it.
+A_THEN_A_TRANSFER = ['node0 [label="{ A | Forward | { 0 | 1 } }"];',
+                     'node1 [label="{ seg 0 from A to B | Comm | { 1 | 2 } }"];', "node0 -> node1;"]  # fmt: skip
 
 
 def test_a_task_of_an_operator_the_strategy_does_not_place_is_refused_at_its_line(tmp_path: Path):
-    graph, strategy = tmp_path / "g.dot", tmp_path / "a.strategy"
-    graph.write_text(
-        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
-        '  node1 [label="{ seg 0 from A to B | Comm | { 1 | 2 } }"];\n  node2 [label="{ B | Forward | { 2 | 3 } }"];\n'
-        "  node0 -> node1;\n  node1 -> node2;\n}\n"
-    )
-    strategy.write_text(A_ON_TWO_DEVICES)
+    graph, strategy = _graph_and_strategy(
+        tmp_path, [*A_THEN_A_TRANSFER, 'node2 [label="{ B | Forward | { 2 | 3 } }"];', "node1 -> node2;"],
+        A_ON_TWO_DEVICES,
+    )  # fmt: skip
     done = run_cli("convert", "flexflow", str(graph), "--strategy", str(strategy), "-o", str(tmp_path / "x"))
-    assert_one_line_error(done, "g.dot", "line 4, column 3", "operator 'B' is not in", "a.strategy")
+    assert_one_line_error(done, "g.dot", "line 5, column 3", "operator 'B' is not in", "g.strategy")
 
 
 def test_a_transfer_that_reaches_no_compute_task_is_refused_naming_its_hop(tmp_path: Path):
-    graph, strategy = tmp_path / "g.dot", tmp_path / "a.strategy"
-    graph.write_text(
-        'digraph taskgraph {\n  node0 [label="{ A | Forward | { 0 | 1 } }"];\n'
-        '  node1 [label="{ seg 0 from A to B | Comm | { 1 | 2 } }"];\n  node0 -> node1;\n}\n'
-    )
-    strategy.write_text(A_ON_TWO_DEVICES)
+    graph, strategy = _graph_and_strategy(tmp_path, A_THEN_A_TRANSFER, A_ON_TWO_DEVICES)
     done = run_cli("convert", "flexflow", str(graph), "--strategy", str(strategy), "-o", str(tmp_path / "x"))
     assert_one_line_error(done, "g.dot", "node1 (seg 0 from A to B) has no compute task at its end")
 
