@@ -326,6 +326,17 @@ def test_a_transfer_that_reaches_no_compute_task_is_refused_naming_its_hop(tmp_p
     assert_one_line_error(done, "g.dot", "node1 (seg 0 from A to B) has no compute task at its end")
 
 
+def test_a_hop_that_two_hops_of_its_transfer_follow_is_refused_at_the_second(tmp_path: Path):
+    graph, strategy = _graph_and_strategy(
+        tmp_path,
+        [*A_THEN_A_TRANSFER, 'node2 [label="{ seg 0 from A to B | Comm | { 2 | 3 } }"];',
+         'node3 [label="{ seg 0 from A to B | Comm | { 2 | 3 } }"];', "node1 -> node2;", "node1 -> node3;"],
+        A_ON_TWO_DEVICES,
+    )  # fmt: skip
+    done = run_cli("convert", "flexflow", str(graph), "--strategy", str(strategy), "-o", str(tmp_path / "x"))
+    assert_one_line_error(done, "g.dot", "line 6, column 3", "node3 (seg 0 from A to B) follows a hop")
+
+
 def test_a_transfer_that_the_bandwidth_sizes_past_what_a_node_holds_is_refused(tmp_path: Path):
     graph = tmp_path / "long.dot"
     graph.write_text(

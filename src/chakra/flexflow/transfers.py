@@ -33,6 +33,7 @@ import numpy as np
 
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
+from chakra.flexflow.dot import position_error
 from chakra.flexflow.taskgraph import MAX_BYTES, TaskGraph, TaskKind
 
 #: How a transfer's bytes were found (the report's counters).
@@ -126,6 +127,16 @@ def find_chains(graph: TaskGraph) -> Chains:
                 transfer_of[hop] = number
             hops.append(chain)
         tails = np.array([chain[-1] for chain in hops], dtype=np.int64)
+        stray = np.flatnonzero(comm & (transfer_of < 0))
+        if stray.size:  # a later hop that no chain reaches: its hop before goes on to another
+            task = int(stray[0])
+            line, column = graph.at[task].tolist()
+            raise position_error(
+                graph.path, line, column,
+                f"{graph.node[task]} ({name[task]}) follows a hop of its transfer that another hop follows too: "
+                "a transfer's hops follow one another",
+                "fix the graph's edges: each hop leads to at most one next hop of its name",
+            )  # fmt: skip
     computes = ~comm
     return Chains(
         hops, heads, tails, transfer_of,
