@@ -19,10 +19,10 @@ from chakra.cli.dropin import converter_main
 from chakra.errors import ChakraInputError
 from chakra.flexflow import convert_flexflow
 from chakra.flexflow.compgraph import read_compgraph
-from chakra.flexflow.dot import DotNode
+from chakra.flexflow.dot import DotGraph, DotNode
 from chakra.flexflow.placement import _MERGE_AT, _Timeline
 from chakra.flexflow.strategy import read_strategy
-from chakra.flexflow.taskgraph import TaskKind, _checked_flexflow_task, _flexflow_task
+from chakra.flexflow.taskgraph import TaskKind, _checked_flexflow_task, task_graph_of
 from chakra.schema.flexflow.strategy_pb2 import Strategy
 from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, Node
 
@@ -337,6 +337,12 @@ def test_a_hop_that_two_hops_of_its_transfer_follow_is_refused_at_the_second(tmp
     assert_one_line_error(done, "g.dot", "line 6, column 3", "node3 (seg 0 from A to B) follows a hop")
 
 
+def test_fewer_devices_than_the_strategy_names_are_refused_naming_the_operator(tmp_path: Path):
+    done = run_cli("convert", "flexflow", str(TASKGRAPH), "--strategy", str(STRATEGY), "-o", str(tmp_path / "x"),
+                   "--num-npus", "1")  # fmt: skip
+    assert_one_line_error(done, "mlp2.strategy", "runs on device 1, past the 1 device asked for", "--num-npus")
+
+
 def test_a_transfer_that_the_bandwidth_sizes_past_what_a_node_holds_is_refused(tmp_path: Path):
     graph = tmp_path / "long.dot"
     graph.write_text(
@@ -403,18 +409,28 @@ LABEL_NAMES = st.one_of(st.none(), st.sampled_from(["Dense_100", " pad ", "", "a
 LABEL_KINDS = st.sampled_from([kind.value for kind in TaskKind] + ["Sideways", ""])
 
 
-def _task_or_error(read, node: DotNode) -> object:
+def _read_at_once(node: DotNode) -> object:
+    """The task (name, kind, start, duration) the task graph reader makes of a one-node graph, or its error."""
     try:
-        return read(0, node, "g.dot")
+        graph = task_graph_of(DotGraph.of("g.dot", [node], []))
     except ChakraInputError as error:
         return str(error)
+    return graph.name[0], graph.kind[0], graph.start_ns[0], graph.dur_ns[0]
+
+
+def _read_checked(node: DotNode) -> object:
+    try:
+        task = _checked_flexflow_task(0, node, "g.dot")
+    except ChakraInputError as error:
+        return str(error)
+    return task.name, task.kind, task.start_ns, task.dur_ns
 
 
 @given(name=LABEL_NAMES, kind=LABEL_KINDS, start=LABEL_TIMES, end=LABEL_TIMES)
 def test_a_flexflow_label_read_at_once_is_the_task_the_checked_reader_reads(name, kind, start, end):
     label = f"{{ {'' if name is None else name + ' | '}{kind} | {{ {start} | {end} }} }}"
     node = DotNode("node7", {"label": label}, 3, 5)
-    assert _task_or_error(_flexflow_task, node) == _task_or_error(_checked_flexflow_task, node)
+    assert _read_at_once(node) == _read_checked(node)
 
 
 _INTERVALS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)).map(lambda p: (p[0], p[0] + p[1])), max_size=40)

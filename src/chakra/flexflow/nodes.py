@@ -58,7 +58,7 @@ class _Nodes:
 
     device: np.ndarray
     type: np.ndarray
-    at: np.ndarray  # the place in time that orders them (float64)
+    at: np.ndarray  # the place in time that orders them (float64): ns, or a rank in dependency order
     task: np.ndarray  # the task that orders them
     part: np.ndarray  # 0 compute, 1 transfer, 2 empty transfer
     start_ns: np.ndarray
@@ -87,7 +87,7 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
         at_task = np.array([rank[t] if s is None else s for t, s in enumerate(start_ns)], dtype=np.float64)
     else:
         at_task = np.array(start_ns, dtype=np.float64)
-    computes = np.flatnonzero(~np.array(graph.is_comm, dtype=bool))
+    computes = np.flatnonzero(~graph.comm)
     transfers = placed.transfers
     heads = np.array([hops[0] for hops in transfers.hops], dtype=np.int64)
     count, pairs = len(computes), 2 * len(transfers)
@@ -134,6 +134,9 @@ def _dependencies(
     edges dropped, and the nodes with the empty transfers added."""
     n = len(graph)
     transfer_of = placed.transfer_of
+    # every comm task is a hop of a transfer (find_chains refuses a hop no chain reaches): an index
+    # of -1 below would read another node's values
+    assert not (graph.comm & (transfer_of < 0)).any(), "a comm task in no transfer"
     node_of = np.full(n, -1, dtype=np.int64)
     node_of[computes] = np.arange(len(computes))
     comm = transfer_of >= 0

@@ -62,7 +62,9 @@ BY_BUSY = "devices: over a busy one (the strategy leaves no free one)"
 
 @dataclass
 class Placed:
-    """Per task its device (-1 for comm tasks) and transfer (-1 for compute tasks), and the transfers."""
+    """How many devices the ETs are for; per task its device (-1 for comm tasks) and transfer (-1 for
+    compute tasks); the transfers; and how many tasks and transfers each rule placed or sized
+    (``inferred``, the report's counters)."""
 
     num_devices: int
     device: np.ndarray
@@ -86,6 +88,13 @@ def place(
         return _place_labelled(graph, num_devices)
     devices_of = _devices_of(strategy, compgraph)
     count = num_devices or (max((d for ds in devices_of.values() for d in ds), default=0) + 1)
+    beyond = next(((op, d) for op, ds in devices_of.items() for d in ds if d >= count), None)
+    if beyond is not None:
+        raise ChakraInputError(
+            f"operator {beyond[0]!r} runs on device {beyond[1]}, past the {count} device{'s' * (count != 1)} asked for",
+            path=" or ".join(sources) if sources else graph.path,
+            hint="give --num-npus above every device the strategy names, or leave it out",
+        )
     has_comm = any(graph.is_comm)
     if has_comm and not devices_of:
         raise ChakraInputError(
@@ -262,9 +271,9 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
     """The classes of tasks joined by direct edges, in the order they start, with their candidate
     devices and the transfers between them."""
     name, kind, dur_ns = graph.name, graph.kind, graph.dur_ns
-    computes = np.flatnonzero(~np.array(graph.is_comm, dtype=bool))
+    computes = np.flatnonzero(~graph.comm)
     label = _components(len(graph), graph.sources, graph.targets, computes)
-    start_of = np.array([s or 0 for s in graph.start_ns], dtype=np.int64)
+    start_of = graph.start_or_zero_ns
     # a class's place: its first task in time (then by index)
     in_time = computes[np.lexsort((computes, start_of[computes]))]
     _, first_seen = np.unique(label[in_time], return_index=True)

@@ -33,6 +33,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 import msgspec
 import numpy as np
@@ -116,8 +117,8 @@ class TaskGraph:
     Per task: its DOT node's name (``node``) and where it was declared (``at``: line, column rows);
     its ``name``, ``kind``, duration (``dur_ns``) and start (``start_ns``: FlexFlow's form, ``None``
     in the labelled form); what the labelled form says of its device (``device``: compute tasks) or its
-    transfer (``src``, ``dst``, ``size_bytes``), ``None`` elsewhere. :meth:`task` gives one as a
-    :class:`Task`."""
+    transfer (``src``, ``dst``, ``size_bytes``), ``None`` elsewhere. The columns are read, never
+    changed: some are the DOT graph's own."""
 
     path: str
     form: Form
@@ -153,13 +154,15 @@ class TaskGraph:
     def __len__(self) -> int:
         return len(self.node)
 
-    def task(self, index: int) -> Task:
-        """Task ``index`` as an object (for messages: the passes read the columns)."""
-        line, column = self.at[index].tolist()
-        return Task(
-            index, self.node[index], self.name[index], self.kind[index], self.dur_ns[index], line, column,
-            self.start_ns[index], self.device[index], self.src[index], self.dst[index], self.size_bytes[index],
-        )  # fmt: skip
+    @cached_property
+    def comm(self) -> np.ndarray:
+        """``is_comm`` as a bool array."""
+        return np.array(self.is_comm, dtype=bool)
+
+    @cached_property
+    def start_or_zero_ns(self) -> np.ndarray:
+        """Each task's start as an int64 array, 0 where there is none (the labelled form)."""
+        return np.array([start or 0 for start in self.start_ns], dtype=np.int64)
 
     @property
     def makespan_ns(self) -> int | None:
@@ -184,6 +187,8 @@ def read_task_graph(path: PathLike, *, time_unit: str | None = None) -> TaskGrap
 
 
 def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
+    """The task graph of a DOT graph of either form (told apart by their labels); ``time_unit`` as
+    :func:`read_task_graph` takes it."""
     if time_unit is not None and time_unit not in NS_PER:
         raise position_error(dot.path, 1, 1, f"unknown time unit {time_unit!r}", f"one of {', '.join(NS_PER)}")
     labels = [attrs.get("label") for attrs in dot.attrs]
@@ -213,10 +218,10 @@ def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
         graph = TaskGraph.of_tasks(dot.path, Form.LABELLED, tasks, sources, targets)
     else:
         name, kind, start_ns, dur_ns = columns
-        none: list[int | None] = [None] * len(name)
+        unknown: list[list[int | None]] = [[None] * len(name) for _ in range(4)]  # the labelled form's fields
         graph = TaskGraph(
             dot.path, Form.FLEXFLOW, dot.names, dot.node_at, name, kind, dur_ns, start_ns,  # type: ignore[arg-type]
-            sources, targets, none, none, none, none,
+            sources, targets, *unknown,
         )  # fmt: skip
     graph.order()  # refuse a cycle now, naming its tasks
     return graph
@@ -246,16 +251,6 @@ def _time_ns(text: object, unit_ns: int, node: DotNode, path: str, what: str) ->
 #: FlexFlow's label as it writes it, ``{ NAME | KIND | { START | END } }`` (NAME optional), read at once;
 #: anything else goes through the record parser (escapes, other spacing) and its errors.
 _FLEXFLOW_LABEL = re.compile(r"\{ (?:([^|{}\\<>]*?) \| )?(\w+) \| \{ ([^|{}]*) \| ([^|{}]*) \} \}")
-
-
-def _flexflow_task(index: int, node: DotNode, path: str) -> Task:
-    """The task of one node of FlexFlow's own form: its label as FlexFlow writes it read here at once,
-    anything else (and every fault) by :func:`_checked_flexflow_task`."""
-    row = _flexflow_label(node.attrs["label"], {})
-    if row is None:
-        return _checked_flexflow_task(index, node, path)
-    name, kind, start_ns, dur_ns = row
-    return Task(index, node.name, name, kind, dur_ns, node.line, node.column, start_ns)
 
 
 #: A task of a label: its name, kind, start and duration (ns).

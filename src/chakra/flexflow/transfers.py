@@ -74,8 +74,9 @@ class Transfers:
 @dataclass
 class Chains:
     """The transfers of FlexFlow's form as found in its graph: the hops of each, the transfers in the
-    order their first hops start (then by task); each task's transfer (``transfer_of``, -1 for a
-    compute task); and the compute tasks joined to them: ``before`` rows (transfer, task) of the edges
+    order their first hops start (then by task); each one's first and last hop (``heads``,
+    ``tails``); each task's transfer (``transfer_of``, -1 for a compute task); and the compute tasks
+    joined to them: ``before`` rows (transfer, task) of the edges
     from a compute task to a first hop, ``after`` those from a last hop to a compute task, each sorted
     by transfer and in edge order within one."""
 
@@ -97,7 +98,7 @@ class Chains:
 
 def find_chains(graph: TaskGraph) -> Chains:
     """The transfers of FlexFlow's own task graph (see the module docstring)."""
-    comm = np.array(graph.is_comm, dtype=bool)
+    comm = graph.comm
     a, b = graph.sources, graph.targets
     name = graph.name
     # hops of one transfer: an edge between two comm tasks of one name
@@ -110,7 +111,7 @@ def find_chains(graph: TaskGraph) -> Chains:
     is_head = comm.copy()
     is_head[list(later)] = False
     heads = np.flatnonzero(is_head)
-    start = np.array([s or 0 for s in graph.start_ns], dtype=np.int64)
+    start = graph.start_or_zero_ns
     heads = heads[np.lexsort((heads, start[heads]))]
     transfer_of = np.full(len(graph), -1, dtype=np.int64)
     if not next_hop:  # every transfer one hop
@@ -176,7 +177,7 @@ def transfers_of(graph: TaskGraph, chains: Chains, device: np.ndarray) -> Transf
             path=graph.path,
             hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
         )
-    start = np.array([s or 0 for s in graph.start_ns], dtype=np.int64)
+    start = graph.start_or_zero_ns
     dur = np.array(graph.dur_ns, dtype=np.int64)
     first, end = start[chains.heads], start[chains.tails] + dur[chains.tails]
     name = graph.name

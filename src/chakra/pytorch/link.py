@@ -185,6 +185,8 @@ def enclosing_ops(ops: list[KinetoEvent], calls: list[KinetoEvent]) -> list[int]
     is_step = {name: name.startswith(PROFILER_STEP_PREFIX) for name in dict.fromkeys(op_name)}
     step = np.fromiter(map(is_step.__getitem__, op_name), bool, len(ops))
     start = np.array(op_ts, dtype=np.float64)
+    if (np.diff(start) < 0).any():
+        raise ValueError("enclosing_ops takes the ops sorted by start, as nest_events does")
     end = start + np.array(op_dur, dtype=np.float64)
     at = np.array(call_ts, dtype=np.float64)
     # the last op of its thread started at or before each call (a thread's ops keep their order)
