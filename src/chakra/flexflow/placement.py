@@ -36,6 +36,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.flexflow.compgraph import CompOp
 from chakra.flexflow.strategy import Placement
@@ -84,6 +85,19 @@ def place(
 ) -> Placed:
     """The devices and transfers of ``graph`` (see the module docstring); ``sources`` names the files the
     strategy and computation graph came from, in errors."""
+    # tuples per task and transfer for the search: the collector's passes over them took as long as the search
+    with gc_paused():
+        return _place(graph, strategy, compgraph, link, num_devices, sources)
+
+
+def _place(
+    graph: TaskGraph,
+    strategy: Mapping[str, Placement] | None,
+    compgraph: Mapping[str, CompOp] | None,
+    link: LinkModel | None,
+    num_devices: int | None,
+    sources: tuple[str, ...],
+) -> Placed:
     if graph.form is Form.LABELLED:
         return _place_labelled(graph, num_devices)
     devices_of = _devices_of(strategy, compgraph)

@@ -38,6 +38,7 @@ from functools import cached_property
 import msgspec
 import numpy as np
 
+from chakra.collector import gc_paused
 from chakra.errors import PathLike
 from chakra.flexflow.dot import DotGraph, DotNode, parse_record, position_error, read_dot
 from chakra.flexflow.strategy import MAX_DEVICES
@@ -183,7 +184,9 @@ class TaskGraph:
 def read_task_graph(path: PathLike, *, time_unit: str | None = None) -> TaskGraph:
     """Read a task graph of either form. ``time_unit`` (``ms``, ``s``, ``us``) is the unit of the
     labelled form's times (default FlexFlow's ms); FlexFlow's own form is always in ms."""
-    return task_graph_of(read_dot(path), time_unit=time_unit)
+    # a dict and a few strs per task, all kept: the collector's passes over them would cost half the reading
+    with gc_paused():
+        return task_graph_of(read_dot(path), time_unit=time_unit)
 
 
 def task_graph_of(dot: DotGraph, *, time_unit: str | None = None) -> TaskGraph:
