@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from chakra.pytorch.items import Builder, Item, sort_by_attribute
+from chakra.pytorch.items import Builder, Item, sort_by_attribute, sorted_by_end
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -35,8 +35,9 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
     if len(cpu_threads) < 2:
         return
-    finished = {t: sorted(by_thread[t], key=lambda i: i.end_us) for t in cpu_threads}
-    finished_ends = {t: [i.end_us for i in items] for t, items in finished.items()}
+    by_end = {t: sorted_by_end(by_thread[t]) for t in cpu_threads}
+    finished_ends = {t: ends for t, (ends, _) in by_end.items()}
+    finished = {t: items for t, (_, items) in by_end.items()}
     for thread in cpu_threads:
         last_end = float("-inf")
         for item in by_thread[thread]:

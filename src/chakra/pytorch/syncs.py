@@ -39,7 +39,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from chakra.pytorch.items import Builder, Item, Segment
+from chakra.pytorch.items import Builder, Item, Segment, sorted_by_end
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
 
@@ -369,8 +369,7 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
 
 def _by_end(items: list[Item]) -> tuple[list[float], list[Item]]:
     """``items`` (the timed ones) sorted by when they ended, with those ends (µs)."""
-    timed = sorted((i for i in items if i.ts_us is not None), key=lambda i: i.end_us)
-    return [i.end_us for i in timed], timed
+    return sorted_by_end([i for i in items if i.ts_us is not None])
 
 
 def _last_ended(times: list[float], items: list[Item], track: Any, t_us: float) -> Item | None:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from chakra._items import nest_thread
-from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute
+from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -110,15 +110,15 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     tops: dict[Any, _TopLevel] = {}  # made when first asked: the threads' items do not change here
     for thread in cpu_threads:
         items = by_thread[thread]
-        issued_here = sorted(issued.get(thread, []), key=lambda i: i.end_us)
+        issued_ends, issued_here = sorted_by_end(issued.get(thread, []))
         others = [i for t in cpu_threads if t != thread for i in by_thread[t] if i.depth == 0]
         # inside an op: anything the thread could have waited for; between top-level ops only
         # what it issued itself (a worker thread idles between works without waiting for them)
-        inside = sorted(issued_here + others, key=lambda i: i.end_us)
+        inside_ends, inside = sorted_by_end(issued_here + others)
         if not inside:
             continue  # nothing this thread could have waited for (inside holds what it issued too)
         starts = [i.ts_us or 0.0 for i in items]
-        lists = {True: (inside, [c.end_us for c in inside]), False: (issued_here, [c.end_us for c in issued_here])}
+        lists = {True: (inside, inside_ends), False: (issued_here, issued_ends)}
         mine = {id(i) for i in issued_here}
         heads: list[Segment] = []
         for segment in segments.get(thread, []):
