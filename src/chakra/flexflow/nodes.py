@@ -71,12 +71,13 @@ class _Nodes:
 
 def device_records(graph: TaskGraph, placed: Placed) -> DeviceRecords:
     """The node records of every device of a placed task graph (see the module docstring)."""
-    nodes, computes, send_of = _task_nodes(graph, placed)
-    dep_to, dep_from, dropped, nodes = _dependencies(graph, placed, nodes, computes, send_of)
+    heads = np.array([hops[0] for hops in placed.transfers.hops], dtype=np.int64)  # each transfer's first hop
+    nodes, computes, send_of = _task_nodes(graph, placed, heads)
+    dep_to, dep_from, dropped, nodes = _dependencies(graph, placed, heads, nodes, computes, send_of)
     return _records(nodes, dep_to, dep_from, dropped)
 
 
-def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, np.ndarray]:
+def _task_nodes(graph: TaskGraph, placed: Placed, heads: np.ndarray) -> tuple[_Nodes, np.ndarray, np.ndarray]:
     """The nodes of compute tasks and transfers; the compute tasks' indices; each transfer's send node."""
     n = len(graph)
     start_ns = graph.start_ns
@@ -89,7 +90,6 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
         at_task = np.array(start_ns, dtype=np.float64)
     computes = np.flatnonzero(~graph.comm)
     transfers = placed.transfers
-    heads = np.array([hops[0] for hops in transfers.hops], dtype=np.int64)
     count, pairs = len(computes), 2 * len(transfers)
     both = np.repeat  # a transfer's send and receive: its values twice
     starts = np.array([-1 if s is None else s for s in start_ns], dtype=np.int64)
@@ -128,7 +128,7 @@ def _task_nodes(graph: TaskGraph, placed: Placed) -> tuple[_Nodes, np.ndarray, n
 
 
 def _dependencies(
-    graph: TaskGraph, placed: Placed, nodes: _Nodes, computes: np.ndarray, send_of: np.ndarray
+    graph: TaskGraph, placed: Placed, heads: np.ndarray, nodes: _Nodes, computes: np.ndarray, send_of: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, Counter[str], _Nodes]:
     """The data dependencies (node ``dep_to`` on node ``dep_from``) of the task graph's edges, the
     edges dropped, and the nodes with the empty transfers added."""
@@ -140,7 +140,6 @@ def _dependencies(
     node_of = np.full(n, -1, dtype=np.int64)
     node_of[computes] = np.arange(len(computes))
     comm = transfer_of >= 0
-    heads = np.array([hops[0] for hops in placed.transfers.hops], dtype=np.int64)
     # the node an edge leaves from (a compute task's, a transfer's receive) and the one it reaches (a
     # compute task's, a transfer's send: an edge to its first hop; -1 for a later hop), by task
     leaves, reaches = node_of.copy(), node_of.copy()

@@ -317,7 +317,7 @@ def _classes(graph: TaskGraph, devices_of: Mapping[str, tuple[int, ...]], count:
         intervals = [(start[i], start[i] + dur_ns[i]) for i in members]
         keys = {(name[i], kind[i]) for i in named} or {("", kind[i]) for i in members}
         classes.append(_Class(members, candidates or every, keys, intervals, bool(named)))
-    _exchanges(classes, class_of, chains, start_of, np.array(dur_ns, dtype=np.int64))
+    _exchanges(classes, class_of, chains)
     return classes
 
 
@@ -346,12 +346,10 @@ def _components(n: int, sources: np.ndarray, targets: np.ndarray, kept: np.ndarr
             label = root
 
 
-def _exchanges(
-    classes: list[_Class], class_of: np.ndarray, chains: Chains, start: np.ndarray, dur_ns: np.ndarray
-) -> None:
+def _exchanges(classes: list[_Class], class_of: np.ndarray, chains: Chains) -> None:
     """Each class's transfers (peer class, span, whether it sends), in transfer order: every class
     sending to a transfer's first hop with every class receiving from its last, but a class and itself."""
-    spans = np.stack([start[chains.heads], start[chains.tails] + dur_ns[chains.tails]], axis=1)
+    spans = np.stack([chains.start_ns, chains.end_ns], axis=1)
     count = len(chains.hops)
     (before, sender_task), (after, receiver_task) = chains.before, chains.after
     senders, receivers = class_of[sender_task], class_of[receiver_task]

@@ -87,8 +87,8 @@ COMP_NODE, COMM_NODE = "COMP_NODE", "COMM_SEND_RECV_NODE"
 
 class Task(msgspec.Struct, gc=False):
     """One task: where it was declared, what it is, its time (ns), and what the labelled form says of
-    its device (compute) or its transfer (comm). (A msgspec struct: one is made per task, and a
-    dataclass's ``__init__`` runs in Python.)"""
+    its device (compute) or its transfer (comm): what the labelled form's reader and the checked
+    reader of FlexFlow's form make of one node, before it joins :class:`TaskGraph`'s columns."""
 
     index: int
     node: str
@@ -102,11 +102,6 @@ class Task(msgspec.Struct, gc=False):
     src: int | None = None  # labelled form: transfers
     dst: int | None = None
     size_bytes: int | None = None
-    #: read for every task by every pass (a property was a tenth of a conversion): set from ``kind``
-    is_comm: bool = False
-
-    def __post_init__(self) -> None:
-        self.is_comm = self.kind is TaskKind.COMM
 
 
 @dataclass

@@ -75,7 +75,8 @@ class Transfers:
 class Chains:
     """The transfers of FlexFlow's form as found in its graph: the hops of each, the transfers in the
     order their first hops start (then by task); each one's first and last hop (``heads``,
-    ``tails``); each task's transfer (``transfer_of``, -1 for a compute task); and the compute tasks
+    ``tails``) and its span (``start_ns``: the first hop's start, ``end_ns``: the last's end); each
+    task's transfer (``transfer_of``, -1 for a compute task); and the compute tasks
     joined to them: ``before`` rows (transfer, task) of the edges
     from a compute task to a first hop, ``after`` those from a last hop to a compute task, each sorted
     by transfer and in edge order within one."""
@@ -83,6 +84,8 @@ class Chains:
     hops: list[list[int]]
     heads: np.ndarray
     tails: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
     transfer_of: np.ndarray
     before: tuple[np.ndarray, np.ndarray]
     after: tuple[np.ndarray, np.ndarray]
@@ -104,7 +107,8 @@ def find_chains(graph: TaskGraph) -> Chains:
     # hops of one transfer: an edge between two comm tasks of one name
     later: set[int] = set()
     next_hop: dict[int, int] = {}  # a hop -> the next (its first such successor, in edge order)
-    for x, y in zip(a[comm[a] & comm[b]].tolist(), b[comm[a] & comm[b]].tolist(), strict=True):
+    between = comm[a] & comm[b]
+    for x, y in zip(a[between].tolist(), b[between].tolist(), strict=True):
         if name[x] == name[y]:
             later.add(y)
             next_hop.setdefault(x, y)
@@ -139,8 +143,9 @@ def find_chains(graph: TaskGraph) -> Chains:
                 "fix the graph's edges: each hop leads to at most one next hop of its name",
             )  # fmt: skip
     computes = ~comm
+    dur = np.array(graph.dur_ns, dtype=np.int64)
     return Chains(
-        hops, heads, tails, transfer_of,
+        hops, heads, tails, start[heads], start[tails] + dur[tails], transfer_of,
         _rows_by_chain(heads, b, a, computes[a]), _rows_by_chain(tails, a, b, computes[b]),
     )  # fmt: skip
 
@@ -177,14 +182,11 @@ def transfers_of(graph: TaskGraph, chains: Chains, device: np.ndarray) -> Transf
             path=graph.path,
             hint="a FlexFlow transfer runs from one task to another; fix the graph's edges",
         )
-    start = graph.start_or_zero_ns
-    dur = np.array(graph.dur_ns, dtype=np.int64)
-    first, end = start[chains.heads], start[chains.tails] + dur[chains.tails]
     name = graph.name
     count = len(chains.hops)
     return Transfers(
         chains.hops, src_task, dst_task, device[src_task], device[dst_task], [0] * count, [SIZE_UNKNOWN] * count,
-        end - first, first, [name[h] for h in chains.heads.tolist()],
+        chains.end_ns - chains.start_ns, chains.start_ns, [name[h] for h in chains.heads.tolist()],
     )  # fmt: skip
 
 

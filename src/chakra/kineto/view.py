@@ -126,8 +126,8 @@ def _runtime_calls(events: KinetoEvents) -> list[KinetoEvent]:
 def _outside_operators(events: KinetoEvents) -> list[KinetoEvent]:
     """Runtime calls that no operator of their thread encloses (``ProfilerStep#N`` marks a step,
     it launches nothing: linking never takes it for a call's operator)."""
-    calls = _runtime_calls(events)
-    return [call for call, op in zip(calls, enclosing_ops(events.host_ops, calls), strict=True) if op < 0]
+    calls, parents = _runtime_calls(events), nest_events(events.host_ops)[1]
+    return [call for call, op in zip(calls, enclosing_ops(events.host_ops, parents, calls), strict=True) if op < 0]
 
 
 def _values(event: KinetoEvent, args: KinetoInputArgs) -> msgspec.Raw:
@@ -231,7 +231,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     report = LinkReport(join_key=JOIN_KEY, host_ops=len(nodes), host_matched=len(nodes))
     report.kineto_ops = report.kineto_matched = len(operators)
     report.duplicate_correlations = len(events.duplicate_correlations)
-    activities = attach_activities(events, node_id, report)
+    activities = attach_activities(events, parents, node_id, report)
     return LinkedTrace(
         host,
         trace,

@@ -154,21 +154,23 @@ def nest_events(events: list[KinetoEvent]) -> tuple[list[float], list[int]]:
     return nest_by_thread(events)
 
 
-def enclosing_ops(ops: list[KinetoEvent], calls: list[KinetoEvent]) -> list[int]:
+def enclosing_ops(ops: list[KinetoEvent], parents: list[int], calls: list[KinetoEvent]) -> list[int]:
     """For each call, the index in ``ops`` (host events sorted by start, longer first, as
-    :func:`nest_events` takes them) of the innermost op of the call's thread open at its start (one
-    that starts with it counts, one that ends at it does not), -1 for none. ``ProfilerStep#N``
-    annotations never count: a step launches nothing.
+    :func:`nest_events` takes them; ``parents``: what it finds for them) of the innermost op of the
+    call's thread open at its start (one that starts with it counts, one that ends at it does not), -1
+    for none. ``ProfilerStep#N`` annotations never count: a step launches nothing.
 
     The ops open at a call are the last op of its thread started by then and the ops it is nested in
-    (its parents, as :func:`nest_events` finds them): found with arrays, thread by thread, then the
-    parents climbed past the ops already closed, for all the calls at once.
+    (its parents): found with arrays, thread by thread, then the parents climbed past the ops already
+    closed, for all the calls at once. The callers have nested the ops already, for their exclusive
+    times: the nesting is taken, not found again.
 
     Example:
         >>> from chakra.pytorch.kineto import KinetoEvent
         >>> ops = [KinetoEvent(name="a", tid=1, ts=0.0, dur=10.0), KinetoEvent(name="b", tid=1, ts=2.0, dur=3.0)]
-        >>> enclosing_ops(ops, [KinetoEvent(tid=1, ts=3.0), KinetoEvent(tid=1, ts=6.0), KinetoEvent(tid=2, ts=3.0),
-        ...                     KinetoEvent(tid=1, ts=10.0)])
+        >>> calls = [KinetoEvent(tid=1, ts=3.0), KinetoEvent(tid=1, ts=6.0), KinetoEvent(tid=2, ts=3.0),
+        ...          KinetoEvent(tid=1, ts=10.0)]
+        >>> enclosing_ops(ops, nest_events(ops)[1], calls)
         [1, 0, -1, -1]
     """
     if not ops or not calls:
@@ -178,7 +180,7 @@ def enclosing_ops(ops: list[KinetoEvent], calls: list[KinetoEvent]) -> list[int]
     import numpy as np
 
     found = np.full(len(calls), -1, dtype=np.int64)
-    parent = np.array(nest_events(ops)[1], dtype=np.int64)
+    parent = np.array(parents, dtype=np.int64)
     op_ts, op_dur, op_tid, op_name = gather(ops, (("ts",), ("dur",), ("tid",), ("name",)))
     call_ts, call_tid = gather(calls, (("ts",), ("tid",)))
     # threads, names: a few values shared by many events, each looked at once
@@ -223,7 +225,7 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
     key, index_of = _join_index(host_ops)
     report = LinkReport(join_key=key, kineto_ops=len(host_ops))
     report.duplicate_correlations = len(events.duplicate_correlations)
-    exclusive = nest_events(host_ops)[0]  # host_ops are in (ts, -dur) order
+    exclusive, parents = nest_events(host_ops)  # host_ops are in (ts, -dur) order
 
     timing, host_of_kineto, report.host_ops, joined, agree, unmatched = join_host_ops(
         host.nodes, SYNTHETIC_HOST_OPS, index_of, host_ops, exclusive, HostTiming
@@ -251,17 +253,20 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
             hint="record both in one profiler session (chakra.pytorch.collect does)",
         )
 
-    activities = attach_activities(events, host_of_kineto, report)
+    activities = attach_activities(events, parents, host_of_kineto, report)
     return LinkedTrace(
         host, device, timing, activities, report, sync_calls=events.sync_calls, event_records=events.event_records
     )
 
 
-def attach_activities(events: KinetoEvents, host_of_kineto: dict[int, int], report: LinkReport) -> list[DeviceActivity]:
+def attach_activities(
+    events: KinetoEvents, parents: list[int], host_of_kineto: dict[int, int], report: LinkReport
+) -> list[DeviceActivity]:
     """Every device activity and sync event of ``events``, in time order, each attached to the host
     op that launched it: its runtime call by ``correlation`` (every kernel of a CUDA graph shares its
-    ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call, then
-    ``host_of_kineto`` (``id()`` of a Kineto op -> host id). Counts go to ``report``."""
+    ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call (``parents``: the
+    host ops' nesting, :func:`nest_events`), then ``host_of_kineto`` (``id()`` of a Kineto op -> host
+    id). Counts go to ``report``."""
     calls = dict(events.launches)  # correlation -> the runtime call that caused device work
     for call in events.sync_calls:
         if call.correlation is not None:
@@ -269,7 +274,7 @@ def attach_activities(events: KinetoEvents, host_of_kineto: dict[int, int], repo
     launches = list(calls.values())
     enclosing = {
         id(launch): events.host_ops[k]
-        for launch, k in zip(launches, enclosing_ops(events.host_ops, launches), strict=True)
+        for launch, k in zip(launches, enclosing_ops(events.host_ops, parents, launches), strict=True)
         if k >= 0
     }
     activities: list[DeviceActivity] = []
