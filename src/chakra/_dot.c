@@ -87,6 +87,9 @@ static PyObject *unquoted(const char *s, Py_ssize_t n) {
     return shorter;
 }
 
+/* A quoted value [s, s + n), its quotes included, as unquoted() reads it. */
+static PyObject *quoted_value(const char *s, Py_ssize_t n) { return unquoted(s + 1, n - 2); }
+
 /* The str of the text [s, s + n) made by `make`: the one made of equal text before, from `cache`. New. */
 static PyObject *cached(TextCache *cache, const char *s, Py_ssize_t n, PyObject *(*make)(const char *, Py_ssize_t)) {
     uint64_t hash = text_hash(s, n);
@@ -155,11 +158,7 @@ static int read_attrs(Graph *g, const char *from, const char *to, PyObject *attr
             while (q < to && *q != '"') q += *q == '\\' && q + 1 < to && q[1] != '\n' ? 2 : 1;
             if (q >= to) return 0; /* the brackets' scan kept quotes whole: not reached */
             /* keyed by the text with its quotes: a bare value of the same letters is another */
-            uint64_t hash = text_hash(p, q - p + 1);
-            PyObject *found = text_cache_get(&g->values, p, q - p + 1, hash);
-            value = found != NULL ? Py_NewRef(found) : unquoted(p + 1, q - p - 1);
-            if (found == NULL && value != NULL && text_cache_put(&g->values, p, q - p + 1, hash, value) < 0)
-                Py_CLEAR(value);
+            value = cached(&g->values, p, q - p + 1, quoted_value);
             p = q + 1;
         } else {
             const char *v = p;
