@@ -27,6 +27,11 @@
  * sorted stretch merged with the next without a comparison per element. False, the list untouched,
  * for any other attribute: the caller sorts it in Python. ValueError when reading the attributes
  * changed the list, as list.sort raises it.
+ *
+ * span_us(starts, durations) -> float, None or NotImplemented: from the least start to the greatest
+ * start + duration over the rows whose start is not None, as max(map(add, s, d)) - min(s) of those rows
+ * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
+ * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  */
 #include "_slots.h"
 
@@ -490,10 +495,38 @@ static PyObject *sort_by_field(PyObject *self, PyObject *args) {
     return status < 0 ? NULL : Py_NewRef(sorted ? Py_True : Py_False);
 }
 
+static PyObject *span_us(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *starts, *durations;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &starts, &PyList_Type, &durations)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(starts);
+    if (PyList_GET_SIZE(durations) != size) {
+        PyErr_SetString(PyExc_ValueError, "span_us takes lists of one length");
+        return NULL;
+    }
+    int any = 0;
+    double least = 0.0, greatest = 0.0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *start = PyList_GET_ITEM(starts, i), *duration = PyList_GET_ITEM(durations, i);
+        if (start == Py_None) continue;
+        if (!PyFloat_CheckExact(start) || !PyFloat_CheckExact(duration)) Py_RETURN_NOTIMPLEMENTED;
+        double at = PyFloat_AS_DOUBLE(start), end = at + PyFloat_AS_DOUBLE(duration);
+        if (!any) {
+            least = at, greatest = end, any = 1;
+            continue;
+        }
+        if (at < least) least = at;
+        if (end > greatest) greatest = end;
+    }
+    if (!any) Py_RETURN_NONE;
+    return PyFloat_FromDouble(greatest - least);
+}
+
 static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
+    {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
     {NULL, NULL, 0, NULL},
 };

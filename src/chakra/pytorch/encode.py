@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from chakra import __version__
-from chakra._items import gather
+from chakra._items import gather, span_us
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
@@ -222,17 +222,9 @@ class _Encoder:
                     if cost is not None:
                         column["num_ops"][row] = cost.num_ops
                         column["tensor_size"][row] = cost.tensor_size
-        for row in compress(count(), map(is_, col.host, repeat(None))):  # rows that are no host op
-            item = items[row]
-            column["tid"][row] = None
-            if item.part_of is not None and item.part_of.host is not None:
-                owner = item.part_of.host
-                column["rf_id"][row] = owner.rf_id
-                column["tid"][row] = thread_ids.get(item.thread, owner.tid)
-            elif item.activity is None and item.thread in thread_ids:
-                column["tid"][row] = thread_ids[item.thread]  # time outside operators on a thread
-            elif item.activity is not None:
-                self._activity_row(column, row, item.activity, item.node_type)
+        no_host = list(compress(count(), map(is_, col.host, repeat(None))))
+        if no_host:
+            self._rows_of_no_host_op(column, [items[row] for row in no_host], no_host, col.node_type, thread_ids)
         encode = self.encode
         for row in compress(count(), col.attrs):  # the few rows with attributes added
             column["added"][row] = b"".join([encode(name, value) for name, value in col.attrs[row]])
@@ -243,18 +235,56 @@ class _Encoder:
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else _COLUMN_MEMBER.get(name))
                 for name, values in column.items()]  # fmt: skip
 
-    def _activity_row(self, column: dict[str, list[Any]], row: int, activity: DeviceActivity, node_type: int) -> None:
-        column["stream"][row] = activity.stream if isinstance(activity.stream, int) else 0
-        if isinstance(activity.device, int):
-            column["device"][row] = activity.device
-        if activity.correlation is not None:
-            column["correlation"][row] = int(activity.correlation)
-        launcher = self.items.get(activity.host_id) if activity.host_id is not None else None
-        if launcher is not None and launcher.host is not None:
-            column["launcher_rf_id"][row] = launcher.host.rf_id
-        nbytes = activity.args.get("bytes")
-        if isinstance(nbytes, int) and node_type == COMP_NODE:
-            column["activity_bytes"][row] = nbytes
+    def _rows_of_no_host_op(
+        self,
+        column: dict[str, list[Any]],
+        items: list[Item],
+        rows: list[int],
+        node_types: list[int],
+        thread_ids: dict[Any, int],
+    ) -> None:
+        """The attributes of ``items`` (at ``rows`` of the batch, whose node types are ``node_types``),
+        which are no host op: the later part of an op (its op's ``rf_id`` and thread), time outside
+        operators on a thread (the thread), a device activity."""
+        tids = column["tid"]
+        activity_rows: list[int] = []
+        activities: list[DeviceActivity] = []
+        threads, owners, found = gather(items, (("thread",), ("part_of", "host"), ("activity",)))
+        for row, thread, owner, activity in zip(rows, threads, owners, found, strict=True):
+            tids[row] = None
+            if owner is not None:
+                column["rf_id"][row] = owner.rf_id
+                tids[row] = thread_ids.get(thread, owner.tid)
+            elif activity is None and thread in thread_ids:
+                tids[row] = thread_ids[thread]  # time outside operators on a thread
+            elif activity is not None:
+                activity_rows.append(row)
+                activities.append(activity)
+        if activities:
+            self._activity_rows(column, activities, activity_rows, [node_types[row] for row in activity_rows])
+
+    def _activity_rows(
+        self, column: dict[str, list[Any]], activities: list[DeviceActivity], rows: list[int], node_types: list[int]
+    ) -> None:
+        """The attributes of device ``activities`` (at ``rows``, of ``node_types``): stream, device,
+        correlation, the ``rf_id`` of the op that launched it, and a kernel's or copy's bytes."""
+        streams, devices, correlations, host_ids, args = gather(
+            activities, (("stream",), ("device",), ("correlation",), ("host_id",), ("args",))
+        )
+        launchers = [self.items.get(host_id) if host_id is not None else None for host_id in host_ids]
+        (launcher_rf_ids,) = gather(launchers, (("host", "rf_id"),))
+        for row, stream, device, correlation, rf_id, arg, node_type in zip(
+            rows, streams, devices, correlations, launcher_rf_ids, args, node_types, strict=True
+        ):
+            column["stream"][row] = stream if isinstance(stream, int) else 0
+            if isinstance(device, int):
+                column["device"][row] = device
+            if correlation is not None:
+                column["correlation"][row] = int(correlation)
+            column["launcher_rf_id"][row] = rf_id
+            nbytes = arg.get("bytes")
+            if isinstance(nbytes, int) and node_type == COMP_NODE:
+                column["activity_bytes"][row] = nbytes
 
     def _cost(self, host: HostNode) -> OpCost | None:
         """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one
@@ -315,16 +345,14 @@ def _measured_span_us(starts: list[float | None], durations: list[float]) -> flo
         (6.0, 6.0)
         >>> _measured_span_us([None], [3.0]), _measured_span_us([], [])
         (None, None)
+        >>> _measured_span_us([2, None], [3, 1])  # ints: their sum stays an int
+        3
     """
-    # most often every item has a start: summed at once (``None in starts`` compared each float with
-    # None, slower than the sum), and only when a start is None are the timed ones picked out
-    try:
-        return max(map(add, starts, durations)) - min(starts)  # type: ignore[arg-type,type-var]
-    except TypeError:
-        timed = [start for start in starts if start is not None]
-        durations = [dur for start, dur in zip(starts, durations, strict=True) if start is not None]
-    except ValueError:  # no items
-        return None
+    span = span_us(starts, durations)  # in C when every value is a float
+    if span is not NotImplemented:
+        return span
+    timed = [start for start in starts if start is not None]
+    durations = [dur for start, dur in zip(starts, durations, strict=True) if start is not None]
     return max(map(add, timed, durations)) - min(timed) if timed else None
 
 
@@ -359,11 +387,13 @@ def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | N
     """
     votes: dict[Any, Counter[int]] = defaultdict(Counter)
     fallback: dict[Any, Counter[int]] = defaultdict(Counter)
-    seen = Counter(zip(threads, tids, scopes, strict=True))
+    # only the items of a host op carry a tid: the rest (device work, parts) are not counted at all
+    seen: Counter[tuple[Any, int, int | None]] = Counter(
+        compress(zip(threads, tids, scopes, strict=True), map(is_not, tids, repeat(None)))  # type: ignore[arg-type]
+    )
     for (thread, tid, scope), times in seen.items():
-        if tid is not None:
-            (votes if scope == 0 else fallback)[thread][tid] += times
-    voted = sorted({thread for thread, tid, _ in seen if tid is not None}, key=str)
+        (votes if scope == 0 else fallback)[thread][tid] += times
+    voted = sorted({thread for thread, _, _ in seen}, key=str)
     mapping: dict[Any, int] = {}
     used: set[int] = set()
     for thread in voted:
