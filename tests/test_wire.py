@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chakra._items import dense_ranks
 from chakra.attrs import WELL_KNOWN, set_attr
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node
@@ -221,6 +222,30 @@ def test_dependencies_are_mapped_and_those_not_below_the_node_are_left_out_and_c
     c = Node.FromString(done.payloads[2])
     assert (list(c.ctrl_deps), list(c.data_deps)) == ([1], [0])
     assert (done.later, done.repeated) == (1, 1)  # 30 is c itself; 99 names no node written: skipped
+
+
+@given(
+    ids=st.lists(st.integers(0, 60), min_size=1, max_size=20, unique=True),
+    deps=st.lists(st.lists(st.integers(0, 70), max_size=6), min_size=20, max_size=20),
+)
+def test_dependencies_mapped_through_dense_ranks_as_through_the_dict_of_the_same_ids(ids, deps):
+    rows = len(ids)
+    ranks = dense_ranks(ids)
+    assert ranks is not None
+    columns = (["n"] * rows, [4] * rows, deps[:rows], deps[::-1][:rows], [0] * rows, [0] * rows, [None] * rows)
+    by_dict = encode_columns(
+        *columns, [None] * rows, id_map=dict(zip(ids, range(rows), strict=True)), earlier_only=True
+    )
+    by_ranks = encode_columns(*columns, [None] * rows, id_map=memoryview(ranks).cast("q"), earlier_only=True)
+    assert by_ranks == by_dict
+
+
+def test_dense_ranks_give_each_id_its_position_and_leave_sparse_or_odd_ids_to_a_dict():
+    assert list(memoryview(dense_ranks([3, 0, 5])).cast("q")) == [1, -1, -1, 0, -1, 2]
+    assert dense_ranks([2, 2]) is not None and memoryview(dense_ranks([2, 2])).cast("q")[2] == 1  # the last
+    assert dense_ranks([-1]) is None
+    assert dense_ranks([10**9]) is None  # far more ids than nodes: an array would waste memory
+    assert dense_ranks([True]) is None
 
 
 def test_raw_columns_append_fields_encoded_elsewhere():

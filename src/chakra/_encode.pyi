@@ -26,7 +26,7 @@ def encode_nodes(
     attrs: Sequence[tuple[str, str, Sequence[Any]]],
     *,
     node_ids: Sequence[int] | None = None,
-    id_map: dict[Any, Any] | None = None,
+    id_map: dict[Any, Any] | memoryview | None = None,
     earlier_only: bool = False,
     io_json: Callable[[Any], str | bytes] | None = None,
     io_fields: tuple[str, str, str] | None = None,

@@ -7,7 +7,7 @@
 /*
  * encode_nodes: columns in, one Node payload per row out, the loop of encode_node run in C. Row i's
  * id is node_ids[i] (default i); its dependency ids are mapped through id_map when given (ids it
- * lacks are nodes not written: skipped), with earlier_only those not below the row's own id are
+ * lacks are nodes not written: skipped; a dict, or int64 ranks by id with -1 for an id not written), with earlier_only those not below the row's own id are
  * dropped, and each is written once: the counts of the dropped and repeated ones are returned.
  * Attributes come as columns (name, member, values): a row's value None writes nothing; members are
  * the common scalars, checked as chakra.attrs.check_value checks them, or "raw" for fields already
@@ -198,8 +198,28 @@ static Py_ssize_t dedupe_ids(Ids *a) {
 }
 
 /* A row's dependency ids, mapped and filtered (see above), into `out`. */
-static int map_deps(Ids *out, PyObject *deps, PyObject *id_map, int earlier_only, uint64_t own, Py_ssize_t *later,
-                    Py_ssize_t *repeated) {
+/* Dense ranks (id_map given as int64 values by id, -1 for an id not written), read once a batch. */
+typedef struct {
+    const int64_t *ranks; /* NULL: id_map is a dict or None */
+    Py_ssize_t count;
+} Ranks;
+
+/* `id` mapped through `ranks`: 1 with *out set, 0 when the id is not written, -1 (TypeError) when not an int. */
+static int ranked(const Ranks *r, PyObject *id, uint64_t *out) {
+    if (!PyLong_Check(id)) {
+        PyErr_SetString(PyExc_TypeError, "dependencies must be ints");
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(id, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < 0 || v >= r->count || r->ranks[v] < 0) return 0;
+    *out = (uint64_t)r->ranks[v];
+    return 1;
+}
+
+static int map_deps(Ids *out, PyObject *deps, PyObject *id_map, const Ranks *ranks, int earlier_only, uint64_t own,
+                    Py_ssize_t *later, Py_ssize_t *repeated) {
     out->len = 0;
     PyObject *fast = PySequence_Fast(deps, "dependencies must be a sequence of ints");
     if (!fast) return -1;
@@ -208,6 +228,18 @@ static int map_deps(Ids *out, PyObject *deps, PyObject *id_map, int earlier_only
     int rc = 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *target = items[i];
+        if (ranks->ranks) {
+            uint64_t id;
+            int found = ranked(ranks, target, &id);
+            if (found < 0) rc = -1;
+            if (found <= 0) continue;
+            if (earlier_only && id >= own) {
+                (*later)++;
+                continue;
+            }
+            rc = ids_push(out, id);
+            continue;
+        }
         if (id_map != Py_None) {
             target = PyDict_GetItemWithError(id_map, items[i]);
             if (!target) {
@@ -443,9 +475,17 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_TypeError, "io_json must be None or a callable (JSON text -> Python text)");
         return NULL;
     }
+    Py_buffer rank_view = {0};
+    Ranks ranks = {NULL, 0};
     if (id_map != Py_None && !PyDict_Check(id_map)) {
-        PyErr_SetString(PyExc_TypeError, "id_map must be a dict or None");
-        return NULL;
+        if (PyObject_GetBuffer(id_map, &rank_view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0 || rank_view.itemsize != 8 ||
+            !rank_view.format || (strcmp(rank_view.format, "q") != 0 && strcmp(rank_view.format, "l") != 0)) {
+            if (rank_view.obj) PyBuffer_Release(&rank_view);
+            PyErr_SetString(PyExc_TypeError, "id_map must be a dict, int64 ranks by id (a buffer of format 'q') or None");
+            return NULL;
+        }
+        ranks.ranks = rank_view.buf;
+        ranks.count = rank_view.len / 8;
     }
     PyObject *cols[N_COLUMNS + 1] = {NULL};
     AttrColumn *attr_cols = NULL;
@@ -497,8 +537,8 @@ PyObject *encode_nodes(PyObject *self, PyObject *args, PyObject *kwargs) {
         const char *name;
         Py_ssize_t name_len;
         if (text_bytes(*row[0], &name, &name_len) < 0) goto done;
-        if (map_deps(&ctrl, *row[2], id_map, earlier_only, own, &later, &repeated) < 0 ||
-            map_deps(&data, *row[3], id_map, earlier_only, own, &later, &repeated) < 0)
+        if (map_deps(&ctrl, *row[2], id_map, &ranks, earlier_only, own, &later, &repeated) < 0 ||
+            map_deps(&data, *row[3], id_map, &ranks, earlier_only, own, &later, &repeated) < 0)
             goto done;
         b.len = 0;
         int rc = 0;
@@ -542,5 +582,6 @@ done:
         Py_XDECREF(field_names[k]);
     }
     free_repr_cache(cache);
+    if (rank_view.obj) PyBuffer_Release(&rank_view);
     return result;
 }

@@ -166,7 +166,7 @@ def encode_columns(
     attrs: Sequence[AttrColumn] = (),
     *,
     node_ids: Sequence[int] | None = None,
-    id_map: Mapping[int, int] | None = None,
+    id_map: Mapping[int, int] | memoryview | None = None,
     earlier_only: bool = False,
     io_json: Callable[[Any], str | bytes] | None = None,
     io_fields: tuple[str, str, str] | None = None,
@@ -175,7 +175,8 @@ def encode_columns(
     """Nodes given as columns (one row per node), encoded as :func:`encode_node` encodes one: row
     ``i`` gets id ``node_ids[i]`` (default ``i``). Dependencies are mapped through ``id_map`` when
     given (ids it lacks are skipped: nodes not written), with ``earlier_only`` those not below the
-    row's own id are left out, and each is written once. Attribute values are checked as
+    row's own id are left out, and each is written once (``id_map`` may also be int64 ranks by id, -1
+    for an id not written: a ``memoryview`` of format ``q``, read as an array). Attribute values are checked as
     :func:`chakra.attrs.set_attr` checks them (:class:`~chakra.errors.AttrKindError`). With
     ``io_json``, the IO lists are given as JSON (bytes, ``msgspec.Raw``) and written as Python's
     ``str()`` of their values (upstream's text form), by :func:`python_repr_of_json` or, for the
@@ -204,7 +205,7 @@ def encode_columns(
         outputs,
         columns,
         node_ids=node_ids,
-        id_map=dict(id_map) if id_map is not None and not isinstance(id_map, dict) else id_map,
+        id_map=dict(id_map) if id_map is not None and not isinstance(id_map, dict | memoryview) else id_map,
         earlier_only=earlier_only,
         io_json=io_json,
         io_fields=io_fields,

@@ -7,6 +7,7 @@ metadata; :func:`encode_nodes` returns the :class:`~chakra.pytorch.report.Conver
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from itertools import compress, count, repeat
 from operator import add, is_, is_not
 from typing import Any, NamedTuple
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from chakra import __version__
-from chakra._items import gather, span_us
+from chakra._items import dense_ranks, gather, span_us
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
@@ -136,7 +137,10 @@ class _Encoder:
         items = list(self.items.values())
         sort_by_attribute(items, "key")
         node_ids, threads, tids, scopes, starts, durations, node_types, categories = gather(items, _SUMMARY_PATHS)
-        new_id = dict(zip(node_ids, range(len(items)), strict=True))
+        ranks = dense_ranks(node_ids)  # the encoder reads an array, not a dict, where ids allow it
+        new_id: Mapping[int, int] | memoryview = (
+            dict(zip(node_ids, range(len(items)), strict=True)) if ranks is None else memoryview(ranks).cast("q")
+        )
         thread_ids = _thread_ids(threads, tids, scopes) if self.linked else {}
         span_us = _measured_span_us(starts, durations)
         if span_us is not None:
@@ -154,7 +158,7 @@ class _Encoder:
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
 
     def _encoded(
-        self, items: list[Item], first: int, thread_ids: dict[Any, int], new_id: dict[int, int]
+        self, items: list[Item], first: int, thread_ids: dict[Any, int], new_id: Mapping[int, int] | memoryview
     ) -> EncodedNodes:
         """Nodes ``first``, ``first + 1``, ... (``items``), encoded."""
         col = _Columns(*gather(items, _ITEM_PATHS))
@@ -191,7 +195,7 @@ class _Encoder:
         col: _Columns,
         metadata_rows: list[int],
         thread_ids: dict[Any, int],
-        new_id: dict[int, int],
+        new_id: Mapping[int, int] | memoryview,
     ) -> list[AttrColumn]:
         """The nodes' attributes as columns, in the order each kind of node lists them: a host op's
         own (its trace's core attributes, then ``num_ops``/``tensor_size`` of modelled ops), the
