@@ -143,6 +143,16 @@ def test_io_lists_of_numbers_flags_and_plain_names_are_written_without_python(va
     assert python_repr_of_json(text) == str(msgspec.json.decode(text)).encode()
 
 
+@given(text=st.text(alphabet='[], "-0123456789.eE+truefalsn\t\n', max_size=30))
+def test_any_json_text_of_lists_numbers_words_and_spaces_is_written_as_str_writes_it(text):
+    try:
+        value = msgspec.json.decode(text.encode())
+    except msgspec.DecodeError:
+        return  # not JSON: no text to agree with
+    written = python_repr_of_json(text.encode())
+    assert written is None or written == str(value).encode()
+
+
 def test_forms_whose_python_text_has_rules_of_its_own_are_left_to_python():
     for text in (
         b'"bare"',

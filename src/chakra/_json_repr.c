@@ -49,14 +49,16 @@ static int repr_number(Json *j, Buf *out) {
     }
     size_t len = (size_t)(j->p - start);
     if (digits == 0 || len > 64) return 0;
-    char text[65];
-    memcpy(text, start, len);
-    text[len] = '\0';
     if (!is_float) {
         if (digits > REPR_MAX_INT_DIGITS) return 0;
         const char *first = start + (*start == '-');
         int canonical = (*first != '0' || digits == 1) && !(*start == '-' && *first == '0');
         if (canonical) return buf_put_bytes(out, start, len) < 0 ? -1 : 1; /* str(int) is the same digits */
+    }
+    char text[65];
+    memcpy(text, start, len);
+    text[len] = '\0';
+    if (!is_float) {
         long long value = strtoll(text, NULL, 10);
         char printed[32];
         int n = snprintf(printed, sizeof printed, "%lld", value);
@@ -121,8 +123,97 @@ static int repr_value(Json *j, Buf *out, int depth) {
     }
 }
 
+static inline const char *after_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* The common forms in one pass, writing into room reserved once (the text grows at most twofold: a
+ * comma gains a space): lists, true/false/null, integers written as they are (at most 18 digits, no
+ * leading zero, not -0) and strings of printable ASCII without quotes or escapes, inside a list. 1:
+ * written; 0: another form (a float, a dict, ...), for repr_value, which writes or refuses every
+ * form; -1: no memory. Whatever it writes, repr_value writes the same for the same text. */
+static int repr_simple(const char *p, const char *end, Buf *out) {
+    if (buf_reserve(out, 2 * (size_t)(end - p) + 2) < 0) return -1;
+    char *w = (char *)out->data + out->len;
+    int depth = 0;
+    for (;;) {
+        p = after_space(p, end); /* a value */
+        if (p >= end) return 0;
+        char c = *p;
+        if (c == '[') {
+            if (++depth > MAX_DEPTH) return 0;
+            *w++ = '[';
+            p = after_space(p + 1, end);
+            if (p < end && *p == ']') {
+                *w++ = ']';
+                p++;
+                depth--;
+            } else {
+                continue;
+            }
+        } else if (c == '"') {
+            if (depth == 0) return 0; /* str() of a bare string is not its repr */
+            const char *start = ++p;
+            while (p < end && *p != '"') {
+                unsigned char k = (unsigned char)*p;
+                if (k == '\\' || k == '\'' || k < 0x20 || k >= 0x7f) return 0;
+                p++;
+            }
+            if (p >= end) return 0;
+            *w++ = '\'';
+            memcpy(w, start, (size_t)(p - start));
+            w += p - start;
+            *w++ = '\'';
+            p++;
+        } else if (c == 't' || c == 'f' || c == 'n') {
+            const char *word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+            const char *python = c == 't' ? "True" : c == 'f' ? "False" : "None";
+            size_t n = strlen(word);
+            if ((size_t)(end - p) < n || memcmp(p, word, n) != 0) return 0;
+            memcpy(w, python, n);
+            w += n;
+            p += n;
+        } else {
+            const char *start = p;
+            if (*p == '-') p++;
+            const char *digits = p;
+            while (p < end && *p >= '0' && *p <= '9') p++;
+            Py_ssize_t count = p - digits;
+            if (count == 0 || count > REPR_MAX_INT_DIGITS || (*digits == '0' && (count > 1 || digits != start)))
+                return 0; /* not an integer written as Python writes it */
+            if (p < end && (*p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) return 0; /* a float */
+            memcpy(w, start, (size_t)(p - start));
+            w += p - start;
+        }
+        for (;;) { /* after a value: the end, or the list's next item or its end */
+            p = after_space(p, end);
+            if (depth == 0) {
+                if (p != end) return 0;
+                out->len = (size_t)(w - (char *)out->data);
+                return 1;
+            }
+            if (p >= end) return 0;
+            if (*p == ',') {
+                *w++ = ',';
+                *w++ = ' ';
+                p++;
+                break;
+            }
+            if (*p != ']') return 0;
+            *w++ = ']';
+            p++;
+            depth--;
+        }
+    }
+}
+
 /* Python's str() of the JSON text into `out`: 1 written, 0 a form left to Python, -1 an error (set). */
 int repr_json(const char *data, Py_ssize_t len, Buf *out) {
+    size_t kept = out->len;
+    int simple = repr_simple(data, data + len, out);
+    if (simple != 0) return simple;
+    out->len = kept;
     Json j = {data, data + len};
     int rc = repr_value(&j, out, 0);
     if (rc == 1) {
