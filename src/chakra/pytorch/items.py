@@ -8,8 +8,7 @@ dependencies are in :mod:`chakra.pytorch.waits`, :mod:`chakra.pytorch.dependenci
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import repeat
-from operator import attrgetter, neg
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -159,16 +158,15 @@ class Builder:
         (made in the file's order, children before their parent, the walks took twice as long)."""
         assert self.linked is not None
         timing = self.linked.timing
-        nodes = timed_in_order(self.host.nodes, timing)
-        ids, names = gather(nodes, (("id",), ("name",)))
-        starts, durations, exclusives, threads = gather(
-            list(map(timing.__getitem__, ids)), (("ts_us",), ("dur_us",), ("exclusive_us",), ("thread",))
-        )
-        keys = zip(starts, map(neg, durations), ids, strict=True)
-        # made by map (no Python frame per op), the fields in Item's order up to ``host``
-        made = map(Item, ids, names, repeat(COMP_NODE), keys, threads, starts, durations, exclusives, repeat(True),
-                   nodes)  # fmt: skip
-        return dict(zip(ids, made, strict=True))
+        made: dict[int, Item] = {}
+        for node in timed_in_order(self.host.nodes, timing):
+            t = timing[node.id]
+            ts_us, dur_us = t.ts_us, t.dur_us
+            made[node.id] = Item(
+                node.id, node.name, COMP_NODE, (ts_us, -dur_us, node.id), thread=t.thread, ts_us=ts_us, dur_us=dur_us,
+                excl_us=t.exclusive_us, host=node,
+            )  # fmt: skip
+        return made
 
     def add_device_activities(self) -> None:
         if self.linked is None:
