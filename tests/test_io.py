@@ -194,6 +194,22 @@ def test_a_plain_file_named_gz_is_a_format_error_not_a_crash(tmp_path):
         io.read(path)
 
 
+def test_read_mapped_maps_a_plain_file_and_reads_a_compressed_or_empty_one(tmp_path):
+    plain, packed, empty = tmp_path / "a.pb", tmp_path / "a.pb.gz", tmp_path / "empty.pb"
+    plain.write_bytes(b"recorded bytes")
+    packed.write_bytes(gzip.compress(b"recorded bytes"))
+    empty.write_bytes(b"")
+    mapped = io.read_mapped(plain, what="a recording")
+    assert not isinstance(mapped, bytes) and mapped[:] == b"recorded bytes"
+    assert io.read_mapped(packed, what="a recording") == b"recorded bytes"
+    assert io.read_mapped(empty, what="a recording") == b""
+
+
+def test_read_mapped_names_a_missing_file_as_an_input_error(tmp_path):
+    with pytest.raises(ChakraInputError, match="no such file"):
+        io.read_mapped(tmp_path / "absent.pb", what="a recording")
+
+
 def test_unknown_compression_is_refused(tmp_path):
     with pytest.raises(ChakraInputError, match="unknown compression"):
         io.EtWriter(tmp_path / "w.0.et", compress="lz4")

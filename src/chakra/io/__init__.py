@@ -33,6 +33,7 @@ from chakra.io.framing import (
     framed_batches,
     open_decompressed,
     read_decompressed,
+    read_mapped,
 )
 from chakra.io.reader import DecodedRecords, EtReader, read, read_metadata, stream
 from chakra.io.writer import AtomicFile, EtWriter, write
@@ -59,6 +60,7 @@ __all__ = [
     "open_decompressed",
     "read",
     "read_decompressed",
+    "read_mapped",
     "read_metadata",
     "stream",
     "write",

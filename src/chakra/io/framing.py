@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import stat
 import zlib
@@ -216,6 +217,24 @@ def read_decompressed(path: PathLike, *, what: str) -> bytes:
         ) from None
     finally:
         stream.close()
+
+
+def read_mapped(path: PathLike, *, what: str) -> bytes | mmap.mmap:
+    """The bytes of ``path`` as :func:`read_decompressed` gives them, a plain regular file mapped
+    read-only rather than read: its pages are the page cache's, mapped as the parser reaches them,
+    where a read copies the whole file into fresh memory that the kernel hands out a page at a time
+    (a third of the time of reading a TensorFlow recording). For readers of whole protobuf files.
+
+    A mapped file that another process truncates while it is read ends this process (SIGBUS), as for
+    any program that maps its input: the files read so are recordings, written once.
+    """
+    stream, size = open_decompressed(path, what=what)
+    try:
+        if size:  # a plain regular file, not empty (an empty one cannot be mapped)
+            return mmap.mmap(stream.fileno(), 0, prot=mmap.PROT_READ)
+    finally:
+        stream.close()
+    return read_decompressed(path, what=what)
 
 
 def open_decompressed(path: PathLike, *, what: str = "an .et file") -> tuple[BinaryIO, int | None]:

@@ -21,11 +21,13 @@ Example:
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from chakra import io
 from chakra._tf_graph import function_graphs, node_facts, table_columns
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError, PathLike
@@ -52,7 +54,7 @@ class GraphTable:
     """One partition graph's nodes as columns (see the module's docstring)."""
 
     #: the bytes the graph was read from, and where each row's NodeDef lies in them
-    data: bytes
+    data: bytes | mmap.mmap  # the run metadata's bytes, mapped (chakra.io.read_mapped)
     spans: list[tuple[int, int]]
     names: list[str]
     ops: list[str]
@@ -75,14 +77,11 @@ class GraphTable:
 def read_step_tables(path: PathLike) -> dict[str, GraphTable]:
     """The step function's partition graphs of a ``run_metadata.pb``, by device name."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ChakraInputError(
-            "no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote"
-        ) from None
-    except IsADirectoryError:
-        raise ChakraInputError("a folder, not a run metadata file", path=path) from None
+    if path.is_dir():
+        raise ChakraInputError("a folder, not a run metadata file", path=path)
+    if not path.exists():
+        raise ChakraInputError("no such file", path=path, hint="pass the folder chakra.tensorflow.collect wrote")
+    data = io.read_mapped(path, what="a TensorFlow RunMetadata")
     try:
         with gc_paused():  # tuples and lists a node, kept: see chakra.collector
             functions = [[read_graph_table(data, *span) for span in spans] for spans in function_graphs(data)]
@@ -113,15 +112,15 @@ def _step_weight(tables: list[GraphTable]) -> tuple[bool, int]:
     return talks, sum(len(table.names) for table in tables)
 
 
-def _not_a_run_metadata(path: Path, data: bytes, refused: ValueError) -> ChakraFormatError:
+def _not_a_run_metadata(path: Path, data: bytes | mmap.mmap, refused: ValueError) -> ChakraFormatError:
     return ChakraFormatError(
-        f"not a TensorFlow RunMetadata ({protobuf_fault(RunMetadata(), data, refused)}; {len(data):,} bytes)",
+        f"not a TensorFlow RunMetadata ({protobuf_fault(RunMetadata(), bytes(data), refused)}; {len(data):,} bytes)",
         path=path,
         hint="the file is damaged or of another kind; record it again with chakra.tensorflow.collect",
     )
 
 
-def read_graph_table(data: bytes, offset: int = 0, length: int = -1) -> GraphTable:
+def read_graph_table(data: bytes | mmap.mmap, offset: int = 0, length: int = -1) -> GraphTable:
     """The nodes of the GraphDef at ``data[offset:offset + length]`` (all of ``data`` by default) as
     columns (a node named twice: the name's row is its last); ValueError for bytes that are not a
     GraphDef where they are read."""

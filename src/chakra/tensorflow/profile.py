@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import mmap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,11 +166,7 @@ def _with_nodes(
 def load_tf_profile(path: PathLike) -> TfProfile:
     """Read a TensorFlow profile (an ``.xplane.pb``, or the newest one under a folder)."""
     path = _find(Path(path))
-    stream, _ = io.open_decompressed(path, what="a TensorFlow profile")
-    try:
-        data = stream.read()
-    finally:
-        stream.close()
+    data = io.read_mapped(path, what="a TensorFlow profile")
     with gc_paused():  # names and executions a node, kept: see chakra.collector
         profile = _read_host_plane(data, path)
     if profile is None:
@@ -183,7 +180,7 @@ def load_tf_profile(path: PathLike) -> TfProfile:
     return profile
 
 
-def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
+def _read_host_plane(data: bytes | mmap.mmap, path: Path) -> TfProfile | None:
     """The op executions of the host plane's lines, read in C (``None``: no host plane); a format
     error for bytes that are not an XSpace where they are read (the other planes are not)."""
     try:
@@ -224,9 +221,9 @@ def _read_host_plane(data: bytes, path: Path) -> TfProfile | None:
     return profile
 
 
-def _not_an_xspace(path: Path, data: bytes, refused: ValueError) -> ChakraFormatError:
+def _not_an_xspace(path: Path, data: bytes | mmap.mmap, refused: ValueError) -> ChakraFormatError:
     return ChakraFormatError(
-        f"not a profiler XSpace ({protobuf_fault(XSpace(), data, refused)}; {len(data):,} bytes)",
+        f"not a profiler XSpace ({protobuf_fault(XSpace(), bytes(data), refused)}; {len(data):,} bytes)",
         path=path,
         hint="pass the *.xplane.pb tf.profiler.experimental.stop wrote (the file is damaged or of another kind)",
     )
