@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread, sort_by_field, timed_in_order
+from chakra._items import gather, nest_thread, part_candidates, sort_by_field, timed_in_order
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
-from chakra.pytorch.waits import nest
+from chakra.pytorch.waits import PART_MIN_US, nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
 
 
@@ -277,3 +277,31 @@ def test_timed_host_ops_are_listed_from_the_list_as_given_when_reading_empties_i
     first, second = _Meddling(1, nodes), _Meddling(2, nodes)
     nodes += [first, second]
     assert timed_in_order(nodes, timing) == [second, first]
+
+
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.sampled_from([None, 1, 2]),  # the owner's node id (None: between top-level ops)
+            st.booleans(),  # waited
+            st.booleans(),  # first
+            st.floats(0, 100),
+            st.floats(0, 100, allow_nan=False) | st.just(math.nan),  # the length
+        ),
+        max_size=30,
+    ),
+    launched=st.sets(st.sampled_from([1, 2])),
+)
+def test_part_candidates_are_the_segments_whose_rules_may_make_a_part(specs, launched):
+    owners = {node_id: Item(node_id, "op", COMP_NODE, (0.0, 0.0, node_id)) for node_id in (1, 2)}
+    segments = [
+        Segment(start, start + length, owners.get(owner), first, waited=waited)
+        for owner, waited, first, start, length in specs
+    ]
+    expected = [
+        k
+        for k, s in enumerate(segments)
+        if s.owner is not None
+        and (s.waited or (not s.first and (not s.end_us - s.start_us < PART_MIN_US or s.owner.node_id in launched)))
+    ]
+    assert part_candidates(segments, launched, PART_MIN_US) == expected

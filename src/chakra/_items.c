@@ -33,6 +33,11 @@
  * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
  * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  *
+ * part_candidates(segments, launched, min_us) -> list of int: the indices of the segments that may hold a
+ * part of their owner (chakra.pytorch.waits.split_parts looks at these only, with every rule): those with
+ * an owner that are waited, or that are not the owner's first and last min_us or more (or NaN), or whose
+ * owner's node_id is in `launched` (it launched device work, maybe in them).
+ *
  * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
  * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
  * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
@@ -43,6 +48,7 @@
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
+static PyObject *s_end_us, *s_owner, *s_waited, *s_first;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -527,6 +533,73 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(greatest - least);
 }
 
+/* 1 when the segment may hold a part (see part_candidates), 0 when not, -1 with an exception. */
+static int part_candidate(PyObject *segment, PyObject *launched, double min_us) {
+    PyObject *owner = field(segment, s_owner), *node_id = NULL;
+    int status = 0;
+    if (owner == NULL) return -1;
+    if (owner == Py_None) goto done;
+    double start, end;
+    int flag = 0;
+    PyObject *waited = field(segment, s_waited);
+    if (waited == NULL || (flag = PyObject_IsTrue(waited)) != 0) {
+        status = waited == NULL ? -1 : flag; /* waited: a part after the wait, whatever its length */
+        Py_XDECREF(waited);
+        goto done;
+    }
+    Py_DECREF(waited);
+    PyObject *first = field(segment, s_first);
+    if (first == NULL || (flag = PyObject_IsTrue(first)) != 0) {
+        status = first == NULL || flag < 0 ? -1 : 0; /* an op's first stretch stays the op's */
+        Py_XDECREF(first);
+        goto done;
+    }
+    Py_DECREF(first);
+    if (micros_of(segment, s_start_us, &start, NULL) < 0 || micros_of(segment, s_end_us, &end, NULL) < 0) {
+        status = -1;
+        goto done;
+    }
+    if (!(end - start < min_us)) {
+        status = 1;
+        goto done;
+    }
+    if ((node_id = field(owner, s_node_id)) == NULL) {
+        status = -1;
+        goto done;
+    }
+    status = PySequence_Contains(launched, node_id);
+done:
+    Py_XDECREF(node_id);
+    Py_DECREF(owner);
+    return status;
+}
+
+static PyObject *part_candidates(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *segments, *launched;
+    double min_us;
+    if (!PyArg_ParseTuple(args, "O!Od", &PyList_Type, &segments, &launched, &min_us)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(segments); i++) {
+        int candidate = part_candidate(PyList_GET_ITEM(segments, i), launched, min_us);
+        if (candidate < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (candidate) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (!index || PyList_Append(out, index) < 0) {
+                Py_XDECREF(index);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(index);
+        }
+    }
+    return out;
+}
+
 /* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
 #define DENSE_SPARE_FACTOR 4
 #define DENSE_SPARE_IDS 4096
@@ -558,6 +631,7 @@ static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
+    {"part_candidates", part_candidates, METH_VARARGS, "part_candidates(segments, launched, min_us) -> indices of the segments that may hold a part"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
@@ -570,6 +644,7 @@ PyMODINIT_FUNC PyInit__items(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
+        {&s_end_us, "end_us"}, {&s_owner, "owner"}, {&s_waited, "waited"}, {&s_first, "first"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;

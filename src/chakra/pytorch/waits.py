@@ -13,7 +13,7 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
-from chakra._items import nest_thread
+from chakra._items import nest_thread, part_candidates
 from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -208,7 +208,8 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
     launched = _launches_by_owner(builder)
     for thread, segs in segments.items():
         added = False
-        for segment in segs:
+        # most segments are an op's first stretch or short: those that may hold a part are found in C
+        for segment in map(segs.__getitem__, part_candidates(segs, launched, PART_MIN_US)):
             owner = segment.owner
             after_wait = segment.waited
             if owner is None or (not after_wait and (segment.first or owner.node_type in TRANSFER_TYPES)):
