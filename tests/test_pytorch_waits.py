@@ -3,6 +3,7 @@ exclusive time); the encoder's columns gathered along attribute paths (chakra._i
 
 from __future__ import annotations
 
+import bisect
 import math
 from types import SimpleNamespace
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread, part_candidates, sort_by_field, timed_in_order
+from chakra._items import gather, nest_thread, part_candidates, sort_by_field, timed_in_order, wait_candidates
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import PART_MIN_US, nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -305,3 +306,29 @@ def test_part_candidates_are_the_segments_whose_rules_may_make_a_part(specs, lau
         and (s.waited or (not s.first and (not s.end_us - s.start_us < PART_MIN_US or s.owner.node_id in launched)))
     ]
     assert part_candidates(segments, launched, PART_MIN_US) == expected
+
+
+@given(
+    specs=st.lists(
+        st.tuples(st.booleans(), st.booleans(), st.floats(0, 50), st.floats(0, 50)), max_size=25
+    ),  # (has an owner, waited, start, length)
+    inside=st.lists(st.floats(0, 100) | st.just(math.nan), max_size=8),
+    between=st.lists(st.floats(0, 100), max_size=8),
+)
+def test_wait_candidates_are_the_segments_in_which_an_end_falls_as_bisect_finds_it(specs, inside, between):
+    owner = Item(1, "op", COMP_NODE, (0.0, 0.0, 1))
+    segments = [Segment(s, s + n, owner if has else None, False, waited=w) for has, w, s, n in specs]
+    inside_ends, between_ends = sorted(inside), sorted(between)
+    expected = []
+    for k, segment in enumerate(segments):
+        ends = inside_ends if segment.owner is not None else between_ends
+        last = bisect.bisect_right(ends, segment.end_us) - 1
+        if not segment.waited and last >= 0 and not ends[last] <= segment.start_us:
+            expected.append(k)
+    assert wait_candidates(segments, inside_ends, between_ends) == expected
+
+
+def test_wait_candidates_leave_times_that_are_not_floats_to_python():
+    owner = Item(1, "op", COMP_NODE, (0.0, 0.0, 1))
+    assert wait_candidates([Segment(1, 2, owner, False)], [1.5], []) is None
+    assert wait_candidates([Segment(1.0, 2.0, owner, False)], [1], []) is None

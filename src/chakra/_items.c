@@ -38,6 +38,13 @@
  * an owner that are waited, or that are not the owner's first and last min_us or more (or NaN), or whose
  * owner's node_id is in `launched` (it launched device work, maybe in them).
  *
+ * wait_candidates(segments, inside_ends, between_ends) -> list of int or None: the indices of the segments
+ * not waited already in which something the thread could have waited for ends (chakra.pytorch.waits.
+ * find_waits looks at these only, with every rule): the last of the sorted ends (inside_ends for a segment
+ * with an owner, between_ends for one between top-level ops) at or before the segment's end, found as
+ * bisect.bisect_right finds it, is not at or before its start. None when a time is not a float: the
+ * caller looks at every segment.
+ *
  * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
  * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
  * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
@@ -600,6 +607,95 @@ static PyObject *part_candidates(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* A list of floats as doubles (PyMem_Malloc'd, *count set); NULL with no exception when one is not a float. */
+static double *float_array(PyObject *list, Py_ssize_t *count) {
+    *count = PyList_GET_SIZE(list);
+    double *out = PyMem_Malloc(((size_t)*count + 1) * sizeof(double));
+    if (!out) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        PyObject *value = PyList_GET_ITEM(list, i);
+        if (!PyFloat_CheckExact(value)) {
+            PyMem_Free(out);
+            return NULL;
+        }
+        out[i] = PyFloat_AS_DOUBLE(value);
+    }
+    return out;
+}
+
+/* As bisect.bisect_right(ends, x) - 1: the last index whose end is not above x (-1: none). */
+static Py_ssize_t last_not_above(const double *ends, Py_ssize_t count, double x) {
+    Py_ssize_t lo = 0, hi = count;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (x < ends[mid]) hi = mid; else lo = mid + 1;
+    }
+    return lo - 1;
+}
+
+static PyObject *wait_candidates(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *segments, *inside, *between, *out = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &segments, &PyList_Type, &inside, &PyList_Type, &between))
+        return NULL;
+    Py_ssize_t n_inside, n_between;
+    double *inside_ends = float_array(inside, &n_inside), *between_ends = NULL;
+    if (inside_ends) between_ends = float_array(between, &n_between);
+    if (!between_ends) {
+        PyMem_Free(inside_ends);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!(out = PyList_New(0))) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(segments); i++) {
+        PyObject *segment = PyList_GET_ITEM(segments, i);
+        PyObject *waited = field(segment, s_waited), *owner = NULL, *start = NULL, *end = NULL;
+        int status = waited == NULL ? -1 : PyObject_IsTrue(waited), candidate = 0;
+        if (status == 0 && (owner = field(segment, s_owner)) && (start = field(segment, s_start_us)) &&
+            (end = field(segment, s_end_us))) {
+            if (!PyFloat_CheckExact(start) || !PyFloat_CheckExact(end)) {
+                status = 2; /* not floats: the caller's rules decide */
+            } else {
+                int has_owner = owner != Py_None;
+                const double *ends = has_owner ? inside_ends : between_ends;
+                Py_ssize_t k = last_not_above(ends, has_owner ? n_inside : n_between, PyFloat_AS_DOUBLE(end));
+                candidate = k >= 0 && !(ends[k] <= PyFloat_AS_DOUBLE(start));
+            }
+        } else if (status == 0) {
+            status = -1;
+        }
+        Py_XDECREF(waited);
+        Py_XDECREF(owner);
+        Py_XDECREF(start);
+        Py_XDECREF(end);
+        if (status == 2) {
+            Py_CLEAR(out);
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (status < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (candidate) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (!index || PyList_Append(out, index) < 0) {
+                Py_XDECREF(index);
+                Py_CLEAR(out);
+                goto done;
+            }
+            Py_DECREF(index);
+        }
+    }
+done:
+    PyMem_Free(inside_ends);
+    PyMem_Free(between_ends);
+    return out;
+}
+
 /* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
 #define DENSE_SPARE_FACTOR 4
 #define DENSE_SPARE_IDS 4096
@@ -632,6 +728,7 @@ static PyMethodDef methods[] = {
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
     {"part_candidates", part_candidates, METH_VARARGS, "part_candidates(segments, launched, min_us) -> indices of the segments that may hold a part"},
+    {"wait_candidates", wait_candidates, METH_VARARGS, "wait_candidates(segments, inside_ends, between_ends) -> indices of the segments to look at, or None"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},

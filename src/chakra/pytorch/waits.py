@@ -13,7 +13,7 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
-from chakra._items import nest_thread, part_candidates
+from chakra._items import nest_thread, part_candidates, wait_candidates
 from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -121,7 +121,10 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         lists = {True: (inside, inside_ends), False: (issued_here, issued_ends)}
         mine = {id(i) for i in issued_here}
         heads: list[Segment] = []
-        for segment in segments.get(thread, []):
+        segs = segments.get(thread, [])
+        # most segments hold no end of what the thread could wait for: those that do are found in C
+        looked_at = wait_candidates(segs, inside_ends, issued_ends)
+        for segment in segs if looked_at is None else map(segs.__getitem__, looked_at):
             if segment.waited:
                 continue  # a sync's wait (chakra.pytorch.syncs)
             seg_start, seg_end, owner = segment.start_us, segment.end_us, segment.owner
