@@ -11,9 +11,11 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
+from itertools import compress
+from operator import lt
 from typing import Any
 
-from chakra._items import nest_thread, part_candidates, wait_candidates
+from chakra._items import gather, nest_thread, part_candidates, wait_candidates
 from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -252,15 +254,23 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
 
 def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
     """Device work by the op that launched it: the launch times (sorted) and the work items."""
-    found: dict[int, list[tuple[float, Item]]] = defaultdict(list)
-    for item in builder.items.values():
-        activity = item.activity
-        if activity is not None and activity.host_id is not None and activity.launch_ts_us is not None:
-            found[activity.host_id].append((activity.launch_ts_us, item))
+    items = list(builder.items.values())
+    (activities,) = gather(items, (("activity",),))
+    works = list(compress(items, activities))  # the items of device work (an activity is never false)
+    host_ids, launches = gather(list(filter(None, activities)), (("host_id",), ("launch_ts_us",)))
+    times: dict[int, list[float]] = defaultdict(list)
+    launched: dict[int, list[Item]] = defaultdict(list)
+    for work, host_id, launch_ts_us in zip(works, host_ids, launches, strict=True):
+        if host_id is not None and launch_ts_us is not None:
+            times[host_id].append(launch_ts_us)
+            launched[host_id].append(work)
     out = {}
-    for owner, pairs in found.items():
-        pairs.sort(key=lambda pair: pair[0])
-        out[owner] = ([t for t, _ in pairs], [i for _, i in pairs])
+    for owner, owner_times in times.items():
+        owner_works = launched[owner]
+        if any(map(lt, owner_times[1:], owner_times)):  # most are in order already: sorted (stably) only if not
+            order = sorted(range(len(owner_times)), key=owner_times.__getitem__)
+            owner_times, owner_works = [owner_times[k] for k in order], [owner_works[k] for k in order]
+        out[owner] = (owner_times, owner_works)
     return out
 
 
