@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread, part_candidates, sort_by_field, timed_in_order, wait_candidates
+from chakra._items import (
+    gather,
+    late_starts,
+    nest_thread,
+    part_candidates,
+    sort_by_field,
+    timed_in_order,
+    wait_candidates,
+)
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import PART_MIN_US, nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -332,3 +340,54 @@ def test_wait_candidates_leave_times_that_are_not_floats_to_python():
     owner = Item(1, "op", COMP_NODE, (0.0, 0.0, 1))
     assert wait_candidates([Segment(1, 2, owner, False)], [1.5], []) is None
     assert wait_candidates([Segment(1.0, 2.0, owner, False)], [1], []) is None
+
+
+def _late_starts_in_python(items, first_us, idle_us):
+    late, prev_end = [], first_us
+    for k, item in enumerate(items):
+        launch_us = item.activity.launch_ts_us if item.activity is not None else None
+        ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
+        prev_end = max(prev_end, item.end_us)
+        if not (item.ts_us or 0.0) - ready_us <= idle_us:
+            late.append((k, ready_us))
+    return late
+
+
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.floats(0, 100) | st.none(),  # start
+            st.floats(0, 30),  # duration
+            st.none() | st.floats(0, 100),  # the launch (None: no activity or no launch time)
+            st.booleans(),  # has an activity
+        ),
+        max_size=20,
+    ),
+    first_us=st.floats(0, 50),
+)
+def test_late_starts_are_the_items_that_began_long_after_their_launch_and_the_work_before(specs, first_us):
+    items = [
+        Item(k, "kernel", COMP_NODE, (0.0, 0.0, k), ts_us=start, dur_us=dur,
+             activity=SimpleNamespace(launch_ts_us=launch) if active else None)
+        for k, (start, dur, launch, active) in enumerate(specs)
+    ]  # fmt: skip
+    indices, ready = late_starts(items, first_us, 20.0)
+    assert list(zip(indices, ready, strict=True)) == _late_starts_in_python(items, first_us, 20.0)
+
+
+def test_late_starts_leave_times_that_are_not_floats_to_python():
+    assert late_starts([Item(1, "kernel", COMP_NODE, (0.0, 0.0, 1), ts_us=5, dur_us=1.0)], 0.0, 20.0) is None
+
+
+def test_a_stream_with_times_that_are_not_floats_finds_the_same_late_starts_in_python():
+    from chakra.pytorch.syncs import _late_starts
+
+    def stream(number):
+        return [
+            Item(1, "k", COMP_NODE, (0.0, 0.0, 1), ts_us=number(0), dur_us=number(10)),
+            Item(2, "k", COMP_NODE, (0.0, 0.0, 2), ts_us=number(50), dur_us=number(5)),
+        ]
+
+    as_ints, as_floats = _late_starts(stream(int), 0), _late_starts(stream(float), 0.0)
+    assert [(item.node_id, ready) for item, ready in as_ints] == [(2, 10)]
+    assert [(item.node_id, ready) for item, ready in as_floats] == [(2, 10.0)]

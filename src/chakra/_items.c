@@ -45,6 +45,12 @@
  * bisect.bisect_right finds it, is not at or before its start. None when a time is not a float: the
  * caller looks at every segment.
  *
+ * late_starts(items, first_us, idle_us) -> (indices, ready_us) or None: one stream's items in order, each
+ * ready at the later of its activity's launch (launch_ts_us, where known) and the end of every item before it
+ * (first_us before the first; an item's end is its ts_us, None read as 0, plus its dur_us), as max() takes
+ * the later; the indices of those that started more than idle_us after they were ready, with when they were
+ * ready (chakra.pytorch.syncs.timed_stream_waits looks at these only). None when a time is not a float.
+ *
  * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
  * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
  * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
@@ -55,7 +61,7 @@
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
-static PyObject *s_end_us, *s_owner, *s_waited, *s_first;
+static PyObject *s_end_us, *s_owner, *s_waited, *s_first, *s_activity, *s_launch_ts_us;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -696,6 +702,68 @@ done:
     return out;
 }
 
+/* A float slot as a double: 1, 0 when it is not a float (None as 0 where `none_is_zero`), -1 on error. */
+static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
+    PyObject *value = field(obj, name);
+    if (value == NULL) return -1;
+    int status = 1;
+    if (PyFloat_CheckExact(value)) *out = PyFloat_AS_DOUBLE(value);
+    else if (value == Py_None && none_is_zero) *out = 0.0;
+    else status = 0;
+    Py_DECREF(value);
+    return status;
+}
+
+static PyObject *late_starts(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items, *first;
+    double idle_us;
+    if (!PyArg_ParseTuple(args, "O!Od", &PyList_Type, &items, &first, &idle_us)) return NULL;
+    if (!PyFloat_CheckExact(first)) Py_RETURN_NONE;
+    double prev_end = PyFloat_AS_DOUBLE(first);
+    PyObject *indices = PyList_New(0), *ready = PyList_New(0);
+    if (!indices || !ready) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        double start, duration, launch = -INFINITY;
+        int status = float_slot(item, s_ts_us, 1, &start);
+        if (status > 0) status = float_slot(item, s_dur_us, 0, &duration);
+        if (status > 0) {
+            PyObject *activity = field(item, s_activity);
+            if (activity == NULL) {
+                status = -1;
+            } else if (activity != Py_None) {
+                PyObject *at = field(activity, s_launch_ts_us);
+                if (at == NULL) status = -1;
+                else if (PyFloat_CheckExact(at)) launch = PyFloat_AS_DOUBLE(at);
+                else if (at != Py_None) status = 0;
+                Py_XDECREF(at);
+            }
+            Py_XDECREF(activity);
+        }
+        if (status < 0) goto fail;
+        if (status == 0) {
+            Py_DECREF(indices);
+            Py_DECREF(ready);
+            Py_RETURN_NONE;
+        }
+        double ready_us = launch > prev_end ? launch : prev_end, end = start + duration;
+        if (end > prev_end) prev_end = end;
+        if (!(start - ready_us <= idle_us)) {
+            PyObject *index = PyLong_FromSsize_t(i), *when = PyFloat_FromDouble(ready_us);
+            int failed = !index || !when || PyList_Append(indices, index) < 0 || PyList_Append(ready, when) < 0;
+            Py_XDECREF(index);
+            Py_XDECREF(when);
+            if (failed) goto fail;
+        }
+    }
+    return Py_BuildValue("(NN)", indices, ready);
+fail:
+    Py_XDECREF(indices);
+    Py_XDECREF(ready);
+    return NULL;
+}
+
 /* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
 #define DENSE_SPARE_FACTOR 4
 #define DENSE_SPARE_IDS 4096
@@ -729,6 +797,7 @@ static PyMethodDef methods[] = {
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
     {"part_candidates", part_candidates, METH_VARARGS, "part_candidates(segments, launched, min_us) -> indices of the segments that may hold a part"},
     {"wait_candidates", wait_candidates, METH_VARARGS, "wait_candidates(segments, inside_ends, between_ends) -> indices of the segments to look at, or None"},
+    {"late_starts", late_starts, METH_VARARGS, "late_starts(items, first_us, idle_us) -> (indices, ready_us) of the stream's items that started late, or None"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
@@ -742,6 +811,7 @@ PyMODINIT_FUNC PyInit__items(void) {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
         {&s_end_us, "end_us"}, {&s_owner, "owner"}, {&s_waited, "waited"}, {&s_first, "first"},
+        {&s_activity, "activity"}, {&s_launch_ts_us, "launch_ts_us"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;

@@ -39,6 +39,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from chakra._items import gather, late_starts
 from chakra.pytorch.items import Builder, Item, Segment, sorted_by_end
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
@@ -341,22 +342,21 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
     for key, items in streams:
         on_device.setdefault(key[1], []).extend(items)
     ends = {device: _by_end(items) for device, items in on_device.items()}
-    host = _by_end([i for key, items in by_thread.items() if not isinstance(key, tuple) for i in items])
+    host_items = [i for key, items in by_thread.items() if not isinstance(key, tuple) for i in items]
+    host: tuple[list[float], list[Item]] | None = None  # by end, made when work without a launch needs it
     counts = builder.report.sync_deps
     # the first work of a stream, launched before the trace or the window, was ready when it began
-    first_us = min((i.ts_us for i in host[1] + [s[0] for _, s in streams if s] if i.ts_us is not None), default=0.0)
+    (starts,) = gather(host_items + [s[0] for _, s in streams if s], (("ts_us",),))
+    first_us = min((start for start in starts if start is not None), default=0.0)
     for key, items in streams:
-        prev_end = first_us
-        for item in items:
+        for item, ready_us in _late_starts(items, first_us):
             start_us = item.ts_us or 0.0
             launch_us = item.activity.launch_ts_us if item.activity is not None else None
-            ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
-            prev_end = max(prev_end, item.end_us)
             delay_us = start_us - ready_us
-            if delay_us <= DEVICE_IDLE_US:
-                continue
             found = [(_last_ended(*ends[key[1]], key, start_us), STREAM_TIMED)]
             if launch_us is None:
+                if host is None:
+                    host = _by_end(host_items)
                 found.append((_last_ended(*host, key, start_us), DEVICE_AFTER_HOST_TIMED))
             ended = [(source, how) for source, how in found if source is not None and source.end_us > ready_us]
             if not ended:
@@ -365,6 +365,26 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
             if start_us - source.end_us <= _resume_us(delay_us) and source.node_id not in item.data:
                 item.data.append(source.node_id)
                 counts[how] += 1
+
+
+def _late_starts(items: list[Item], first_us: float) -> list[tuple[Item, float]]:
+    """The items of one stream (in order) that started more than :data:`DEVICE_IDLE_US` after they
+    were ready, with when that was (µs): the later of their launch and the end of the stream's work
+    before them (``first_us`` before the first). In C (:func:`chakra._items.late_starts`) where the
+    times are floats."""
+    found = late_starts(items, first_us, DEVICE_IDLE_US)
+    if found is not None:
+        return [(items[k], ready_us) for k, ready_us in zip(*found, strict=True)]
+    late = []
+    prev_end = first_us
+    for item in items:
+        start_us = item.ts_us or 0.0
+        launch_us = item.activity.launch_ts_us if item.activity is not None else None
+        ready_us = max(prev_end, launch_us if launch_us is not None else float("-inf"))
+        prev_end = max(prev_end, item.end_us)
+        if not start_us - ready_us <= DEVICE_IDLE_US:
+            late.append((item, ready_us))
+    return late
 
 
 def _by_end(items: list[Item]) -> tuple[list[float], list[Item]]:
