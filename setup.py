@@ -4,7 +4,8 @@ search (``src/chakra/share/_native.c``, see chakra/share/rules.py), all three re
 through ``src/chakra/_wire.h``; the host trace's record splitter (``src/chakra/_host_record.c``, see
 chakra/pytorch/host.py); the passes over a Kineto trace's events (``src/chakra/_kineto_events.c``, see
 chakra/pytorch/kineto.py) and over a conversion's items (``src/chakra/_items.c``, see
-chakra/pytorch/waits.py), both through ``src/chakra/_slots.h``; and the JSON scanner that finds a file's big array a piece at a time
+chakra/pytorch/waits.py; ``src/chakra/_item_scans.c``, which of them a pass looks at), all through
+``src/chakra/_slots.h``; and the JSON scanner that finds a file's big array a piece at a time
 (``src/chakra/_json_scan.c``, see chakra/pytorch/jsonfile.py); and a profiler XSpace's host plane read
 from its wire bytes (``src/chakra/_xplane.c``, through ``_wire.h``, see chakra/tensorflow/profile.py).
 
@@ -45,6 +46,9 @@ setup(
         ),
         Extension("chakra._link_join", sources=["src/chakra/_link_join.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._item_scans", sources=["src/chakra/_item_scans.c"], depends=[SLOTS], extra_compile_args=["-O2"]
+        ),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra._dot", sources=["src/chakra/_dot.c"], depends=["src/chakra/_text_cache.h"], extra_compile_args=["-O2"]

@@ -33,24 +33,6 @@
  * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
  * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  *
- * part_candidates(segments, launched, min_us) -> list of int: the indices of the segments that may hold a
- * part of their owner (chakra.pytorch.waits.split_parts looks at these only, with every rule): those with
- * an owner that are waited, or that are not the owner's first and last min_us or more (or NaN), or whose
- * owner's node_id is in `launched` (it launched device work, maybe in them).
- *
- * wait_candidates(segments, inside_ends, between_ends) -> list of int or None: the indices of the segments
- * not waited already in which something the thread could have waited for ends (chakra.pytorch.waits.
- * find_waits looks at these only, with every rule): the last of the sorted ends (inside_ends for a segment
- * with an owner, between_ends for one between top-level ops) at or before the segment's end, found as
- * bisect.bisect_right finds it, is not at or before its start. None when a time is not a float: the
- * caller looks at every segment.
- *
- * late_starts(items, first_us, idle_us) -> (indices, ready_us) or None: one stream's items in order, each
- * ready at the later of its activity's launch (launch_ts_us, where known) and the end of every item before it
- * (first_us before the first; an item's end is its ts_us, None read as 0, plus its dur_us), as max() takes
- * the later; the indices of those that started more than idle_us after they were ready, with when they were
- * ready (chakra.pytorch.syncs.timed_stream_waits looks at these only). None when a time is not a float.
- *
  * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
  * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
  * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
@@ -61,7 +43,6 @@
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
-static PyObject *s_end_us, *s_owner, *s_waited, *s_first, *s_activity, *s_launch_ts_us;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -546,224 +527,6 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(greatest - least);
 }
 
-/* 1 when the segment may hold a part (see part_candidates), 0 when not, -1 with an exception. */
-static int part_candidate(PyObject *segment, PyObject *launched, double min_us) {
-    PyObject *owner = field(segment, s_owner), *node_id = NULL;
-    int status = 0;
-    if (owner == NULL) return -1;
-    if (owner == Py_None) goto done;
-    double start, end;
-    int flag = 0;
-    PyObject *waited = field(segment, s_waited);
-    if (waited == NULL || (flag = PyObject_IsTrue(waited)) != 0) {
-        status = waited == NULL ? -1 : flag; /* waited: a part after the wait, whatever its length */
-        Py_XDECREF(waited);
-        goto done;
-    }
-    Py_DECREF(waited);
-    PyObject *first = field(segment, s_first);
-    if (first == NULL || (flag = PyObject_IsTrue(first)) != 0) {
-        status = first == NULL || flag < 0 ? -1 : 0; /* an op's first stretch stays the op's */
-        Py_XDECREF(first);
-        goto done;
-    }
-    Py_DECREF(first);
-    if (micros_of(segment, s_start_us, &start, NULL) < 0 || micros_of(segment, s_end_us, &end, NULL) < 0) {
-        status = -1;
-        goto done;
-    }
-    if (!(end - start < min_us)) {
-        status = 1;
-        goto done;
-    }
-    if ((node_id = field(owner, s_node_id)) == NULL) {
-        status = -1;
-        goto done;
-    }
-    status = PySequence_Contains(launched, node_id);
-done:
-    Py_XDECREF(node_id);
-    Py_DECREF(owner);
-    return status;
-}
-
-static PyObject *part_candidates(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *segments, *launched;
-    double min_us;
-    if (!PyArg_ParseTuple(args, "O!Od", &PyList_Type, &segments, &launched, &min_us)) return NULL;
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(segments); i++) {
-        int candidate = part_candidate(PyList_GET_ITEM(segments, i), launched, min_us);
-        if (candidate < 0) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        if (candidate) {
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (!index || PyList_Append(out, index) < 0) {
-                Py_XDECREF(index);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(index);
-        }
-    }
-    return out;
-}
-
-/* A list of floats as doubles (PyMem_Malloc'd, *count set); NULL with no exception when one is not a float. */
-static double *float_array(PyObject *list, Py_ssize_t *count) {
-    *count = PyList_GET_SIZE(list);
-    double *out = PyMem_Malloc(((size_t)*count + 1) * sizeof(double));
-    if (!out) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < *count; i++) {
-        PyObject *value = PyList_GET_ITEM(list, i);
-        if (!PyFloat_CheckExact(value)) {
-            PyMem_Free(out);
-            return NULL;
-        }
-        out[i] = PyFloat_AS_DOUBLE(value);
-    }
-    return out;
-}
-
-/* As bisect.bisect_right(ends, x) - 1: the last index whose end is not above x (-1: none). */
-static Py_ssize_t last_not_above(const double *ends, Py_ssize_t count, double x) {
-    Py_ssize_t lo = 0, hi = count;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (x < ends[mid]) hi = mid; else lo = mid + 1;
-    }
-    return lo - 1;
-}
-
-static PyObject *wait_candidates(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *segments, *inside, *between, *out = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &segments, &PyList_Type, &inside, &PyList_Type, &between))
-        return NULL;
-    Py_ssize_t n_inside, n_between;
-    double *inside_ends = float_array(inside, &n_inside), *between_ends = NULL;
-    if (inside_ends) between_ends = float_array(between, &n_between);
-    if (!between_ends) {
-        PyMem_Free(inside_ends);
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    if (!(out = PyList_New(0))) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(segments); i++) {
-        PyObject *segment = PyList_GET_ITEM(segments, i);
-        PyObject *waited = field(segment, s_waited), *owner = NULL, *start = NULL, *end = NULL;
-        int status = waited == NULL ? -1 : PyObject_IsTrue(waited), candidate = 0;
-        if (status == 0 && (owner = field(segment, s_owner)) && (start = field(segment, s_start_us)) &&
-            (end = field(segment, s_end_us))) {
-            if (!PyFloat_CheckExact(start) || !PyFloat_CheckExact(end)) {
-                status = 2; /* not floats: the caller's rules decide */
-            } else {
-                int has_owner = owner != Py_None;
-                const double *ends = has_owner ? inside_ends : between_ends;
-                Py_ssize_t k = last_not_above(ends, has_owner ? n_inside : n_between, PyFloat_AS_DOUBLE(end));
-                candidate = k >= 0 && !(ends[k] <= PyFloat_AS_DOUBLE(start));
-            }
-        } else if (status == 0) {
-            status = -1;
-        }
-        Py_XDECREF(waited);
-        Py_XDECREF(owner);
-        Py_XDECREF(start);
-        Py_XDECREF(end);
-        if (status == 2) {
-            Py_CLEAR(out);
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        if (status < 0) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        if (candidate) {
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (!index || PyList_Append(out, index) < 0) {
-                Py_XDECREF(index);
-                Py_CLEAR(out);
-                goto done;
-            }
-            Py_DECREF(index);
-        }
-    }
-done:
-    PyMem_Free(inside_ends);
-    PyMem_Free(between_ends);
-    return out;
-}
-
-/* A float slot as a double: 1, 0 when it is not a float (None as 0 where `none_is_zero`), -1 on error. */
-static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
-    PyObject *value = field(obj, name);
-    if (value == NULL) return -1;
-    int status = 1;
-    if (PyFloat_CheckExact(value)) *out = PyFloat_AS_DOUBLE(value);
-    else if (value == Py_None && none_is_zero) *out = 0.0;
-    else status = 0;
-    Py_DECREF(value);
-    return status;
-}
-
-static PyObject *late_starts(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *items, *first;
-    double idle_us;
-    if (!PyArg_ParseTuple(args, "O!Od", &PyList_Type, &items, &first, &idle_us)) return NULL;
-    if (!PyFloat_CheckExact(first)) Py_RETURN_NONE;
-    double prev_end = PyFloat_AS_DOUBLE(first);
-    PyObject *indices = PyList_New(0), *ready = PyList_New(0);
-    if (!indices || !ready) goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        double start, duration, launch = -INFINITY;
-        int status = float_slot(item, s_ts_us, 1, &start);
-        if (status > 0) status = float_slot(item, s_dur_us, 0, &duration);
-        if (status > 0) {
-            PyObject *activity = field(item, s_activity);
-            if (activity == NULL) {
-                status = -1;
-            } else if (activity != Py_None) {
-                PyObject *at = field(activity, s_launch_ts_us);
-                if (at == NULL) status = -1;
-                else if (PyFloat_CheckExact(at)) launch = PyFloat_AS_DOUBLE(at);
-                else if (at != Py_None) status = 0;
-                Py_XDECREF(at);
-            }
-            Py_XDECREF(activity);
-        }
-        if (status < 0) goto fail;
-        if (status == 0) {
-            Py_DECREF(indices);
-            Py_DECREF(ready);
-            Py_RETURN_NONE;
-        }
-        double ready_us = launch > prev_end ? launch : prev_end, end = start + duration;
-        if (end > prev_end) prev_end = end;
-        if (!(start - ready_us <= idle_us)) {
-            PyObject *index = PyLong_FromSsize_t(i), *when = PyFloat_FromDouble(ready_us);
-            int failed = !index || !when || PyList_Append(indices, index) < 0 || PyList_Append(ready, when) < 0;
-            Py_XDECREF(index);
-            Py_XDECREF(when);
-            if (failed) goto fail;
-        }
-    }
-    return Py_BuildValue("(NN)", indices, ready);
-fail:
-    Py_XDECREF(indices);
-    Py_XDECREF(ready);
-    return NULL;
-}
-
 /* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
 #define DENSE_SPARE_FACTOR 4
 #define DENSE_SPARE_IDS 4096
@@ -795,9 +558,6 @@ static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
-    {"part_candidates", part_candidates, METH_VARARGS, "part_candidates(segments, launched, min_us) -> indices of the segments that may hold a part"},
-    {"wait_candidates", wait_candidates, METH_VARARGS, "wait_candidates(segments, inside_ends, between_ends) -> indices of the segments to look at, or None"},
-    {"late_starts", late_starts, METH_VARARGS, "late_starts(items, first_us, idle_us) -> (indices, ready_us) of the stream's items that started late, or None"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
@@ -810,8 +570,6 @@ PyMODINIT_FUNC PyInit__items(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
-        {&s_end_us, "end_us"}, {&s_owner, "owner"}, {&s_waited, "waited"}, {&s_first, "first"},
-        {&s_activity, "activity"}, {&s_launch_ts_us, "launch_ts_us"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._item_scans import gap_starts, idle_starts
 from chakra.pytorch.items import Builder, Item, sort_by_attribute, sorted_by_end
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -35,23 +36,20 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
     if len(cpu_threads) < 2:
         return
-    by_end = {t: sorted_by_end(by_thread[t]) for t in cpu_threads}
-    finished_ends = {t: ends for t, (ends, _) in by_end.items()}
-    finished = {t: items for t, (_, items) in by_end.items()}
+    finished_ends: dict[Any, list[float]] = {}  # each thread's items by end: made when first needed
+    finished: dict[Any, list[Item]] = {}
     for thread in cpu_threads:
-        last_end = float("-inf")
-        for item in by_thread[thread]:
-            if item.depth != 0:
-                continue
+        for item in _idle_starts(by_thread[thread]):
             ts = item.ts_us or 0.0
-            idle = ts - last_end
-            last_end = max(last_end, item.end_us)
-            if idle <= INTER_THREAD_IDLE_US or any(
+            if any(
                 not isinstance(builder.items[d].thread, tuple) and builder.items[d].thread != thread
                 for d in item.data
                 if d in builder.items
             ):
-                continue  # busy or already tied to another thread (an issued transfer)
+                continue  # already tied to another thread (an issued transfer)
+            if not finished:
+                for t in cpu_threads:
+                    finished_ends[t], finished[t] = sorted_by_end(by_thread[t])
             best: Item | None = None
             for other in cpu_threads:
                 if other == thread:
@@ -62,6 +60,25 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
             if best is not None and best.node_id not in item.data:
                 item.data.append(best.node_id)
                 builder.report.inter_thread_deps += 1
+
+
+def _idle_starts(items: list[Item]) -> list[Item]:
+    """A thread's top-level items that start more than :data:`INTER_THREAD_IDLE_US` after the latest
+    end of the top-level items before them: a busy period's first. In C (:func:`chakra._item_scans.
+    idle_starts`) where the times are floats."""
+    found = idle_starts(items, INTER_THREAD_IDLE_US)
+    if found is not None:
+        return list(map(items.__getitem__, found))
+    starts = []
+    last_end = float("-inf")
+    for item in items:
+        if item.depth != 0:
+            continue
+        idle = (item.ts_us or 0.0) - last_end
+        last_end = max(last_end, item.end_us)
+        if not idle <= INTER_THREAD_IDLE_US:
+            starts.append(item)
+    return starts
 
 
 #: Name of a node for time a thread spent between its top-level operators, busy but inside none of
@@ -78,33 +95,48 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         if isinstance(thread, tuple):
             continue
         added: list[Item] = []
-        prev_end = None
-        prev: Item | None = None
-        for item in items:
-            if item.depth != 0 or item.ts_us is None:
-                continue
-            if prev is not None and prev_end is not None and item.ts_us - prev_end >= INTER_THREAD_IDLE_US:
-                woke = any(
-                    (dep := builder.items.get(d)) is not None and dep.thread != thread and dep.end_us > prev_end
-                    for d in item.data
-                )
-                if not woke:
-                    gap_us = item.ts_us - prev_end
-                    node_id = builder.next_id
-                    builder.next_id += 1
-                    gap = Item(node_id, OUTSIDE_OPERATORS, COMP_NODE, (prev_end, -gap_us, node_id), thread=thread)
-                    gap.ts_us, gap.dur_us, gap.excl_us = prev_end, gap_us, gap_us
-                    gap.data.append(prev.node_id)
-                    item.data.append(node_id)
-                    builder.items[node_id] = gap
-                    added.append(gap)
-                    builder.report.gaps += 1
-                    builder.report.gap_us += gap_us
-            if prev_end is None or item.end_us >= prev_end:
-                prev, prev_end = item, item.end_us
+        for item, prev in _gap_starts(items):
+            assert item.ts_us is not None and prev.ts_us is not None
+            prev_end = prev.end_us
+            woke = any(
+                (dep := builder.items.get(d)) is not None and dep.thread != thread and dep.end_us > prev_end
+                for d in item.data
+            )
+            if not woke:
+                gap_us = item.ts_us - prev_end
+                node_id = builder.next_id
+                builder.next_id += 1
+                gap = Item(node_id, OUTSIDE_OPERATORS, COMP_NODE, (prev_end, -gap_us, node_id), thread=thread)
+                gap.ts_us, gap.dur_us, gap.excl_us = prev_end, gap_us, gap_us
+                gap.data.append(prev.node_id)
+                item.data.append(node_id)
+                builder.items[node_id] = gap
+                added.append(gap)
+                builder.report.gaps += 1
+                builder.report.gap_us += gap_us
         if added:
             items.extend(added)
             sort_by_attribute(items, "key")
+
+
+def _gap_starts(items: list[Item]) -> list[tuple[Item, Item]]:
+    """A thread's timed top-level items that start at least :data:`INTER_THREAD_IDLE_US` after the
+    end of the top-level item that ended last before them (the first to reach that end), each with
+    that item. In C (:func:`chakra._item_scans.gap_starts`) where the times are floats."""
+    found = gap_starts(items, INTER_THREAD_IDLE_US)
+    if found is not None:
+        return [(items[k], items[j]) for k, j in zip(*found, strict=True)]
+    starts = []
+    prev_end = None
+    prev: Item | None = None
+    for item in items:
+        if item.depth != 0 or item.ts_us is None:
+            continue
+        if prev is not None and prev_end is not None and item.ts_us - prev_end >= INTER_THREAD_IDLE_US:
+            starts.append((item, prev))
+        if prev_end is None or item.end_us >= prev_end:
+            prev, prev_end = item, item.end_us
+    return starts
 
 
 def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:

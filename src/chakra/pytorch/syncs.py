@@ -39,7 +39,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from chakra._items import gather, late_starts
+from chakra._item_scans import late_starts
+from chakra._items import gather
 from chakra.pytorch.items import Builder, Item, Segment, sorted_by_end
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity

@@ -15,7 +15,8 @@ from itertools import compress
 from operator import lt
 from typing import Any
 
-from chakra._items import gather, nest_thread, part_candidates, wait_candidates
+from chakra._item_scans import part_candidates, wait_candidates
+from chakra._items import gather, nest_thread
 from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
