@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from functools import cached_property
+from itertools import compress
 from typing import Any
 
 from chakra._item_scans import late_starts
@@ -72,27 +74,38 @@ class _Streams:
 
     def __init__(self, builder: Builder, by_thread: dict[Any, list[Item]]):
         self.by_stream = {key: items for key, items in by_thread.items() if isinstance(key, tuple)}
-        self.launched = {key: [_launch_us(i) for i in items] for key, items in self.by_stream.items()}
-        self.of_activity = {id(i.activity): i for items in self.by_stream.values() for i in items}
         linked = builder.linked
         assert linked is not None
+        self.linked = linked
         self.sync_events: dict[int, DeviceActivity] = {
             a.correlation: a for a in linked.activities if a.cat == "cuda_sync" and a.correlation is not None
         }
         self.records = {e.correlation: e for e in linked.event_records if e.correlation is not None}
-        self.records_by_thread: dict[Any, list[KinetoEvent]] = {}
-        for record in linked.event_records:
-            self.records_by_thread.setdefault(record.tid, []).append(record)
-        self.launches_by_thread: dict[Any, list[tuple[float, Item]]] = {}
+        # what only some calls need is made when first asked for (a trace may have none of them)
+        self._launched: dict[Any, list[float]] = {}
+        self._record_times: dict[Any, list[float]] = {}
+        self._launch_times: dict[Any, list[float]] = {}
+
+    @cached_property
+    def records_by_thread(self) -> dict[Any, list[KinetoEvent]]:
+        """The event records by the thread that made them, in the trace's order."""
+        found: dict[Any, list[KinetoEvent]] = {}
+        for record in self.linked.event_records:
+            found.setdefault(record.tid, []).append(record)
+        return found
+
+    @cached_property
+    def launches_by_thread(self) -> dict[Any, list[tuple[float, Item]]]:
+        """Each thread's device work (launch time µs, item), in launch order."""
+        found: dict[Any, list[tuple[float, Item]]] = {}
         for items in self.by_stream.values():
             for item in items:
                 activity = item.activity
                 if activity is not None and activity.launch_ts_us is not None:
-                    self.launches_by_thread.setdefault(activity.launch_thread, []).append((activity.launch_ts_us, item))
-        for launches in self.launches_by_thread.values():
+                    found.setdefault(activity.launch_thread, []).append((activity.launch_ts_us, item))
+        for launches in found.values():
             launches.sort(key=lambda pair: pair[0])
-        self._record_times: dict[Any, list[float]] = {}
-        self._launch_times: dict[Any, list[float]] = {}
+        return found
 
     def record_times(self, thread: Any) -> list[float]:
         """When the event records of ``thread`` were made (µs, ascending; computed once)."""
@@ -106,9 +119,19 @@ class _Streams:
             self._launch_times[thread] = [t for t, _ in self.launches_by_thread.get(thread, [])]
         return self._launch_times[thread]
 
+    def launched(self, key: Any) -> list[float] | None:
+        """When the activities of stream ``key`` were launched (µs, their start where the launch is
+        unknown), in the stream's order; None for no such stream (computed once)."""
+        if key not in self._launched:
+            items = self.by_stream.get(key)
+            if items is None:
+                return None
+            self._launched[key] = [_launch_us(i) for i in items]
+        return self._launched[key]
+
     def last_before(self, key: Any, t_us: float) -> Item | None:
         """The last activity of stream ``key`` launched before ``t_us``."""
-        launched = self.launched.get(key)
+        launched = self.launched(key)
         if not launched:
             return None
         at = bisect.bisect_left(launched, t_us) - 1
@@ -116,7 +139,7 @@ class _Streams:
 
     def first_after(self, key: Any, t_us: float) -> Item | None:
         """The first activity of stream ``key`` launched after ``t_us``."""
-        launched = self.launched.get(key)
+        launched = self.launched(key)
         if not launched:
             return None
         at = bisect.bisect_right(launched, t_us)
@@ -135,6 +158,10 @@ class _Streams:
             if during and (best is None or item.end_us > best.end_us):  # type: ignore[union-attr]
                 best = item
         return best
+
+
+#: The categories of copies and fills: a synchronous one holds its host thread until it is done.
+_COPY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 
 
 def _launch_us(item: Item) -> float:
@@ -261,10 +288,10 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         if _wait(builder, thread_items, item_starts, segs, starts, last, call.ts, min(last.end_us, end_us), end_us):
             counts[how] += 1
     for items in streams.by_stream.values():
-        for item in items:
+        (categories,) = gather(items, (("activity", "cat"),))
+        for item in compress(items, map(_COPY_CATEGORIES.__contains__, categories)):
             activity = item.activity
-            if activity is None or activity.cat not in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"):
-                continue
+            assert activity is not None
             launch, call_end = activity.launch_ts_us, activity.launch_end_us
             if launch is None or call_end is None or activity.launch_thread not in segments:
                 continue
