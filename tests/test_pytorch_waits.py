@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import gather, nest_thread, sort_by_field, timed_in_order
+from chakra._items import by_end, gather, nest_thread, sort_by_field, timed_in_order
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -277,3 +277,23 @@ def test_timed_host_ops_are_listed_from_the_list_as_given_when_reading_empties_i
     first, second = _Meddling(1, nodes), _Meddling(2, nodes)
     nodes += [first, second]
     assert timed_in_order(nodes, timing) == [second, first]
+
+
+@given(
+    st.lists(
+        st.tuples(st.none() | st.sampled_from([0.0, -0.0, 1.5]) | st.floats(-10, 10), st.floats(0, 5)), max_size=30
+    )
+)
+def test_items_by_end_come_in_the_order_pythons_stable_sort_gives_with_those_ends(specs):
+    items = [Item(k, "op", COMP_NODE, (0.0, 0.0, k), ts_us=start, dur_us=dur) for k, (start, dur) in enumerate(specs)]
+    ends = [(item.ts_us or 0.0) + item.dur_us for item in items]
+    order = sorted(range(len(items)), key=ends.__getitem__)
+    found = by_end(items)
+    assert found is not None
+    assert [math.copysign(1, end) for end in found[0]] == [math.copysign(1, ends[k]) for k in order]
+    assert found == ([ends[k] for k in order], [items[k] for k in order])
+
+
+def test_items_by_end_leave_a_nan_end_or_an_int_time_to_python():
+    assert by_end([Item(1, "op", COMP_NODE, (0.0, 0.0, 1), ts_us=math.nan, dur_us=1.0)]) is None
+    assert by_end([Item(1, "op", COMP_NODE, (0.0, 0.0, 1), ts_us=1, dur_us=1.0)]) is None

@@ -33,6 +33,10 @@
  * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
  * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  *
+ * by_end(items) -> (ends, items) or None: the items in the order they end (ts_us, None or zero read as 0.0,
+ * plus dur_us), stably, with those ends: as sorted(range(n), key=ends.__getitem__) orders them. None when a
+ * time is not a float or an end is NaN: the caller sorts them in Python.
+ *
  * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
  * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
  * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
@@ -527,6 +531,52 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(greatest - least);
 }
 
+static PyObject *by_end(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items, *ends = NULL, *ordered = NULL;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &items)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(items);
+    SortKey *keys = PyMem_Malloc(((size_t)size + 1) * sizeof(SortKey)), *tmp = PyMem_Malloc(((size_t)size + 1) * sizeof(SortKey));
+    if (!keys || !tmp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i), *start = field(item, s_ts_us), *duration = NULL;
+        if (start != NULL) duration = field(item, s_dur_us);
+        int floats = duration != NULL && (start == Py_None || PyFloat_CheckExact(start)) && PyFloat_CheckExact(duration);
+        double at = floats && start != Py_None ? PyFloat_AS_DOUBLE(start) : 0.0;
+        if (at == 0.0) at = 0.0; /* `ts_us or 0.0`: a zero of either sign is 0.0 */
+        double end = floats ? at + PyFloat_AS_DOUBLE(duration) : 0.0;
+        Py_XDECREF(start);
+        Py_XDECREF(duration);
+        if (start == NULL || duration == NULL) goto done;
+        if (!floats || isnan(end)) { /* the caller's sort decides */
+            PyMem_Free(keys);
+            PyMem_Free(tmp);
+            Py_RETURN_NONE;
+        }
+        keys[i] = (SortKey){end, 0.0, 0, i};
+    }
+    merge_sort(keys, tmp, 0, size);
+    if (!(ends = PyList_New(size)) || !(ordered = PyList_New(size))) goto done;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *end = PyFloat_FromDouble(keys[i].a);
+        if (!end) goto done;
+        PyList_SET_ITEM(ends, i, end);
+        PyList_SET_ITEM(ordered, i, Py_NewRef(PyList_GET_ITEM(items, keys[i].index)));
+    }
+    PyMem_Free(keys);
+    PyMem_Free(tmp);
+    return Py_BuildValue("(NN)", ends, ordered);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(tmp);
+    Py_XDECREF(ends);
+    Py_XDECREF(ordered);
+    return NULL;
+}
+
 /* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
 #define DENSE_SPARE_FACTOR 4
 #define DENSE_SPARE_IDS 4096
@@ -558,6 +608,7 @@ static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
+    {"by_end", by_end, METH_VARARGS, "by_end(items) -> (ends, items) in the order they end, or None"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
