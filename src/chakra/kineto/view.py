@@ -175,10 +175,6 @@ def _comm_attrs(event: KinetoEvent) -> dict[str, Any]:
     return found
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def profiler_view(trace: KinetoTrace, window: Window, events: KinetoEvents | None = None) -> LinkedTrace:
     """``trace``'s events of ``window`` as a host trace linked with them (``source`` "kineto-only")."""
     with gc_paused():
@@ -201,21 +197,23 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     timing: dict[int, HostTiming] = {}
     for own, (event, excl, parent) in enumerate(zip(operators, exclusive, parents, strict=True), start=1):
         args = event.args
+        rf_id, seq_id, fw_tid = args.rf_id, args.seq_id, args.fw_tid
+        # positional, in HostNode's order; the ids as _int reads them (JSON's ints are ints, not bools)
         nodes.append(
             HostNode(
-                id=own,
-                name=event.name,
-                parent=parent + 1,  # the parent's node, 0 for none (-1)
-                rf_id=_int(args.rf_id, 0),
-                tid=thread_number[event.tid],
-                fw_parent=0,
-                seq_id=_int(args.seq_id, -1),
-                scope=USER_SCOPE if event.cat in _ANNOTATION_CATEGORIES else FUNCTION_SCOPE,
-                fw_tid=_int(args.fw_tid, 0),
-                op_schema="",
-                inputs=_inputs(event),
-                outputs=_NO_IO,
-                attrs=_comm_attrs(event),
+                own,
+                event.name,
+                parent + 1,  # the parent's node, 0 for none (-1)
+                rf_id if type(rf_id) is int else 0,
+                thread_number[event.tid],
+                0,
+                seq_id if type(seq_id) is int else -1,
+                USER_SCOPE if event.cat in _ANNOTATION_CATEGORIES else FUNCTION_SCOPE,
+                fw_tid if type(fw_tid) is int else 0,
+                "",
+                _inputs(event) if type(args) is KinetoInputArgs else _NO_IO,
+                _NO_IO,
+                _NO_ATTRS if args.collective_name is None else _comm_attrs(event),
             )
         )
         timing[own] = HostTiming(event.ts, event.dur, excl, event.tid)
