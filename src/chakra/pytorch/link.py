@@ -23,17 +23,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from chakra._items import gather
+from chakra._items import gather, sort_by_field
 from chakra._kineto_events import join_index, nest_by_thread
 from chakra._link_join import join_host_ops
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, KinetoEvents, KinetoTrace, classify
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoArgs, KinetoEvent, KinetoEvents, KinetoTrace, classify
 
 #: Below this share of joined ops whose names agree, the two traces are from different runs
 #: (the mismatched PARAM pair: 23 %; traces of one session: 100 %).
@@ -280,13 +281,14 @@ def attach_activities(
     activities: list[DeviceActivity] = []
     for event in events.device_ops + events.syncs:
         report.device_activities += 1
-        launch = calls.get(event.correlation) if event.correlation is not None else None
+        correlation = event.correlation
+        launch = calls.get(correlation) if correlation is not None else None
         host_id: int | None = None
         if launch is None:
             reason = "no runtime call with its correlation id"
-        elif id(launch) not in enclosing:
+        elif (op := enclosing.get(id(launch))) is None:
             reason = "its runtime call is outside every recorded host op"
-        elif (host_id := host_of_kineto.get(id(enclosing[id(launch)]))) is None:
+        elif (host_id := host_of_kineto.get(id(op))) is None:
             reason = "the host op that launched it is not in the host trace"
         else:
             reason = ""
@@ -296,22 +298,22 @@ def attach_activities(
                 report.device_unattached_examples.append((event.name, reason))
         else:
             report.device_attached += 1
-        activities.append(
-            DeviceActivity(
-                name=event.name,
-                cat=event.cat,
-                device=event.pid,
-                stream=event.args.get("stream", event.tid),
-                ts_us=event.ts,
-                dur_us=event.dur,
-                correlation=event.correlation,
-                host_id=host_id,
-                launch=launch.name if launch is not None else "",
-                args=event.args,
-                launch_ts_us=launch.ts if launch is not None else None,
-                launch_end_us=launch.ts + launch.dur if launch is not None else None,
-                launch_thread=launch.tid if launch is not None else None,
+        args = event.args
+        if isinstance(args, KinetoArgs):  # KinetoArgs.get("stream", tid) without the call
+            stream = args.stream if args.stream is not None else event.tid
+        else:
+            stream = args.get("stream", event.tid)
+        # positional, in DeviceActivity's order
+        if launch is None:
+            activity = DeviceActivity(
+                event.name, event.cat, event.pid, stream, event.ts, event.dur, correlation, host_id, "", args
             )
-        )
-    activities.sort(key=lambda a: a.ts_us)
+        else:
+            activity = DeviceActivity(
+                event.name, event.cat, event.pid, stream, event.ts, event.dur, correlation, host_id, launch.name, args,
+                launch.ts, launch.ts + launch.dur, launch.tid,
+            )  # fmt: skip
+        activities.append(activity)
+    if not sort_by_field(activities, "ts_us"):  # in C where every start is a float
+        activities.sort(key=attrgetter("ts_us"))
     return activities
