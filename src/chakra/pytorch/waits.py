@@ -61,7 +61,9 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
     issuer's time at that moment: the work depends on the issuer's first piece, the rest
     becomes a part (or a wait, if the issuer then waited for the work)."""
     issued: list[tuple[float, Item]] = []  # (when work started elsewhere, its issuer), in the items' order
-    for item in builder.items.values():
+    items = list(builder.items.values())
+    (dependencies,) = gather(items, (("data",),))
+    for item in compress(items, dependencies):  # the items with dependencies (most have none yet)
         if item.ts_us is None or isinstance(item.thread, tuple):
             continue
         for dep in item.data:
@@ -101,7 +103,9 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     """Dependencies for the places a thread waited (see :mod:`chakra.pytorch.convert`)."""
     cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
     issued: dict[Any, list[Item]] = defaultdict(list)  # thread -> async items it started
-    for item in builder.items.values():
+    items_of = list(builder.items.values())
+    (dependencies,) = gather(items_of, (("data",),))
+    for item in compress(items_of, dependencies):  # the items with dependencies (most have none yet)
         if item.ts_us is None or item.node_type == METADATA_NODE:
             continue
         if isinstance(item.thread, tuple):
@@ -287,10 +291,12 @@ def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     """The op that resumed after a wait depends on the *last* node of what it waited for: an op
     with children (a gloo work that copies, an autograd function) is only done when its last
     child or part is."""
-    starts = {t: [i.ts_us or 0.0 for i in items] for t, items in by_thread.items()}
+    starts: dict[Any, list[float]] = {}  # a thread's starts, made when a wait first needs them
     for waited, resumed in builder.wait_edges:
         items = by_thread.get(waited.thread, [])
-        k = bisect.bisect_left(starts.get(waited.thread, []), waited.end_us) - 1
+        if waited.thread not in starts:
+            starts[waited.thread] = [i.ts_us or 0.0 for i in items]
+        k = bisect.bisect_left(starts[waited.thread], waited.end_us) - 1
         last = items[k] if k >= 0 and items[k].key >= waited.key else waited
         if last.node_id not in resumed.data and last is not resumed:
             resumed.data.append(last.node_id)
@@ -304,8 +310,10 @@ def absorb_pickup(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     for thread, items in by_thread.items():
         if isinstance(thread, tuple):
             continue
-        for k, item in enumerate(items):
-            if item.node_type not in COMM_KIND_LABEL or item.ts_us is None:
+        (node_types,) = gather(items, (("node_type",),))
+        for k in compress(range(len(items)), map(COMM_KIND_LABEL.__contains__, node_types)):  # transfers only
+            item = items[k]
+            if item.ts_us is None:
                 continue
             issuers = [builder.items[d] for d in item.data if d in builder.items and builder.items[d].thread != thread]
             ready_us = max([i.end_us for i in issuers if i.ts_us is not None], default=None)
