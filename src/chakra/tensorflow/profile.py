@@ -190,13 +190,18 @@ def _read_host_plane(data: bytes | mmap.mmap, path: Path) -> TfProfile | None:
     if found is None:
         return None
     names, stat_names, lines = found
-    op_nodes = {
-        key: name.rpartition(OP_SEPARATOR)[0]
-        for key, name in names.items()
-        if OP_SEPARATOR in name and SCOPE_SEPARATOR not in name
-    }
-    process_ids = {key for key, name in names.items() if name == PROCESS_EVENT}
-    async_kinds = {key: name for key, name in names.items() if name in (ASYNC_START, ASYNC_DONE)}
+    op_nodes: dict[int, str] = {}  # "node:Op" names, the node's name by metadata id
+    process_ids: set[int] = set()
+    async_kinds: dict[int, str] = {}
+    for key, name in names.items():  # one look at each of the many names (the executor's hold "::")
+        if OP_SEPARATOR not in name:
+            continue
+        if SCOPE_SEPARATOR not in name:
+            op_nodes[key] = name.rpartition(OP_SEPARATOR)[0]
+        elif name == PROCESS_EVENT:
+            process_ids.add(key)
+        elif name in (ASYNC_START, ASYNC_DONE):
+            async_kinds[key] = name
     launched: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> launch times
     finished: dict[tuple[int, str], list[int]] = defaultdict(list)  # (step, node) -> done times
     roles = tuple({key for key, name in stat_names.items() if name == role} for role in _OP_STATS)

@@ -155,14 +155,18 @@ def step_times(workers: list[Worker]) -> StepTimes:
             if any(s[0] == step_id for s in steps.values()) and step_id != steps[chosen_key][0]:
                 events["in other steps"] += summary.executions
         ops = worker.profile.step(steps[chosen_key][0])
+        # counted here and added once (the counter's keys in the order the ops first give them)
+        counted: dict[str, int] = {}
         for name, runs in ops.items():
             device = device_of.get(name)
             if device is None:
-                events["in the step, of no graph node"] += len(runs)
+                counted["in the step, of no graph node"] = counted.get("in the step, of no graph node", 0) + len(runs)
                 continue
             by_name = out.get(device)  # not setdefault: that makes an empty dict for every op
             if by_name is None:
                 by_name = out[device] = {}
             by_name[name] = runs
-            events["converted"] += len(runs)
+            counted["converted"] = counted.get("converted", 0) + len(runs)
+        for kind, count in counted.items():
+            events[kind] += count
     return StepTimes(out, joined, chosen, events)
