@@ -15,7 +15,9 @@ Example:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import compress
 
+from chakra._items import gather
 from chakra._kineto_events import count_kinds
 from chakra.pytorch.kineto import (
     DEVICE_OP_CATEGORIES,
@@ -61,12 +63,20 @@ def inventory(trace: KinetoTrace, linked: LinkedTrace, report: ConversionReport)
     events = linked.events
     assert events is not None, "a profiler view keeps its events"
     kept = [*events.host_ops, *events.device_ops]
-    kept_ids = {id(e) for e in kept}
+    kept_ids = set(map(id, kept))
     calls = [*events.launches.values(), *events.sync_calls, *events.event_records, *events.other_runtime]
-    converted = Counter(e.cat for e in kept if e.cat not in RUNTIME_CATEGORIES)
-    converted.update(e.cat for e in calls if id(e) in kept_ids)  # runtime calls made operators
-    folded = Counter(e.cat for e in calls if id(e) not in kept_ids)
-    folded.update(e.cat for e in events.syncs)
+    # counted in C over the categories' columns: a trace holds hundreds of thousands of events
+    (kept_categories,) = gather(kept, (("cat",),))
+    (call_categories,) = gather(calls, (("cat",),))
+    (sync_categories,) = gather(events.syncs, (("cat",),))
+    converted = Counter(kept_categories)
+    for category in RUNTIME_CATEGORIES:
+        converted.pop(category, None)
+    made_operators = Counter(compress(call_categories, map(kept_ids.__contains__, map(id, calls))))
+    converted.update(made_operators)  # runtime calls made operators
+    folded = Counter(call_categories)
+    folded.subtract(made_operators)
+    folded.update(sync_categories)
     window = report.window or "the window"
     outside = f"dropped: outside {window}"
     counts: dict[str, Counter[str]] = defaultdict(Counter)
