@@ -21,6 +21,7 @@ from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item, sort_by_attribute
+from chakra.pytorch.kineto import KinetoArgs
 from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
@@ -286,7 +287,7 @@ class _Encoder:
             if correlation is not None:
                 column["correlation"][row] = int(correlation)
             column["launcher_rf_id"][row] = rf_id
-            nbytes = arg.get("bytes")
+            nbytes = arg.bytes if isinstance(arg, KinetoArgs) else arg.get("bytes")  # KinetoArgs.get, inline
             if isinstance(nbytes, int) and node_type == COMP_NODE:
                 column["activity_bytes"][row] = nbytes
 
