@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._items import by_end, gather, nest_thread, sort_by_field, timed_in_order
+from chakra._items import by_end, gather, nest_thread, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.items import Item, Segment, sort_by_attribute
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
@@ -297,3 +297,18 @@ def test_items_by_end_come_in_the_order_pythons_stable_sort_gives_with_those_end
 def test_items_by_end_leave_a_nan_end_or_an_int_time_to_python():
     assert by_end([Item(1, "op", COMP_NODE, (0.0, 0.0, 1), ts_us=math.nan, dur_us=1.0)]) is None
     assert by_end([Item(1, "op", COMP_NODE, (0.0, 0.0, 1), ts_us=1, dur_us=1.0)]) is None
+
+
+def test_timed_items_are_the_items_python_would_make_for_each_timed_host_op():
+    nodes = [SimpleNamespace(id=3, name="aten::mm"), SimpleNamespace(id=1, name="aten::add")]
+    timing = {
+        3: SimpleNamespace(ts_us=1.0, dur_us=2.0, exclusive_us=1.5, thread=7),
+        1: SimpleNamespace(ts_us=4.0, dur_us=1, exclusive_us=1, thread=8),
+    }
+    made = timed_items(nodes, timing, Item, COMP_NODE)
+    assert list(made) == [3, 1]
+    assert made[3] == Item(3, "aten::mm", COMP_NODE, (1.0, -2.0, 3), thread=7, ts_us=1.0, dur_us=2.0, excl_us=1.5,
+                           host=nodes[0])  # fmt: skip
+    assert made[1].key == (4.0, -1, 1) and made[1].host is nodes[1]
+    with pytest.raises(KeyError):
+        timed_items([SimpleNamespace(id=9, name="x")], timing, Item, COMP_NODE)

@@ -33,6 +33,11 @@
  * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
  * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  *
+ * timed_items(nodes, timing, item_type, node_type) -> dict: for each host node in order (timed_in_order's),
+ * item_type(node.id, node.name, node_type, (ts_us, -dur_us, node.id), thread, ts_us, dur_us, exclusive_us,
+ * True, node) from its timing[node.id], by node id: the items of the timed host ops, made without a
+ * Python frame per op.
+ *
  * by_end(items) -> (ends, items) or None: the items in the order they end (ts_us, None or zero read as 0.0,
  * plus dur_us), stably, with those ends: as sorted(range(n), key=ends.__getitem__) orders them. None when a
  * time is not a float or an end is NaN: the caller sorts them in Python.
@@ -47,6 +52,7 @@
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
+static PyObject *s_name, *s_exclusive_us, *s_thread;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -531,6 +537,48 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(greatest - least);
 }
 
+static PyObject *timed_items(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *nodes, *timing, *item_type, *node_type;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &nodes, &PyDict_Type, &timing, &item_type, &node_type))
+        return NULL;
+    PyObject *made = PyDict_New();
+    if (!made) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        PyObject *id = field(node, s_id), *name = NULL, *t = NULL, *ts = NULL, *dur = NULL, *excl = NULL;
+        PyObject *thread = NULL, *minus = NULL, *key = NULL, *item = NULL;
+        int status = -1;
+        if (id && (name = field(node, s_name)) && (t = PyDict_GetItemWithError(timing, id))) {
+            Py_INCREF(t);
+            if ((ts = field(t, s_ts_us)) && (dur = field(t, s_dur_us)) && (excl = field(t, s_exclusive_us)) &&
+                (thread = field(t, s_thread)) && (minus = PyNumber_Negative(dur)) &&
+                (key = PyTuple_Pack(3, ts, minus, id))) {
+                PyObject *fields[10] = {id, name, node_type, key, thread, ts, dur, excl, Py_True, node};
+                item = PyObject_Vectorcall(item_type, fields, 10, NULL);
+                if (item) status = PyDict_SetItem(made, id, item);
+            }
+        } else if (id && name && !PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, id); /* timed_in_order gives only timed nodes */
+        }
+        Py_XDECREF(id);
+        Py_XDECREF(name);
+        Py_XDECREF(t);
+        Py_XDECREF(ts);
+        Py_XDECREF(dur);
+        Py_XDECREF(excl);
+        Py_XDECREF(thread);
+        Py_XDECREF(minus);
+        Py_XDECREF(key);
+        Py_XDECREF(item);
+        if (status < 0) {
+            Py_DECREF(made);
+            return NULL;
+        }
+    }
+    return made;
+}
+
 static PyObject *by_end(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *items, *ends = NULL, *ordered = NULL;
@@ -608,6 +656,7 @@ static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
+    {"timed_items", timed_items, METH_VARARGS, "timed_items(nodes, timing, item_type, node_type) -> the timed host ops' items by node id"},
     {"by_end", by_end, METH_VARARGS, "by_end(items) -> (ends, items) in the order they end, or None"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
@@ -621,6 +670,7 @@ PyMODINIT_FUNC PyInit__items(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
+        {&s_name, "name"}, {&s_exclusive_us, "exclusive_us"}, {&s_thread, "thread"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from chakra._items import by_end, gather, sort_by_field, timed_in_order
+from chakra._items import by_end, gather, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, HostNode, HostTrace
 from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, LinkedTrace
@@ -161,15 +161,7 @@ class Builder:
         (made in the file's order, children before their parent, the walks took twice as long)."""
         assert self.linked is not None
         timing = self.linked.timing
-        made: dict[int, Item] = {}
-        for node in timed_in_order(self.host.nodes, timing):
-            t = timing[node.id]
-            ts_us, dur_us = t.ts_us, t.dur_us
-            made[node.id] = Item(
-                node.id, node.name, COMP_NODE, (ts_us, -dur_us, node.id), thread=t.thread, ts_us=ts_us, dur_us=dur_us,
-                excl_us=t.exclusive_us, host=node,
-            )  # fmt: skip
-        return made
+        return timed_items(timed_in_order(self.host.nodes, timing), timing, Item, COMP_NODE)  # in C
 
     def add_device_activities(self) -> None:
         if self.linked is None:
