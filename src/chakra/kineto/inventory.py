@@ -8,23 +8,23 @@ annotation, metadata in thread names. *Dropped*: outside the converted window, o
 format has no place for (Python frames, the profiler's own spans, instants); each with its reason.
 
 Example:
-    counts = inventory(trace, linked, conversion.report)
+    kinds = count_kinds(trace.events)  # before the events are let go
+    counts = inventory(kinds, linked, conversion.report)
     counts["kernel"]   # {"converted": 245, "dropped: outside ProfilerStep#12": 490}
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from itertools import compress
 
 from chakra._items import gather
-from chakra._kineto_events import count_kinds
 from chakra.pytorch.kineto import (
     DEVICE_OP_CATEGORIES,
     HOST_OP_CATEGORIES,
     RUNTIME_CATEGORIES,
     SYNC_CATEGORY,
-    KinetoTrace,
 )
 from chakra.pytorch.link import LinkedTrace
 from chakra.pytorch.report import ConversionReport
@@ -53,11 +53,14 @@ _CATEGORY_FATE = {
 }
 
 
-def inventory(trace: KinetoTrace, linked: LinkedTrace, report: ConversionReport) -> dict[str, dict[str, int]]:
+def inventory(
+    kinds: Mapping[tuple[str, str], int], linked: LinkedTrace, report: ConversionReport
+) -> dict[str, dict[str, int]]:
     """Per event category (``cpu_op``, ``kernel``, ``ac2g`` flows, ...), how many events met each
     fate. Host operators and device work outside the window are dropped with the window's name.
 
-    The trace's events are counted by (category, phase) in one pass; what became of the complete
+    ``kinds`` counts the trace's events by (category, phase) (:func:`chakra._kineto_events.count_kinds`,
+    taken before the events the conversion does not read are let go); what became of the complete
     events of the categories the converter reads is counted from the window's lists (its
     operators, device work, runtime calls and syncs), the rest of each category being outside."""
     events = linked.events
@@ -80,7 +83,7 @@ def inventory(trace: KinetoTrace, linked: LinkedTrace, report: ConversionReport)
     window = report.window or "the window"
     outside = f"dropped: outside {window}"
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    for (category, phase), count in count_kinds(trace.events).items():
+    for (category, phase), count in kinds.items():
         cat = category or "(none)"
         if phase != "X":
             label = {"s": "flow", "f": "flow", "t": "flow"}.get(phase)

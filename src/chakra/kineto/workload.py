@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from chakra._kineto_events import count_kinds
 from chakra.adapt import Target
 from chakra.kineto.inputs import RankTrace, job_traces
 from chakra.kineto.inventory import inventory
@@ -39,17 +40,20 @@ def _convert_trace(job: _Job) -> RankResult:
     """Worker: convert one rank's trace and write it where ``staging`` says (another process)."""
     trace_file, staging, step = job
     trace = load_kineto_trace(trace_file.path)
+    kinds = count_kinds(trace.events)  # for the inventory
     events = classify(trace)
+    # the lists by role hold every event the conversion reads: the rest (flows, Python frames, the
+    # profiler's own) are let go now, and their memory serves what the conversion makes
+    trace.events = []
     window = choose_window(trace, events, step)
     linked = profiler_view(trace, window, events)
     rank = trace_file.rank
     conversion = convert(linked.host, linked=linked, rank=rank)
     report = conversion.report
     report.window = window.label
-    report.events = inventory(trace, linked, report)
+    report.events = inventory(kinds, linked, report)
     if trace_file.rank_from != "distributedInfo":
         report.notes.append(f"rank {rank} from {trace_file.rank_from}")
-    trace.events = []  # the workers send back only the report
     path = staging.format(rank=rank)
     conversion.write(path)
     world_size = int(trace.distributed_info.get("world_size") or 0)
