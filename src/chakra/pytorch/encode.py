@@ -155,7 +155,7 @@ class _Encoder:
         for (node_type, category), kind_count in Counter(zip(node_types, categories, strict=True)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
         for comm in comm_nodes:
-            comm.node_id = new_id[comm.node_id]
+            comm.node_id = _renumbered(new_id, comm.node_id)
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
 
     def _encoded(
@@ -236,7 +236,7 @@ class _Encoder:
         for row in compress(count(), map(is_not, col.part_of, repeat(None))):
             part = col.part_of[row]
             assert part is not None
-            column["part_of"][row] = new_id[part.node_id]
+            column["part_of"][row] = _renumbered(new_id, part.node_id)
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else _COLUMN_MEMBER.get(name))
                 for name, values in column.items()]  # fmt: skip
 
@@ -359,6 +359,26 @@ def _measured_span_us(starts: list[float | None], durations: list[float]) -> flo
     timed = [start for start in starts if start is not None]
     durations = [dur for start, dur in zip(starts, durations, strict=True) if start is not None]
     return max(map(add, timed, durations)) - min(timed) if timed else None
+
+
+def _renumbered(new_id: Mapping[int, int] | memoryview, node_id: int) -> int:
+    """``node_id``'s new id through ``new_id`` (a dict, or ranks by id with -1 for an id not written);
+    KeyError for an id not written, from either.
+
+    Example:
+        >>> ranks = memoryview(dense_ranks([4, 2])).cast("q")
+        >>> _renumbered(ranks, 2), _renumbered({4: 0}, 4)
+        (1, 0)
+        >>> _renumbered(ranks, 3)
+        Traceback (most recent call last):
+        KeyError: 3
+    """
+    if isinstance(new_id, memoryview):
+        rank = new_id[node_id] if 0 <= node_id < len(new_id) else -1
+        if rank < 0:
+            raise KeyError(node_id)
+        return rank
+    return new_id[node_id]
 
 
 def _kind_label(node_type: int, category: str | None) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from itertools import compress
 from operator import lt
 from typing import Any
 
@@ -63,7 +62,7 @@ def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None
     issued: list[tuple[float, Item]] = []  # (when work started elsewhere, its issuer), in the items' order
     items = list(builder.items.values())
     (dependencies,) = gather(items, (("data",),))
-    for item in compress(items, dependencies):  # the items with dependencies (most have none yet)
+    for item in itertools.compress(items, dependencies):  # the items with dependencies (most have none yet)
         if item.ts_us is None or isinstance(item.thread, tuple):
             continue
         for dep in item.data:
@@ -105,7 +104,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     issued: dict[Any, list[Item]] = defaultdict(list)  # thread -> async items it started
     items_of = list(builder.items.values())
     (dependencies,) = gather(items_of, (("data",),))
-    for item in compress(items_of, dependencies):  # the items with dependencies (most have none yet)
+    for item in itertools.compress(items_of, dependencies):  # the items with dependencies (most have none yet)
         if item.ts_us is None or item.node_type == METADATA_NODE:
             continue
         if isinstance(item.thread, tuple):
@@ -261,7 +260,7 @@ def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[It
     """Device work by the op that launched it: the launch times (sorted) and the work items."""
     items = list(builder.items.values())
     (activities,) = gather(items, (("activity",),))
-    works = list(compress(items, activities))  # the items of device work (an activity is never false)
+    works = list(itertools.compress(items, activities))  # the items of device work (an activity is never false)
     host_ids, launches = gather(list(filter(None, activities)), (("host_id",), ("launch_ts_us",)))
     times: dict[int, list[float]] = defaultdict(list)
     launched: dict[int, list[Item]] = defaultdict(list)
@@ -311,7 +310,7 @@ def absorb_pickup(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         if isinstance(thread, tuple):
             continue
         (node_types,) = gather(items, (("node_type",),))
-        for k in compress(range(len(items)), map(COMM_KIND_LABEL.__contains__, node_types)):  # transfers only
+        for k in itertools.compress(range(len(items)), map(COMM_KIND_LABEL.__contains__, node_types)):  # transfers only
             item = items[k]
             if item.ts_us is None:
                 continue
