@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._items import gather
 from chakra._kineto_events import sort_by_start, window_work
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
@@ -187,15 +188,19 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     operators = events.host_ops + orphans
     sort_by_start(operators)
     events.host_ops = operators
-    node_id = {id(e): k + 1 for k, e in enumerate(operators)}  # an operator's node: its place, from 1
+    # an operator's node: its place, from 1
+    node_id = dict(zip(map(id, operators), range(1, len(operators) + 1), strict=True))
+    (tids,) = gather(operators, (("tid",),))
     thread_number: dict[Any, int] = {}
-    for event in operators:
-        thread_number.setdefault(event.tid, len(thread_number) + 1)
+    for tid in dict.fromkeys(tids):  # numbered in the order they first appear
+        thread_number[tid] = len(thread_number) + 1
     exclusive, parents = nest_events(operators)
 
     nodes: list[HostNode] = []
     timing: dict[int, HostTiming] = {}
-    for own, (event, excl, parent) in enumerate(zip(operators, exclusive, parents, strict=True), start=1):
+    for own, (event, excl, parent, thread) in enumerate(
+        zip(operators, exclusive, parents, map(thread_number.__getitem__, tids), strict=True), start=1
+    ):
         args = event.args
         rf_id, seq_id, fw_tid = args.rf_id, args.seq_id, args.fw_tid
         # positional, in HostNode's order; the ids as _int reads them (JSON's ints are ints, not bools)
@@ -205,7 +210,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
                 event.name,
                 parent + 1,  # the parent's node, 0 for none (-1)
                 rf_id if type(rf_id) is int else 0,
-                thread_number[event.tid],
+                thread,
                 0,
                 seq_id if type(seq_id) is int else -1,
                 USER_SCOPE if event.cat in _ANNOTATION_CATEGORIES else FUNCTION_SCOPE,
