@@ -236,14 +236,12 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
                 continue
             node_id = builder.next_id
             builder.next_id += 1
-            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread=thread, ts_us=start_us,
-                        dur_us=length, excl_us=length)  # fmt: skip
+            # positional, every field in Item's order: a part of its owner, a level below it
+            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread, start_us, length, length,
+                        True, None, None, [], [owner.node_id], (), owner.depth + 1, owner)  # fmt: skip
             if after_wait:
                 waited, _ = builder.wait_edges[segment.edge]
                 builder.wait_edges[segment.edge] = (waited, part)
-            part.depth = owner.depth + 1
-            part.ctrl.append(owner.node_id)
-            part.part_of = owner
             owner.excl_us = max(0.0, owner.excl_us - length)
             builder.items[node_id] = part
             by_thread[thread].append(part)
