@@ -128,6 +128,8 @@ class Builder:
         report.host_ops += len(self.host.nodes)
         if linked:
             items.update(self._timed_items())
+            if len(items) == len(self.host.nodes) and not self._names_process_groups():
+                return  # every op timed (a profiler trace's view): none dropped, no groups' record
         for node in self.host.nodes:
             if linked and node.id in items:
                 if node.name == PROCESS_GROUP_NODE:
@@ -149,6 +151,11 @@ class Builder:
                 report.drop(node.id, name, reason)
                 continue
             items[node.id] = Item(node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node)
+
+    def _names_process_groups(self) -> bool:
+        """Whether a host op is the process groups' record (compared in C)."""
+        (names,) = gather(self.host.nodes, (("name",),))
+        return PROCESS_GROUP_NODE in names
 
     @staticmethod
     def _metadata_item(node: HostNode) -> Item:
