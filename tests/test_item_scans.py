@@ -160,3 +160,8 @@ def test_idle_and_gap_scans_leave_times_that_are_not_floats_to_python():
     items = [Item(1, "op", COMP_NODE, (0.0, 0.0, 1), ts_us=5, dur_us=1.0)]
     assert idle_starts(items, INTER_THREAD_IDLE_US) is None
     assert gap_starts(items, INTER_THREAD_IDLE_US) is None
+
+
+def test_part_candidates_keep_a_segment_whose_times_are_not_floats_for_the_rule():
+    owner = Item(1, "op", COMP_NODE, (0.0, 0.0, 1))
+    assert part_candidates([Segment(1, 2, owner, False)], set(), PART_MIN_US) == [0]

@@ -8,8 +8,9 @@
  *
  * part_candidates(segments, launched, min_us) -> list of int: the indices of the segments that may hold a
  * part of their owner (chakra.pytorch.waits.split_parts looks at these only, with every rule): those with
- * an owner that are waited, or that are not the owner's first and last min_us or more (or NaN), or whose
- * owner's node_id is in `launched` (it launched device work, maybe in them).
+ * an owner that are waited, or that are not the owner's first and last min_us or more (or NaN, or have
+ * times that are not floats), or whose owner's node_id is in `launched` (it launched device work, maybe
+ * in them).
  *
  * wait_candidates(segments, inside_ends, between_ends) -> list of int or None: the indices of the segments
  * not waited already in which something the thread could have waited for ends (chakra.pytorch.waits.
@@ -39,16 +40,6 @@
 static PyObject *s_ts_us, *s_dur_us, *s_depth, *s_node_id, *s_start_us, *s_end_us, *s_owner, *s_waited, *s_first,
     *s_activity, *s_launch_ts_us;
 
-/* A time slot (µs) as a double, None read as 0: 0, or -1 with an exception. */
-static int micros_of(PyObject *obj, PyObject *name, double *out) {
-    PyObject *value = field(obj, name);
-    if (value == NULL) return -1;
-    *out = value == Py_None ? 0.0 : PyFloat_AsDouble(value);
-    int status = *out == -1.0 && PyErr_Occurred() ? -1 : 0;
-    Py_DECREF(value);
-    return status;
-}
-
 /* A float slot as a double: 1, 0 when it is not a float (None as 0 where `none_is_zero`), -1 on error. */
 static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
     PyObject *value = field(obj, name);
@@ -67,7 +58,7 @@ static int part_candidate(PyObject *segment, PyObject *launched, double min_us) 
     int status = 0;
     if (owner == NULL) return -1;
     if (owner == Py_None) goto done;
-    double start, end;
+    double start = 0.0, end = 0.0;
     int flag = 0;
     PyObject *waited = field(segment, s_waited);
     if (waited == NULL || (flag = PyObject_IsTrue(waited)) != 0) {
@@ -83,11 +74,13 @@ static int part_candidate(PyObject *segment, PyObject *launched, double min_us) 
         goto done;
     }
     Py_DECREF(first);
-    if (micros_of(segment, s_start_us, &start) < 0 || micros_of(segment, s_end_us, &end) < 0) {
+    int floats = float_slot(segment, s_start_us, 0, &start);
+    if (floats == 1) floats = float_slot(segment, s_end_us, 0, &end);
+    if (floats < 0) {
         status = -1;
         goto done;
     }
-    if (!(end - start < min_us)) {
+    if (floats == 0 || !(end - start < min_us)) { /* a time of another type: the rule decides */
         status = 1;
         goto done;
     }
