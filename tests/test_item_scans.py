@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chakra._item_scans import gap_starts, idle_starts, late_starts, part_candidates, wait_candidates
+from chakra._item_scans import gap_starts, idle_starts, late_starts, part_candidates, untimed_or_named, wait_candidates
 from chakra.pytorch import dependencies
 from chakra.pytorch.items import Item, Segment
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US, PART_MIN_US
@@ -165,3 +165,15 @@ def test_idle_and_gap_scans_leave_times_that_are_not_floats_to_python():
 def test_part_candidates_keep_a_segment_whose_times_are_not_floats_for_the_rule():
     owner = Item(1, "op", COMP_NODE, (0.0, 0.0, 1))
     assert part_candidates([Segment(1, 2, owner, False)], set(), PART_MIN_US) == [0]
+
+
+def test_untimed_or_named_are_the_host_ops_without_timing_and_the_named_record_in_file_order():
+    nodes = [
+        SimpleNamespace(id=1, name="aten::mm"),
+        SimpleNamespace(id=2, name="## process_group:init ##"),
+        SimpleNamespace(id=3, name="aten::add"),
+        SimpleNamespace(id=4, name="## process_group:init ##"),
+    ]
+    timing = {1: object(), 2: object()}  # 3 and 4 have none
+    assert untimed_or_named(nodes, timing, "## process_group:init ##") == nodes[1:]
+    assert untimed_or_named(nodes, {1: 0, 2: 0, 3: 0, 4: 0}, "other") == []

@@ -32,13 +32,17 @@
  * gap_starts(items, idle_us) -> (indices, previous) or None: one thread's timed top-level items that start
  * at least idle_us after the end of the top-level item that ended last before them (the first to reach
  * that end), with that item's index (chakra.pytorch.dependencies.busy_gaps).
+ *
+ * untimed_or_named(nodes, timing, name) -> list: the host nodes, in order, whose id has no timing or whose
+ * name is `name` (chakra.pytorch.items.Builder.add_host_ops looks at these only: the ops it drops, and
+ * the process groups' record).
  */
 #include "_slots.h"
 
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_depth, *s_node_id, *s_start_us, *s_end_us, *s_owner, *s_waited, *s_first,
-    *s_activity, *s_launch_ts_us;
+    *s_activity, *s_launch_ts_us, *s_id, *s_name;
 
 /* A float slot as a double: 1, 0 when it is not a float (None as 0 where `none_is_zero`), -1 on error. */
 static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
@@ -359,11 +363,38 @@ fail:
     return NULL;
 }
 
+static PyObject *untimed_or_named(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *nodes, *timing, *name;
+    if (!PyArg_ParseTuple(args, "O!O!U", &PyList_Type, &nodes, &PyDict_Type, &timing, &name)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i), *id = field(node, s_id), *own = NULL;
+        int look = id == NULL ? -1 : PyDict_Contains(timing, id);
+        if (look == 1) { /* timed: looked at only when it is the record named */
+            own = field(node, s_name);
+            look = own == NULL ? -1 : PyUnicode_Check(own) && PyUnicode_Compare(own, name) == 0;
+            if (look == 0 && PyErr_Occurred()) look = -1;
+        } else if (look == 0) {
+            look = 1;
+        }
+        Py_XDECREF(id);
+        Py_XDECREF(own);
+        if (look < 0 || (look && PyList_Append(out, node) < 0)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"part_candidates", part_candidates, METH_VARARGS, "part_candidates(segments, launched, min_us) -> indices of the segments that may hold a part"},
     {"wait_candidates", wait_candidates, METH_VARARGS, "wait_candidates(segments, inside_ends, between_ends) -> indices of the segments to look at, or None"},
     {"late_starts", late_starts, METH_VARARGS, "late_starts(items, first_us, idle_us) -> (indices, ready_us) of the stream's items that started late, or None"},
     {"idle_starts", idle_starts, METH_VARARGS, "idle_starts(items, idle_us) -> indices of the top-level items that start after an idle spell, or None"},
+    {"untimed_or_named", untimed_or_named, METH_VARARGS, "untimed_or_named(nodes, timing, name) -> the host nodes without timing or of that name"},
     {"gap_starts", gap_starts, METH_VARARGS, "gap_starts(items, idle_us) -> (indices, previous) of the top-level items after a gap, or None"},
     {NULL, NULL, 0, NULL},
 };
@@ -374,7 +405,8 @@ PyMODINIT_FUNC PyInit__item_scans(void) {
     static const Interned names[] = {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_depth, "depth"}, {&s_node_id, "node_id"},
         {&s_start_us, "start_us"}, {&s_end_us, "end_us"}, {&s_owner, "owner"}, {&s_waited, "waited"},
-        {&s_first, "first"}, {&s_activity, "activity"}, {&s_launch_ts_us, "launch_ts_us"},
+        {&s_first, "first"}, {&s_activity, "activity"}, {&s_launch_ts_us, "launch_ts_us"}, {&s_id, "id"},
+        {&s_name, "name"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

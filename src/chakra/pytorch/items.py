@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._item_scans import untimed_or_named
 from chakra._items import by_end, gather, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, HostNode, HostTrace
@@ -126,11 +127,13 @@ class Builder:
         linked = self.linked is not None
         report, items = self.report, self.items
         report.host_ops += len(self.host.nodes)
+        nodes = self.host.nodes
         if linked:
+            assert self.linked is not None
             items.update(self._timed_items())
-            if len(items) == len(self.host.nodes) and not self._names_process_groups():
-                return  # every op timed (a profiler trace's view): none dropped, no groups' record
-        for node in self.host.nodes:
+            # the ops without a timing, and the groups' record, are all the loop acts on (found in C)
+            nodes = untimed_or_named(nodes, self.linked.timing, PROCESS_GROUP_NODE)
+        for node in nodes:
             if linked and node.id in items:
                 if node.name == PROCESS_GROUP_NODE:
                     self.metadata_item = items[node.id] = self._metadata_item(node)
@@ -151,11 +154,6 @@ class Builder:
                 report.drop(node.id, name, reason)
                 continue
             items[node.id] = Item(node.id, name, COMP_NODE, (float(node.id), 0.0, node.id), thread=node.tid, host=node)
-
-    def _names_process_groups(self) -> bool:
-        """Whether a host op is the process groups' record (compared in C)."""
-        (names,) = gather(self.host.nodes, (("name",),))
-        return PROCESS_GROUP_NODE in names
 
     @staticmethod
     def _metadata_item(node: HostNode) -> Item:
