@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chakra._items import dense_ranks
+from chakra._encode import dense_ranks
 from chakra.attrs import WELL_KNOWN, set_attr
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node

@@ -4,6 +4,18 @@
  * packed, integers as 64-bit two's complement varints (Python ints taken modulo 2**64, as protobuf's
  * Python runtime refuses and chakra.io never writes larger ones). tests/test_wire.py compares every
  * field with protobuf's own serialization.
+ *
+ * Two helpers of the batch encoder's callers (chakra/pytorch/encode.py):
+ *
+ * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
+ * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
+ * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
+ * The encoder reads such ranks where dependencies are renumbered (an array read, not a dict's lookup).
+ *
+ * span_us(starts, durations) -> float, None or NotImplemented: from the least start to the greatest
+ * start + duration over the rows whose start is not None, as max(map(add, s, d)) - min(s) of those rows
+ * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
+ * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
  */
 #include "_encode.h"
 
@@ -140,6 +152,60 @@ static PyObject *frame_records(PyObject *self, PyObject *payloads) {
     return out;
 }
 
+/* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
+#define DENSE_SPARE_FACTOR 4
+#define DENSE_SPARE_IDS 4096
+
+static PyObject *dense_ranks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ids;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ids)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(ids);
+    long long limit = (long long)size * DENSE_SPARE_FACTOR + DENSE_SPARE_IDS, top = -1;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        if (!PyLong_CheckExact(id)) Py_RETURN_NONE;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(id, &overflow);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (overflow || v < 0 || v > limit) Py_RETURN_NONE;
+        if (v > top) top = v;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((top + 1) * 8));
+    if (!out) return NULL;
+    int64_t *ranks = (int64_t *)PyByteArray_AS_STRING(out);
+    for (long long k = 0; k <= top; k++) ranks[k] = -1;
+    for (Py_ssize_t i = 0; i < size; i++) ranks[PyLong_AsLongLong(PyList_GET_ITEM(ids, i))] = (int64_t)i;
+    return out;
+}
+
+static PyObject *span_us(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *starts, *durations;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &starts, &PyList_Type, &durations)) return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(starts);
+    if (PyList_GET_SIZE(durations) != size) {
+        PyErr_SetString(PyExc_ValueError, "span_us takes lists of one length");
+        return NULL;
+    }
+    int any = 0;
+    double least = 0.0, greatest = 0.0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *start = PyList_GET_ITEM(starts, i), *duration = PyList_GET_ITEM(durations, i);
+        if (start == Py_None) continue;
+        if (!PyFloat_CheckExact(start) || !PyFloat_CheckExact(duration)) Py_RETURN_NOTIMPLEMENTED;
+        double at = PyFloat_AS_DOUBLE(start), end = at + PyFloat_AS_DOUBLE(duration);
+        if (!any) {
+            least = at, greatest = end, any = 1;
+            continue;
+        }
+        if (at < least) least = at;
+        if (end > greatest) greatest = end;
+    }
+    if (!any) Py_RETURN_NONE;
+    return PyFloat_FromDouble(greatest - least);
+}
+
 static PyMethodDef methods[] = {
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL,
      "encode_node(node_id, name, node_type, ctrl_deps, data_deps, start_time_micros, duration_micros, "
@@ -150,6 +216,8 @@ static PyMethodDef methods[] = {
      "float_times=False) -> (payloads, later, repeated)"},
     {"python_repr_of_json", python_repr_of_json, METH_O,
      "python_repr_of_json(json_text) -> UTF-8 bytes of str(the parsed value), or None for a form left to Python"},
+    {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
+    {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"varint", varint, METH_O, "varint(value) -> base-128 varint bytes (negative values as 64-bit two's complement)"},
     {"frame_records", frame_records, METH_O,
      "frame_records(payloads) -> the records, each a varint length and its payload (ValueError for an empty one)"},

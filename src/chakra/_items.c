@@ -28,11 +28,6 @@
  * for any other attribute: the caller sorts it in Python. ValueError when reading the attributes
  * changed the list, as list.sort raises it.
  *
- * span_us(starts, durations) -> float, None or NotImplemented: from the least start to the greatest
- * start + duration over the rows whose start is not None, as max(map(add, s, d)) - min(s) of those rows
- * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
- * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
- *
  * timed_items(nodes, timing, item_type, node_type) -> dict: for each host node in order (timed_in_order's),
  * item_type(node.id, node.name, node_type, (ts_us, -dur_us, node.id), thread, ts_us, dur_us, exclusive_us,
  * True, node) from its timing[node.id], by node id: the items of the timed host ops, made without a
@@ -42,10 +37,6 @@
  * plus dur_us), stably, with those ends: as sorted(range(n), key=ends.__getitem__) orders them. None when a
  * time is not a float or an end is NaN: the caller sorts them in Python.
  *
- * dense_ranks(ids) -> bytearray or None: each id's position in the list (the last, for an id given twice)
- * as int64 at the id's index, -1 at the others, the ids being ints from 0 to at most DENSE_SPARE_FACTOR
- * times their count (plus DENSE_SPARE_IDS); None for any other list: the caller maps them in a dict.
- * The encoder reads such ranks where dependencies are renumbered (an array read, not a dict's lookup).
  */
 #include "_slots.h"
 
@@ -510,33 +501,6 @@ static PyObject *sort_by_field(PyObject *self, PyObject *args) {
     return status < 0 ? NULL : Py_NewRef(sorted ? Py_True : Py_False);
 }
 
-static PyObject *span_us(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *starts, *durations;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &starts, &PyList_Type, &durations)) return NULL;
-    Py_ssize_t size = PyList_GET_SIZE(starts);
-    if (PyList_GET_SIZE(durations) != size) {
-        PyErr_SetString(PyExc_ValueError, "span_us takes lists of one length");
-        return NULL;
-    }
-    int any = 0;
-    double least = 0.0, greatest = 0.0;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        PyObject *start = PyList_GET_ITEM(starts, i), *duration = PyList_GET_ITEM(durations, i);
-        if (start == Py_None) continue;
-        if (!PyFloat_CheckExact(start) || !PyFloat_CheckExact(duration)) Py_RETURN_NOTIMPLEMENTED;
-        double at = PyFloat_AS_DOUBLE(start), end = at + PyFloat_AS_DOUBLE(duration);
-        if (!any) {
-            least = at, greatest = end, any = 1;
-            continue;
-        }
-        if (at < least) least = at;
-        if (end > greatest) greatest = end;
-    }
-    if (!any) Py_RETURN_NONE;
-    return PyFloat_FromDouble(greatest - least);
-}
-
 static PyObject *timed_items(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *nodes, *timing, *item_type, *node_type;
@@ -625,41 +589,12 @@ done:
     return NULL;
 }
 
-/* Ids up to this many times their count (plus a margin for a short list) are dense enough to index. */
-#define DENSE_SPARE_FACTOR 4
-#define DENSE_SPARE_IDS 4096
-
-static PyObject *dense_ranks(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *ids;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ids)) return NULL;
-    Py_ssize_t size = PyList_GET_SIZE(ids);
-    long long limit = (long long)size * DENSE_SPARE_FACTOR + DENSE_SPARE_IDS, top = -1;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        PyObject *id = PyList_GET_ITEM(ids, i);
-        if (!PyLong_CheckExact(id)) Py_RETURN_NONE;
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(id, &overflow);
-        if (v == -1 && PyErr_Occurred()) return NULL;
-        if (overflow || v < 0 || v > limit) Py_RETURN_NONE;
-        if (v > top) top = v;
-    }
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((top + 1) * 8));
-    if (!out) return NULL;
-    int64_t *ranks = (int64_t *)PyByteArray_AS_STRING(out);
-    for (long long k = 0; k <= top; k++) ranks[k] = -1;
-    for (Py_ssize_t i = 0; i < size; i++) ranks[PyLong_AsLongLong(PyList_GET_ITEM(ids, i))] = (int64_t)i;
-    return out;
-}
-
 static PyMethodDef methods[] = {
     {"timed_in_order", timed_in_order, METH_VARARGS, "timed_in_order(nodes, timing) -> the timed nodes in time order"},
     {"sort_by_field", sort_by_field, METH_VARARGS, "sort_by_field(objects, name) -> bool: sorted in place by a float or key field"},
     {"nest_thread", nest_thread, METH_VARARGS, "Nests one thread's items: depths, parents, segments, exclusive time."},
     {"timed_items", timed_items, METH_VARARGS, "timed_items(nodes, timing, item_type, node_type) -> the timed host ops' items by node id"},
     {"by_end", by_end, METH_VARARGS, "by_end(items) -> (ends, items) in the order they end, or None"},
-    {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
-    {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
     {"gather", gather, METH_VARARGS, "gather(objects, paths) -> one list per path of what it leads to from each object"},
     {NULL, NULL, 0, NULL},
 };

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import msgspec
 
 from chakra import __version__
-from chakra._items import dense_ranks, gather, span_us
+from chakra._encode import dense_ranks, span_us
+from chakra._items import gather
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
