@@ -138,22 +138,25 @@ def _thread(specs):
     ]
 
 
+def _in_c_and_in_python(scan: str, items):
+    """What ``dependencies._<scan>`` finds in C, and what it finds with the C scan refused."""
+    rule = getattr(dependencies, f"_{scan}")
+    in_c = rule(items)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(dependencies, scan, lambda items, idle_us: None)
+        return in_c, rule(items)
+
+
 @given(specs=_THREAD_ITEMS)
 def test_idle_starts_are_the_top_level_items_after_an_idle_spell_as_the_python_rule_finds_them(specs):
-    items = _thread(specs)
-    in_c = dependencies._idle_starts(items)
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(dependencies, "idle_starts", lambda items, idle_us: None)
-        assert in_c == dependencies._idle_starts(items)
+    in_c, in_python = _in_c_and_in_python("idle_starts", _thread(specs))
+    assert in_c == in_python
 
 
 @given(specs=_THREAD_ITEMS)
 def test_gap_starts_are_the_top_level_items_after_a_gap_with_the_op_before_as_the_python_rule_finds_them(specs):
-    items = _thread(specs)
-    in_c = dependencies._gap_starts(items)
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(dependencies, "gap_starts", lambda items, idle_us: None)
-        assert in_c == dependencies._gap_starts(items)
+    in_c, in_python = _in_c_and_in_python("gap_starts", _thread(specs))
+    assert in_c == in_python
 
 
 def test_idle_and_gap_scans_leave_times_that_are_not_floats_to_python():

@@ -56,6 +56,19 @@ static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *o
     return status;
 }
 
+/* Appends i to `indices` (and j to `more`, where given): 0, or -1 with an exception. */
+static int append_indices(PyObject *indices, Py_ssize_t i, PyObject *more, Py_ssize_t j) {
+    PyObject *index = PyLong_FromSsize_t(i);
+    int status = index ? PyList_Append(indices, index) : -1;
+    Py_XDECREF(index);
+    if (status == 0 && more != NULL) {
+        PyObject *other = PyLong_FromSsize_t(j);
+        status = other ? PyList_Append(more, other) : -1;
+        Py_XDECREF(other);
+    }
+    return status;
+}
+
 /* 1 when the segment may hold a part (see part_candidates), 0 when not, -1 with an exception. */
 static int part_candidate(PyObject *segment, PyObject *launched, double min_us) {
     PyObject *owner = field(segment, s_owner), *node_id = NULL;
@@ -112,14 +125,9 @@ static PyObject *part_candidates(PyObject *self, PyObject *args) {
             Py_DECREF(out);
             return NULL;
         }
-        if (candidate) {
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (!index || PyList_Append(out, index) < 0) {
-                Py_XDECREF(index);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(index);
+        if (candidate && append_indices(out, i, NULL, 0) < 0) {
+            Py_DECREF(out);
+            return NULL;
         }
     }
     return out;
@@ -198,14 +206,9 @@ static PyObject *wait_candidates(PyObject *self, PyObject *args) {
             Py_CLEAR(out);
             goto done;
         }
-        if (candidate) {
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (!index || PyList_Append(out, index) < 0) {
-                Py_XDECREF(index);
-                Py_CLEAR(out);
-                goto done;
-            }
-            Py_DECREF(index);
+        if (candidate && append_indices(out, i, NULL, 0) < 0) {
+            Py_CLEAR(out);
+            goto done;
         }
     }
 done:
@@ -276,19 +279,6 @@ static int top_level(PyObject *item) {
         status = value == -1 && PyErr_Occurred() ? -1 : (value == 0 && !overflow);
     }
     Py_DECREF(depth);
-    return status;
-}
-
-/* Appends i to `indices` (and j to `more`, where given): 0, or -1 with an exception. */
-static int append_indices(PyObject *indices, Py_ssize_t i, PyObject *more, Py_ssize_t j) {
-    PyObject *index = PyLong_FromSsize_t(i);
-    int status = index ? PyList_Append(indices, index) : -1;
-    Py_XDECREF(index);
-    if (status == 0 && more != NULL) {
-        PyObject *other = PyLong_FromSsize_t(j);
-        status = other ? PyList_Append(more, other) : -1;
-        Py_XDECREF(other);
-    }
     return status;
 }
 

@@ -54,15 +54,21 @@ def nest(by_thread: dict[Any, list[Item]]) -> dict[Any, list[Segment]]:
     }
 
 
+def _with_dependencies(builder: Builder) -> list[Item]:
+    """The items, in the builder's order, that have data dependencies (picked in C: before the chains
+    are added, most have none)."""
+    items = list(builder.items.values())
+    (dependencies,) = gather(items, (("data",),))
+    return list(itertools.compress(items, dependencies))
+
+
 def split_at_issue(builder: Builder, segments: dict[Any, list[Segment]]) -> None:
     """Where work on another thread started while the op that issued it was still running
     (a gloo ``c10d::`` op that stays busy after handing its work to the worker), split the
     issuer's time at that moment: the work depends on the issuer's first piece, the rest
     becomes a part (or a wait, if the issuer then waited for the work)."""
     issued: list[tuple[float, Item]] = []  # (when work started elsewhere, its issuer), in the items' order
-    items = list(builder.items.values())
-    (dependencies,) = gather(items, (("data",),))
-    for item in itertools.compress(items, dependencies):  # the items with dependencies (most have none yet)
+    for item in _with_dependencies(builder):
         if item.ts_us is None or isinstance(item.thread, tuple):
             continue
         for dep in item.data:
@@ -102,9 +108,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     """Dependencies for the places a thread waited (see :mod:`chakra.pytorch.convert`)."""
     cpu_threads = [t for t in by_thread if not isinstance(t, tuple)]
     issued: dict[Any, list[Item]] = defaultdict(list)  # thread -> async items it started
-    items_of = list(builder.items.values())
-    (dependencies,) = gather(items_of, (("data",),))
-    for item in itertools.compress(items_of, dependencies):  # the items with dependencies (most have none yet)
+    for item in _with_dependencies(builder):
         if item.ts_us is None or item.node_type == METADATA_NODE:
             continue
         if isinstance(item.thread, tuple):
