@@ -256,3 +256,19 @@ def test_the_op_enclosing_a_call_is_the_innermost_a_sweep_of_open_ops_finds(ops,
     """Overlapping ops that do not nest, ops starting or ending with a call, steps, threads without ops."""
     sort_by_start(ops)
     assert enclosing_ops(ops, nest_events(ops)[1], calls) == _enclosing_by_a_stack(ops, calls)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(_ops, max_size=12), calls=st.lists(_calls, max_size=8))
+def test_ops_whose_times_are_not_floats_find_the_same_enclosing_ops(ops, calls):
+    """Integer times (a trace built in code) leave the pass in C for its rule in Python: same answers."""
+    sort_by_start(ops)
+    for event in [*ops, *calls]:
+        event.ts, event.dur = int(event.ts), int(event.dur)
+    assert enclosing_ops(ops, nest_events(ops)[1], calls) == _enclosing_by_a_stack(ops, calls)
+
+
+def test_enclosing_ops_refuses_ops_out_of_start_order():
+    ops = [KinetoEvent(name="b", tid=1, ts=5.0, dur=1.0), KinetoEvent(name="a", tid=1, ts=0.0, dur=10.0)]
+    with pytest.raises(ValueError, match="sorted by start"):
+        enclosing_ops(ops, [-1, -1], [KinetoEvent(tid=1, ts=6.0)])

@@ -1,7 +1,8 @@
 /*
- * chakra._link_join: the join of a host trace's ops with the Kineto trace's host events, in C (see
- * chakra/pytorch/link.py). A host trace holds a hundred thousand ops or more; reading a few fields of
- * each and making its timing in Python was a tenth of a conversion.
+ * chakra._link_join: the joins of linking, in C (see chakra/pytorch/link.py): a host trace's ops with the
+ * Kineto trace's host events, and runtime calls with the host events that enclose them. A trace holds a
+ * hundred thousand ops or more; reading a few fields of each and making its timing in Python was a tenth
+ * of a conversion, and finding the enclosing ops with arrays a third of the Kineto view.
  *
  * join_host_ops(nodes, skip_names, index_of, events, exclusive_us, timing_type) -> (timing, host_of_event,
  * considered, joined, agree, unmatched): for each host node (`id`, `name`, `rf_id`) whose name is not in
@@ -11,7 +12,17 @@
  * it; `considered` counts the nodes not skipped, `joined` those joined, `agree` those whose event has
  * the same name; `unmatched` lists the nodes considered but not joined, in node order. IndexError for
  * an index that is not one of `events` (negative ones included).
+ *
+ * enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None: for each call (`ts`, `tid`), the
+ * index in `ops` (host events sorted by start, `parents` their nesting) of the innermost op of the call's
+ * thread open at its start (one starting with it counts, one ending at it does not; one whose name starts
+ * with `step_prefix` never does), -1 for none: the last op of the thread started by then, then out
+ * through its parents while they are closed. None where a time is not a float or is NaN, or a name is not
+ * a str (the caller's rule in Python takes those); ValueError for ops not sorted by start or a parent
+ * that is not one of them.
  */
+#include <math.h>
+
 #include "_slots.h"
 
 static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid;
@@ -120,10 +131,171 @@ fail:
     return NULL;
 }
 
+/* A field that is a float and not NaN into `*out`: 1; 0 where it is another value; -1 with an exception. */
+static int plain_time(PyObject *obj, PyObject *name, double *out) {
+    PyObject *value = field(obj, name);
+    if (value == NULL) return -1;
+    int plain = PyFloat_CheckExact(value) && !isnan(PyFloat_AS_DOUBLE(value));
+    if (plain) *out = PyFloat_AS_DOUBLE(value);
+    Py_DECREF(value);
+    return plain;
+}
+
+/* The number of the thread `tid` in `threads` (numbered as first seen when `add`), -1 for one not seen;
+ * -2 with an exception. */
+static Py_ssize_t thread_number(PyObject *threads, PyObject *obj, int add) {
+    PyObject *tid = field(obj, s_tid);
+    if (tid == NULL) return -2;
+    PyObject *known = PyDict_GetItemWithError(threads, tid); /* borrowed */
+    Py_ssize_t number = -1;
+    if (known != NULL) {
+        number = PyLong_AsSsize_t(known);
+    } else if (!PyErr_Occurred() && add) {
+        PyObject *value = PyLong_FromSsize_t(PyDict_GET_SIZE(threads));
+        if (value != NULL && PyDict_SetItem(threads, tid, value) == 0) number = PyDict_GET_SIZE(threads) - 1;
+        Py_XDECREF(value);
+    }
+    Py_DECREF(tid);
+    return PyErr_Occurred() ? -2 : number;
+}
+
+/* The ops' starts, ends, step marks, parents and threads, read once; 1, 0 where a value is not plain (see
+ * enclosing_ops), -1 with an exception. */
+static int read_ops(PyObject *ops, PyObject *parents, PyObject *prefix, PyObject *threads, double *start, double *end,
+                    char *step, Py_ssize_t *parent, Py_ssize_t *thread) {
+    Py_ssize_t size = PyTuple_GET_SIZE(ops);
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *op = PyTuple_GET_ITEM(ops, i);
+        double dur;
+        int plain = plain_time(op, s_ts, &start[i]);
+        if (plain > 0) plain = plain_time(op, s_dur, &dur);
+        if (plain <= 0) return plain;
+        if (i > 0 && start[i] < start[i - 1]) {
+            PyErr_SetString(PyExc_ValueError, "enclosing_ops takes the ops sorted by start, as nest_events does");
+            return -1;
+        }
+        end[i] = start[i] + dur;
+        PyObject *name = field(op, s_name);
+        if (name == NULL) return -1;
+        Py_ssize_t marks = PyUnicode_Check(name) ? PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1) : 0;
+        int text = PyUnicode_Check(name);
+        Py_DECREF(name);
+        if (marks < 0) return -1;
+        if (!text) return 0;
+        step[i] = (char)marks;
+        parent[i] = PyLong_AsSsize_t(PyList_GET_ITEM(parents, i));
+        if (parent[i] == -1 && PyErr_Occurred()) return -1;
+        if (parent[i] < -1 || parent[i] >= size) {
+            PyErr_Format(PyExc_ValueError, "op %zd has parent %zd, not one of the %zd ops", i, parent[i], size);
+            return -1;
+        }
+        if ((thread[i] = thread_number(threads, op, 1)) < 0) return -1;
+    }
+    return 1;
+}
+
+/* The innermost op open at `at` on the thread whose ops, in start order, are `members[0:count]`, starting
+ * at `starts[0:count]`. */
+static Py_ssize_t open_at(double at, const Py_ssize_t *members, const double *starts, Py_ssize_t count,
+                          const double *end, const char *step, const Py_ssize_t *parent) {
+    Py_ssize_t lo = 0, hi = count; /* the first member starting after `at` */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (starts[mid] <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    Py_ssize_t op = lo > 0 ? members[lo - 1] : -1;
+    while (op >= 0 && (step[op] || end[op] <= at)) op = parent[op];
+    return op;
+}
+
+static PyObject *enclosing_ops(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ops, *parents, *calls, *prefix;
+    if (!PyArg_ParseTuple(args, "O!O!O!U:enclosing_ops", &PyList_Type, &ops, &PyList_Type, &parents, &PyList_Type, &calls,
+                          &prefix))
+        return NULL;
+    if (PyList_GET_SIZE(parents) != PyList_GET_SIZE(ops)) {
+        PyErr_SetString(PyExc_ValueError, "parents must have one value per op");
+        return NULL;
+    }
+    /* copies: the ops and calls stay alive and in place whatever a getattr does to the lists given */
+    ops = PyList_AsTuple(ops);
+    calls = PyList_AsTuple(calls);
+    parents = PyList_GetSlice(parents, 0, PyList_GET_SIZE(parents));
+    Py_ssize_t size = ops ? PyTuple_GET_SIZE(ops) : 0, slots = size + 1;
+    double *start = PyMem_Malloc(slots * sizeof(double)), *end = PyMem_Malloc(slots * sizeof(double));
+    char *step = PyMem_Malloc(slots);
+    Py_ssize_t *parent = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *thread = PyMem_Malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *members = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *bounds = NULL;
+    double *member_start = PyMem_Malloc(slots * sizeof(double));
+    PyObject *threads = PyDict_New(), *out = NULL;
+    if (!ops || !calls || !parents || !start || !end || !step || !parent || !thread || !members || !member_start || !threads) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    int plain = read_ops(ops, parents, prefix, threads, start, end, step, parent, thread);
+    if (plain <= 0) {
+        if (plain == 0) out = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* each thread's ops in start order, one run per thread: a counting sort keeps the order */
+    Py_ssize_t thread_count = PyDict_GET_SIZE(threads);
+    if ((bounds = PyMem_Calloc(thread_count + 2, sizeof(Py_ssize_t))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) bounds[thread[i] + 2]++;
+    for (Py_ssize_t t = 2; t < thread_count + 2; t++) bounds[t] += bounds[t - 1];
+    for (Py_ssize_t i = 0; i < size; i++) members[bounds[thread[i] + 1]++] = i;
+    /* now bounds[t] is where thread t's run starts and bounds[t + 1] where it ends; the starts in the same
+     * order, so that a search reads one array */
+    for (Py_ssize_t j = 0; j < size; j++) member_start[j] = start[members[j]];
+    if ((out = PyList_New(PyTuple_GET_SIZE(calls))) == NULL) goto done;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(calls); k++) {
+        PyObject *call = PyTuple_GET_ITEM(calls, k);
+        double at;
+        int timed = plain_time(call, s_ts, &at);
+        Py_ssize_t number = timed > 0 ? thread_number(threads, call, 0) : -2;
+        if (timed <= 0 || number == -2) {
+            Py_CLEAR(out);
+            if (timed == 0) out = Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_ssize_t first = number < 0 ? 0 : bounds[number];
+        Py_ssize_t op = number < 0 ? -1
+                                   : open_at(at, members + first, member_start + first, bounds[number + 1] - first, end,
+                                             step, parent);
+        PyObject *value = PyLong_FromSsize_t(op);
+        if (value == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, value);
+    }
+done:
+    Py_XDECREF(ops);
+    Py_XDECREF(calls);
+    Py_XDECREF(parents);
+    Py_XDECREF(threads);
+    PyMem_Free(start);
+    PyMem_Free(end);
+    PyMem_Free(step);
+    PyMem_Free(parent);
+    PyMem_Free(thread);
+    PyMem_Free(members);
+    PyMem_Free(member_start);
+    PyMem_Free(bounds);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"join_host_ops", join_host_ops, METH_VARARGS,
      "join_host_ops(nodes, skip_names, index_of, events, exclusive_us, timing_type) -> (timing, host_of_event, "
      "considered, joined, agree, unmatched)"},
+    {"enclosing_ops", enclosing_ops, METH_VARARGS, "enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None"},
     {NULL, NULL, 0, NULL},
 };
 

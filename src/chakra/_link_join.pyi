@@ -1,4 +1,4 @@
-# Types of the C module src/chakra/_link_join.c (host ops joined to Kineto host events; see chakra/pytorch/link.py).
+# Types of the C module src/chakra/_link_join.c (the joins of linking; see chakra/pytorch/link.py).
 from collections.abc import Collection
 from typing import Any
 
@@ -10,3 +10,4 @@ def join_host_ops(
     exclusive_us: list[float],
     timing_type: type,
 ) -> tuple[dict[int, Any], dict[int, int], int, int, int, list[Any]]: ...
+def enclosing_ops(ops: list[Any], parents: list[int], calls: list[Any], step_prefix: str) -> list[int] | None: ...

@@ -30,6 +30,7 @@ import msgspec
 
 from chakra._items import gather, sort_by_field
 from chakra._kineto_events import join_index, nest_by_thread
+from chakra._link_join import enclosing_ops as enclosing_in_c
 from chakra._link_join import join_host_ops
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
@@ -176,6 +177,9 @@ def enclosing_ops(ops: list[KinetoEvent], parents: list[int], calls: list[Kineto
     """
     if not ops or not calls:
         return [-1] * len(calls)
+    found_in_c = enclosing_in_c(ops, parents, calls, PROFILER_STEP_PREFIX)  # None where a time is not a float
+    if found_in_c is not None:
+        return found_in_c
     # numpy loads here, not with the module: converting a trace without device work never needs it,
     # and loading it took the PyTorch conversion's modules from 23 to 34 MiB (convert_bench.py)
     import numpy as np
