@@ -9,7 +9,7 @@ format has no place for (Python frames, the profiler's own spans, instants); eac
 
 Example:
     kinds = count_kinds(trace.events)  # before the events are let go
-    counts = inventory(kinds, linked, conversion.report)
+    counts = inventory(kinds, linked.events, window.label)
     counts["kernel"]   # {"converted": 245, "dropped: outside ProfilerStep#12": 490}
 """
 
@@ -25,9 +25,8 @@ from chakra.pytorch.kineto import (
     HOST_OP_CATEGORIES,
     RUNTIME_CATEGORIES,
     SYNC_CATEGORY,
+    KinetoEvents,
 )
-from chakra.pytorch.link import LinkedTrace
-from chakra.pytorch.report import ConversionReport
 
 CONVERTED = "converted"
 FOLDED_CALL = "folded: into the time of its operator and the dependencies of the work it launched or waited for"
@@ -53,18 +52,16 @@ _CATEGORY_FATE = {
 }
 
 
-def inventory(
-    kinds: Mapping[tuple[str, str], int], linked: LinkedTrace, report: ConversionReport
-) -> dict[str, dict[str, int]]:
+def inventory(kinds: Mapping[tuple[str, str], int], events: KinetoEvents, window: str) -> dict[str, dict[str, int]]:
     """Per event category (``cpu_op``, ``kernel``, ``ac2g`` flows, ...), how many events met each
-    fate. Host operators and device work outside the window are dropped with the window's name.
+    fate. Host operators and device work outside the window are dropped with the window's name
+    (``window``: its label).
 
     ``kinds`` counts the trace's events by (category, phase) (:func:`chakra._kineto_events.count_kinds`,
     taken before the events the conversion does not read are let go); what became of the complete
-    events of the categories the converter reads is counted from the window's lists (its
-    operators, device work, runtime calls and syncs), the rest of each category being outside."""
-    events = linked.events
-    assert events is not None, "a profiler view keeps its events"
+    events of the categories the converter reads is counted from the window's lists (``events``, as
+    the profiler view keeps them: its operators, device work, runtime calls and syncs), the rest of
+    each category being outside."""
     kept = [*events.host_ops, *events.device_ops]
     kept_ids = set(map(id, kept))
     calls = [*events.launches.values(), *events.sync_calls, *events.event_records, *events.other_runtime]
@@ -80,8 +77,7 @@ def inventory(
     folded = Counter(call_categories)
     folded.subtract(made_operators)
     folded.update(sync_categories)
-    window = report.window or "the window"
-    outside = f"dropped: outside {window}"
+    outside = f"dropped: outside {window or 'the window'}"
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for (category, phase), count in kinds.items():
         cat = category or "(none)"

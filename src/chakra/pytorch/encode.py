@@ -6,7 +6,7 @@ metadata; :func:`encode_nodes` returns the :class:`~chakra.pytorch.report.Conver
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Mapping
 from itertools import compress, count, repeat
 from operator import add, is_, is_not
@@ -101,7 +101,8 @@ _IO_FIELDS = ("raw_values", "raw_shapes", "raw_types")
 
 
 def encode_nodes(builder: Builder, comm_nodes: list[CommNode]) -> Conversion:
-    """The conversion's items as encoded nodes, and ``comm_nodes`` renumbered to their ids."""
+    """The conversion's items as encoded nodes, and ``comm_nodes`` renumbered to their ids. The items
+    are let go as they are encoded: the builder holds none after (its records are in the nodes)."""
     return _Encoder(builder).finish(comm_nodes)
 
 
@@ -124,6 +125,7 @@ class _Encoder:
     """Encodes the items of one conversion, caching what repeats (IO texts, shared attributes)."""
 
     def __init__(self, builder: Builder):
+        self.builder = builder
         self.items = builder.items
         self.host = builder.host
         self.linked = builder.linked
@@ -132,6 +134,7 @@ class _Encoder:
         self.costed_below = _costed_ancestors(builder)
         self.encode = AttrEncoder()
         self.costs: dict[tuple[str, bytes, bytes, bytes, bytes], OpCost | object | None] = {}
+        self.launcher_rf_ids: dict[int, int | None] = {}  # host id -> rf_id, for the device activities
 
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
@@ -147,17 +150,38 @@ class _Encoder:
         span_us = _measured_span_us(starts, durations)
         if span_us is not None:
             self.report.measured_span_us = span_us
-        payloads: list[bytes] = []
-        # in batches: the columns of one batch at a time beside the records written
-        for first in range(0, len(items), _BATCH_ROWS):
-            done = self._encoded(items[first : first + _BATCH_ROWS], first, thread_ids, new_id)
-            payloads += done.payloads
-            self.report.edges_against_time += done.later
         for (node_type, category), kind_count in Counter(zip(node_types, categories, strict=True)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
+        del node_ids, threads, tids, scopes, starts, durations, node_types, categories
+        self.launcher_rf_ids = self._launcher_rf_ids(items)
+        # the items are let go batch by batch, as their records are written: the records are a third of
+        # the items' size, so the peak is before the first batch, not after the last
+        self.items.clear()
+        self.builder.wait_edges.clear()
+        # in batches: the columns of one batch at a time beside the records written
+        batches = deque(items[first : first + _BATCH_ROWS] for first in range(0, len(items), _BATCH_ROWS))
+        del items
+        payloads: list[bytes] = []
+        first = 0
+        while batches:
+            batch = batches.popleft()
+            done = self._encoded(batch, first, thread_ids, new_id)
+            first += len(batch)
+            del batch
+            payloads += done.payloads
+            self.report.edges_against_time += done.later
         for comm in comm_nodes:
             comm.node_id = _renumbered(new_id, comm.node_id)
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
+
+    def _launcher_rf_ids(self, items: list[Item]) -> dict[int, int | None]:
+        """The ``rf_id`` of the host op that launched each device activity of ``items``, by host id
+        (None for an op without an item, or without one of its own)."""
+        (host_ids,) = gather(items, (("activity", "host_id"),))
+        launchers = {host_id: self.items.get(host_id) for host_id in set(host_ids) if host_id is not None}
+        launcher_items = list(launchers.values())
+        (rf_ids,) = gather(launcher_items, (("host", "rf_id"),))
+        return dict(zip(launchers, rf_ids, strict=True))
 
     def _encoded(
         self, items: list[Item], first: int, thread_ids: dict[Any, int], new_id: Mapping[int, int] | memoryview
@@ -277,8 +301,7 @@ class _Encoder:
         streams, devices, correlations, host_ids, args = gather(
             activities, (("stream",), ("device",), ("correlation",), ("host_id",), ("args",))
         )
-        launchers = [self.items.get(host_id) if host_id is not None else None for host_id in host_ids]
-        (launcher_rf_ids,) = gather(launchers, (("host", "rf_id"),))
+        launcher_rf_ids = [self.launcher_rf_ids.get(host_id) if host_id is not None else None for host_id in host_ids]
         for row, stream, device, correlation, rf_id, arg, node_type in zip(
             rows, streams, devices, correlations, launcher_rf_ids, args, node_types, strict=True
         ):
