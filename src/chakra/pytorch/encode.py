@@ -153,7 +153,7 @@ class _Encoder:
         for (node_type, category), kind_count in Counter(zip(node_types, categories, strict=True)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
         del node_ids, threads, tids, scopes, starts, durations, node_types, categories
-        self.launcher_rf_ids = self._launcher_rf_ids(items)
+        self.launcher_rf_ids = self._launcher_rf_ids()
         # the items are let go batch by batch, as their records are written: the records are a third of
         # the items' size, so the peak is before the first batch, not after the last
         self.items.clear()
@@ -174,10 +174,12 @@ class _Encoder:
             comm.node_id = _renumbered(new_id, comm.node_id)
         return Conversion(self._metadata(), payloads, comm_nodes, self.report, self.rank)
 
-    def _launcher_rf_ids(self, items: list[Item]) -> dict[int, int | None]:
-        """The ``rf_id`` of the host op that launched each device activity of ``items``, by host id
-        (None for an op without an item, or without one of its own)."""
-        (host_ids,) = gather(items, (("activity", "host_id"),))
+    def _launcher_rf_ids(self) -> dict[int, int | None]:
+        """The ``rf_id`` of the host op that launched each device activity, by host id (None for an op
+        without an item, or without a host op of its own)."""
+        if self.linked is None:
+            return {}
+        (host_ids,) = gather(self.linked.activities, (("host_id",),))
         launchers = {host_id: self.items.get(host_id) for host_id in set(host_ids) if host_id is not None}
         launcher_items = list(launchers.values())
         (rf_ids,) = gather(launcher_items, (("host", "rf_id"),))
