@@ -44,6 +44,9 @@ setup(
             depends=[SLOTS],
             extra_compile_args=["-O2"],
         ),
+        Extension(
+            "chakra._kineto_view", sources=["src/chakra/_kineto_view.c"], depends=[SLOTS], extra_compile_args=["-O2"]
+        ),
         Extension("chakra._link_join", sources=["src/chakra/_link_join.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension("chakra._items", sources=["src/chakra/_items.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
         Extension(

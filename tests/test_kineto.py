@@ -207,6 +207,33 @@ def test_device_work_launched_before_a_step_that_ran_in_it_is_kept_and_counted(t
     assert any("1 device activities launched before ProfilerStep#2 ran in it" in n for n in linked.host.notes)
 
 
+def test_operators_become_nodes_numbered_by_start_with_their_threads_ids_and_inputs(tmp_path: Path):
+    def op(name: str, ts: float, dur: float, tid: int, cat: str = "cpu_op", **args: object) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    events = [
+        op("aten::add", 20, 5, 9, **{"Record function id": 5, "Sequence number": 3, "Fwd thread id": 1}),
+        op("aten::mm", 0, 10, 4, **{"Record function id": True, "Sequence number": "7", "Input Dims": [[2, 3]]}),
+        op("step", 2, 50, 4, cat="user_annotation"),
+        op("aten::relu", 3, 1, 4, **{"Input type": ["float"]}),
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    linked = profiler_view(load_kineto_trace(path), WHOLE_TRACE)
+    nodes = linked.host.nodes
+    assert [(n.id, n.name, n.parent, n.tid) for n in nodes] == [
+        (1, "aten::mm", 0, 1), (2, "step", 1, 1), (3, "aten::relu", 2, 1), (4, "aten::add", 0, 2),
+    ]  # fmt: skip
+    # ids that are not ints (a bool, a string) are read as absent
+    assert [(n.rf_id, n.seq_id, n.fw_tid, n.scope) for n in nodes] == [(0, -1, 0, 0), (0, -1, 0, 7), (0, -1, 0, 0),
+                                                                        (5, 3, 1, 0)]  # fmt: skip
+    assert [bytes(n.inputs.raw_shapes) for n in nodes] == [b"[[2, 3]]", b"[]", b"[]", b"[]"]
+    assert [bytes(n.inputs.raw_types) for n in nodes] == [b"[]", b"[]", b'["float"]', b"[]"]
+    assert [(t.ts_us, t.dur_us, t.exclusive_us, t.thread) for t in linked.timing.values()] == [
+        (0.0, 10.0, 2.0, 4), (2.0, 50.0, 49.0, 4), (3.0, 1.0, 1.0, 4), (20.0, 5.0, 5.0, 9),
+    ]  # fmt: skip
+
+
 def test_a_step_the_trace_lacks_is_one_line_naming_its_steps(tmp_path: Path):
     done = run_cli(
         "convert", "kineto", str(require_shared("hta/nccl_2rank_rank0_kineto.json.gz")), "-o", str(tmp_path / "w"),

@@ -38,8 +38,8 @@ from typing import Any
 
 import msgspec
 
-from chakra._items import gather
 from chakra._kineto_events import sort_by_start, window_work
+from chakra._kineto_view import view_nodes
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
@@ -188,40 +188,12 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     operators = events.host_ops + orphans
     sort_by_start(operators)
     events.host_ops = operators
-    # an operator's node: its place, from 1
-    node_id = dict(zip(map(id, operators), range(1, len(operators) + 1), strict=True))
-    (tids,) = gather(operators, (("tid",),))
-    thread_number: dict[Any, int] = {}
-    for tid in dict.fromkeys(tids):  # numbered in the order they first appear
-        thread_number[tid] = len(thread_number) + 1
     exclusive, parents = nest_events(operators)
-
-    nodes: list[HostNode] = []
-    timing: dict[int, HostTiming] = {}
-    for own, (event, excl, parent, thread) in enumerate(
-        zip(operators, exclusive, parents, map(thread_number.__getitem__, tids), strict=True), start=1
-    ):
-        args = event.args
-        rf_id, seq_id, fw_tid = args.rf_id, args.seq_id, args.fw_tid
-        # positional, in HostNode's order; the ids as _int reads them (JSON's ints are ints, not bools)
-        nodes.append(
-            HostNode(
-                own,
-                event.name,
-                parent + 1,  # the parent's node, 0 for none (-1)
-                rf_id if type(rf_id) is int else 0,
-                thread,
-                0,
-                seq_id if type(seq_id) is int else -1,
-                USER_SCOPE if event.cat in _ANNOTATION_CATEGORIES else FUNCTION_SCOPE,
-                fw_tid if type(fw_tid) is int else 0,
-                "",
-                _inputs(event) if type(args) is KinetoInputArgs else _NO_IO,
-                _NO_IO,
-                _NO_ATTRS if args.collective_name is None else _comm_attrs(event),
-            )
-        )
-        timing[own] = HostTiming(event.ts, event.dur, excl, event.tid)
+    # an operator's node is its place, from 1; made in C, with its timing and its thread numbered
+    nodes, timing, node_id = view_nodes(
+        operators, exclusive, parents, HostNode, HostTiming, KinetoInputArgs, _NO_IO, NO_VALUE, _NO_ATTRS,
+        _ANNOTATION_CATEGORIES, (USER_SCOPE, FUNCTION_SCOPE), _inputs, _comm_attrs,
+    )  # fmt: skip
 
     host = HostTrace(path=trace.path, schema="", layout="kineto", nodes=nodes, notes=list(window.notes))
     if events.earlier_work:

@@ -1,0 +1,199 @@
+/*
+ * chakra._kineto_view: the host nodes of a profiler trace seen alone, made in C (see
+ * chakra/kineto/view.py). A whole trace holds a hundred thousand operators or more; reading a dozen
+ * fields of each and making its node and timing in Python was a third of the view.
+ *
+ * view_nodes(operators, exclusive_us, parents, node_type, timing_type, input_args_type, no_io, no_value,
+ *            no_attrs, annotation_categories, scopes, inputs_of, comm_attrs_of)
+ *     -> (nodes, timing, node_of)
+ *
+ * For the k-th operator (a Kineto host event: `name`, `cat`, `ts`, `dur`, `tid`, `args` with `rf_id`,
+ * `seq_id`, `fw_tid`, `collective_name`), node k + 1, made as
+ *     node_type(k + 1, name, parents[k] + 1, rf_id, thread, 0, seq_id, scope, fw_tid, "", inputs, no_io, attrs)
+ * with the ids that are not ints (bools are not) read as 0, -1 and 0; `thread` the operator's `tid`
+ * numbered from 1 in the order threads first appear; `scope` scopes[0] for a category in
+ * `annotation_categories`, else scopes[1]; `inputs` no_io for args not of `input_args_type` or whose
+ * `input_dims`, `input_type` and `concrete_inputs` are all `no_value`, else inputs_of(operator); `attrs`
+ * no_attrs where `collective_name` is None, else comm_attrs_of(operator). `timing` maps each node id to
+ * timing_type(ts, dur, exclusive_us[k], tid), `node_of` maps id() of each operator to its node id.
+ */
+#include "_slots.h"
+
+static PyObject *s_name, *s_cat, *s_ts, *s_dur, *s_tid, *s_args, *s_rf_id, *s_seq_id, *s_fw_tid, *s_collective_name,
+    *s_input_dims, *s_input_type, *s_concrete_inputs, *s_empty;
+
+/* `value` where it is an int (not a bool), else `otherwise`: a new reference. */
+static PyObject *int_or(PyObject *value, long otherwise) {
+    if (PyLong_CheckExact(value)) return Py_NewRef(value);
+    return PyLong_FromLong(otherwise);
+}
+
+/* The constants every node shares. */
+typedef struct {
+    PyObject *node_type, *timing_type, *input_args_type, *no_io, *no_value, *no_attrs, *annotation_categories;
+    PyObject *user_scope, *function_scope, *inputs_of, *comm_attrs_of, *zero;
+} Shared;
+
+/* The operator's inputs (see the header): a new reference, NULL with an exception. */
+static PyObject *inputs(const Shared *shared, PyObject *op, PyObject *args) {
+    if ((PyObject *)Py_TYPE(args) != shared->input_args_type) return Py_NewRef(shared->no_io);
+    PyObject *names[3] = {s_input_dims, s_input_type, s_concrete_inputs};
+    int recorded = 0;
+    for (int k = 0; k < 3 && !recorded; k++) {
+        PyObject *value = field(args, names[k]);
+        if (value == NULL) return NULL;
+        recorded = value != shared->no_value;
+        Py_DECREF(value);
+    }
+    if (!recorded) return Py_NewRef(shared->no_io);
+    return PyObject_CallOneArg(shared->inputs_of, op);
+}
+
+/* The operator's collective attributes (see the header): a new reference, NULL with an exception. */
+static PyObject *attributes(const Shared *shared, PyObject *op, PyObject *args) {
+    PyObject *name = field(args, s_collective_name);
+    if (name == NULL) return NULL;
+    int none = name == Py_None;
+    Py_DECREF(name);
+    return none ? Py_NewRef(shared->no_attrs) : PyObject_CallOneArg(shared->comm_attrs_of, op);
+}
+
+/* Node `id` of operator `op`: its node into `nodes` and timing into `timing`; 0, or -1 with an exception. */
+static int add_node(const Shared *shared, PyObject *op, PyObject *id, PyObject *parent, PyObject *exclusive,
+                    PyObject *threads, PyObject *nodes, PyObject *timing) {
+    PyObject *name = NULL, *cat = NULL, *ts = NULL, *dur = NULL, *tid = NULL, *args = NULL, *rf_id = NULL;
+    PyObject *seq_id = NULL, *fw_tid = NULL, *parent_id = NULL, *in = NULL, *attrs = NULL;
+    PyObject *node = NULL, *times = NULL, *one = NULL;
+    int rc = -1;
+    if ((name = field(op, s_name)) == NULL || (cat = field(op, s_cat)) == NULL || (ts = field(op, s_ts)) == NULL ||
+        (dur = field(op, s_dur)) == NULL || (tid = field(op, s_tid)) == NULL || (args = field(op, s_args)) == NULL)
+        goto done;
+    PyObject *value;
+    if ((value = field(args, s_rf_id)) == NULL) goto done;
+    rf_id = int_or(value, 0);
+    Py_DECREF(value);
+    if (rf_id == NULL || (value = field(args, s_seq_id)) == NULL) goto done;
+    seq_id = int_or(value, -1);
+    Py_DECREF(value);
+    if (seq_id == NULL || (value = field(args, s_fw_tid)) == NULL) goto done;
+    fw_tid = int_or(value, 0);
+    Py_DECREF(value);
+    if (fw_tid == NULL) goto done;
+    PyObject *thread = PyDict_GetItemWithError(threads, tid); /* borrowed */
+    if (thread == NULL) {
+        if (PyErr_Occurred() || (one = PyLong_FromSsize_t(PyDict_GET_SIZE(threads) + 1)) == NULL ||
+            PyDict_SetItem(threads, tid, one) < 0)
+            goto done;
+        thread = one;
+    }
+    int annotation = PySet_Contains(shared->annotation_categories, cat);
+    if (annotation < 0) goto done;
+    Py_ssize_t parent_at = PyLong_AsSsize_t(parent);
+    if ((parent_at == -1 && PyErr_Occurred()) || (parent_id = PyLong_FromSsize_t(parent_at + 1)) == NULL) goto done;
+    if ((in = inputs(shared, op, args)) == NULL || (attrs = attributes(shared, op, args)) == NULL) goto done;
+    PyObject *fields[13] = {
+        id, name, parent_id, rf_id, thread, shared->zero, seq_id,
+        annotation ? shared->user_scope : shared->function_scope, fw_tid, s_empty, in, shared->no_io, attrs,
+    };
+    if ((node = PyObject_Vectorcall(shared->node_type, fields, 13, NULL)) == NULL) goto done;
+    PyObject *timed[4] = {ts, dur, exclusive, tid};
+    if ((times = PyObject_Vectorcall(shared->timing_type, timed, 4, NULL)) == NULL) goto done;
+    if (PyList_Append(nodes, node) < 0 || PyDict_SetItem(timing, id, times) < 0) goto done;
+    rc = 0;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(cat);
+    Py_XDECREF(ts);
+    Py_XDECREF(dur);
+    Py_XDECREF(tid);
+    Py_XDECREF(args);
+    Py_XDECREF(rf_id);
+    Py_XDECREF(seq_id);
+    Py_XDECREF(fw_tid);
+    Py_XDECREF(parent_id);
+    Py_XDECREF(in);
+    Py_XDECREF(attrs);
+    Py_XDECREF(node);
+    Py_XDECREF(times);
+    Py_XDECREF(one);
+    return rc;
+}
+
+static PyObject *view_nodes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *operators, *exclusive_us, *parents, *scopes;
+    Shared shared;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOOO!O!OO:view_nodes", &PyList_Type, &operators, &PyList_Type, &exclusive_us,
+                          &PyList_Type, &parents, &shared.node_type, &shared.timing_type, &shared.input_args_type,
+                          &shared.no_io, &shared.no_value, &shared.no_attrs, &PyFrozenSet_Type,
+                          &shared.annotation_categories, &PyTuple_Type, &scopes, &shared.inputs_of,
+                          &shared.comm_attrs_of))
+        return NULL;
+    Py_ssize_t size = PyList_GET_SIZE(operators);
+    if (PyList_GET_SIZE(exclusive_us) != size || PyList_GET_SIZE(parents) != size || PyTuple_GET_SIZE(scopes) != 2) {
+        PyErr_SetString(PyExc_ValueError, "view_nodes takes one exclusive time and parent per operator, and two scopes");
+        return NULL;
+    }
+    shared.user_scope = PyTuple_GET_ITEM(scopes, 0);
+    shared.function_scope = PyTuple_GET_ITEM(scopes, 1);
+    /* copies: the operators and their values stay alive and in place whatever a call back does to the lists */
+    operators = PyList_AsTuple(operators);
+    exclusive_us = PyList_AsTuple(exclusive_us);
+    parents = PyList_AsTuple(parents);
+    shared.zero = PyLong_FromLong(0);
+    PyObject *nodes = PyList_New(0), *timing = PyDict_New(), *node_of = PyDict_New(), *threads = PyDict_New();
+    PyObject *out = NULL;
+    if (!operators || !exclusive_us || !parents || !shared.zero || !nodes || !timing || !node_of || !threads) goto done;
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *op = PyTuple_GET_ITEM(operators, k);
+        PyObject *id = PyLong_FromSsize_t(k + 1), *key = id != NULL ? PyLong_FromVoidPtr(op) : NULL;
+        int rc = key == NULL ? -1
+                             : add_node(&shared, op, id, PyTuple_GET_ITEM(parents, k), PyTuple_GET_ITEM(exclusive_us, k),
+                                        threads, nodes, timing);
+        if (rc == 0) rc = PyDict_SetItem(node_of, key, id);
+        Py_XDECREF(id);
+        Py_XDECREF(key);
+        if (rc < 0) goto done;
+    }
+    out = PyTuple_Pack(3, nodes, timing, node_of);
+done:
+    Py_XDECREF(operators);
+    Py_XDECREF(exclusive_us);
+    Py_XDECREF(parents);
+    Py_XDECREF(shared.zero);
+    Py_XDECREF(nodes);
+    Py_XDECREF(timing);
+    Py_XDECREF(node_of);
+    Py_XDECREF(threads);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"view_nodes", view_nodes, METH_VARARGS,
+     "view_nodes(operators, exclusive_us, parents, node_type, timing_type, input_args_type, no_io, no_value, no_attrs, "
+     "annotation_categories, scopes, inputs_of, comm_attrs_of) -> (nodes, timing, node_of)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_view", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kineto_view(void) {
+    static const Interned names[] = {
+        {&s_name, "name"},
+        {&s_cat, "cat"},
+        {&s_ts, "ts"},
+        {&s_dur, "dur"},
+        {&s_tid, "tid"},
+        {&s_args, "args"},
+        {&s_rf_id, "rf_id"},
+        {&s_seq_id, "seq_id"},
+        {&s_fw_tid, "fw_tid"},
+        {&s_collective_name, "collective_name"},
+        {&s_input_dims, "input_dims"},
+        {&s_input_type, "input_type"},
+        {&s_concrete_inputs, "concrete_inputs"},
+        {&s_empty, ""},
+    };
+    if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
+    return PyModule_Create(&module);
+}
