@@ -118,6 +118,7 @@ class Builder:
         self.calls = find_calls(host.nodes, self.groups, self.by_host_id)
         self.metadata_item: Item | None = None
         self.wait_edges: list[tuple[Item, Item]] = []  # (waited, resumed), tied after split_parts
+        self.activity_items: list[Item] = []  # the items of device work, in the order they were made
         self.next_id = max(self.by_host_id, default=0) + 1  # for nodes the host trace lacks
 
     def add_host_ops(self) -> None:
@@ -187,6 +188,7 @@ class Builder:
                 item.data.append(activity.host_id)
                 item.ctrl.append(activity.host_id)
             self.items[next_id] = item
+            self.activity_items.append(item)
             next_id += 1
         self.next_id = next_id
 

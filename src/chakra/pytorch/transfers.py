@@ -18,8 +18,9 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 def attach_comm(builder: Builder) -> list[CommNode]:
     """Turn each call's transfer into a communication node with its attributes."""
     kernels_of: dict[int, list[Item]] = defaultdict(list)
-    for item in builder.items.values():
-        if item.activity is not None and item.activity.host_id is not None and is_nccl_kernel(item.name):
+    for item in builder.activity_items:
+        assert item.activity is not None
+        if item.activity.host_id is not None and is_nccl_kernel(item.name):
             kernels_of[item.activity.host_id].append(item)
     comm_nodes: list[CommNode] = []
     claimed: set[int] = set()
@@ -48,8 +49,8 @@ def attach_comm(builder: Builder) -> list[CommNode]:
         ):
             transfer.data.append(issuer.node_id)
         comm_nodes.append(_make_comm(builder, call, transfer))
-    for item in builder.items.values():
-        if item.activity is not None and is_nccl_kernel(item.name) and item.node_id not in claimed:
+    for item in builder.activity_items:
+        if is_nccl_kernel(item.name) and item.node_id not in claimed:
             kind = comm_kind(item.name)
             if kind is None or "sendrecv" in item.name.lower():
                 builder.report.comm_notes["NCCL kernel without its call kept as device compute"] += 1

@@ -260,10 +260,8 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
 
 def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[Item]]]:
     """Device work by the op that launched it: the launch times (sorted) and the work items."""
-    items = list(builder.items.values())
-    (activities,) = gather(items, (("activity",),))
-    works = list(itertools.compress(items, activities))  # the items of device work (an activity is never false)
-    host_ids, launches = gather(list(filter(None, activities)), (("host_id",), ("launch_ts_us",)))
+    works = builder.activity_items
+    host_ids, launches = gather(works, (("activity", "host_id"), ("activity", "launch_ts_us")))
     times: dict[int, list[float]] = defaultdict(list)
     launched: dict[int, list[Item]] = defaultdict(list)
     for work, host_id, launch_ts_us in zip(works, host_ids, launches, strict=True):
