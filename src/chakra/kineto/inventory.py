@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from itertools import compress
 
 from chakra._items import gather
 from chakra.pytorch.kineto import (
@@ -62,18 +61,14 @@ def inventory(kinds: Mapping[tuple[str, str], int], events: KinetoEvents, window
     events of the categories the converter reads is counted from the window's lists (``events``, as
     the profiler view keeps them: its operators, device work, runtime calls and syncs), the rest of
     each category being outside."""
-    kept = [*events.host_ops, *events.device_ops]
-    kept_ids = set(map(id, kept))
     calls = [*events.launches.values(), *events.sync_calls, *events.event_records, *events.other_runtime]
     # counted in C over the categories' columns: a trace holds hundreds of thousands of events
-    (kept_categories,) = gather(kept, (("cat",),))
+    converted = Counter(gather(events.host_ops, (("cat",),))[0])
+    converted.update(gather(events.device_ops, (("cat",),))[0])
+    # the operators of runtime categories are the runtime calls outside every operator, made operators
+    made_operators = Counter({cat: converted[cat] for cat in RUNTIME_CATEGORIES if cat in converted})
     (call_categories,) = gather(calls, (("cat",),))
     (sync_categories,) = gather(events.syncs, (("cat",),))
-    converted = Counter(kept_categories)
-    for category in RUNTIME_CATEGORIES:
-        converted.pop(category, None)
-    made_operators = Counter(compress(call_categories, map(kept_ids.__contains__, map(id, calls))))
-    converted.update(made_operators)  # runtime calls made operators
     folded = Counter(call_categories)
     folded.subtract(made_operators)
     folded.update(sync_categories)
