@@ -16,6 +16,7 @@ from typing import Any
 
 from chakra._item_scans import part_candidates, wait_candidates
 from chakra._items import gather, nest_thread
+from chakra._parts import make_parts
 from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
@@ -220,41 +221,16 @@ def split_parts(builder: Builder, by_thread: dict[Any, list[Item]], segments: di
     op's first node (placed at its start) would allow."""
     launched = _launches_by_owner(builder)
     for thread, segs in segments.items():
-        added = False
-        # most segments are an op's first stretch or short: those that may hold a part are found in C
-        for segment in map(segs.__getitem__, part_candidates(segs, launched, PART_MIN_US)):
-            owner = segment.owner
-            after_wait = segment.waited
-            if owner is None or (not after_wait and (segment.first or owner.node_type in TRANSFER_TYPES)):
-                continue  # an op's first stretch stays the op's
-            if after_wait:
-                # what the op did after the wait ended (at least returning from it) comes after it
-                start_us = segment.wait_end_us
-                length = segment.end_us - start_us
-                if length <= 0:
-                    continue
-            else:
-                start_us, length = segment.start_us, segment.end_us - segment.start_us
-            in_segment = _launched_in(launched.get(owner.node_id), segment.start_us, segment.end_us)
-            if not after_wait and length < PART_MIN_US and not in_segment:
-                continue
-            node_id = builder.next_id
-            builder.next_id += 1
-            # positional, every field in Item's order: a part of its owner, a level below it
-            part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), thread, start_us, length, length,
-                        True, None, None, [], [owner.node_id], (), owner.depth + 1, owner)  # fmt: skip
-            if after_wait:
-                waited, _ = builder.wait_edges[segment.edge]
-                builder.wait_edges[segment.edge] = (waited, part)
-            owner.excl_us = max(0.0, owner.excl_us - length)
-            builder.items[node_id] = part
-            by_thread[thread].append(part)
-            builder.report.parts += 1
-            added = True
-            for work in in_segment:
-                if not segment.first:
-                    work.data = [node_id if d == owner.node_id else d for d in work.data]
-        if added:
+        # most segments are an op's first stretch or short: those that may hold a part are found in C,
+        # and the parts made there, by the rule above
+        candidates = part_candidates(segs, launched, PART_MIN_US)
+        next_id = make_parts(
+            segs, candidates, launched, thread, builder.next_id, Item, COMP_NODE, TRANSFER_TYPES, PART_MIN_US,
+            builder.items, by_thread[thread], builder.wait_edges,
+        )  # fmt: skip
+        if next_id > builder.next_id:
+            builder.report.parts += next_id - builder.next_id
+            builder.next_id = next_id
             sort_by_attribute(by_thread[thread], "key")
 
 
@@ -276,14 +252,6 @@ def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[It
             owner_times, owner_works = [owner_times[k] for k in order], [owner_works[k] for k in order]
         out[owner] = (owner_times, owner_works)
     return out
-
-
-def _launched_in(launches: tuple[list[float], list[Item]] | None, start_us: float, end_us: float) -> list[Item]:
-    """The work among ``launches`` launched in ``[start_us, end_us)``."""
-    if launches is None:
-        return []
-    times, items = launches
-    return items[bisect.bisect_left(times, start_us) : bisect.bisect_left(times, end_us)]
 
 
 def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
