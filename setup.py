@@ -53,6 +53,9 @@ setup(
             "chakra._item_scans", sources=["src/chakra/_item_scans.c"], depends=[SLOTS], extra_compile_args=["-O2"]
         ),
         Extension("chakra._parts", sources=["src/chakra/_parts.c"], depends=[SLOTS], extra_compile_args=["-O2"]),
+        Extension(
+            "chakra._item_passes", sources=["src/chakra/_item_passes.c"], depends=[SLOTS], extra_compile_args=["-O2"]
+        ),
         Extension("chakra._json_scan", sources=["src/chakra/_json_scan.c"], extra_compile_args=["-O2"]),
         Extension(
             "chakra._dot", sources=["src/chakra/_dot.c"], depends=["src/chakra/_text_cache.h"], extra_compile_args=["-O2"]

@@ -8,11 +8,11 @@ woken by another (:func:`inter_thread`), the structure of a host-only conversion
 from __future__ import annotations
 
 import bisect
-import itertools
 from typing import Any
 
 import msgspec
 
+from chakra._item_passes import chain_items
 from chakra._item_scans import gap_starts, idle_starts
 from chakra.pytorch.items import Builder, Item, sort_by_attribute, sorted_by_end
 from chakra.pytorch.waits import INTER_THREAD_IDLE_US
@@ -22,12 +22,9 @@ _decode_json = msgspec.json.Decoder().decode
 
 
 def chain(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
-    """Each op of a thread or stream after the one before it."""
+    """Each op of a thread or stream after the one before it (the first after the groups' record)."""
     for items in by_thread.values():
-        for prev, item in itertools.pairwise(items):
-            item.data.append(prev.node_id)
-        if builder.metadata_item is not None and items:
-            items[0].data.append(builder.metadata_item.node_id)
+        chain_items(items, builder.metadata_item)  # in C: a quarter of a million items in a whole trace
 
 
 def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:

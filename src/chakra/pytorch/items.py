@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from chakra._item_passes import group_by_thread
 from chakra._item_scans import untimed_or_named
 from chakra._items import by_end, gather, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.comms import find_calls
@@ -193,10 +194,8 @@ class Builder:
         self.next_id = next_id
 
     def threads(self) -> dict[Any, list[Item]]:
-        by_thread: dict[Any, list[Item]] = defaultdict(list)
-        for item in self.items.values():
-            if item.node_type != METADATA_NODE:
-                by_thread[item.thread].append(item)
+        """The items but the groups' record by thread or stream, each in time order (``key``)."""
+        by_thread: dict[Any, list[Item]] = defaultdict(list, group_by_thread(list(self.items.values()), METADATA_NODE))
         for items in by_thread.values():
             sort_by_attribute(items, "key")
         return by_thread
