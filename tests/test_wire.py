@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chakra._encode import dense_ranks
+from chakra._encode import count_rows, dense_ranks
 from chakra.attrs import WELL_KNOWN, set_attr
 from chakra.errors import AttrKindError
 from chakra.schema.protobuf.et_def_pb2 import IOInfo, Node
@@ -256,6 +257,29 @@ def test_dense_ranks_give_each_id_its_position_and_leave_sparse_or_odd_ids_to_a_
     assert dense_ranks([-1]) is None
     assert dense_ranks([10**9]) is None  # far more ids than nodes: an array would waste memory
     assert dense_ranks([True]) is None
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from([4, 5, 4.0, True]), st.sampled_from(["kernel", "gpu_memcpy", None]), st.integers(0, 3)
+        ),
+        max_size=40,
+    ),
+    skip=st.sampled_from([-1, 1]),
+)
+def test_rows_are_counted_as_a_counter_of_their_tuples_counts_them(rows, skip):
+    """Equal values of other types (4, 4.0, True) are one row, as in a dict; keys in first-seen order."""
+    columns = tuple(list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [])
+    kept = [row for row in rows if skip < 0 or row[skip] is not None]
+    found = count_rows(columns, skip)
+    assert found == Counter(kept)
+    assert list(found) == list(Counter(kept))
+
+
+def test_rows_too_many_to_count_in_c_are_left_to_the_caller():
+    assert count_rows((list(range(65)),), -1) is None
+    assert count_rows((list(range(64)),), -1) == dict.fromkeys([(k,) for k in range(64)], 1)
 
 
 def test_raw_columns_append_fields_encoded_elsewhere():

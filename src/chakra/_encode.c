@@ -16,6 +16,12 @@
  * start + duration over the rows whose start is not None, as max(map(add, s, d)) - min(s) of those rows
  * computes it (a NaN first stays, as max() and min() keep it); None when no row has a start;
  * NotImplemented when a value is not a float (an int's sum would stay an int): the caller computes it.
+ *
+ * count_rows(columns, skip) -> dict or None: how many times each row of the columns (a tuple of lists of
+ * one length) occurs, as Counter(zip(*columns)) counts it (keys the rows as tuples, in the order they
+ * first occur), leaving out the rows whose value in column `skip` is None (-1: none left out); None for
+ * more than COUNT_ROWS_MAX distinct rows: the caller counts them. The rows are compared without making
+ * a tuple of each: a batch's node kinds, a trace's threads.
  */
 #include "_encode.h"
 
@@ -206,6 +212,82 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(greatest - least);
 }
 
+#define COUNT_ROWS_MAX 64
+#define COUNT_COLUMNS_MAX 8
+
+/* Whether row `i` of the columns is the `k`th distinct row: identical objects first, then equal values. */
+static int same_row(PyObject *const *columns, Py_ssize_t n_cols, Py_ssize_t i, PyObject *const *row) {
+    Py_ssize_t c = 0;
+    while (c < n_cols && PyList_GET_ITEM(columns[c], i) == row[c]) c++;
+    for (; c < n_cols; c++) {
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(columns[c], i), row[c], Py_EQ);
+        if (same <= 0) return same;
+    }
+    return 1;
+}
+
+static PyObject *count_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *given, *columns[COUNT_COLUMNS_MAX];
+    Py_ssize_t skip;
+    if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &given, &skip)) return NULL;
+    Py_ssize_t n_cols = PyTuple_GET_SIZE(given), size = 0;
+    if (n_cols < 1 || n_cols > COUNT_COLUMNS_MAX || skip < -1 || skip >= n_cols) {
+        PyErr_Format(PyExc_ValueError, "count_rows takes 1 to %d columns, and a column or -1 to skip", COUNT_COLUMNS_MAX);
+        return NULL;
+    }
+    for (Py_ssize_t c = 0; c < n_cols; c++) {
+        columns[c] = PyTuple_GET_ITEM(given, c);
+        if (!PyList_Check(columns[c]) || (c > 0 && PyList_GET_SIZE(columns[c]) != size)) {
+            PyErr_SetString(PyExc_ValueError, "count_rows takes lists of one length");
+            return NULL;
+        }
+        size = PyList_GET_SIZE(columns[c]);
+    }
+    /* the distinct rows, held: a comparison runs Python code, which may change the lists */
+    PyObject *rows[COUNT_ROWS_MAX][COUNT_COLUMNS_MAX], *out = NULL;
+    Py_ssize_t counts[COUNT_ROWS_MAX], distinct = 0, last = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        for (Py_ssize_t c = 0; c < n_cols; c++)
+            if (PyList_GET_SIZE(columns[c]) != size) {
+                PyErr_SetString(PyExc_RuntimeError, "a list changed size while its rows were counted");
+                goto done;
+            }
+        if (skip >= 0 && PyList_GET_ITEM(columns[skip], i) == Py_None) continue;
+        /* the row of the last match first: rows repeat in runs */
+        Py_ssize_t k = -1;
+        for (Py_ssize_t tried = 0; tried < distinct && k < 0; tried++) {
+            Py_ssize_t at = (last + tried) % distinct;
+            int same = same_row(columns, n_cols, i, rows[at]);
+            if (same < 0) goto done;
+            if (same) k = at;
+        }
+        if (k < 0) {
+            if (distinct == COUNT_ROWS_MAX) {
+                out = Py_NewRef(Py_None);
+                goto done;
+            }
+            k = distinct++;
+            for (Py_ssize_t c = 0; c < n_cols; c++) rows[k][c] = Py_NewRef(PyList_GET_ITEM(columns[c], i));
+            counts[k] = 0;
+        }
+        counts[k]++;
+        last = k;
+    }
+    out = PyDict_New();
+    for (Py_ssize_t k = 0; out != NULL && k < distinct; k++) {
+        PyObject *key = PyTuple_New(n_cols), *count = PyLong_FromSsize_t(counts[k]);
+        for (Py_ssize_t c = 0; key != NULL && c < n_cols; c++) PyTuple_SET_ITEM(key, c, Py_NewRef(rows[k][c]));
+        if (key == NULL || count == NULL || PyDict_SetItem(out, key, count) < 0) Py_CLEAR(out);
+        Py_XDECREF(key);
+        Py_XDECREF(count);
+    }
+done:
+    for (Py_ssize_t k = 0; k < distinct; k++)
+        for (Py_ssize_t c = 0; c < n_cols; c++) Py_DECREF(rows[k][c]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL,
      "encode_node(node_id, name, node_type, ctrl_deps, data_deps, start_time_micros, duration_micros, "
@@ -218,6 +300,7 @@ static PyMethodDef methods[] = {
      "python_repr_of_json(json_text) -> UTF-8 bytes of str(the parsed value), or None for a form left to Python"},
     {"dense_ranks", dense_ranks, METH_VARARGS, "dense_ranks(ids) -> int64 position of each id at its index (-1 elsewhere), or None"},
     {"span_us", span_us, METH_VARARGS, "span_us(starts, durations) -> from the least start to the greatest end (None: no start)"},
+    {"count_rows", count_rows, METH_VARARGS, "count_rows(columns, skip) -> {row: count} in first-seen order, or None"},
     {"varint", varint, METH_O, "varint(value) -> base-128 varint bytes (negative values as 64-bit two's complement)"},
     {"frame_records", frame_records, METH_O,
      "frame_records(payloads) -> the records, each a varint length and its payload (ValueError for an empty one)"},

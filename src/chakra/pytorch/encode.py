@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from chakra import __version__
-from chakra._encode import dense_ranks, span_us
+from chakra._encode import count_rows, dense_ranks, span_us
 from chakra._items import gather
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
@@ -150,7 +150,7 @@ class _Encoder:
         span_us = _measured_span_us(starts, durations)
         if span_us is not None:
             self.report.measured_span_us = span_us
-        for (node_type, category), kind_count in Counter(zip(node_types, categories, strict=True)).items():
+        for (node_type, category), kind_count in _count_rows((node_types, categories)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
         del node_ids, threads, tids, scopes, starts, durations, node_types, categories
         self.launcher_rf_ids = self._launcher_rf_ids()
@@ -407,6 +407,22 @@ def _renumbered(new_id: Mapping[int, int] | memoryview, node_id: int) -> int:
     return new_id[node_id]
 
 
+def _count_rows(columns: tuple[list[Any], ...], skip: int = -1) -> Mapping[tuple[Any, ...], int]:
+    """How many times each row of ``columns`` occurs, in the order rows first occur (``Counter(zip(...))``),
+    leaving out the rows whose column ``skip`` is None; counted in C without a tuple per row, where
+    the rows are few.
+
+    Example:
+        >>> dict(_count_rows(([4, 4, 5, 4], ["a", "a", None, "a"]), skip=1))
+        {(4, 'a'): 3}
+    """
+    found = count_rows(columns, skip)
+    if found is not None:
+        return found
+    rows = zip(*columns, strict=True)
+    return Counter(rows if skip < 0 else compress(rows, map(is_not, columns[skip], repeat(None))))
+
+
 def _kind_label(node_type: int, category: str | None) -> str:
     """The report's label of a node of ``node_type`` made from a device activity of ``category`` (None:
     from a host op)."""
@@ -439,9 +455,7 @@ def _thread_ids(threads: list[Any], tids: list[int | None], scopes: list[int | N
     votes: dict[Any, Counter[int]] = defaultdict(Counter)
     fallback: dict[Any, Counter[int]] = defaultdict(Counter)
     # only the items of a host op carry a tid: the rest (device work, parts) are not counted at all
-    seen: Counter[tuple[Any, int, int | None]] = Counter(
-        compress(zip(threads, tids, scopes, strict=True), map(is_not, tids, repeat(None)))  # type: ignore[arg-type]
-    )
+    seen = _count_rows((threads, tids, scopes), skip=1)
     for (thread, tid, scope), times in seen.items():
         (votes if scope == 0 else fallback)[thread][tid] += times
     voted = sorted({thread for thread, _, _ in seen}, key=str)
