@@ -6,8 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chakra._item_passes import chain_items, group_by_thread
+from chakra._item_passes import chain_items, device_items, group_by_thread
 from chakra.pytorch.items import Item
+from chakra.pytorch.link import DeviceActivity
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 
 _specs = st.lists(
@@ -45,3 +46,31 @@ def test_each_item_depends_on_the_one_before_and_the_first_on_the_head(count, wi
     for k, item in enumerate(items):
         before = [items[k - 1].node_id] if k else []
         assert item.data == old + before + ([50] if with_head and k == 0 else [])
+
+
+@given(
+    specs=st.lists(
+        st.tuples(st.sampled_from(["kernel", "gpu_memcpy", "cuda_sync"]), st.sampled_from([None, 1, 2, 9])),
+        max_size=12,
+    )
+)
+def test_device_work_becomes_items_on_their_streams_after_the_op_that_launched_them(specs):
+    """An activity's launcher is a dependency only where it is an item; sync events are left out, listed."""
+    activities = [
+        DeviceActivity(f"work{k}", cat, 0, 7 + k % 2, float(k), 2.0, k, host_id, "cudaLaunchKernel", None)
+        for k, (cat, host_id) in enumerate(specs)
+    ]
+    items = {1: Item(1, "op", COMP_NODE, (0.0, 0.0, 1)), 2: Item(2, "op", COMP_NODE, (0.0, 0.0, 2))}
+    next_id, made, skipped = device_items(activities, items, Item, COMP_NODE, 10, "cuda_sync", "stream")
+    kept = [a for a in activities if a.cat != "cuda_sync"]
+    assert skipped == [a for a in activities if a.cat == "cuda_sync"]
+    assert next_id == 10 + len(kept)
+    assert [items[i.node_id] for i in made] == made
+    assert [
+        (i.node_id, i.name, i.key, i.thread, i.ts_us, i.dur_us, i.excl_us, i.is_cpu, i.activity, i.data, i.ctrl)
+        for i in made
+    ] == [
+        (10 + k, a.name, (a.ts_us, -a.dur_us, 10 + k), ("stream", 0, a.stream), a.ts_us, a.dur_us, a.dur_us, False, a,
+         [a.host_id] * (a.host_id in (1, 2)), [a.host_id] * (a.host_id in (1, 2)))
+        for k, a in enumerate(kept)
+    ]  # fmt: skip

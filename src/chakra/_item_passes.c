@@ -8,10 +8,19 @@
  *
  * chain_items(items, head) -> None: appends to each item's `data` the `node_id` of the item before it, and
  * to the first item's, `head`'s when it is not None (a thread's or stream's order after the groups' record).
+ *
+ * device_items(activities, items, item_type, node_type, next_id, skipped_category, stream_tag)
+ *     -> (next_id, made, skipped): an item for each device activity (`name`, `cat`, `device`, `stream`,
+ * `ts_us`, `dur_us`, `host_id`) whose category is not `skipped_category`, numbered from `next_id` in order:
+ *     item_type(id, name, node_type, (ts_us, -dur_us, id), (stream_tag, device, stream), ts_us, dur_us,
+ *               dur_us, False, None, activity, data, ctrl)
+ * with `host_id` in data and ctrl when it is an item's id in `items`, put in `items`; `made` lists the items,
+ * `skipped` the activities of that category, in order.
  */
 #include "_slots.h"
 
-static PyObject *s_thread, *s_node_type, *s_data, *s_node_id;
+static PyObject *s_thread, *s_node_type, *s_data, *s_node_id, *s_name, *s_cat, *s_device, *s_stream, *s_ts_us, *s_dur_us,
+    *s_host_id;
 
 static PyObject *group_by_thread(PyObject *self, PyObject *args) {
     (void)self;
@@ -87,9 +96,85 @@ fail:
     return NULL;
 }
 
+/* What every device item of a call shares. */
+typedef struct {
+    PyObject *items, *item_type, *node_type, *stream_tag;
+} Devices;
+
+/* Item `id` of `activity` (see device_items): a new reference, NULL with an exception. */
+static PyObject *device_item(const Devices *devices, PyObject *activity, PyObject *id) {
+    PyObject *name = NULL, *device = NULL, *stream = NULL, *ts = NULL, *dur = NULL, *host_id = NULL, *minus = NULL;
+    PyObject *key = NULL, *thread = NULL, *data = NULL, *ctrl = NULL, *item = NULL;
+    if ((name = field(activity, s_name)) == NULL || (device = field(activity, s_device)) == NULL ||
+        (stream = field(activity, s_stream)) == NULL || (ts = field(activity, s_ts_us)) == NULL ||
+        (dur = field(activity, s_dur_us)) == NULL || (host_id = field(activity, s_host_id)) == NULL ||
+        (minus = PyNumber_Negative(dur)) == NULL || (key = PyTuple_Pack(3, ts, minus, id)) == NULL ||
+        (thread = PyTuple_Pack(3, devices->stream_tag, device, stream)) == NULL)
+        goto done;
+    int launched = host_id == Py_None ? 0 : PyDict_Contains(devices->items, host_id);
+    if (launched < 0 || (data = PyList_New(launched)) == NULL || (ctrl = PyList_New(launched)) == NULL) goto done;
+    if (launched) {
+        PyList_SET_ITEM(data, 0, Py_NewRef(host_id));
+        PyList_SET_ITEM(ctrl, 0, Py_NewRef(host_id));
+    }
+    PyObject *fields[13] = {id, name, devices->node_type, key, thread, ts, dur, dur, Py_False, Py_None, activity, data, ctrl};
+    item = PyObject_Vectorcall(devices->item_type, fields, 13, NULL);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(device);
+    Py_XDECREF(stream);
+    Py_XDECREF(ts);
+    Py_XDECREF(dur);
+    Py_XDECREF(host_id);
+    Py_XDECREF(minus);
+    Py_XDECREF(key);
+    Py_XDECREF(thread);
+    Py_XDECREF(data);
+    Py_XDECREF(ctrl);
+    return item;
+}
+
+static PyObject *device_items(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *activities, *skipped_category;
+    Py_ssize_t next_id;
+    Devices devices;
+    if (!PyArg_ParseTuple(args, "O!O!OOnOO:device_items", &PyList_Type, &activities, &PyDict_Type, &devices.items,
+                          &devices.item_type, &devices.node_type, &next_id, &skipped_category, &devices.stream_tag))
+        return NULL;
+    activities = PyList_AsTuple(activities);
+    PyObject *made = PyList_New(0), *skipped = PyList_New(0), *out = NULL;
+    if (activities == NULL || made == NULL || skipped == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(activities); i++) {
+        PyObject *activity = PyTuple_GET_ITEM(activities, i), *cat = field(activity, s_cat);
+        int skip = cat == NULL ? -1 : PyObject_RichCompareBool(cat, skipped_category, Py_EQ);
+        Py_XDECREF(cat);
+        if (skip != 0) {
+            if (skip < 0 || PyList_Append(skipped, activity) < 0) goto done;
+            continue;
+        }
+        PyObject *id = PyLong_FromSsize_t(next_id), *item = id == NULL ? NULL : device_item(&devices, activity, id);
+        int rc = item == NULL ? -1 : PyDict_SetItem(devices.items, id, item);
+        if (rc == 0) rc = PyList_Append(made, item);
+        Py_XDECREF(id);
+        Py_XDECREF(item);
+        if (rc < 0) goto done;
+        next_id++;
+    }
+    out = Py_BuildValue("(nOO)", next_id, made, skipped);
+done:
+    Py_XDECREF(activities);
+    Py_XDECREF(made);
+    Py_XDECREF(skipped);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"group_by_thread", group_by_thread, METH_VARARGS, "group_by_thread(items, skipped_type) -> dict"},
     {"chain_items", chain_items, METH_VARARGS, "chain_items(items, head) -> None"},
+    {"device_items", device_items, METH_VARARGS,
+     "device_items(activities, items, item_type, node_type, next_id, skipped_category, stream_tag) -> "
+     "(next_id, made, skipped)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -97,7 +182,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_item_passes", NULL,
 
 PyMODINIT_FUNC PyInit__item_passes(void) {
     static const Interned names[] = {
-        {&s_thread, "thread"}, {&s_node_type, "node_type"}, {&s_data, "data"}, {&s_node_id, "node_id"},
+        {&s_thread, "thread"}, {&s_node_type, "node_type"}, {&s_data, "data"},     {&s_node_id, "node_id"},
+        {&s_name, "name"},     {&s_cat, "cat"},             {&s_device, "device"}, {&s_stream, "stream"},
+        {&s_ts_us, "ts_us"},   {&s_dur_us, "dur_us"},       {&s_host_id, "host_id"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

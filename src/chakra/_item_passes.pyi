@@ -3,3 +3,12 @@ from typing import Any
 
 def group_by_thread(items: list[Any], skipped_type: int) -> dict[Any, list[Any]]: ...
 def chain_items(items: list[Any], head: Any | None) -> None: ...
+def device_items(
+    activities: list[Any],
+    items: dict[int, Any],
+    item_type: type,
+    node_type: int,
+    next_id: int,
+    skipped_category: str,
+    stream_tag: str,
+) -> tuple[int, list[Any], list[Any]]: ...

@@ -13,11 +13,12 @@ from typing import Any
 
 import msgspec
 
-from chakra._item_passes import group_by_thread
+from chakra._item_passes import device_items, group_by_thread
 from chakra._item_scans import untimed_or_named
 from chakra._items import by_end, gather, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.comms import find_calls
 from chakra.pytorch.host import PROCESS_GROUP_NODE, HostNode, HostTrace
+from chakra.pytorch.kineto import SYNC_CATEGORY
 from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, LinkedTrace
 from chakra.pytorch.report import ConversionReport
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
@@ -25,6 +26,8 @@ from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 #: Observer roots (``[pytorch|profiler|execution_trace|...]``): no work of their own, dropped. The ops
 #: linking skips (no Kineto op by design): one set, as :meth:`Builder._timed_items` relies on it.
 SYNTHETIC_ROOTS = SYNTHETIC_HOST_OPS
+#: The first element of a device stream's thread key, ``("stream", device, stream)``.
+STREAM_THREAD = "stream"
 
 
 class Segment(msgspec.Struct, gc=False):
@@ -171,27 +174,19 @@ class Builder:
         return timed_items(timed_in_order(self.host.nodes, timing), timing, Item, COMP_NODE)  # in C
 
     def add_device_activities(self) -> None:
+        """An item per device activity on its stream (``("stream", device, stream)``), after the host op
+        that launched it (data and control); the sync events are dropped (made in C)."""
         if self.linked is None:
             return
-        next_id = self.next_id
-        for activity in self.linked.activities:
-            self.report.device_activities += 1
-            if activity.cat == "cuda_sync":
-                # orders streams (see dependencies.stream_waits); it does no work of its own
-                self.report.drop(activity.name, activity.name, "synchronisation event (turned into dependencies)")
-                continue
-            item = Item(next_id, activity.name, COMP_NODE, (activity.ts_us, -activity.dur_us, next_id))
-            item.thread = ("stream", activity.device, activity.stream)
-            item.ts_us, item.dur_us, item.excl_us = activity.ts_us, activity.dur_us, activity.dur_us
-            item.is_cpu = False
-            item.activity = activity
-            if activity.host_id is not None and activity.host_id in self.items:
-                item.data.append(activity.host_id)
-                item.ctrl.append(activity.host_id)
-            self.items[next_id] = item
-            self.activity_items.append(item)
-            next_id += 1
-        self.next_id = next_id
+        activities = self.linked.activities
+        self.report.device_activities += len(activities)
+        self.next_id, made, syncs = device_items(
+            activities, self.items, Item, COMP_NODE, self.next_id, SYNC_CATEGORY, STREAM_THREAD
+        )
+        self.activity_items += made
+        for activity in syncs:
+            # orders streams (see dependencies.stream_waits); it does no work of its own
+            self.report.drop(activity.name, activity.name, "synchronisation event (turned into dependencies)")
 
     def threads(self) -> dict[Any, list[Item]]:
         """The items but the groups' record by thread or stream, each in time order (``key``)."""

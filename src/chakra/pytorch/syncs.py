@@ -38,7 +38,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from functools import cached_property
-from itertools import compress
+from itertools import chain, compress, repeat
+from operator import is_not
 from typing import Any
 
 from chakra._item_scans import late_starts
@@ -264,7 +265,7 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
     def segments_of(thread: Any) -> tuple[list[Segment], list[float]]:
         if thread not in ordered:
             segs = segments[thread]
-            ordered[thread] = (segs, [s.start_us for s in segs])
+            ordered[thread] = (segs, gather(segs, (("start_us",),))[0])
         return ordered[thread]
 
     item_starts_of: dict[Any, list[float]] = {}
@@ -370,12 +371,12 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
     for key, items in streams:
         on_device.setdefault(key[1], []).extend(items)
     ends = {device: _by_end(items) for device, items in on_device.items()}
-    host_items = [i for key, items in by_thread.items() if not isinstance(key, tuple) for i in items]
+    host_items = list(chain.from_iterable(items for key, items in by_thread.items() if not isinstance(key, tuple)))
     host: tuple[list[float], list[Item]] | None = None  # by end, made when work without a launch needs it
     counts = builder.report.sync_deps
     # the first work of a stream, launched before the trace or the window, was ready when it began
     (starts,) = gather(host_items + [s[0] for _, s in streams if s], (("ts_us",),))
-    first_us = min((start for start in starts if start is not None), default=0.0)
+    first_us = min(compress(starts, map(is_not, starts, repeat(None))), default=0.0)
     for key, items in streams:
         for item, ready_us in _late_starts(items, first_us):
             start_us = item.ts_us or 0.0
