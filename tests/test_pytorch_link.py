@@ -90,6 +90,20 @@ def test_launch_inside_a_host_op_attaches_its_kernel_to_that_op(tmp_path: Path):
     assert activity.host_id == 2
 
 
+def test_launch_inside_a_kineto_op_the_host_trace_lacks_is_reported_with_its_stream(tmp_path: Path):
+    host, device = _write(
+        tmp_path,
+        [host_node(2, "op", 1)],
+        [kineto_op("op", 1, 0, 100), kineto_op("unrecorded", 5, 200, 100), kineto_launch(250, 5),
+         kineto_kernel(260, 5, stream=9)],
+    )  # fmt: skip
+    linked = link(host, device)
+    (activity,) = linked.activities
+    assert (activity.host_id, activity.stream, activity.launch_ts_us, activity.launch_end_us) == (None, 9, 250, 252)
+    assert linked.report.device_unattached == {"the host op that launched it is not in the host trace": 1}
+    assert linked.report.device_unattached_examples == [("k", "the host op that launched it is not in the host trace")]
+
+
 def test_launch_outside_every_host_op_is_reported(tmp_path: Path):
     host, device = _write(
         tmp_path, [host_node(2, "op", 1)], [kineto_op("op", 1, 0, 100), kineto_launch(500, 5), kineto_kernel(510, 5)]

@@ -20,12 +20,22 @@
  * through its parents while they are closed. None where a time is not a float or is NaN, or a name is not
  * a str (the caller's rule in Python takes those); ValueError for ops not sorted by start or a parent
  * that is not one of them.
+ *
+ * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type) -> (activities,
+ * unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with `correlation`
+ * and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id, launch's
+ * name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
+ * correlation read as None where it is not an int (bools are not), its launch `calls[correlation]`, the
+ * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (None where any
+ * of these is missing), its stream the args' `stream` unless None, else the event's tid (args not of
+ * `args_type` are read with .get("stream", tid)). `unattached` lists (index, reason) for the events without
+ * a host id: 0 for no launch, 1 for a launch outside every op, 2 for an op without a host id.
  */
 #include <math.h>
 
 #include "_slots.h"
 
-static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid;
+static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid, *s_cat, *s_pid, *s_args, *s_correlation, *s_stream, *s_get;
 
 /* The event joined to `node` (borrowed) and its index, or NULL with `*at` -1 when there is none;
  * -1 returned with an exception. */
@@ -291,11 +301,132 @@ done:
     return out;
 }
 
+/* The event's correlation id where it is an int (not a bool), else None: a new reference, NULL with an
+ * exception. */
+static PyObject *correlation_of(PyObject *args) {
+    PyObject *value = field(args, s_correlation);
+    if (value == NULL || (PyLong_Check(value) && !PyBool_Check(value))) return value;
+    Py_DECREF(value);
+    return Py_NewRef(Py_None);
+}
+
+/* The activity's stream: the args' `stream` unless None, else the event's tid. */
+static PyObject *stream_of(PyObject *args, PyObject *args_type, PyObject *tid) {
+    int struct_args = PyObject_IsInstance(args, args_type);
+    if (struct_args < 0) return NULL;
+    if (!struct_args) return PyObject_CallMethodObjArgs(args, s_get, s_stream, tid, NULL);
+    PyObject *stream = field(args, s_stream);
+    if (stream != Py_None) return stream;
+    Py_DECREF(stream);
+    return Py_NewRef(tid);
+}
+
+/* What a device event joins: its launch, and the launch's host id (borrowed, NULL where missing), and the
+ * reason it has none (-1 when it has one); -2 with an exception. */
+static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
+                         PyObject **launch, PyObject **host_id) {
+    *launch = *host_id = NULL;
+    if (correlation == Py_None) return 0;
+    if ((*launch = PyDict_GetItemWithError(calls, correlation)) == NULL) return PyErr_Occurred() ? -2 : 0;
+    PyObject *key = PyLong_FromVoidPtr(*launch);
+    PyObject *op = key == NULL ? NULL : PyDict_GetItemWithError(enclosing, key);
+    Py_XDECREF(key);
+    if (op == NULL) return PyErr_Occurred() ? -2 : 1;
+    if ((key = PyLong_FromVoidPtr(op)) == NULL) return -2;
+    *host_id = PyDict_GetItemWithError(host_of_event, key);
+    Py_DECREF(key);
+    if (*host_id == NULL) return PyErr_Occurred() ? -2 : 2;
+    return -1;
+}
+
+/* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
+ * `*reason` as joined_launch gives it. */
+static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
+                                 PyObject *activity_type, PyObject *args_type, int *reason) {
+    PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
+    PyObject *correlation = NULL, *stream = NULL, *launch_name = NULL, *launch_ts = NULL, *launch_dur = NULL;
+    PyObject *launch_end = NULL, *launch_tid = NULL, *activity = NULL, *launch, *host_id;
+    if ((name = field(event, s_name)) == NULL || (cat = field(event, s_cat)) == NULL ||
+        (pid = field(event, s_pid)) == NULL || (tid = field(event, s_tid)) == NULL || (ts = field(event, s_ts)) == NULL ||
+        (dur = field(event, s_dur)) == NULL || (args = field(event, s_args)) == NULL ||
+        (correlation = correlation_of(args)) == NULL ||
+        (*reason = joined_launch(correlation, calls, enclosing, host_of_event, &launch, &host_id)) == -2 ||
+        (stream = stream_of(args, args_type, tid)) == NULL)
+        goto done;
+    PyObject *fields[13] = {name, cat, pid, stream, ts, dur, correlation, host_id ? host_id : Py_None, NULL, args};
+    Py_ssize_t count = 10;
+    if (launch == NULL) {
+        fields[8] = PyUnicode_New(0, 0); /* the empty string, shared */
+        activity = fields[8] == NULL ? NULL : PyObject_Vectorcall(activity_type, fields, count, NULL);
+        Py_XDECREF(fields[8]);
+        goto done;
+    }
+    if ((launch_name = field(launch, s_name)) == NULL || (launch_ts = field(launch, s_ts)) == NULL ||
+        (launch_dur = field(launch, s_dur)) == NULL || (launch_end = PyNumber_Add(launch_ts, launch_dur)) == NULL ||
+        (launch_tid = field(launch, s_tid)) == NULL)
+        goto done;
+    fields[8] = launch_name;
+    fields[10] = launch_ts;
+    fields[11] = launch_end;
+    fields[12] = launch_tid;
+    count = 13;
+    activity = PyObject_Vectorcall(activity_type, fields, count, NULL);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(cat);
+    Py_XDECREF(pid);
+    Py_XDECREF(tid);
+    Py_XDECREF(ts);
+    Py_XDECREF(dur);
+    Py_XDECREF(args);
+    Py_XDECREF(correlation);
+    Py_XDECREF(stream);
+    Py_XDECREF(launch_name);
+    Py_XDECREF(launch_ts);
+    Py_XDECREF(launch_dur);
+    Py_XDECREF(launch_end);
+    Py_XDECREF(launch_tid);
+    return activity;
+}
+
+static PyObject *attach_device_work(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *events, *calls, *enclosing, *host_of_event, *activity_type, *args_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
+                          &PyDict_Type, &enclosing, &PyDict_Type, &host_of_event, &activity_type, &args_type))
+        return NULL;
+    events = PyList_AsTuple(events);
+    PyObject *activities = events == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(events));
+    PyObject *unattached = PyList_New(0), *out = NULL;
+    if (activities == NULL || unattached == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
+        int reason = -1;
+        PyObject *activity = device_activity(PyTuple_GET_ITEM(events, i), calls, enclosing, host_of_event,
+                                             activity_type, args_type, &reason);
+        if (activity == NULL) goto done;
+        PyList_SET_ITEM(activities, i, activity);
+        if (reason >= 0) {
+            PyObject *pair = Py_BuildValue("(ni)", i, reason);
+            int rc = pair == NULL ? -1 : PyList_Append(unattached, pair);
+            Py_XDECREF(pair);
+            if (rc < 0) goto done;
+        }
+    }
+    out = PyTuple_Pack(2, activities, unattached);
+done:
+    Py_XDECREF(events);
+    Py_XDECREF(activities);
+    Py_XDECREF(unattached);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"join_host_ops", join_host_ops, METH_VARARGS,
      "join_host_ops(nodes, skip_names, index_of, events, exclusive_us, timing_type) -> (timing, host_of_event, "
      "considered, joined, agree, unmatched)"},
     {"enclosing_ops", enclosing_ops, METH_VARARGS, "enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None"},
+    {"attach_device_work", attach_device_work, METH_VARARGS,
+     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type) -> (activities, unattached)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -303,7 +434,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_link_join", NULL, -
 
 PyMODINIT_FUNC PyInit__link_join(void) {
     static const Interned names[] = {
-        {&s_id, "id"}, {&s_name, "name"}, {&s_rf_id, "rf_id"}, {&s_ts, "ts"}, {&s_dur, "dur"}, {&s_tid, "tid"},
+        {&s_id, "id"},     {&s_name, "name"}, {&s_rf_id, "rf_id"}, {&s_ts, "ts"},
+        {&s_dur, "dur"},   {&s_tid, "tid"},   {&s_cat, "cat"},     {&s_pid, "pid"},
+        {&s_args, "args"}, {&s_correlation, "correlation"},        {&s_stream, "stream"}, {&s_get, "get"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

@@ -11,3 +11,11 @@ def join_host_ops(
     timing_type: type,
 ) -> tuple[dict[int, Any], dict[int, int], int, int, int, list[Any]]: ...
 def enclosing_ops(ops: list[Any], parents: list[int], calls: list[Any], step_prefix: str) -> list[int] | None: ...
+def attach_device_work(
+    events: list[Any],
+    calls: dict[int, Any],
+    enclosing: dict[int, Any],
+    host_of_event: dict[int, int],
+    activity_type: type,
+    args_type: type,
+) -> tuple[list[Any], list[tuple[int, int]]]: ...

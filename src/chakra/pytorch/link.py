@@ -30,8 +30,8 @@ import msgspec
 
 from chakra._items import gather, sort_by_field
 from chakra._kineto_events import join_index, nest_by_thread
+from chakra._link_join import attach_device_work, join_host_ops
 from chakra._link_join import enclosing_ops as enclosing_in_c
-from chakra._link_join import join_host_ops
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
@@ -127,6 +127,12 @@ class LinkedTrace:
     events: KinetoEvents | None = None  # the Kineto events joined, by role (a profiler trace alone: its window's)
 
 
+#: Why a device activity has no host op, by the code :func:`chakra._link_join.attach_device_work` gives.
+_UNATTACHED = (
+    "no runtime call with its correlation id",
+    "its runtime call is outside every recorded host op",
+    "the host op that launched it is not in the host trace",
+)
 #: The Kineto args a host op joins by (``KinetoArgs`` fields), and the host trace's names for them.
 _RECORD_FUNCTION_ID, _EXTERNAL_ID = "Record function id", "External id"
 _ID_FIELDS = {_RECORD_FUNCTION_ID: "rf_id", _EXTERNAL_ID: "external_id"}
@@ -282,42 +288,16 @@ def attach_activities(
         for launch, k in zip(launches, enclosing_ops(events.host_ops, parents, launches), strict=True)
         if k >= 0
     }
-    activities: list[DeviceActivity] = []
-    for event in events.device_ops + events.syncs:
-        report.device_activities += 1
-        correlation = event.correlation
-        launch = calls.get(correlation) if correlation is not None else None
-        host_id: int | None = None
-        if launch is None:
-            reason = "no runtime call with its correlation id"
-        elif (op := enclosing.get(id(launch))) is None:
-            reason = "its runtime call is outside every recorded host op"
-        elif (host_id := host_of_kineto.get(id(op))) is None:
-            reason = "the host op that launched it is not in the host trace"
-        else:
-            reason = ""
-        if reason:
-            report.device_unattached[reason] += 1
-            if len(report.device_unattached_examples) < REPORT_EXAMPLES:
-                report.device_unattached_examples.append((event.name, reason))
-        else:
-            report.device_attached += 1
-        args = event.args
-        if isinstance(args, KinetoArgs):  # KinetoArgs.get("stream", tid) without the call
-            stream = args.stream if args.stream is not None else event.tid
-        else:
-            stream = args.get("stream", event.tid)
-        # positional, in DeviceActivity's order
-        if launch is None:
-            activity = DeviceActivity(
-                event.name, event.cat, event.pid, stream, event.ts, event.dur, correlation, host_id, "", args
-            )
-        else:
-            activity = DeviceActivity(
-                event.name, event.cat, event.pid, stream, event.ts, event.dur, correlation, host_id, launch.name, args,
-                launch.ts, launch.ts + launch.dur, launch.tid,
-            )  # fmt: skip
-        activities.append(activity)
+    # each event's activity, made in C; the events that are not attached, with why
+    activities, unattached = attach_device_work(
+        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs
+    )
+    report.device_activities += len(activities)
+    report.device_attached += len(activities) - len(unattached)
+    for at, reason in unattached:
+        report.device_unattached[_UNATTACHED[reason]] += 1
+        if len(report.device_unattached_examples) < REPORT_EXAMPLES:
+            report.device_unattached_examples.append((activities[at].name, _UNATTACHED[reason]))
     if not sort_by_field(activities, "ts_us"):  # in C where every start is a float
         activities.sort(key=attrgetter("ts_us"))
     return activities
