@@ -175,18 +175,36 @@ static PyObject *shared_text(TextCache *texts, const uint8_t *s, size_t n) {
     return text;
 }
 
+/* (start, length) of a message in its buffer. */
+static PyObject *span_of(Py_ssize_t start, Py_ssize_t length) {
+    PyObject *first = PyLong_FromSsize_t(start), *count = PyLong_FromSsize_t(length);
+    PyObject *span = first && count ? PyTuple_Pack(2, first, count) : NULL;
+    Py_XDECREF(first);
+    Py_XDECREF(count);
+    return span;
+}
+
+/* (source, port, control), taking the reference to `source`: a graph has an input or more per node, and
+ * Py_BuildValue parsed its format at each. */
+static PyObject *input_of(PyObject *source, long long port, int control) {
+    if (source == NULL) return NULL;
+    PyObject *number = PyLong_FromLongLong(port);
+    PyObject *input = number == NULL ? NULL : PyTuple_Pack(3, source, number, control ? Py_True : Py_False);
+    Py_DECREF(source);
+    Py_XDECREF(number);
+    return input;
+}
+
 /* An input as (source, port, control); NULL on error (outer->error for bytes that are not UTF-8). */
 static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject *parse_input, TextCache *texts) {
     if (check_string(outer, s, n) < 0) return NULL;
     if (n > 0 && s[0] == '^') {
-        PyObject *source = shared_text(texts, s + 1, n - 1);
-        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_True);
+        return input_of(shared_text(texts, s + 1, n - 1), 0, 1);
     }
     size_t colon = n;
     while (colon > 0 && s[colon - 1] != ':') colon--;
     if (colon == 0) { /* no colon: the whole text names the node */
-        PyObject *source = shared_text(texts, s, n);
-        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
+        return input_of(shared_text(texts, s, n), 0, 0);
     }
     size_t digits = n - colon;
     int ascii_digits = digits > 0 && digits <= MAX_PORT_DIGITS, plain = 1;
@@ -197,13 +215,10 @@ static PyObject *read_input(Cursor *outer, const uint8_t *s, size_t n, PyObject 
         else port = port * 10 + (s[k] - '0');
     }
     if (ascii_digits && colon > 1) {
-        PyObject *source = shared_text(texts, s, colon - 1);
-        return source == NULL ? NULL : Py_BuildValue("(NLO)", source, port, Py_False);
+        return input_of(shared_text(texts, s, colon - 1), port, 0);
     }
-    if (plain && digits <= MAX_PORT_DIGITS) { /* not a port: the whole text names the node */
-        PyObject *source = shared_text(texts, s, n);
-        return source == NULL ? NULL : Py_BuildValue("(NiO)", source, 0, Py_False);
-    }
+    if (plain && digits <= MAX_PORT_DIGITS) /* not a port: the whole text names the node */
+        return input_of(shared_text(texts, s, n), 0, 0);
     PyObject *text = text_of(s, n);
     if (text == NULL) return NULL;
     PyObject *out = PyObject_CallOneArg(parse_input, text);
@@ -328,7 +343,7 @@ static PyObject *read_node(Cursor *outer, const uint8_t *base, const uint8_t *da
     }
     PyObject *node_name = shared_text(texts, name, name_len), *op_text = shared_text(texts, op, op_len);
     PyObject *device_text = shared_text(texts, device, device_len), *input_tuple = PyList_AsTuple(inputs);
-    PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(data - base), (Py_ssize_t)len);
+    PyObject *span = span_of((Py_ssize_t)(data - base), (Py_ssize_t)len);
     if (node_name && op_text && device_text && input_tuple && span)
         out = PyTuple_Pack(8, node_name, op_text, input_tuple, shapes, dtype ? dtype : Py_None, flags ? flags : Py_None,
                            device_text, span);
@@ -417,7 +432,7 @@ static PyObject *function_graphs(PyObject *self, PyObject *args) {
                 break;
             }
             if (g.number != FUNCTION_PARTITION_GRAPHS || g.wire_type != WT_LEN) continue;
-            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(g.data - base), (Py_ssize_t)g.len);
+            PyObject *span = span_of((Py_ssize_t)(g.data - base), (Py_ssize_t)g.len);
             if (span == NULL || PyList_Append(graphs, span) < 0) Py_CLEAR(graphs);
             Py_XDECREF(span);
         }
