@@ -131,3 +131,35 @@ def test_parts_are_made_where_and_as_the_rule_makes_them(specs, launch_times, pi
 def test_a_candidate_that_is_no_segment_is_refused():
     with pytest.raises(IndexError, match="not one of the 0 segments"):
         make_parts([], [0], {}, THREAD, 1, Item, COMP_NODE, TRANSFER_TYPES, PART_MIN_US, {}, [], [])
+
+
+def test_a_comparison_that_empties_the_launch_table_leaves_the_search_intact():
+    segments, launched, items, thread_items, wait_edges = _state([(1, False, False, 1.0, 8.0, 0.0)], {})
+
+    class Unsettling(float):
+        """A launch time whose comparison empties the table being searched, as user code may."""
+
+        def __lt__(self, other):
+            launched.clear()
+            return True  # every launch before the segment: none in it
+
+    launched[1] = ([Unsettling(0.0)] * 8, [Item(60 + k, "kernel", COMP_NODE, (0.0, 0.0, 60 + k)) for k in range(8)])
+    next_id = make_parts(segments, [0], launched, THREAD, FIRST_PART_ID, Item, COMP_NODE, TRANSFER_TYPES,
+                         PART_MIN_US, items, thread_items, wait_edges)  # fmt: skip
+    assert next_id == FIRST_PART_ID and not launched  # 8 µs is short of a part without launched work
+
+
+def test_a_dependency_whose_comparison_grows_the_list_is_replaced_in_a_copy():
+    segments, launched, items, thread_items, wait_edges = _state([(1, False, False, 1.0, 8.0, 0.0)], {1: [2.0]})
+    (work,) = launched[1][1]
+
+    class Growing:
+        def __eq__(self, other):
+            work.data.extend(range(1000))
+            return False
+
+    grower = Growing()
+    work.data = [grower, 1, 1]
+    make_parts(segments, [0], launched, THREAD, FIRST_PART_ID, Item, COMP_NODE, TRANSFER_TYPES, PART_MIN_US, items,
+               thread_items, wait_edges)  # fmt: skip
+    assert work.data == [grower, FIRST_PART_ID, FIRST_PART_ID]

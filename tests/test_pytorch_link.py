@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra._kineto_events import sort_by_start
-from chakra._link_join import join_host_ops
+from chakra._link_join import attach_device_work, join_host_ops
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import HostNode, IOLists, load_host_trace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoEvent, load_kineto_trace
-from chakra.pytorch.link import SYNTHETIC_HOST_OPS, HostTiming, enclosing_ops, link, nest_events
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoArgs, KinetoEvent, load_kineto_trace
+from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, HostTiming, enclosing_ops, link, nest_events
 
 
 def _hta_pair():
@@ -286,3 +286,35 @@ def test_enclosing_ops_refuses_ops_out_of_start_order():
     ops = [KinetoEvent(name="b", tid=1, ts=5.0, dur=1.0), KinetoEvent(name="a", tid=1, ts=0.0, dur=10.0)]
     with pytest.raises(ValueError, match="sorted by start"):
         enclosing_ops(ops, [-1, -1], [KinetoEvent(tid=1, ts=6.0)])
+
+
+def test_device_work_is_attached_as_given_when_reading_its_stream_changes_the_calls():
+    """Args of another type are read with .get, which may run user code: the launch found stays whole."""
+    calls = {5: KinetoEvent(name="cudaLaunchKernel", tid=1, ts=3.0, dur=1.0)}
+
+    class Args:
+        correlation = 5
+
+        def get(self, key, default):
+            calls.clear()
+            return 1
+
+    (activity,), unattached = attach_device_work(
+        [KinetoEvent(name="k", cat="kernel", args=Args())], calls, {}, {}, DeviceActivity, KinetoArgs
+    )
+    assert (activity.launch, activity.launch_end_us, activity.stream) == ("cudaLaunchKernel", 4.0, 1)
+    assert unattached == [(0, 1)]  # its launch is outside every op
+
+
+def test_a_launch_or_op_mapped_to_none_is_missing():
+    launch, op = KinetoEvent(name="cudaLaunchKernel", tid=1, ts=3.0), KinetoEvent(name="op", tid=1)
+    kernel = KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=5))
+    found = [
+        attach_device_work([kernel], calls, enclosing, hosts, DeviceActivity, KinetoArgs)[1]
+        for calls, enclosing, hosts in [
+            ({5: None}, {}, {}),
+            ({5: launch}, {id(launch): None}, {}),
+            ({5: launch}, {id(launch): op}, {id(op): None}),
+        ]
+    ]
+    assert found == [[(0, 0)], [(0, 1)], [(0, 2)]]

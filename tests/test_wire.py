@@ -282,6 +282,20 @@ def test_rows_too_many_to_count_in_c_are_left_to_the_caller():
     assert count_rows((list(range(64)),), -1) == dict.fromkeys([(k,) for k in range(64)], 1)
 
 
+def test_rows_are_counted_as_given_when_a_comparison_changes_a_column():
+    letters = ["a", "b", "c"]
+
+    class Clearing:
+        def __eq__(self, other):
+            letters.clear()
+            return False
+
+        __hash__ = object.__hash__
+
+    firsts = [Clearing(), Clearing(), Clearing()]
+    assert list(count_rows((firsts, letters), -1).values()) == [1, 1, 1]
+
+
 def test_raw_columns_append_fields_encoded_elsewhere():
     encode = AttrEncoder()
     fields = encode("comm_type", 0) + encode("comm_size", 1 << 20)

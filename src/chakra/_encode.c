@@ -215,12 +215,12 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
 #define COUNT_ROWS_MAX 64
 #define COUNT_COLUMNS_MAX 8
 
-/* Whether row `i` of the columns is the `k`th distinct row: identical objects first, then equal values. */
+/* Whether row `i` of the columns (tuples) is `row`: identical objects first, then equal values. */
 static int same_row(PyObject *const *columns, Py_ssize_t n_cols, Py_ssize_t i, PyObject *const *row) {
     Py_ssize_t c = 0;
-    while (c < n_cols && PyList_GET_ITEM(columns[c], i) == row[c]) c++;
+    while (c < n_cols && PyTuple_GET_ITEM(columns[c], i) == row[c]) c++;
     for (; c < n_cols; c++) {
-        int same = PyObject_RichCompareBool(PyList_GET_ITEM(columns[c], i), row[c], Py_EQ);
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(columns[c], i), row[c], Py_EQ);
         if (same <= 0) return same;
     }
     return 1;
@@ -237,23 +237,21 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
         return NULL;
     }
     for (Py_ssize_t c = 0; c < n_cols; c++) {
-        columns[c] = PyTuple_GET_ITEM(given, c);
-        if (!PyList_Check(columns[c]) || (c > 0 && PyList_GET_SIZE(columns[c]) != size)) {
+        PyObject *column = PyTuple_GET_ITEM(given, c);
+        if (!PyList_Check(column) || (c > 0 && PyList_GET_SIZE(column) != size)) {
             PyErr_SetString(PyExc_ValueError, "count_rows takes lists of one length");
             return NULL;
         }
-        size = PyList_GET_SIZE(columns[c]);
+        size = PyList_GET_SIZE(column);
     }
-    /* the distinct rows, held: a comparison runs Python code, which may change the lists */
+    /* private copies, and the distinct rows held: a comparison runs Python code, which may change the lists */
+    Py_ssize_t copied = 0;
     PyObject *rows[COUNT_ROWS_MAX][COUNT_COLUMNS_MAX], *out = NULL;
     Py_ssize_t counts[COUNT_ROWS_MAX], distinct = 0, last = 0;
+    for (; copied < n_cols; copied++)
+        if ((columns[copied] = PyList_AsTuple(PyTuple_GET_ITEM(given, copied))) == NULL) goto done;
     for (Py_ssize_t i = 0; i < size; i++) {
-        for (Py_ssize_t c = 0; c < n_cols; c++)
-            if (PyList_GET_SIZE(columns[c]) != size) {
-                PyErr_SetString(PyExc_RuntimeError, "a list changed size while its rows were counted");
-                goto done;
-            }
-        if (skip >= 0 && PyList_GET_ITEM(columns[skip], i) == Py_None) continue;
+        if (skip >= 0 && PyTuple_GET_ITEM(columns[skip], i) == Py_None) continue;
         /* the row of the last match first: rows repeat in runs */
         Py_ssize_t k = -1;
         for (Py_ssize_t tried = 0; tried < distinct && k < 0; tried++) {
@@ -268,7 +266,7 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
                 goto done;
             }
             k = distinct++;
-            for (Py_ssize_t c = 0; c < n_cols; c++) rows[k][c] = Py_NewRef(PyList_GET_ITEM(columns[c], i));
+            for (Py_ssize_t c = 0; c < n_cols; c++) rows[k][c] = Py_NewRef(PyTuple_GET_ITEM(columns[c], i));
             counts[k] = 0;
         }
         counts[k]++;
@@ -285,6 +283,7 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
 done:
     for (Py_ssize_t k = 0; k < distinct; k++)
         for (Py_ssize_t c = 0; c < n_cols; c++) Py_DECREF(rows[k][c]);
+    for (Py_ssize_t c = 0; c < copied; c++) Py_DECREF(columns[c]);
     return out;
 }
 

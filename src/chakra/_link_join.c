@@ -321,19 +321,28 @@ static PyObject *stream_of(PyObject *args, PyObject *args_type, PyObject *tid) {
     return Py_NewRef(tid);
 }
 
-/* What a device event joins: its launch, and the launch's host id (borrowed, NULL where missing), and the
- * reason it has none (-1 when it has one); -2 with an exception. */
+/* `mapping[key]` (a new reference), NULL where it is missing or None (an error set where one occurred). */
+static PyObject *value_of(PyObject *mapping, PyObject *key) {
+    PyObject *value = PyDict_GetItemWithError(mapping, key);
+    return value == Py_None ? NULL : Py_XNewRef(value);
+}
+
+/* What a device event joins: its launch, and the launch's host id (new references, NULL where missing), and
+ * the reason it has none (-1 when it has one); -2 with an exception. A value None is missing, as .get()
+ * giving None was. */
 static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
                          PyObject **launch, PyObject **host_id) {
     *launch = *host_id = NULL;
     if (correlation == Py_None) return 0;
-    if ((*launch = PyDict_GetItemWithError(calls, correlation)) == NULL) return PyErr_Occurred() ? -2 : 0;
+    if ((*launch = value_of(calls, correlation)) == NULL) return PyErr_Occurred() ? -2 : 0;
     PyObject *key = PyLong_FromVoidPtr(*launch);
-    PyObject *op = key == NULL ? NULL : PyDict_GetItemWithError(enclosing, key);
+    PyObject *op = key == NULL ? NULL : value_of(enclosing, key);
     Py_XDECREF(key);
     if (op == NULL) return PyErr_Occurred() ? -2 : 1;
-    if ((key = PyLong_FromVoidPtr(op)) == NULL) return -2;
-    *host_id = PyDict_GetItemWithError(host_of_event, key);
+    key = PyLong_FromVoidPtr(op);
+    Py_DECREF(op);
+    if (key == NULL) return -2;
+    *host_id = value_of(host_of_event, key);
     Py_DECREF(key);
     if (*host_id == NULL) return PyErr_Occurred() ? -2 : 2;
     return -1;
@@ -345,7 +354,7 @@ static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enc
                                  PyObject *activity_type, PyObject *args_type, int *reason) {
     PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
     PyObject *correlation = NULL, *stream = NULL, *launch_name = NULL, *launch_ts = NULL, *launch_dur = NULL;
-    PyObject *launch_end = NULL, *launch_tid = NULL, *activity = NULL, *launch, *host_id;
+    PyObject *launch_end = NULL, *launch_tid = NULL, *activity = NULL, *launch = NULL, *host_id = NULL;
     if ((name = field(event, s_name)) == NULL || (cat = field(event, s_cat)) == NULL ||
         (pid = field(event, s_pid)) == NULL || (tid = field(event, s_tid)) == NULL || (ts = field(event, s_ts)) == NULL ||
         (dur = field(event, s_dur)) == NULL || (args = field(event, s_args)) == NULL ||
@@ -386,6 +395,8 @@ done:
     Py_XDECREF(launch_dur);
     Py_XDECREF(launch_end);
     Py_XDECREF(launch_tid);
+    Py_XDECREF(launch);
+    Py_XDECREF(host_id);
     return activity;
 }
 

@@ -29,15 +29,21 @@ typedef struct {
     PyObject *launched, *thread, *item_type, *node_type, *transfer_types, *min_us, *items, *thread_items, *wait_edges;
 } Rules;
 
-/* The index of the first of `times` not below `at`, as bisect.bisect_left finds it; -1 with an exception. */
+/* The index of the first of `times` not below `at`, as bisect.bisect_left finds it; -1 with an exception
+ * (an IndexError where a comparison shortened the list, as bisect's). */
 static Py_ssize_t bisect_left(PyObject *times, PyObject *at) {
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(times);
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        PyObject *value = PyList_GET_ITEM(times, mid);
+        if (mid >= PyList_GET_SIZE(times)) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            return -1;
+        }
+        PyObject *value = Py_NewRef(PyList_GET_ITEM(times, mid));
         int below = PyFloat_CheckExact(value) && PyFloat_CheckExact(at)
                         ? PyFloat_AS_DOUBLE(value) < PyFloat_AS_DOUBLE(at)
                         : PyObject_RichCompareBool(value, at, Py_LT);
+        Py_DECREF(value);
         if (below < 0) return -1;
         if (below)
             lo = mid + 1;
@@ -49,41 +55,38 @@ static Py_ssize_t bisect_left(PyObject *times, PyObject *at) {
 
 /* The work `owner_id` launched in [start, end): a new list, NULL with an exception. */
 static PyObject *launched_in(PyObject *launched, PyObject *owner_id, PyObject *start, PyObject *end) {
-    PyObject *found = PyDict_GetItemWithError(launched, owner_id); /* borrowed */
+    PyObject *found = Py_XNewRef(PyDict_GetItemWithError(launched, owner_id)); /* held: a comparison runs Python */
     if (found == NULL) return PyErr_Occurred() ? NULL : PyList_New(0);
+    PyObject *works = NULL;
     if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2 || !PyList_Check(PyTuple_GET_ITEM(found, 0)) ||
         !PyList_Check(PyTuple_GET_ITEM(found, 1))) {
         PyErr_SetString(PyExc_TypeError, "launched maps an owner to (launch times, work items), two lists");
-        return NULL;
+    } else {
+        PyObject *times = PyTuple_GET_ITEM(found, 0);
+        Py_ssize_t first = bisect_left(times, start), last = first < 0 ? -1 : bisect_left(times, end);
+        if (last >= 0) works = PyList_GetSlice(PyTuple_GET_ITEM(found, 1), first, last);
     }
-    PyObject *times = PyTuple_GET_ITEM(found, 0), *works = PyTuple_GET_ITEM(found, 1);
-    Py_ssize_t first = bisect_left(times, start), last = first < 0 ? -1 : bisect_left(times, end);
-    if (last < 0) return NULL;
-    return PyList_GetSlice(works, first, last);
+    Py_DECREF(found);
+    return works;
 }
 
-/* Each work's `data` with `owner_id` replaced by `part_id`: 0, or -1 with an exception. */
+/* Each work's `data` with `owner_id` replaced by `part_id` (`works`: a list of the caller's own): 0, or -1
+ * with an exception. */
 static int depend_on_part(PyObject *works, PyObject *owner_id, PyObject *part_id) {
     for (Py_ssize_t w = 0; w < PyList_GET_SIZE(works); w++) {
-        PyObject *work = PyList_GET_ITEM(works, w), *data = field(work, s_data), *fresh = NULL;
+        PyObject *work = PyList_GET_ITEM(works, w), *data = field(work, s_data);
         if (data == NULL) return -1;
-        PyObject *fast = PySequence_Fast(data, "data must be a sequence");
+        PyObject *fresh = PySequence_List(data); /* a new list: no comparison can reach it */
         Py_DECREF(data);
-        if (fast == NULL || (fresh = PyList_New(PySequence_Fast_GET_SIZE(fast))) == NULL) {
-            Py_XDECREF(fast);
-            return -1;
-        }
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast); k++) {
-            PyObject *dep = PySequence_Fast_GET_ITEM(fast, k);
-            int same = PyObject_RichCompareBool(dep, owner_id, Py_EQ);
+        if (fresh == NULL) return -1;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(fresh); k++) {
+            int same = PyObject_RichCompareBool(PyList_GET_ITEM(fresh, k), owner_id, Py_EQ);
             if (same < 0) {
-                Py_DECREF(fast);
                 Py_DECREF(fresh);
                 return -1;
             }
-            PyList_SET_ITEM(fresh, k, Py_NewRef(same ? part_id : dep));
+            if (same) PyList_SetItem(fresh, k, Py_NewRef(part_id)); /* the item it replaces is released */
         }
-        Py_DECREF(fast);
         int rc = set_field(work, s_data, fresh);
         Py_DECREF(fresh);
         if (rc < 0) return -1;

@@ -260,10 +260,11 @@ class _Encoder:
         encode = self.encode
         for row in compress(count(), col.attrs):  # the few rows with attributes added
             column["added"][row] = b"".join([encode(name, value) for name, value in col.attrs[row]])
-        for row in compress(count(), map(is_not, col.part_of, repeat(None))):
-            part = col.part_of[row]
-            assert part is not None
-            column["part_of"][row] = _renumbered(new_id, part.node_id)
+        part_rows = list(compress(count(), map(is_not, col.part_of, repeat(None))))
+        if part_rows:
+            (owner_ids,) = gather(list(map(col.part_of.__getitem__, part_rows)), (("node_id",),))
+            for row, owner in zip(part_rows, _renumbered_all(new_id, owner_ids), strict=True):
+                column["part_of"][row] = owner
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else _COLUMN_MEMBER.get(name))
                 for name, values in column.items()]  # fmt: skip
 
@@ -385,6 +386,21 @@ def _measured_span_us(starts: list[float | None], durations: list[float]) -> flo
     timed = [start for start in starts if start is not None]
     durations = [dur for start, dur in zip(starts, durations, strict=True) if start is not None]
     return max(map(add, timed, durations)) - min(timed) if timed else None
+
+
+def _renumbered_all(new_id: Mapping[int, int] | memoryview, node_ids: list[int]) -> list[int]:
+    """Each of ``node_ids`` renumbered as :func:`_renumbered` does it (KeyError for an id not written),
+    the ranks read in one pass where every id is one of theirs.
+
+    Example:
+        >>> _renumbered_all(memoryview(dense_ranks([4, 2])).cast("q"), [2, 4, 2])
+        [1, 0, 1]
+    """
+    if isinstance(new_id, memoryview) and node_ids and min(node_ids) >= 0 and max(node_ids) < len(new_id):
+        ranks = list(map(new_id.__getitem__, node_ids))
+        if min(ranks) >= 0:
+            return ranks
+    return [_renumbered(new_id, node_id) for node_id in node_ids]
 
 
 def _renumbered(new_id: Mapping[int, int] | memoryview, node_id: int) -> int:
