@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from operator import lt
+from operator import lt, not_
 from typing import Any
 
 from chakra._item_scans import part_candidates, wait_candidates
@@ -119,16 +119,20 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if parent is not None and parent.thread != item.thread and not isinstance(parent.thread, tuple):
                 issued[parent.thread].append(item)
     tops: dict[Any, _TopLevel] = {}  # made when first asked: the threads' items do not change here
+    top_items = {t: list(itertools.compress(by_thread[t], map(not_, gather(by_thread[t], (("depth",),))[0])))
+                 for t in cpu_threads}  # fmt: skip
     for thread in cpu_threads:
         items = by_thread[thread]
         issued_ends, issued_here = sorted_by_end(issued.get(thread, []))
-        others = [i for t in cpu_threads if t != thread for i in by_thread[t] if i.depth == 0]
+        others = [i for t in cpu_threads if t != thread for i in top_items[t]]
         # inside an op: anything the thread could have waited for; between top-level ops only
         # what it issued itself (a worker thread idles between works without waiting for them)
         inside_ends, inside = sorted_by_end(issued_here + others)
         if not inside:
             continue  # nothing this thread could have waited for (inside holds what it issued too)
-        starts = [i.ts_us or 0.0 for i in items]
+        (starts,) = gather(items, (("ts_us",),))
+        if None in starts:
+            starts = [start or 0.0 for start in starts]
         lists = {True: (inside, inside_ends), False: (issued_here, issued_ends)}
         mine = {id(i) for i in issued_here}
         heads: list[Segment] = []
