@@ -127,7 +127,9 @@ class _Streams:
             items = self.by_stream.get(key)
             if items is None:
                 return None
-            self._launched[key] = [_launch_us(i) for i in items]
+            (launches,) = gather(items, (("activity", "launch_ts_us"),))
+            # work without its launch counts from its start
+            self._launched[key] = [_launch_us(i) for i in items] if None in launches else launches
         return self._launched[key]
 
     def last_before(self, key: Any, t_us: float) -> Item | None:
@@ -272,7 +274,8 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
 
     def starts_of(thread: Any, thread_items: list[Item]) -> list[float]:
         if thread not in item_starts_of:
-            item_starts_of[thread] = [i.ts_us or 0.0 for i in thread_items]
+            (starts,) = gather(thread_items, (("ts_us",),))
+            item_starts_of[thread] = [start or 0.0 for start in starts] if None in starts else starts
         return item_starts_of[thread]
 
     for call in linked.sync_calls:
