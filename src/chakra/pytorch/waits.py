@@ -119,8 +119,9 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
             if parent is not None and parent.thread != item.thread and not isinstance(parent.thread, tuple):
                 issued[parent.thread].append(item)
     tops: dict[Any, _TopLevel] = {}  # made when first asked: the threads' items do not change here
+    # each thread's top-level items, for the others (none where there is one thread)
     top_items = {t: list(itertools.compress(by_thread[t], map(not_, gather(by_thread[t], (("depth",),))[0])))
-                 for t in cpu_threads}  # fmt: skip
+                 for t in cpu_threads if len(cpu_threads) > 1}  # fmt: skip
     for thread in cpu_threads:
         items = by_thread[thread]
         issued_ends, issued_here = sorted_by_end(issued.get(thread, []))
