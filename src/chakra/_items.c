@@ -474,6 +474,7 @@ static int sort_fields(PyObject *objects, PyObject *name, int *sorted) {
     if (fast) {
         merge_sort(keys, tmp, 0, size);
         for (Py_ssize_t i = 0; i < size; i++) { /* a permutation of held: no object freed here */
+            if (keys[i].index == i) continue; /* in place already (most are): its object not touched */
             PyObject *old = PyList_GET_ITEM(objects, i);
             PyList_SET_ITEM(objects, i, Py_NewRef(held[keys[i].index]));
             Py_DECREF(old);
