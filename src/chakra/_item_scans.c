@@ -44,18 +44,6 @@
 static PyObject *s_ts_us, *s_dur_us, *s_depth, *s_node_id, *s_start_us, *s_end_us, *s_owner, *s_waited, *s_first,
     *s_activity, *s_launch_ts_us, *s_id, *s_name;
 
-/* A float slot as a double: 1, 0 when it is not a float (None as 0 where `none_is_zero`), -1 on error. */
-static int float_slot(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
-    PyObject *value = field(obj, name);
-    if (value == NULL) return -1;
-    int status = 1;
-    if (PyFloat_CheckExact(value)) *out = PyFloat_AS_DOUBLE(value);
-    else if (value == Py_None && none_is_zero) *out = 0.0;
-    else status = 0;
-    Py_DECREF(value);
-    return status;
-}
-
 /* Appends i to `indices` (and j to `more`, where given): 0, or -1 with an exception. */
 static int append_indices(PyObject *indices, Py_ssize_t i, PyObject *more, Py_ssize_t j) {
     PyObject *index = PyLong_FromSsize_t(i);
@@ -91,8 +79,8 @@ static int part_candidate(PyObject *segment, PyObject *launched, double min_us) 
         goto done;
     }
     Py_DECREF(first);
-    int floats = float_slot(segment, s_start_us, 0, &start);
-    if (floats == 1) floats = float_slot(segment, s_end_us, 0, &end);
+    int floats = float_field(segment, s_start_us, 0, &start);
+    if (floats == 1) floats = float_field(segment, s_end_us, 0, &end);
     if (floats < 0) {
         status = -1;
         goto done;
@@ -229,8 +217,8 @@ static PyObject *late_starts(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         double start, duration, launch = -INFINITY;
-        int status = float_slot(item, s_ts_us, 1, &start);
-        if (status > 0) status = float_slot(item, s_dur_us, 0, &duration);
+        int status = float_field(item, s_ts_us, 1, &start);
+        if (status > 0) status = float_field(item, s_dur_us, 0, &duration);
         if (status > 0) {
             PyObject *activity = field(item, s_activity);
             if (activity == NULL) {
@@ -294,8 +282,8 @@ static PyObject *idle_starts(PyObject *self, PyObject *args) {
         double start, duration;
         int status = top_level(item);
         if (status == 0) continue;
-        if (status == 1) status = float_slot(item, s_ts_us, 1, &start);
-        if (status == 1) status = float_slot(item, s_dur_us, 0, &duration);
+        if (status == 1) status = float_field(item, s_ts_us, 1, &start);
+        if (status == 1) status = float_field(item, s_dur_us, 0, &duration);
         if (status < 0) goto fail;
         if (status != 1) goto other_types;
         double idle = start - last_end, end = start + duration;
@@ -330,7 +318,7 @@ static PyObject *gap_starts(PyObject *self, PyObject *args) {
             Py_DECREF(ts);
             if (!timed) continue;
             if (!exact) goto other_types;
-            status = float_slot(item, s_dur_us, 0, &duration);
+            status = float_field(item, s_dur_us, 0, &duration);
             if (status < 0) goto fail;
             if (status == 0) goto other_types;
             double end = start + duration;

@@ -143,12 +143,8 @@ fail:
 
 /* A field that is a float and not NaN into `*out`: 1; 0 where it is another value; -1 with an exception. */
 static int plain_time(PyObject *obj, PyObject *name, double *out) {
-    PyObject *value = field(obj, name);
-    if (value == NULL) return -1;
-    int plain = PyFloat_CheckExact(value) && !isnan(PyFloat_AS_DOUBLE(value));
-    if (plain) *out = PyFloat_AS_DOUBLE(value);
-    Py_DECREF(value);
-    return plain;
+    int plain = float_field(obj, name, 0, out);
+    return plain > 0 && isnan(*out) ? 0 : plain;
 }
 
 /* The number of the thread `tid` in `threads` (numbered as first seen when `add`), -1 for one not seen;

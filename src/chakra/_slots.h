@@ -61,6 +61,19 @@ static inline PyObject *field(PyObject *obj, PyObject *name) {
     return PyObject_GetAttr(obj, name); /* also the error of an unset slot */
 }
 
+/* The attribute `name` of `obj` into `*out` where it is a float, or None read as 0.0 where `none_is_zero`:
+ * 1; 0 where it is another value; -1 with an exception. */
+static inline int float_field(PyObject *obj, PyObject *name, int none_is_zero, double *out) {
+    PyObject *value = field(obj, name);
+    if (value == NULL) return -1;
+    int status = 1;
+    if (PyFloat_CheckExact(value)) *out = PyFloat_AS_DOUBLE(value);
+    else if (value == Py_None && none_is_zero) *out = 0.0;
+    else status = 0;
+    Py_DECREF(value);
+    return status;
+}
+
 /* Sets the attribute `name` of `obj` to `value`; 0, or -1 with an exception. A slot is written without
  * the type's setattr: not for the fields of a frozen struct. */
 static inline int set_field(PyObject *obj, PyObject *name, PyObject *value) {

@@ -44,7 +44,7 @@ from typing import Any
 
 from chakra._item_scans import late_starts
 from chakra._items import gather
-from chakra.pytorch.items import Builder, Item, Segment, sorted_by_end
+from chakra.pytorch.items import STREAM_THREAD, Builder, Item, Segment, sorted_by_end
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
 
@@ -189,7 +189,7 @@ def _awaited(streams: _Streams, call: KinetoEvent) -> tuple[list[Item], str] | N
     if call.name in STREAM_SYNC:
         stream = _int_arg(event, "stream") if event is not None else None
         if stream is not None:
-            item = streams.last_before(("stream", device, stream), call.ts)
+            item = streams.last_before((STREAM_THREAD, device, stream), call.ts)
             return ([item] if item is not None else []), HOST_STREAM
         inferred = streams.ending_during(call)
         return ([inferred] if inferred is not None else []), HOST_STREAM_INFERRED
@@ -197,7 +197,7 @@ def _awaited(streams: _Streams, call: KinetoEvent) -> tuple[list[Item], str] | N
         stream = _int_arg(event, "wait_on_stream") if event is not None else None
         if stream is not None and event is not None:
             record = streams.records.get(_int_arg(event, "wait_on_cuda_event_record_corr_id"))  # type: ignore[arg-type]
-            item = streams.last_before(("stream", device, stream), record.ts if record is not None else call.ts)
+            item = streams.last_before((STREAM_THREAD, device, stream), record.ts if record is not None else call.ts)
             return ([item] if item is not None else []), HOST_EVENT
         inferred = streams.ending_during(call)
         return ([inferred] if inferred is not None else []), HOST_EVENT_INFERRED
@@ -326,8 +326,8 @@ def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
             and _int_arg(event, "stream") is not None
             and _int_arg(event, "wait_on_stream") is not None
         ):
-            waiting_key = ("stream", event.device, _int_arg(event, "stream"))
-            awaited_key = ("stream", event.device, _int_arg(event, "wait_on_stream"))
+            waiting_key = (STREAM_THREAD, event.device, _int_arg(event, "stream"))
+            awaited_key = (STREAM_THREAD, event.device, _int_arg(event, "wait_on_stream"))
             record = streams.records.get(_int_arg(event, "wait_on_cuda_event_record_corr_id"))  # type: ignore[arg-type]
             if record is not None:
                 record_us = record.ts
