@@ -44,7 +44,7 @@ from typing import Any
 
 from chakra._item_scans import late_starts
 from chakra._items import gather
-from chakra.pytorch.items import STREAM_THREAD, Builder, Item, Segment, sorted_by_end
+from chakra.pytorch.items import STREAM_THREAD, Builder, Item, Segment, sorted_by_end, starts_us
 from chakra.pytorch.kineto import KinetoEvent
 from chakra.pytorch.link import DeviceActivity
 
@@ -274,8 +274,7 @@ def sync_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
 
     def starts_of(thread: Any, thread_items: list[Item]) -> list[float]:
         if thread not in item_starts_of:
-            (starts,) = gather(thread_items, (("ts_us",),))
-            item_starts_of[thread] = [start or 0.0 for start in starts] if None in starts else starts
+            item_starts_of[thread] = starts_us(thread_items)
         return item_starts_of[thread]
 
     for call in linked.sync_calls:

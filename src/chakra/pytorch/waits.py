@@ -17,7 +17,7 @@ from typing import Any
 from chakra._item_scans import part_candidates, wait_candidates
 from chakra._items import gather, nest_thread
 from chakra._parts import make_parts
-from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end
+from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end, starts_us
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -131,9 +131,7 @@ def find_waits(builder: Builder, by_thread: dict[Any, list[Item]], segments: dic
         inside_ends, inside = sorted_by_end(issued_here + others)
         if not inside:
             continue  # nothing this thread could have waited for (inside holds what it issued too)
-        (starts,) = gather(items, (("ts_us",),))
-        if None in starts:
-            starts = [start or 0.0 for start in starts]
+        starts = starts_us(items)
         lists = {True: (inside, inside_ends), False: (issued_here, issued_ends)}
         mine = {id(i) for i in issued_here}
         heads: list[Segment] = []
@@ -267,7 +265,7 @@ def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
     for waited, resumed in builder.wait_edges:
         items = by_thread.get(waited.thread, [])
         if waited.thread not in starts:
-            starts[waited.thread] = [i.ts_us or 0.0 for i in items]
+            starts[waited.thread] = starts_us(items)
         k = bisect.bisect_left(starts[waited.thread], waited.end_us) - 1
         last = items[k] if k >= 0 and items[k].key >= waited.key else waited
         if last.node_id not in resumed.data and last is not resumed:
