@@ -126,6 +126,20 @@ def test_all_to_all_run_as_sendrecv_kernels_is_one_all_to_all_sized_from_its_ann
     assert sizes == sorted(expected)
 
 
+def test_what_the_view_keeps_of_the_events_is_copies_equal_to_them():
+    """The conversion lets the events go after the view: the args of its activities and the sync calls and
+    event records it keeps are its own copies, so that none of the events stays in memory."""
+    trace = load_kineto_trace(require_shared("hta/cuda_event_sync_multi_stream_kineto.json.gz"))
+    linked = profiler_view(trace, WHOLE_TRACE)
+    assert linked.events is not None
+    kept = [(linked.sync_calls, linked.events.sync_calls), (linked.event_records, linked.events.event_records)]
+    for copies, events in kept:
+        assert copies and copies == events
+        assert not any(copy is event or copy.args is event.args for copy, event in zip(copies, events, strict=True))
+    device_args = {id(event.args) for event in linked.events.device_ops + linked.events.syncs}
+    assert linked.activities and not any(id(activity.args) in device_args for activity in linked.activities)
+
+
 def test_stream_waits_come_from_cuda_sync_events_with_the_records_correlation():
     _trace, _linked, conversion = _whole("hta/cuda_event_sync_multi_stream_kineto.json.gz")
     assert conversion.report.sync_deps[STREAM_EVENT] == 1
@@ -232,6 +246,21 @@ def test_operators_become_nodes_numbered_by_start_with_their_threads_ids_and_inp
     assert [(t.ts_us, t.dur_us, t.exclusive_us, t.thread) for t in linked.timing.values()] == [
         (0.0, 10.0, 2.0, 4), (2.0, 50.0, 49.0, 4), (3.0, 1.0, 1.0, 4), (20.0, 5.0, 5.0, 9),
     ]  # fmt: skip
+
+
+def test_the_nodes_of_a_thread_share_its_tid_and_a_child_its_parents_id(tmp_path: Path):
+    """A whole trace holds a few hundred thousand operators: one object per thread and per id, not per event."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 0, "tid": 123456, "ts": ts, "dur": dur, "args": {}}
+        for name, ts, dur in [("outer", 0, 10), ("inner", 1, 5), ("next", 20, 5)]
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    linked = profiler_view(load_kineto_trace(path), WHOLE_TRACE)
+    outer, inner, _next = linked.host.nodes
+    assert inner.parent == outer.id and inner.parent is outer.id
+    first, *others = linked.timing.values()
+    assert first.thread == 123456 and all(timing.thread is first.thread for timing in others)
 
 
 def test_a_step_the_trace_lacks_is_one_line_naming_its_steps(tmp_path: Path):

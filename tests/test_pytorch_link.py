@@ -318,3 +318,29 @@ def test_a_launch_or_op_mapped_to_none_is_missing():
         ]
     ]
     assert found == [[(0, 0)], [(0, 1)], [(0, 2)]]
+
+
+def test_device_work_can_hold_copies_of_its_args_for_a_caller_that_lets_the_events_go():
+    class Args:  # args of another type are kept as they are
+        correlation = 5
+
+        def get(self, key, default):
+            return default
+
+    launch = KinetoEvent(name="cudaLaunchKernel", tid=123456, ts=3.0, dur=1.0)
+    kernels = [
+        KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=5, stream=7)),
+        KinetoEvent(name="c", cat="gpu_memcpy", args=Args()),
+    ]
+    shared, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs)
+    owned, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs, True)
+    assert owned == shared
+    assert [a.args is k.args for a, k in zip(shared, kernels, strict=True)] == [True, True]
+    assert [a.args is k.args for a, k in zip(owned, kernels, strict=True)] == [False, True]
+
+
+def test_the_launches_of_a_thread_share_one_tid_object():
+    launches = {c: KinetoEvent(name="cudaLaunchKernel", tid=123456, ts=float(c), dur=1.0) for c in (5, 6)}
+    kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c)) for c in (5, 6)]
+    first, second = attach_device_work(kernels, launches, {}, {}, DeviceActivity, KinetoArgs)[0]
+    assert first.launch_thread == 123456 and second.launch_thread is first.launch_thread

@@ -16,11 +16,17 @@
  * `input_dims`, `input_type` and `concrete_inputs` are all `no_value`, else inputs_of(operator); `attrs`
  * no_attrs where `collective_name` is None, else comm_attrs_of(operator). `timing` maps each node id to
  * timing_type(ts, dur, exclusive_us[k], tid), `node_of` maps id() of each operator to its node id.
+ * Every node and timing of one thread shares one `tid` object, and a parent's id is its node's id object:
+ * the events' own are let go with them, and a whole trace holds a few hundred thousand of each.
+ *
+ * own_copies(events) -> list: a copy of each event (`__copy__`) holding a copy of its `args` where their
+ * type has `__copy__` (structs; a dict is shared). The few events a conversion keeps past its view, copied,
+ * let the allocator's pools of all the others be freed whole (an event left in each kept them in use).
  */
 #include "_slots.h"
 
 static PyObject *s_name, *s_cat, *s_ts, *s_dur, *s_tid, *s_args, *s_rf_id, *s_seq_id, *s_fw_tid, *s_collective_name,
-    *s_input_dims, *s_input_type, *s_concrete_inputs, *s_empty;
+    *s_input_dims, *s_input_type, *s_concrete_inputs, *s_empty, *s_copy;
 
 /* `value` where it is an int (not a bool), else `otherwise`: a new reference. */
 static PyObject *int_or(PyObject *value, long otherwise) {
@@ -60,7 +66,7 @@ static PyObject *attributes(const Shared *shared, PyObject *op, PyObject *args) 
 
 /* Node `id` of operator `op`: its node into `nodes` and timing into `timing`; 0, or -1 with an exception. */
 static int add_node(const Shared *shared, PyObject *op, PyObject *id, PyObject *parent, PyObject *exclusive,
-                    PyObject *threads, PyObject *nodes, PyObject *timing) {
+                    PyObject *threads, PyObject *tids, PyObject *const *ids, PyObject *nodes, PyObject *timing) {
     PyObject *name = NULL, *cat = NULL, *ts = NULL, *dur = NULL, *tid = NULL, *args = NULL, *rf_id = NULL;
     PyObject *seq_id = NULL, *fw_tid = NULL, *parent_id = NULL, *in = NULL, *attrs = NULL;
     PyObject *node = NULL, *times = NULL, *one = NULL;
@@ -86,17 +92,22 @@ static int add_node(const Shared *shared, PyObject *op, PyObject *id, PyObject *
             goto done;
         thread = one;
     }
+    PyObject *thread_tid = PyDict_SetDefault(tids, tid, tid); /* borrowed: the thread's first tid object */
+    if (thread_tid == NULL) goto done;
     int annotation = PySet_Contains(shared->annotation_categories, cat);
     if (annotation < 0) goto done;
-    Py_ssize_t parent_at = PyLong_AsSsize_t(parent);
-    if ((parent_at == -1 && PyErr_Occurred()) || (parent_id = PyLong_FromSsize_t(parent_at + 1)) == NULL) goto done;
+    Py_ssize_t parent_at = PyLong_AsSsize_t(parent), own_at = PyList_GET_SIZE(nodes);
+    if (parent_at == -1 && PyErr_Occurred()) goto done;
+    /* an earlier operator's node id (node k + 1's is ids[k]) is the object its node holds */
+    parent_id = parent_at >= 0 && parent_at < own_at ? Py_NewRef(ids[parent_at]) : PyLong_FromSsize_t(parent_at + 1);
+    if (parent_id == NULL) goto done;
     if ((in = inputs(shared, op, args)) == NULL || (attrs = attributes(shared, op, args)) == NULL) goto done;
     PyObject *fields[13] = {
         id, name, parent_id, rf_id, thread, shared->zero, seq_id,
         annotation ? shared->user_scope : shared->function_scope, fw_tid, s_empty, in, shared->no_io, attrs,
     };
     if ((node = PyObject_Vectorcall(shared->node_type, fields, 13, NULL)) == NULL) goto done;
-    PyObject *timed[4] = {ts, dur, exclusive, tid};
+    PyObject *timed[4] = {ts, dur, exclusive, thread_tid};
     if ((times = PyObject_Vectorcall(shared->timing_type, timed, 4, NULL)) == NULL) goto done;
     if (PyList_Append(nodes, node) < 0 || PyDict_SetItem(timing, id, times) < 0) goto done;
     rc = 0;
@@ -142,14 +153,20 @@ static PyObject *view_nodes(PyObject *self, PyObject *args) {
     parents = PyList_AsTuple(parents);
     shared.zero = PyLong_FromLong(0);
     PyObject *nodes = PyList_New(0), *timing = PyDict_New(), *node_of = PyDict_New(), *threads = PyDict_New();
-    PyObject *out = NULL;
-    if (!operators || !exclusive_us || !parents || !shared.zero || !nodes || !timing || !node_of || !threads) goto done;
+    PyObject *tids = PyDict_New(), *out = NULL;
+    PyObject **ids = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(PyObject *)); /* borrowed: `timing` holds them */
+    if (!operators || !exclusive_us || !parents || !shared.zero || !nodes || !timing || !node_of || !threads || !tids ||
+        !ids) {
+        if (ids == NULL) PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t k = 0; k < size; k++) {
         PyObject *op = PyTuple_GET_ITEM(operators, k);
         PyObject *id = PyLong_FromSsize_t(k + 1), *key = id != NULL ? PyLong_FromVoidPtr(op) : NULL;
+        ids[k] = id;
         int rc = key == NULL ? -1
                              : add_node(&shared, op, id, PyTuple_GET_ITEM(parents, k), PyTuple_GET_ITEM(exclusive_us, k),
-                                        threads, nodes, timing);
+                                        threads, tids, ids, nodes, timing);
         if (rc == 0) rc = PyDict_SetItem(node_of, key, id);
         Py_XDECREF(id);
         Py_XDECREF(key);
@@ -165,10 +182,53 @@ done:
     Py_XDECREF(timing);
     Py_XDECREF(node_of);
     Py_XDECREF(threads);
+    Py_XDECREF(tids);
+    PyMem_Free(ids);
     return out;
 }
 
+/* A copy of `event` holding a copy of its args (see the header): a new reference, NULL with an exception. */
+static PyObject *own_copy(PyObject *event) {
+    PyObject *copy = PyObject_CallMethodNoArgs(event, s_copy), *args = NULL, *args_copy = NULL;
+    if (copy == NULL || (args = field(copy, s_args)) == NULL) goto fail;
+    if (_PyType_Lookup(Py_TYPE(args), s_copy) != NULL) { /* the type's own, as a copy would call it */
+        if ((args_copy = PyObject_CallMethodNoArgs(args, s_copy)) == NULL || set_field(copy, s_args, args_copy) < 0)
+            goto fail;
+        Py_DECREF(args_copy);
+    }
+    Py_DECREF(args);
+    return copy;
+fail:
+    Py_XDECREF(copy);
+    Py_XDECREF(args);
+    Py_XDECREF(args_copy);
+    return NULL;
+}
+
+static PyObject *own_copies(PyObject *self, PyObject *events) {
+    (void)self;
+    if (!PyList_Check(events)) {
+        PyErr_SetString(PyExc_TypeError, "own_copies takes a list");
+        return NULL;
+    }
+    PyObject *held = PyList_AsTuple(events); /* the events stay alive whatever a __copy__ does to the list */
+    PyObject *copies = held == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(held));
+    if (copies == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(held); k++) {
+        PyObject *copy = own_copy(PyTuple_GET_ITEM(held, k));
+        if (copy == NULL) goto fail;
+        PyList_SET_ITEM(copies, k, copy);
+    }
+    Py_DECREF(held);
+    return copies;
+fail:
+    Py_XDECREF(held);
+    Py_XDECREF(copies);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"own_copies", own_copies, METH_O, "own_copies(events) -> list: each event copied with its args"},
     {"view_nodes", view_nodes, METH_VARARGS,
      "view_nodes(operators, exclusive_us, parents, node_type, timing_type, input_args_type, no_io, no_value, no_attrs, "
      "annotation_categories, scopes, inputs_of, comm_attrs_of) -> (nodes, timing, node_of)"},
@@ -193,6 +253,7 @@ PyMODINIT_FUNC PyInit__kineto_view(void) {
         {&s_input_type, "input_type"},
         {&s_concrete_inputs, "concrete_inputs"},
         {&s_empty, ""},
+        {&s_copy, "__copy__"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

@@ -1,7 +1,10 @@
 # Types of the C module src/chakra/_kineto_view.c (the profiler view's nodes; see chakra/kineto/view.py).
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+_Event = TypeVar("_Event")
+
+def own_copies(events: list[_Event]) -> list[_Event]: ...
 def view_nodes(
     operators: list[Any],
     exclusive_us: list[float],

@@ -21,21 +21,25 @@
  * a str (the caller's rule in Python takes those); ValueError for ops not sorted by start or a parent
  * that is not one of them.
  *
- * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type) -> (activities,
- * unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with `correlation`
+ * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, own_args]) ->
+ * (activities, unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with `correlation`
  * and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id, launch's
  * name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
  * correlation read as None where it is not an int (bools are not), its launch `calls[correlation]`, the
  * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (None where any
  * of these is missing), its stream the args' `stream` unless None, else the event's tid (args not of
  * `args_type` are read with .get("stream", tid)). `unattached` lists (index, reason) for the events without
- * a host id: 0 for no launch, 1 for a launch outside every op, 2 for an op without a host id.
+ * a host id: 0 for no launch, 1 for a launch outside every op, 2 for an op without a host id. With
+ * `own_args` true, an activity holds a copy of args of `args_type` (`__copy__`): a caller that lets the
+ * events go then frees them whole, where the activities' args, made among them, kept a block of each
+ * pool of the allocator in use. The launches of one thread share one tid object.
  */
 #include <math.h>
 
 #include "_slots.h"
 
-static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid, *s_cat, *s_pid, *s_args, *s_correlation, *s_stream, *s_get;
+static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid, *s_cat, *s_pid, *s_args, *s_correlation, *s_stream, *s_get,
+    *s_copy;
 
 /* The event joined to `node` (borrowed) and its index, or NULL with `*at` -1 when there is none;
  * -1 returned with an exception. */
@@ -347,7 +351,8 @@ static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclo
 /* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
  * `*reason` as joined_launch gives it. */
 static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
-                                 PyObject *activity_type, PyObject *args_type, int *reason) {
+                                 PyObject *activity_type, PyObject *args_type, int own_args, PyObject *tids,
+                                 int *reason) {
     PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
     PyObject *correlation = NULL, *stream = NULL, *launch_name = NULL, *launch_ts = NULL, *launch_dur = NULL;
     PyObject *launch_end = NULL, *launch_tid = NULL, *activity = NULL, *launch = NULL, *host_id = NULL;
@@ -358,6 +363,12 @@ static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enc
         (*reason = joined_launch(correlation, calls, enclosing, host_of_event, &launch, &host_id)) == -2 ||
         (stream = stream_of(args, args_type, tid)) == NULL)
         goto done;
+    if (own_args) {
+        int struct_args = PyObject_IsInstance(args, args_type);
+        PyObject *copy = struct_args > 0 ? PyObject_CallMethodNoArgs(args, s_copy) : NULL;
+        if (struct_args < 0 || (struct_args > 0 && copy == NULL)) goto done;
+        if (copy != NULL) Py_SETREF(args, copy);
+    }
     PyObject *fields[13] = {name, cat, pid, stream, ts, dur, correlation, host_id ? host_id : Py_None, NULL, args};
     Py_ssize_t count = 10;
     if (launch == NULL) {
@@ -370,10 +381,12 @@ static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enc
         (launch_dur = field(launch, s_dur)) == NULL || (launch_end = PyNumber_Add(launch_ts, launch_dur)) == NULL ||
         (launch_tid = field(launch, s_tid)) == NULL)
         goto done;
+    PyObject *thread_tid = PyDict_SetDefault(tids, launch_tid, launch_tid); /* borrowed: the thread's first */
+    if (thread_tid == NULL) goto done;
     fields[8] = launch_name;
     fields[10] = launch_ts;
     fields[11] = launch_end;
-    fields[12] = launch_tid;
+    fields[12] = thread_tid;
     count = 13;
     activity = PyObject_Vectorcall(activity_type, fields, count, NULL);
 done:
@@ -399,17 +412,18 @@ done:
 static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *events, *calls, *enclosing, *host_of_event, *activity_type, *args_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
-                          &PyDict_Type, &enclosing, &PyDict_Type, &host_of_event, &activity_type, &args_type))
+    int own_args = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO|p:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
+                          &PyDict_Type, &enclosing, &PyDict_Type, &host_of_event, &activity_type, &args_type, &own_args))
         return NULL;
     events = PyList_AsTuple(events);
     PyObject *activities = events == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(events));
-    PyObject *unattached = PyList_New(0), *out = NULL;
-    if (activities == NULL || unattached == NULL) goto done;
+    PyObject *unattached = PyList_New(0), *tids = PyDict_New(), *out = NULL;
+    if (activities == NULL || unattached == NULL || tids == NULL) goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
         int reason = -1;
         PyObject *activity = device_activity(PyTuple_GET_ITEM(events, i), calls, enclosing, host_of_event,
-                                             activity_type, args_type, &reason);
+                                             activity_type, args_type, own_args, tids, &reason);
         if (activity == NULL) goto done;
         PyList_SET_ITEM(activities, i, activity);
         if (reason >= 0) {
@@ -424,6 +438,7 @@ done:
     Py_XDECREF(events);
     Py_XDECREF(activities);
     Py_XDECREF(unattached);
+    Py_XDECREF(tids);
     return out;
 }
 
@@ -433,7 +448,8 @@ static PyMethodDef methods[] = {
      "considered, joined, agree, unmatched)"},
     {"enclosing_ops", enclosing_ops, METH_VARARGS, "enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None"},
     {"attach_device_work", attach_device_work, METH_VARARGS,
-     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type) -> (activities, unattached)"},
+     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, own_args]) -> (activities, "
+     "unattached)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -444,6 +460,7 @@ PyMODINIT_FUNC PyInit__link_join(void) {
         {&s_id, "id"},     {&s_name, "name"}, {&s_rf_id, "rf_id"}, {&s_ts, "ts"},
         {&s_dur, "dur"},   {&s_tid, "tid"},   {&s_cat, "cat"},     {&s_pid, "pid"},
         {&s_args, "args"}, {&s_correlation, "correlation"},        {&s_stream, "stream"}, {&s_get, "get"},
+        {&s_copy, "__copy__"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

@@ -18,4 +18,5 @@ def attach_device_work(
     host_of_event: dict[int, int],
     activity_type: type,
     args_type: type,
+    own_args: bool = False,
 ) -> tuple[list[Any], list[tuple[int, int]]]: ...

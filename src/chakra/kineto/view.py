@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from chakra._kineto_events import sort_by_start, window_work
-from chakra._kineto_view import view_nodes
+from chakra._kineto_view import own_copies, view_nodes
 from chakra.collector import gc_paused
 from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
@@ -206,7 +206,10 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     report = LinkReport(join_key=JOIN_KEY, host_ops=len(nodes), host_matched=len(nodes))
     report.kineto_ops = report.kineto_matched = len(operators)
     report.duplicate_correlations = len(events.duplicate_correlations)
-    activities = attach_activities(events, parents, node_id, report)
+    # the events the conversion keeps past the view (activities' args, sync calls, event records) are
+    # copies: a whole trace's conversion lets the events go, and these, one in each of the allocator's
+    # pools, kept every pool of them in use (a tenth of its peak)
+    activities = attach_activities(events, parents, node_id, report, own_args=True)
     return LinkedTrace(
         host,
         trace,
@@ -214,7 +217,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
         activities,
         report,
         source="kineto-only",
-        sync_calls=events.sync_calls,
-        event_records=events.event_records,
+        sync_calls=own_copies(events.sync_calls),
+        event_records=own_copies(events.event_records),
         events=events,
     )

@@ -271,13 +271,19 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
 
 
 def attach_activities(
-    events: KinetoEvents, parents: list[int], host_of_kineto: dict[int, int], report: LinkReport
+    events: KinetoEvents,
+    parents: list[int],
+    host_of_kineto: dict[int, int],
+    report: LinkReport,
+    *,
+    own_args: bool = False,
 ) -> list[DeviceActivity]:
     """Every device activity and sync event of ``events``, in time order, each attached to the host
     op that launched it: its runtime call by ``correlation`` (every kernel of a CUDA graph shares its
     ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call (``parents``: the
     host ops' nesting, :func:`nest_events`), then ``host_of_kineto`` (``id()`` of a Kineto op -> host
-    id). Counts go to ``report``."""
+    id). Counts go to ``report``. With ``own_args``, each activity holds a copy of its event's args, for a
+    caller that lets the events go (see :func:`chakra._link_join.attach_device_work`)."""
     calls = dict(events.launches)  # correlation -> the runtime call that caused device work
     for call in events.sync_calls:
         if call.correlation is not None:
@@ -290,7 +296,7 @@ def attach_activities(
     }
     # each event's activity, made in C; the events that are not attached, with why
     activities, unattached = attach_device_work(
-        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs
+        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs, own_args
     )
     report.device_activities += len(activities)
     report.device_attached += len(activities) - len(unattached)
