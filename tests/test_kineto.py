@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import ASTRA_SIM_STOCK, GLOO_RANKS, require_shared, run_astra_sim, run_cli
+from helpers import ASTRA_SIM_STOCK, GLOO_RANKS, kineto_kernel, kineto_launch, require_shared, run_astra_sim, run_cli
 
 from chakra.kineto.inputs import job_traces
 from chakra.kineto.view import profiler_view
@@ -124,6 +124,26 @@ def test_all_to_all_run_as_sendrecv_kernels_is_one_all_to_all_sized_from_its_ann
             count *= d
         expected.append(count * bytes_of[json.loads(bytes(annotation.args.input_type))[0]])
     assert sizes == sorted(expected)
+
+
+def test_a_call_run_as_two_nccl_kernels_is_one_collective_on_the_earlier_kernel(tmp_path: Path):
+    comm_args = {"Collective name": "allreduce", "In msg nelems": 256, "Out msg nelems": 256, "dtype": "Float"}
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 0, "tid": 1, "ts": 0, "dur": 20,
+         "args": comm_args},
+        kineto_launch(2, correlation=1), kineto_launch(6, correlation=2),
+        # the later launch's kernel runs first: the collective is the kernel that ran first
+        kineto_kernel(30, correlation=1, name="ncclKernel_AllReduce_RING_LL_Sum_float_b"),
+        kineto_kernel(10, correlation=2, stream=8, name="ncclKernel_AllReduce_RING_LL_Sum_float_a"),
+    ]  # fmt: skip
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    linked = profiler_view(load_kineto_trace(path), WHOLE_TRACE)
+    conversion = convert(linked.host, linked=linked)
+    (collective,) = [n for n in conversion.nodes if n.type == COMM_COLL_NODE]
+    assert collective.name == "ncclKernel_AllReduce_RING_LL_Sum_float_a"
+    assert conversion.report.comm_notes["extra kernel of one call kept as device compute"] == 1
+    assert [n.name for n in conversion.nodes if n.name.endswith("_b")] == ["ncclKernel_AllReduce_RING_LL_Sum_float_b"]
 
 
 def test_what_the_view_keeps_of_the_events_is_copies_equal_to_them():

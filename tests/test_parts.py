@@ -40,7 +40,7 @@ def _parts_by_the_rule(segments, candidates, launched, next_id, items, thread_it
             continue
         node_id = next_id
         next_id += 1
-        part = Item(node_id, owner.name, COMP_NODE, (start_us, -length, node_id), THREAD, start_us, length, length,
+        part = Item(node_id, owner.name, COMP_NODE, None, THREAD, start_us, length, length,
                     True, None, None, [], [owner.node_id], (), owner.depth + 1, owner)  # fmt: skip
         if after_wait:
             waited, _ = wait_edges[segment.edge]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra._items import by_end, gather, nest_thread, sort_by_field, timed_in_order, timed_items
-from chakra.pytorch.items import Item, Segment, sort_by_attribute
+from chakra.pytorch.items import Item, Segment, order_key, sort_by_attribute
 from chakra.pytorch.waits import nest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
 
@@ -229,6 +229,27 @@ def test_objects_sort_by_an_attribute_as_pythons_sort_orders_them(keys, in_order
     assert [id(o) for o in objects] == [id(o) for o in expected]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(), _floats | st.just(math.nan) | st.just(1), _floats, st.integers(-3, 3) | st.just(1 << 70)
+        ),
+        max_size=40,
+    )
+)
+def test_items_without_a_key_sort_by_their_times_as_order_key_gives_them(specs):
+    """A timed item's key is its times: (ts_us, -dur_us, node_id), read in C where they are floats and an
+    int of 64 bits, by Python's sort else; an item given a key sorts by that key among them."""
+    items = [
+        Item(node_id, "op", COMP_NODE, (start, -dur, node_id) if given else None, ts_us=start, dur_us=dur)
+        for given, start, dur, node_id in specs
+    ]
+    expected = sorted(items, key=order_key)
+    sort_by_attribute(items, "key")
+    assert [id(i) for i in items] == [id(i) for i in expected]
+
+
 def test_a_list_of_nan_or_mixed_keys_is_left_to_python():
     objects = [_Keyed((1.0, 0.0, 1)), _Keyed(2.0)]
     assert sort_by_field(objects, "key") is False
@@ -307,8 +328,7 @@ def test_timed_items_are_the_items_python_would_make_for_each_timed_host_op():
     }
     made = timed_items(nodes, timing, Item, COMP_NODE)
     assert list(made) == [3, 1]
-    assert made[3] == Item(3, "aten::mm", COMP_NODE, (1.0, -2.0, 3), thread=7, ts_us=1.0, dur_us=2.0, excl_us=1.5,
-                           host=nodes[0])  # fmt: skip
-    assert made[1].key == (4.0, -1, 1) and made[1].host is nodes[1]
+    assert made[3] == Item(3, "aten::mm", COMP_NODE, thread=7, ts_us=1.0, dur_us=2.0, excl_us=1.5, host=nodes[0])
+    assert order_key(made[1]) == (4.0, -1, 1) and made[1].host is nodes[1]
     with pytest.raises(KeyError):
         timed_items([SimpleNamespace(id=9, name="x")], timing, Item, COMP_NODE)

@@ -12,7 +12,7 @@
  * device_items(activities, items, item_type, node_type, next_id, skipped_category, stream_tag)
  *     -> (next_id, made, skipped): an item for each device activity (`name`, `cat`, `device`, `stream`,
  * `ts_us`, `dur_us`, `host_id`) whose category is not `skipped_category`, numbered from `next_id` in order:
- *     item_type(id, name, node_type, (ts_us, -dur_us, id), (stream_tag, device, stream), ts_us, dur_us,
+ *     item_type(id, name, node_type, None, (stream_tag, device, stream), ts_us, dur_us,
  *               dur_us, False, None, activity, data, ctrl)
  * with `host_id` in data and ctrl when it is an item's id in `items`, put in `items`; `made` lists the items,
  * `skipped` the activities of that category, in order.
@@ -103,12 +103,11 @@ typedef struct {
 
 /* Item `id` of `activity` (see device_items): a new reference, NULL with an exception. */
 static PyObject *device_item(const Devices *devices, PyObject *activity, PyObject *id) {
-    PyObject *name = NULL, *device = NULL, *stream = NULL, *ts = NULL, *dur = NULL, *host_id = NULL, *minus = NULL;
-    PyObject *key = NULL, *thread = NULL, *data = NULL, *ctrl = NULL, *item = NULL;
+    PyObject *name = NULL, *device = NULL, *stream = NULL, *ts = NULL, *dur = NULL, *host_id = NULL;
+    PyObject *thread = NULL, *data = NULL, *ctrl = NULL, *item = NULL;
     if ((name = field(activity, s_name)) == NULL || (device = field(activity, s_device)) == NULL ||
         (stream = field(activity, s_stream)) == NULL || (ts = field(activity, s_ts_us)) == NULL ||
         (dur = field(activity, s_dur_us)) == NULL || (host_id = field(activity, s_host_id)) == NULL ||
-        (minus = PyNumber_Negative(dur)) == NULL || (key = PyTuple_Pack(3, ts, minus, id)) == NULL ||
         (thread = PyTuple_Pack(3, devices->stream_tag, device, stream)) == NULL)
         goto done;
     int launched = host_id == Py_None ? 0 : PyDict_Contains(devices->items, host_id);
@@ -117,7 +116,7 @@ static PyObject *device_item(const Devices *devices, PyObject *activity, PyObjec
         PyList_SET_ITEM(data, 0, Py_NewRef(host_id));
         PyList_SET_ITEM(ctrl, 0, Py_NewRef(host_id));
     }
-    PyObject *fields[13] = {id, name, devices->node_type, key, thread, ts, dur, dur, Py_False, Py_None, activity, data, ctrl};
+    PyObject *fields[13] = {id, name, devices->node_type, Py_None, thread, ts, dur, dur, Py_False, Py_None, activity, data, ctrl};
     item = PyObject_Vectorcall(devices->item_type, fields, 13, NULL);
 done:
     Py_XDECREF(name);
@@ -126,8 +125,6 @@ done:
     Py_XDECREF(ts);
     Py_XDECREF(dur);
     Py_XDECREF(host_id);
-    Py_XDECREF(minus);
-    Py_XDECREF(key);
     Py_XDECREF(thread);
     Py_XDECREF(data);
     Py_XDECREF(ctrl);

@@ -22,16 +22,17 @@
  * order only (NaN times end anywhere).
  *
  * sort_by_field(objects, name) -> bool: sorts the list in place, stably, by each object's attribute `name`
- * when every one is a float or every one is an items' key (a tuple of two floats and an int of 64 bits),
- * none NaN: as list.sort(key=attrgetter(name)) sorts it (such keys compare as Python compares them), a
+ * when every one is a float or every one is an items' key (a tuple of two floats and an int of 64 bits;
+ * an item's `key` None is (ts_us, -dur_us, node_id), as items.order_key reads it), none NaN: as
+ * list.sort(key=attrgetter(name)) sorts it (such keys compare as Python compares them), a
  * sorted stretch merged with the next without a comparison per element. False, the list untouched,
  * for any other attribute: the caller sorts it in Python. ValueError when reading the attributes
  * changed the list, as list.sort raises it.
  *
  * timed_items(nodes, timing, item_type, node_type) -> dict: for each host node in order (timed_in_order's),
- * item_type(node.id, node.name, node_type, (ts_us, -dur_us, node.id), thread, ts_us, dur_us, exclusive_us,
- * True, node) from its timing[node.id], by node id: the items of the timed host ops, made without a
- * Python frame per op.
+ * item_type(node.id, node.name, node_type, None, thread, ts_us, dur_us, exclusive_us, True, node) from its
+ * timing[node.id] (the key None: ordered by its times), by node id: the items of the timed host ops, made
+ * without a Python frame per op.
  *
  * by_end(items) -> (ends, items) or None: the items in the order they end (ts_us, None or zero read as 0.0,
  * plus dur_us), stably, with those ends: as sorted(range(n), key=ends.__getitem__) orders them. None when a
@@ -43,7 +44,7 @@
 #include <math.h>
 
 static PyObject *s_ts_us, *s_dur_us, *s_host, *s_parent, *s_node_id, *s_depth, *s_ctrl, *s_excl_us, *s_id, *s_start_us;
-static PyObject *s_name, *s_exclusive_us, *s_thread;
+static PyObject *s_name, *s_exclusive_us, *s_thread, *s_key;
 
 /* An open op. Its times are also kept as float objects, shared with its segments: one end per item
  * and a cursor that is the item's own ts_us or an end (both owned), so that segments add no float of
@@ -395,6 +396,31 @@ static int read_key(PyObject *value, int *kind, SortKey *key) {
     return !isnan(key->a) && !isnan(key->b);
 }
 
+/* The key of an item whose `key` is None, (ts_us, -dur_us, node_id), in `key`: as read_key reads a key
+ * tuple (kind 3), 1 where its times are floats, not NaN, and its id an int of 64 bits; else 0. 0, or -1
+ * with an exception. */
+static int derived_key(PyObject *item, int *kind, SortKey *key) {
+    if (*kind == 1) return 0;
+    PyObject *ts = field(item, s_ts_us), *dur = ts == NULL ? NULL : field(item, s_dur_us);
+    PyObject *id = dur == NULL ? NULL : field(item, s_node_id);
+    int status = id == NULL ? -1 : 0;
+    if (status == 0 && PyFloat_CheckExact(ts) && PyFloat_CheckExact(dur) && PyLong_CheckExact(id)) {
+        int overflow;
+        long long node_id = PyLong_AsLongLongAndOverflow(id, &overflow);
+        if (overflow || (node_id == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+        } else {
+            *kind = 3;
+            *key = (SortKey){PyFloat_AS_DOUBLE(ts), -PyFloat_AS_DOUBLE(dur), node_id, 0};
+            status = !isnan(key->a) && !isnan(key->b);
+        }
+    }
+    Py_XDECREF(ts);
+    Py_XDECREF(dur);
+    Py_XDECREF(id);
+    return status;
+}
+
 static PyObject *timed_in_order(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *given, *timing, *result = NULL;
@@ -461,9 +487,10 @@ static int sort_fields(PyObject *objects, PyObject *name, int *sorted) {
     for (Py_ssize_t i = 0; i < size && fast; i++) {
         PyObject *value = field(held[i], name);
         if (value == NULL) goto done;
-        fast = read_key(value, &kind, &keys[i]);
+        fast = value == Py_None && name == s_key ? derived_key(held[i], &kind, &keys[i]) : read_key(value, &kind, &keys[i]);
         keys[i].index = i;
         Py_DECREF(value);
+        if (fast < 0) goto done;
     }
     int modified = PyList_GET_SIZE(objects) != size;
     for (Py_ssize_t i = 0; i < size && !modified; i++) modified = PyList_GET_ITEM(objects, i) != held[i];
@@ -512,14 +539,13 @@ static PyObject *timed_items(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
         PyObject *id = field(node, s_id), *name = NULL, *t = NULL, *ts = NULL, *dur = NULL, *excl = NULL;
-        PyObject *thread = NULL, *minus = NULL, *key = NULL, *item = NULL;
+        PyObject *thread = NULL, *item = NULL;
         int status = -1;
         if (id && (name = field(node, s_name)) && (t = PyDict_GetItemWithError(timing, id))) {
             Py_INCREF(t);
             if ((ts = field(t, s_ts_us)) && (dur = field(t, s_dur_us)) && (excl = field(t, s_exclusive_us)) &&
-                (thread = field(t, s_thread)) && (minus = PyNumber_Negative(dur)) &&
-                (key = PyTuple_Pack(3, ts, minus, id))) {
-                PyObject *fields[10] = {id, name, node_type, key, thread, ts, dur, excl, Py_True, node};
+                (thread = field(t, s_thread))) {
+                PyObject *fields[10] = {id, name, node_type, Py_None, thread, ts, dur, excl, Py_True, node};
                 item = PyObject_Vectorcall(item_type, fields, 10, NULL);
                 if (item) status = PyDict_SetItem(made, id, item);
             }
@@ -533,8 +559,6 @@ static PyObject *timed_items(PyObject *self, PyObject *args) {
         Py_XDECREF(dur);
         Py_XDECREF(excl);
         Py_XDECREF(thread);
-        Py_XDECREF(minus);
-        Py_XDECREF(key);
         Py_XDECREF(item);
         if (status < 0) {
             Py_DECREF(made);
@@ -607,6 +631,7 @@ PyMODINIT_FUNC PyInit__items(void) {
         {&s_ts_us, "ts_us"}, {&s_dur_us, "dur_us"}, {&s_host, "host"},   {&s_parent, "parent"},
         {&s_node_id, "node_id"}, {&s_depth, "depth"}, {&s_ctrl, "ctrl"}, {&s_excl_us, "excl_us"}, {&s_id, "id"}, {&s_start_us, "start_us"},
         {&s_name, "name"}, {&s_exclusive_us, "exclusive_us"}, {&s_thread, "thread"},
+        {&s_key, "key"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     if ((ZERO = PyFloat_FromDouble(0.0)) == NULL || (EMPTY_ARGS = PyTuple_New(0)) == NULL) return NULL;

@@ -12,7 +12,7 @@
  * (`node_type` in `transfer_types`), the segment's time when it lasts `min_us` or more or the owner
  * launched device work in it (`launched`: owner node_id -> (launch times sorted, work items), the work in
  * [start_us, end_us) found as bisect.bisect_left finds it). The part is
- *     item_type(id, owner.name, node_type, (start, -length, id), thread, start, length, length, True, None,
+ *     item_type(id, owner.name, node_type, None, thread, start, length, length, True, None,
  *               None, [], [owner.node_id], (), owner.depth + 1, owner)
  * with ids from `next_id` up, put in `items` (by id) and `thread_items`; after a wait it takes the place of
  * the resumed item in `wait_edges[segment.edge]`; its length comes off the owner's `excl_us` (at least
@@ -146,16 +146,15 @@ static int part_span(const Rules *rules, PyObject *segment, PyObject *owner, int
  * with an exception. */
 static int add_part(const Rules *rules, PyObject *segment, PyObject *owner, PyObject *owner_id, int after_wait,
                     PyObject *id, PyObject *start, PyObject *length) {
-    PyObject *name = NULL, *depth = NULL, *below = NULL, *minus = NULL, *key = NULL, *data = NULL, *ctrl = NULL;
+    PyObject *name = NULL, *depth = NULL, *below = NULL, *data = NULL, *ctrl = NULL;
     PyObject *part = NULL, *edge = NULL, *empty = NULL;
     int rc = -1;
     if ((name = field(owner, s_name)) == NULL || (depth = field(owner, s_depth)) == NULL ||
-        (below = PyNumber_Add(depth, s_one)) == NULL || (minus = PyNumber_Negative(length)) == NULL ||
-        (key = PyTuple_Pack(3, start, minus, id)) == NULL || (data = PyList_New(0)) == NULL ||
+        (below = PyNumber_Add(depth, s_one)) == NULL || (data = PyList_New(0)) == NULL ||
         (ctrl = PyList_New(1)) == NULL || (empty = PyTuple_New(0)) == NULL)
         goto done;
     PyList_SET_ITEM(ctrl, 0, Py_NewRef(owner_id));
-    PyObject *fields[16] = {id,      name,    rules->node_type, key,  rules->thread, start, length, length,
+    PyObject *fields[16] = {id,      name,    rules->node_type, Py_None, rules->thread, start, length, length,
                             Py_True, Py_None, Py_None,          data, ctrl,          empty, below,  owner};
     if ((part = PyObject_Vectorcall(rules->item_type, fields, 16, NULL)) == NULL) goto done;
     if (after_wait) {
@@ -179,8 +178,6 @@ done:
     Py_XDECREF(name);
     Py_XDECREF(depth);
     Py_XDECREF(below);
-    Py_XDECREF(minus);
-    Py_XDECREF(key);
     Py_XDECREF(data);
     Py_XDECREF(ctrl);
     Py_XDECREF(empty);

@@ -103,8 +103,9 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 gap_us = item.ts_us - prev_end
                 node_id = builder.next_id
                 builder.next_id += 1
-                gap = Item(node_id, OUTSIDE_OPERATORS, COMP_NODE, (prev_end, -gap_us, node_id), thread=thread)
-                gap.ts_us, gap.dur_us, gap.excl_us = prev_end, gap_us, gap_us
+                gap = Item(
+                    node_id, OUTSIDE_OPERATORS, COMP_NODE, thread=thread, ts_us=prev_end, dur_us=gap_us, excl_us=gap_us
+                )
                 gap.data.append(prev.node_id)
                 item.data.append(node_id)
                 builder.items[node_id] = gap

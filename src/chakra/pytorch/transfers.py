@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from chakra.pytorch.comms import CommCall, CommNode, comm_kind, is_nccl_kernel
-from chakra.pytorch.items import Builder, Item
+from chakra.pytorch.items import Builder, Item, order_key
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, CollectiveCommType
 
@@ -29,7 +29,7 @@ def attach_comm(builder: Builder) -> list[CommNode]:
         if not members:
             builder.report.comm_notes["call outside the converted window"] += 1
             continue
-        kernels = sorted((k for m in members for k in kernels_of.get(m, [])), key=lambda i: i.key)
+        kernels = sorted((k for m in members for k in kernels_of.get(m, [])), key=order_key)
         if kernels:
             transfer = kernels[0]
             for extra in kernels[1:]:

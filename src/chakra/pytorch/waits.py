@@ -17,7 +17,7 @@ from typing import Any
 from chakra._item_scans import part_candidates, wait_candidates
 from chakra._items import gather, nest_thread
 from chakra._parts import make_parts
-from chakra.pytorch.items import Builder, Item, Segment, sort_by_attribute, sorted_by_end, starts_us
+from chakra.pytorch.items import Builder, Item, Segment, order_key, sort_by_attribute, sorted_by_end, starts_us
 from chakra.pytorch.report import COMM_KIND_LABEL
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, METADATA_NODE
 
@@ -267,7 +267,7 @@ def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         if waited.thread not in starts:
             starts[waited.thread] = starts_us(items)
         k = bisect.bisect_left(starts[waited.thread], waited.end_us) - 1
-        last = items[k] if k >= 0 and items[k].key >= waited.key else waited
+        last = items[k] if k >= 0 and order_key(items[k]) >= order_key(waited) else waited
         if last.node_id not in resumed.data and last is not resumed:
             resumed.data.append(last.node_id)
 
