@@ -3,6 +3,7 @@ what its loop in Python did."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,12 +41,18 @@ def test_items_are_grouped_by_thread_in_order_leaving_out_the_metadata_node(spec
 
 @given(count=st.integers(0, 6), with_head=st.booleans(), old=st.lists(st.integers(100, 200), max_size=2))
 def test_each_item_depends_on_the_one_before_and_the_first_on_the_head(count, with_head, old):
-    items = [Item(k, "op", COMP_NODE, (0.0, 0.0, k), data=list(old)) for k in range(1, count + 1)]
+    items = [Item(k, "op", COMP_NODE, (0.0, 0.0, k), data=tuple(old)) for k in range(1, count + 1)]
     head = Item(50, "groups", METADATA_NODE, (0.0, 0.0, 50)) if with_head else None
     chain_items(items, head)
     for k, item in enumerate(items):
-        before = [items[k - 1].node_id] if k else []
-        assert item.data == old + before + ([50] if with_head and k == 0 else [])
+        before = (items[k - 1].node_id,) if k else ()
+        assert item.data == (*old, *before, *((50,) if with_head and k == 0 else ()))
+
+
+def test_an_item_whose_dependencies_are_not_a_tuple_is_refused():
+    items = [Item(1, "op", COMP_NODE), Item(2, "op", COMP_NODE, data=[7])]  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="data must be a tuple"):
+        chain_items(items, None)
 
 
 @given(
@@ -71,6 +78,6 @@ def test_device_work_becomes_items_on_their_streams_after_the_op_that_launched_t
         for i in made
     ] == [
         (10 + k, a.name, None, ("stream", 0, a.stream), a.ts_us, a.dur_us, a.dur_us, False, a,
-         [a.host_id] * (a.host_id in (1, 2)), [a.host_id] * (a.host_id in (1, 2)))
+         (a.host_id,) * (a.host_id in (1, 2)), (a.host_id,) * (a.host_id in (1, 2)))
         for k, a in enumerate(kept)
     ]  # fmt: skip

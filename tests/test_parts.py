@@ -41,7 +41,7 @@ def _parts_by_the_rule(segments, candidates, launched, next_id, items, thread_it
         node_id = next_id
         next_id += 1
         part = Item(node_id, owner.name, COMP_NODE, None, THREAD, start_us, length, length,
-                    True, None, None, [], [owner.node_id], (), owner.depth + 1, owner)  # fmt: skip
+                    True, None, None, (), (owner.node_id,), (), owner.depth + 1, owner)  # fmt: skip
         if after_wait:
             waited, _ = wait_edges[segment.edge]
             wait_edges[segment.edge] = (waited, part)
@@ -50,7 +50,7 @@ def _parts_by_the_rule(segments, candidates, launched, next_id, items, thread_it
         thread_items.append(part)
         for work in in_segment:
             if not segment.first:
-                work.data = [node_id if d == owner.node_id else d for d in work.data]
+                work.data = tuple(node_id if d == owner.node_id else d for d in work.data)
     return next_id
 
 
@@ -84,7 +84,7 @@ def _state(specs, launch_times):
         segments.append(segment)
     launched = {}
     for owner, times in launch_times.items():
-        works = [Item(60 + k, "kernel", COMP_NODE, (t, 0.0, 60 + k), data=[9, owner]) for k, t in enumerate(times)]
+        works = [Item(60 + k, "kernel", COMP_NODE, (t, 0.0, 60 + k), data=(9, owner)) for k, t in enumerate(times)]
         launched[owner] = (sorted(times), works)
     return segments, launched, dict(owners), list(owners.values()), wait_edges
 
@@ -149,17 +149,17 @@ def test_a_comparison_that_empties_the_launch_table_leaves_the_search_intact():
     assert next_id == FIRST_PART_ID and not launched  # 8 µs is short of a part without launched work
 
 
-def test_a_dependency_whose_comparison_grows_the_list_is_replaced_in_a_copy():
+def test_a_dependency_whose_comparison_grows_the_dependencies_is_replaced_in_a_copy():
     segments, launched, items, thread_items, wait_edges = _state([(1, False, False, 1.0, 8.0, 0.0)], {1: [2.0]})
     (work,) = launched[1][1]
 
     class Growing:
         def __eq__(self, other):
-            work.data.extend(range(1000))
+            work.data += tuple(range(1000))
             return False
 
     grower = Growing()
-    work.data = [grower, 1, 1]
+    work.data = (grower, 1, 1)
     make_parts(segments, [0], launched, THREAD, FIRST_PART_ID, Item, COMP_NODE, TRANSFER_TYPES, PART_MIN_US, items,
                thread_items, wait_edges)  # fmt: skip
-    assert work.data == [grower, FIRST_PART_ID, FIRST_PART_ID]
+    assert work.data == (grower, FIRST_PART_ID, FIRST_PART_ID)

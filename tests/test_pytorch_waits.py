@@ -58,7 +58,7 @@ def _nested_by_stack(items: list[Item]) -> tuple[list[tuple], list[tuple]]:
     for segment in segments:
         if segment.owner is not None:
             excl[segment.owner.node_id] += segment.end_us - segment.start_us
-    ops = [(depth[i.node_id], ctrl[i.node_id], excl[i.node_id]) for i in items]
+    ops = [(depth[i.node_id], tuple(ctrl[i.node_id]), excl[i.node_id]) for i in items]
     spans = [(s.start_us, s.end_us, s.owner.node_id if s.owner else None, s.first) for s in segments]
     return ops, spans
 
@@ -126,7 +126,7 @@ class _ComputedTimes:
 
     def __init__(self, node_id: int, start_us: int, dur_us: int):
         self.node_id, self._start, self._dur = node_id, start_us, dur_us
-        self.host, self.ctrl, self.depth, self.excl_us = None, [], 0, 0.0
+        self.host, self.ctrl, self.depth, self.excl_us = None, (), 0, 0.0
 
     @property
     def ts_us(self) -> float:

@@ -59,15 +59,8 @@ fail:
     return NULL;
 }
 
-/* Appends `node_id` to the `data` list of `item`: 0, or -1 with an exception. */
-static int depend(PyObject *item, PyObject *node_id) {
-    PyObject *data = field(item, s_data);
-    if (data == NULL) return -1;
-    int rc = PyList_Check(data) ? PyList_Append(data, node_id) : -1;
-    if (!PyList_Check(data)) PyErr_SetString(PyExc_TypeError, "an item's data must be a list");
-    Py_DECREF(data);
-    return rc;
-}
+/* Adds `node_id` to the `data` tuple of `item`: 0, or -1 with an exception. */
+static int depend(PyObject *item, PyObject *node_id) { return append_to_field(item, s_data, node_id); }
 
 static PyObject *chain_items(PyObject *self, PyObject *args) {
     (void)self;
@@ -111,11 +104,9 @@ static PyObject *device_item(const Devices *devices, PyObject *activity, PyObjec
         (thread = PyTuple_Pack(3, devices->stream_tag, device, stream)) == NULL)
         goto done;
     int launched = host_id == Py_None ? 0 : PyDict_Contains(devices->items, host_id);
-    if (launched < 0 || (data = PyList_New(launched)) == NULL || (ctrl = PyList_New(launched)) == NULL) goto done;
-    if (launched) {
-        PyList_SET_ITEM(data, 0, Py_NewRef(host_id));
-        PyList_SET_ITEM(ctrl, 0, Py_NewRef(host_id));
-    }
+    if (launched < 0 || (data = launched ? PyTuple_Pack(1, host_id) : PyTuple_New(0)) == NULL ||
+        (ctrl = launched ? PyTuple_Pack(1, host_id) : PyTuple_New(0)) == NULL)
+        goto done;
     PyObject *fields[13] = {id, name, devices->node_type, Py_None, thread, ts, dur, dur, Py_False, Py_None, activity, data, ctrl};
     item = PyObject_Vectorcall(devices->item_type, fields, 13, NULL);
 done:

@@ -128,17 +128,13 @@ static int host_parent_is(PyObject *item, PyObject *parent_node_id) {
     return same;
 }
 
-/* Appends the parent's node_id to the item's ctrl when its host node names that parent. */
+/* Adds the parent's node_id to the item's ctrl when its host node names that parent. */
 static int tie_to_parent(PyObject *item, PyObject *parent) {
     PyObject *node_id = field(parent, s_node_id);
     if (node_id == NULL) return -1;
     int same = host_parent_is(item, node_id);
     int status = same;
-    if (same > 0) {
-        PyObject *ctrl = field(item, s_ctrl);
-        status = ctrl == NULL ? -1 : PyList_Append(ctrl, node_id);
-        Py_XDECREF(ctrl);
-    }
+    if (same > 0) status = append_to_field(item, s_ctrl, node_id);
     Py_DECREF(node_id);
     return status < 0 ? -1 : 0;
 }
@@ -351,8 +347,9 @@ static inline int key_less(const SortKey *x, const SortKey *y) {
     return x->c < y->c;
 }
 
-/* Sorts keys[lo:hi] stably by merging halves through `tmp`; a half already in order before the other
- * (the common case: a thread's items with a few appended) costs one comparison. */
+/* Sorts keys[lo:hi] stably by merging halves through `tmp` (room for the left half); a
+ * half already in order before the other (the common case: a thread's items with a few appended) costs one
+ * comparison. */
 static void merge_sort(SortKey *keys, SortKey *tmp, Py_ssize_t lo, Py_ssize_t hi) {
     if (hi - lo < 2) return;
     if (hi - lo <= 16) { /* insertion sort: stable, and fast on short runs */
@@ -368,10 +365,10 @@ static void merge_sort(SortKey *keys, SortKey *tmp, Py_ssize_t lo, Py_ssize_t hi
     merge_sort(keys, tmp, lo, mid);
     merge_sort(keys, tmp, mid, hi);
     if (!key_less(&keys[mid], &keys[mid - 1])) return;
-    memcpy(tmp + lo, keys + lo, (size_t)(mid - lo) * sizeof(SortKey));
-    Py_ssize_t i = lo, j = mid, out = lo;
-    while (i < mid && j < hi) keys[out++] = key_less(&keys[j], &tmp[i]) ? keys[j++] : tmp[i++];
-    while (i < mid) keys[out++] = tmp[i++];
+    memcpy(tmp, keys + lo, (size_t)(mid - lo) * sizeof(SortKey)); /* the left half aside: tmp holds n / 2 */
+    Py_ssize_t i = 0, left = mid - lo, j = mid, out = lo;
+    while (i < left && j < hi) keys[out++] = key_less(&keys[j], &tmp[i]) ? keys[j++] : tmp[i++];
+    while (i < left) keys[out++] = tmp[i++];
 }
 
 /* The key of `value` (its float, or its key tuple) in `key`: 1 where it is one of `*kind` (0: not known
@@ -430,7 +427,7 @@ static PyObject *timed_in_order(PyObject *self, PyObject *args) {
     if (nodes == NULL) return NULL;
     Py_ssize_t size = PyList_GET_SIZE(nodes), count = 0;
     SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
-    SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    SortKey *tmp = PyMem_Malloc((size_t)(size / 2 + 1) * sizeof(SortKey));
     if (keys == NULL || tmp == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -473,7 +470,7 @@ done:
 static int sort_fields(PyObject *objects, PyObject *name, int *sorted) {
     Py_ssize_t size = PyList_GET_SIZE(objects);
     SortKey *keys = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
-    SortKey *tmp = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(SortKey));
+    SortKey *tmp = PyMem_Malloc((size_t)(size / 2 + 1) * sizeof(SortKey));
     PyObject **held = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(PyObject *));
     int status = -1;
     Py_ssize_t read = 0;
@@ -573,7 +570,7 @@ static PyObject *by_end(PyObject *self, PyObject *args) {
     PyObject *items, *ends = NULL, *ordered = NULL;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &items)) return NULL;
     Py_ssize_t size = PyList_GET_SIZE(items);
-    SortKey *keys = PyMem_Malloc(((size_t)size + 1) * sizeof(SortKey)), *tmp = PyMem_Malloc(((size_t)size + 1) * sizeof(SortKey));
+    SortKey *keys = PyMem_Malloc(((size_t)size + 1) * sizeof(SortKey)), *tmp = PyMem_Malloc(((size_t)size / 2 + 1) * sizeof(SortKey));
     if (!keys || !tmp) {
         PyErr_NoMemory();
         goto done;

@@ -5,7 +5,7 @@
  *
  * view_nodes(operators, exclusive_us, parents, node_type, timing_type, input_args_type, no_io, no_value,
  *            no_attrs, annotation_categories, scopes, inputs_of, comm_attrs_of)
- *     -> (nodes, timing, node_of)
+ *     -> (nodes, timing)
  *
  * For the k-th operator (a Kineto host event: `name`, `cat`, `ts`, `dur`, `tid`, `args` with `rf_id`,
  * `seq_id`, `fw_tid`, `collective_name`), node k + 1, made as
@@ -15,7 +15,7 @@
  * `annotation_categories`, else scopes[1]; `inputs` no_io for args not of `input_args_type` or whose
  * `input_dims`, `input_type` and `concrete_inputs` are all `no_value`, else inputs_of(operator); `attrs`
  * no_attrs where `collective_name` is None, else comm_attrs_of(operator). `timing` maps each node id to
- * timing_type(ts, dur, exclusive_us[k], tid), `node_of` maps id() of each operator to its node id.
+ * timing_type(ts, dur, exclusive_us[k], tid).
  * Every node and timing of one thread shares one `tid` object, and a parent's id is its node's id object:
  * the events' own are let go with them, and a whole trace holds a few hundred thousand of each.
  *
@@ -152,27 +152,25 @@ static PyObject *view_nodes(PyObject *self, PyObject *args) {
     exclusive_us = PyList_AsTuple(exclusive_us);
     parents = PyList_AsTuple(parents);
     shared.zero = PyLong_FromLong(0);
-    PyObject *nodes = PyList_New(0), *timing = PyDict_New(), *node_of = PyDict_New(), *threads = PyDict_New();
+    PyObject *nodes = PyList_New(0), *timing = PyDict_New(), *threads = PyDict_New();
     PyObject *tids = PyDict_New(), *out = NULL;
     PyObject **ids = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(PyObject *)); /* borrowed: `timing` holds them */
-    if (!operators || !exclusive_us || !parents || !shared.zero || !nodes || !timing || !node_of || !threads || !tids ||
+    if (!operators || !exclusive_us || !parents || !shared.zero || !nodes || !timing || !threads || !tids ||
         !ids) {
         if (ids == NULL) PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t k = 0; k < size; k++) {
         PyObject *op = PyTuple_GET_ITEM(operators, k);
-        PyObject *id = PyLong_FromSsize_t(k + 1), *key = id != NULL ? PyLong_FromVoidPtr(op) : NULL;
+        PyObject *id = PyLong_FromSsize_t(k + 1);
         ids[k] = id;
-        int rc = key == NULL ? -1
-                             : add_node(&shared, op, id, PyTuple_GET_ITEM(parents, k), PyTuple_GET_ITEM(exclusive_us, k),
-                                        threads, tids, ids, nodes, timing);
-        if (rc == 0) rc = PyDict_SetItem(node_of, key, id);
+        int rc = id == NULL ? -1
+                            : add_node(&shared, op, id, PyTuple_GET_ITEM(parents, k), PyTuple_GET_ITEM(exclusive_us, k),
+                                       threads, tids, ids, nodes, timing);
         Py_XDECREF(id);
-        Py_XDECREF(key);
         if (rc < 0) goto done;
     }
-    out = PyTuple_Pack(3, nodes, timing, node_of);
+    out = PyTuple_Pack(2, nodes, timing);
 done:
     Py_XDECREF(operators);
     Py_XDECREF(exclusive_us);
@@ -180,7 +178,6 @@ done:
     Py_XDECREF(shared.zero);
     Py_XDECREF(nodes);
     Py_XDECREF(timing);
-    Py_XDECREF(node_of);
     Py_XDECREF(threads);
     Py_XDECREF(tids);
     PyMem_Free(ids);
@@ -231,7 +228,7 @@ static PyMethodDef methods[] = {
     {"own_copies", own_copies, METH_O, "own_copies(events) -> list: each event copied with its args"},
     {"view_nodes", view_nodes, METH_VARARGS,
      "view_nodes(operators, exclusive_us, parents, node_type, timing_type, input_args_type, no_io, no_value, no_attrs, "
-     "annotation_categories, scopes, inputs_of, comm_attrs_of) -> (nodes, timing, node_of)"},
+     "annotation_categories, scopes, inputs_of, comm_attrs_of) -> (nodes, timing)"},
     {NULL, NULL, 0, NULL},
 };
 

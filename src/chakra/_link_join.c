@@ -26,8 +26,8 @@
  * and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id, launch's
  * name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
  * correlation read as None where it is not an int (bools are not), its launch `calls[correlation]`, the
- * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (None where any
- * of these is missing), its stream the args' `stream` unless None, else the event's tid (args not of
+ * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (that op itself
+ * where `host_of_event` is None: `enclosing` then gives host ids) (None where any of these is missing), its stream the args' `stream` unless None, else the event's tid (args not of
  * `args_type` are read with .get("stream", tid)). `unattached` lists (index, reason) for the events without
  * a host id: 0 for no launch, 1 for a launch outside every op, 2 for an op without a host id. With
  * `own_args` true, an activity holds a copy of args of `args_type` (`__copy__`): a caller that lets the
@@ -339,6 +339,10 @@ static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclo
     PyObject *op = key == NULL ? NULL : value_of(enclosing, key);
     Py_XDECREF(key);
     if (op == NULL) return PyErr_Occurred() ? -2 : 1;
+    if (host_of_event == Py_None) { /* the enclosing ops are given as their host ids */
+        *host_id = op;
+        return -1;
+    }
     key = PyLong_FromVoidPtr(op);
     Py_DECREF(op);
     if (key == NULL) return -2;
@@ -413,9 +417,13 @@ static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *events, *calls, *enclosing, *host_of_event, *activity_type, *args_type;
     int own_args = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO|p:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
-                          &PyDict_Type, &enclosing, &PyDict_Type, &host_of_event, &activity_type, &args_type, &own_args))
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO|p:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
+                          &PyDict_Type, &enclosing, &host_of_event, &activity_type, &args_type, &own_args))
         return NULL;
+    if (host_of_event != Py_None && !PyDict_Check(host_of_event)) {
+        PyErr_SetString(PyExc_TypeError, "attach_device_work: host_of_event must be a dict or None");
+        return NULL;
+    }
     events = PyList_AsTuple(events);
     PyObject *activities = events == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(events));
     PyObject *unattached = PyList_New(0), *tids = PyDict_New(), *out = NULL;

@@ -15,7 +15,7 @@ def attach_device_work(
     events: list[Any],
     calls: dict[int, Any],
     enclosing: dict[int, Any],
-    host_of_event: dict[int, int],
+    host_of_event: dict[int, int] | None,
     activity_type: type,
     args_type: type,
     own_args: bool = False,

@@ -13,7 +13,7 @@
  * launched device work in it (`launched`: owner node_id -> (launch times sorted, work items), the work in
  * [start_us, end_us) found as bisect.bisect_left finds it). The part is
  *     item_type(id, owner.name, node_type, None, thread, start, length, length, True, None,
- *               None, [], [owner.node_id], (), owner.depth + 1, owner)
+ *               None, (), (owner.node_id,), (), owner.depth + 1, owner)
  * with ids from `next_id` up, put in `items` (by id) and `thread_items`; after a wait it takes the place of
  * the resumed item in `wait_edges[segment.edge]`; its length comes off the owner's `excl_us` (at least
  * 0.0, as max() takes it); when the segment is not the owner's first, the work launched in it depends on
@@ -76,17 +76,18 @@ static int depend_on_part(PyObject *works, PyObject *owner_id, PyObject *part_id
     for (Py_ssize_t w = 0; w < PyList_GET_SIZE(works); w++) {
         PyObject *work = PyList_GET_ITEM(works, w), *data = field(work, s_data);
         if (data == NULL) return -1;
-        PyObject *fresh = PySequence_List(data); /* a new list: no comparison can reach it */
+        PyObject *held = PySequence_Tuple(data); /* held: no comparison can change what is read */
         Py_DECREF(data);
-        if (fresh == NULL) return -1;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(fresh); k++) {
-            int same = PyObject_RichCompareBool(PyList_GET_ITEM(fresh, k), owner_id, Py_EQ);
-            if (same < 0) {
-                Py_DECREF(fresh);
-                return -1;
-            }
-            if (same) PyList_SetItem(fresh, k, Py_NewRef(part_id)); /* the item it replaces is released */
+        Py_ssize_t size = held == NULL ? 0 : PyTuple_GET_SIZE(held);
+        PyObject *fresh = held == NULL ? NULL : PyTuple_New(size); /* a new tuple, filled here */
+        for (Py_ssize_t k = 0; fresh != NULL && k < size; k++) {
+            PyObject *dep = PyTuple_GET_ITEM(held, k);
+            int same = PyObject_RichCompareBool(dep, owner_id, Py_EQ);
+            if (same < 0) Py_CLEAR(fresh);
+            else PyTuple_SET_ITEM(fresh, k, Py_NewRef(same ? part_id : dep));
         }
+        Py_XDECREF(held);
+        if (fresh == NULL) return -1;
         int rc = set_field(work, s_data, fresh);
         Py_DECREF(fresh);
         if (rc < 0) return -1;
@@ -150,10 +151,9 @@ static int add_part(const Rules *rules, PyObject *segment, PyObject *owner, PyOb
     PyObject *part = NULL, *edge = NULL, *empty = NULL;
     int rc = -1;
     if ((name = field(owner, s_name)) == NULL || (depth = field(owner, s_depth)) == NULL ||
-        (below = PyNumber_Add(depth, s_one)) == NULL || (data = PyList_New(0)) == NULL ||
-        (ctrl = PyList_New(1)) == NULL || (empty = PyTuple_New(0)) == NULL)
+        (below = PyNumber_Add(depth, s_one)) == NULL || (data = PyTuple_New(0)) == NULL ||
+        (ctrl = PyTuple_Pack(1, owner_id)) == NULL || (empty = PyTuple_New(0)) == NULL)
         goto done;
-    PyList_SET_ITEM(ctrl, 0, Py_NewRef(owner_id));
     PyObject *fields[16] = {id,      name,    rules->node_type, Py_None, rules->thread, start, length, length,
                             Py_True, Py_None, Py_None,          data, ctrl,          empty, below,  owner};
     if ((part = PyObject_Vectorcall(rules->item_type, fields, 16, NULL)) == NULL) goto done;

@@ -86,6 +86,30 @@ static inline int set_field(PyObject *obj, PyObject *name, PyObject *value) {
     return 0;
 }
 
+/* Sets the tuple attribute `name` of `obj` to that tuple with `value` added at its end, as
+ * `obj.name += (value,)` does (an item's dependencies: tuples, a third the size of lists of one); 0, or -1
+ * with an exception (TypeError where the attribute is not a tuple). */
+static inline int append_to_field(PyObject *obj, PyObject *name, PyObject *value) {
+    PyObject *old = field(obj, name);
+    if (old == NULL) return -1;
+    if (!PyTuple_Check(old)) {
+        PyErr_Format(PyExc_TypeError, "%U must be a tuple", name);
+        Py_DECREF(old);
+        return -1;
+    }
+    Py_ssize_t size = PyTuple_GET_SIZE(old);
+    PyObject *grown = PyTuple_New(size + 1);
+    if (grown != NULL) {
+        for (Py_ssize_t k = 0; k < size; k++) PyTuple_SET_ITEM(grown, k, Py_NewRef(PyTuple_GET_ITEM(old, k)));
+        PyTuple_SET_ITEM(grown, size, Py_NewRef(value));
+    }
+    Py_DECREF(old);
+    if (grown == NULL) return -1;
+    int rc = set_field(obj, name, grown);
+    Py_DECREF(grown);
+    return rc;
+}
+
 /* The attribute names a module reads, interned once at its import. */
 typedef struct {
     PyObject **name;

@@ -190,7 +190,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     events.host_ops = operators
     exclusive, parents = nest_events(operators)
     # an operator's node is its place, from 1; made in C, with its timing and its thread numbered
-    nodes, timing, node_id = view_nodes(
+    nodes, timing = view_nodes(
         operators, exclusive, parents, HostNode, HostTiming, KinetoInputArgs, _NO_IO, NO_VALUE, _NO_ATTRS,
         _ANNOTATION_CATEGORIES, (USER_SCOPE, FUNCTION_SCOPE), _inputs, _comm_attrs,
     )  # fmt: skip
@@ -209,7 +209,7 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     # the events the conversion keeps past the view (activities' args, sync calls, event records) are
     # copies: a whole trace's conversion lets the events go, and these, one in each of the allocator's
     # pools, kept every pool of them in use (a tenth of its peak)
-    activities = attach_activities(events, parents, node_id, report, own_args=True)
+    activities = attach_activities(events, parents, None, report, own_args=True)  # operator k is node k + 1
     return LinkedTrace(
         host,
         trace,

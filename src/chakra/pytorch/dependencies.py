@@ -55,7 +55,7 @@ def inter_thread(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 if k >= 0 and (best is None or finished_ends[other][k] > best.end_us):
                     best = finished[other][k]
             if best is not None and best.node_id not in item.data:
-                item.data.append(best.node_id)
+                item.data += (best.node_id,)
                 builder.report.inter_thread_deps += 1
 
 
@@ -104,10 +104,10 @@ def busy_gaps(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 node_id = builder.next_id
                 builder.next_id += 1
                 gap = Item(
-                    node_id, OUTSIDE_OPERATORS, COMP_NODE, thread=thread, ts_us=prev_end, dur_us=gap_us, excl_us=gap_us
-                )
-                gap.data.append(prev.node_id)
-                item.data.append(node_id)
+                    node_id, OUTSIDE_OPERATORS, COMP_NODE, thread=thread, ts_us=prev_end, dur_us=gap_us, excl_us=gap_us,
+                    data=(prev.node_id,),
+                )  # fmt: skip
+                item.data += (node_id,)
                 builder.items[node_id] = gap
                 added.append(gap)
                 builder.report.gaps += 1
@@ -149,20 +149,20 @@ def host_only_structure(builder: Builder, by_thread: dict[Any, list[Item]]) -> N
     for item in builder.items.values():
         parent = item.host.parent if item.host is not None else None
         if parent is not None and parent != item.node_id and parent in builder.items and parent not in item.ctrl:
-            item.ctrl.append(parent)
+            item.ctrl += (parent,)
     for call in builder.calls.values():
         transfer = next((transfers[m] for m in call.member_ids if m in transfers), None)
         issuer = builder.items.get(call.root_id)
         if transfer is None or issuer is None:
             continue
         if transfer is not issuer and issuer.node_id not in transfer.data:
-            transfer.data.append(issuer.node_id)
+            transfer.data += (issuer.node_id,)
         if call.async_op is False:
             after = max(call.member_ids)
             items = by_thread.get(issuer.thread, [])
             k = bisect.bisect_right([i.node_id for i in items], after)
             if k < len(items):
-                items[k].data.append(transfer.node_id)
+                items[k].data += (transfer.node_id,)
 
 
 def tensor_deps(builder: Builder) -> None:
@@ -181,7 +181,7 @@ def tensor_deps(builder: Builder) -> None:
         for tensor in inputs:
             producer = writer.get(tensor)
             if producer is not None and producer.thread != item.thread and producer.node_id not in item.data:
-                item.data.append(producer.node_id)
+                item.data += (producer.node_id,)
                 builder.report.data_deps += 1
         outputs = _tensor_ids(_safe_values(item.host.outputs.raw_values))
         for tensor in outputs + (inputs if is_transfer else []):

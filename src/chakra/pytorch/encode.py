@@ -92,10 +92,11 @@ _ITEM_PATHS = tuple(
     for index, field in enumerate(_Columns._fields)
 )
 #: What the encoder reads of all items at once: for the ids, the threads and the report.
-_SUMMARY_PATHS = (
-    ("node_id",), ("thread",), ("host", "tid"), ("host", "scope"), ("ts_us",), ("dur_us",), ("node_type",),
-    ("activity", "cat"),
-)  # fmt: skip
+#: The columns of the whole conversion read before its nodes are encoded, a few at a time (each is a list
+#: of a pointer per node: at a whole trace's peak, eight at once were 15 MiB).
+_THREAD_PATHS = (("thread",), ("host", "tid"), ("host", "scope"))
+_SPAN_PATHS = (("ts_us",), ("dur_us",))
+_KIND_PATHS = (("node_type",), ("activity", "cat"))
 #: The JSON texts of an op's IO lists that a node carries (:class:`~chakra.pytorch.host.IOLists`).
 _IO_FIELDS = ("raw_values", "raw_shapes", "raw_types")
 
@@ -141,18 +142,18 @@ class _Encoder:
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
         items = list(self.items.values())
         sort_by_attribute(items, "key")
-        node_ids, threads, tids, scopes, starts, durations, node_types, categories = gather(items, _SUMMARY_PATHS)
+        (node_ids,) = gather(items, (("node_id",),))
         ranks = dense_ranks(node_ids)  # the encoder reads an array, not a dict, where ids allow it
         new_id: Mapping[int, int] | memoryview = (
             dict(zip(node_ids, range(len(items)), strict=True)) if ranks is None else memoryview(ranks).cast("q")
         )
-        thread_ids = _thread_ids(threads, tids, scopes) if self.linked else {}
-        span_us = _measured_span_us(starts, durations)
+        del node_ids
+        thread_ids = _thread_ids(*gather(items, _THREAD_PATHS)) if self.linked else {}
+        span_us = _measured_span_us(*gather(items, _SPAN_PATHS))
         if span_us is not None:
             self.report.measured_span_us = span_us
-        for (node_type, category), kind_count in _count_rows((node_types, categories)).items():
+        for (node_type, category), kind_count in _count_rows(gather(items, _KIND_PATHS)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
-        del node_ids, threads, tids, scopes, starts, durations, node_types, categories
         self.launcher_rf_ids = self._launcher_rf_ids()
         # the items are let go batch by batch, as their records are written: the records are a third of
         # the items' size, so the peak is before the first batch, not after the last

@@ -60,8 +60,9 @@ class Item(msgspec.Struct, gc=False):
     is_cpu: bool = True
     host: HostNode | None = None
     activity: DeviceActivity | None = None
-    data: list[int] = msgspec.field(default_factory=list)
-    ctrl: list[int] = msgspec.field(default_factory=list)
+    # the node ids it depends on: tuples (a third the size of a list of one id), added to with ``+=``
+    data: tuple[int, ...] = ()
+    ctrl: tuple[int, ...] = ()
     # attributes a step adds (a transfer's): one shared empty tuple until then, not a list per item
     attrs: tuple[tuple[str, Any], ...] = ()
     depth: int = 0

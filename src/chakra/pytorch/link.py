@@ -273,7 +273,7 @@ def _link(host: HostTrace, device: KinetoTrace, min_name_agreement: float) -> Li
 def attach_activities(
     events: KinetoEvents,
     parents: list[int],
-    host_of_kineto: dict[int, int],
+    host_of_kineto: dict[int, int] | None,
     report: LinkReport,
     *,
     own_args: bool = False,
@@ -282,18 +282,20 @@ def attach_activities(
     op that launched it: its runtime call by ``correlation`` (every kernel of a CUDA graph shares its
     ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call (``parents``: the
     host ops' nesting, :func:`nest_events`), then ``host_of_kineto`` (``id()`` of a Kineto op -> host
-    id). Counts go to ``report``. With ``own_args``, each activity holds a copy of its event's args, for a
-    caller that lets the events go (see :func:`chakra._link_join.attach_device_work`)."""
+    id; None: the op at index k of ``events.host_ops`` is host op k + 1, as a profiler view numbers
+    them). Counts go to ``report``. With ``own_args``, each activity holds a copy of its event's args,
+    for a caller that lets the events go (see :func:`chakra._link_join.attach_device_work`)."""
     calls = dict(events.launches)  # correlation -> the runtime call that caused device work
     for call in events.sync_calls:
         if call.correlation is not None:
             calls.setdefault(call.correlation, call)
     launches = list(calls.values())
-    enclosing = {
-        id(launch): events.host_ops[k]
-        for launch, k in zip(launches, enclosing_ops(events.host_ops, parents, launches), strict=True)
-        if k >= 0
-    }
+    found = zip(launches, enclosing_ops(events.host_ops, parents, launches), strict=True)
+    enclosing = (
+        {id(launch): events.host_ops[k] for launch, k in found if k >= 0}
+        if host_of_kineto is not None
+        else {id(launch): k + 1 for launch, k in found if k >= 0}  # the host ids themselves
+    )
     # each event's activity, made in C; the events that are not attached, with why
     activities, unattached = attach_device_work(
         events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs, own_args

@@ -249,7 +249,7 @@ def _wait(
             return True
     j = bisect.bisect_left(item_starts, after_us)
     if j < len(thread_items) and waited.node_id not in thread_items[j].data:
-        thread_items[j].data.append(waited.node_id)
+        thread_items[j].data += (waited.node_id,)
         return True
     return False
 
@@ -354,7 +354,7 @@ def stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         if source.end_us > (target.ts_us or 0.0) + BLOCKING_COPY_TOLERANCE_US:
             counts["stream wait not added: the waiting work started before the awaited work ended"] += 1
             continue
-        target.data.append(source.node_id)
+        target.data += (source.node_id,)
         counts[how] += 1
 
 
@@ -394,7 +394,7 @@ def timed_stream_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> No
                 continue
             source, how = max(ended, key=lambda pair: pair[0].end_us)
             if start_us - source.end_us <= _resume_us(delay_us) and source.node_id not in item.data:
-                item.data.append(source.node_id)
+                item.data += (source.node_id,)
                 counts[how] += 1
 
 

@@ -47,7 +47,7 @@ def attach_comm(builder: Builder) -> list[CommNode]:
             and issuer.thread != transfer.thread
             and issuer.node_id not in transfer.data
         ):
-            transfer.data.append(issuer.node_id)
+            transfer.data += (issuer.node_id,)
         comm_nodes.append(_make_comm(builder, call, transfer))
     for item in builder.activity_items:
         if is_nccl_kernel(item.name) and item.node_id not in claimed:

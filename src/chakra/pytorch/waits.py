@@ -269,7 +269,7 @@ def tie_waits(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
         k = bisect.bisect_left(starts[waited.thread], waited.end_us) - 1
         last = items[k] if k >= 0 and order_key(items[k]) >= order_key(waited) else waited
         if last.node_id not in resumed.data and last is not resumed:
-            resumed.data.append(last.node_id)
+            resumed.data += (last.node_id,)
 
 
 def absorb_pickup(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
