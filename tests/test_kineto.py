@@ -146,6 +146,15 @@ def test_a_call_run_as_two_nccl_kernels_is_one_collective_on_the_earlier_kernel(
     assert [n.name for n in conversion.nodes if n.name.endswith("_b")] == ["ncclKernel_AllReduce_RING_LL_Sum_float_b"]
 
 
+def test_a_conversion_that_releases_the_timing_writes_the_same_nodes():
+    trace = load_kineto_trace(require_shared("hta/cuda_event_sync_multi_stream_kineto.json.gz"))
+    kept, released = profiler_view(trace, WHOLE_TRACE), profiler_view(trace, WHOLE_TRACE)
+    assert convert(released.host, linked=released, release_timing=True).payloads == (
+        convert(kept.host, linked=kept).payloads
+    )
+    assert kept.timing and released.timing == {}
+
+
 def test_what_the_view_keeps_of_the_events_is_copies_equal_to_them():
     """The conversion lets the events go after the view: the args of its activities and the sync calls and
     event records it keeps are its own copies, so that none of the events stays in memory."""

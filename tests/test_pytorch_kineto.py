@@ -100,9 +100,9 @@ def test_a_trace_read_in_pieces_has_the_events_of_the_whole_file(name: str):
     )
 
 
-def test_phases_categories_and_operator_names_are_kept_once():
+def test_phases_categories_operator_names_and_thread_and_process_ids_are_kept_once():
     events = load_kineto_trace(require_shared("hta/alexnet_kineto.json.gz")).events
-    for field in ("ph", "cat", "name"):
+    for field in ("ph", "cat", "name", "tid", "pid"):
         values = [getattr(e, field) for e in events]
         assert len({id(v) for v in values}) == len(set(values)), field
     assert {type(e.cat) for e in events} == {KinetoCategory}

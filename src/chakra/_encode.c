@@ -21,7 +21,8 @@
  * one length) occurs, as Counter(zip(*columns)) counts it (keys the rows as tuples, in the order they
  * first occur), leaving out the rows whose value in column `skip` is None (-1: none left out); None for
  * more than COUNT_ROWS_MAX distinct rows: the caller counts them. The rows are compared without making
- * a tuple of each: a batch's node kinds, a trace's threads.
+ * a tuple of each: a batch's node kinds, a trace's threads. The lists are read as they are, as zip() reads
+ * them: a comparison that shortens one ends the rows there.
  */
 #include "_encode.h"
 
@@ -215,12 +216,12 @@ static PyObject *span_us(PyObject *self, PyObject *args) {
 #define COUNT_ROWS_MAX 64
 #define COUNT_COLUMNS_MAX 8
 
-/* Whether row `i` of the columns (tuples) is `row`: identical objects first, then equal values. */
-static int same_row(PyObject *const *columns, Py_ssize_t n_cols, Py_ssize_t i, PyObject *const *row) {
+/* Whether the cells of a row are `row`: identical objects first, then equal values. */
+static int same_row(PyObject *const *cells, Py_ssize_t n_cols, PyObject *const *row) {
     Py_ssize_t c = 0;
-    while (c < n_cols && PyTuple_GET_ITEM(columns[c], i) == row[c]) c++;
+    while (c < n_cols && cells[c] == row[c]) c++;
     for (; c < n_cols; c++) {
-        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(columns[c], i), row[c], Py_EQ);
+        int same = PyObject_RichCompareBool(cells[c], row[c], Py_EQ);
         if (same <= 0) return same;
     }
     return 1;
@@ -243,34 +244,46 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
             return NULL;
         }
         size = PyList_GET_SIZE(column);
+        columns[c] = column; /* borrowed: `given` holds them */
     }
-    /* private copies, and the distinct rows held: a comparison runs Python code, which may change the lists */
-    Py_ssize_t copied = 0;
-    PyObject *rows[COUNT_ROWS_MAX][COUNT_COLUMNS_MAX], *out = NULL;
+    /* a comparison runs Python code, which may change the lists: each row's cells are held while it is
+     * compared, and the rows are read up to the shortest list's end then, as zip() reads them (a copy of
+     * every column was a list of pointers per node more at a whole trace's peak) */
+    PyObject *rows[COUNT_ROWS_MAX][COUNT_COLUMNS_MAX], *cells[COUNT_COLUMNS_MAX], *out = NULL;
     Py_ssize_t counts[COUNT_ROWS_MAX], distinct = 0, last = 0;
-    for (; copied < n_cols; copied++)
-        if ((columns[copied] = PyList_AsTuple(PyTuple_GET_ITEM(given, copied))) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < size; i++) {
-        if (skip >= 0 && PyTuple_GET_ITEM(columns[skip], i) == Py_None) continue;
-        /* the row of the last match first: rows repeat in runs */
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t c = 0;
+        while (c < n_cols && i < PyList_GET_SIZE(columns[c])) c++;
+        if (c < n_cols) break;
+        for (c = 0; c < n_cols; c++) cells[c] = Py_NewRef(PyList_GET_ITEM(columns[c], i));
         Py_ssize_t k = -1;
-        for (Py_ssize_t tried = 0; tried < distinct && k < 0; tried++) {
-            Py_ssize_t at = (last + tried) % distinct;
-            int same = same_row(columns, n_cols, i, rows[at]);
-            if (same < 0) goto done;
-            if (same) k = at;
-        }
-        if (k < 0) {
-            if (distinct == COUNT_ROWS_MAX) {
-                out = Py_NewRef(Py_None);
-                goto done;
+        int failed = 0;
+        if (skip < 0 || cells[skip] != Py_None) {
+            /* the row of the last match first: rows repeat in runs */
+            for (Py_ssize_t tried = 0; tried < distinct && k < 0 && !failed; tried++) {
+                Py_ssize_t at = (last + tried) % distinct;
+                int same = same_row(cells, n_cols, rows[at]);
+                if (same < 0) failed = 1;
+                else if (same) k = at;
             }
-            k = distinct++;
-            for (Py_ssize_t c = 0; c < n_cols; c++) rows[k][c] = Py_NewRef(PyTuple_GET_ITEM(columns[c], i));
-            counts[k] = 0;
+            if (!failed && k < 0 && distinct < COUNT_ROWS_MAX) {
+                k = distinct++;
+                for (c = 0; c < n_cols; c++) rows[k][c] = Py_NewRef(cells[c]);
+                counts[k] = 0;
+            }
+            if (k >= 0) {
+                counts[k]++;
+                last = k;
+            }
+        } else {
+            k = 0; /* left out */
         }
-        counts[k]++;
-        last = k;
+        for (c = 0; c < n_cols; c++) Py_DECREF(cells[c]);
+        if (failed) goto done;
+        if (k < 0) { /* more distinct rows than kept: the caller counts them */
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
     }
     out = PyDict_New();
     for (Py_ssize_t k = 0; out != NULL && k < distinct; k++) {
@@ -283,7 +296,6 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
 done:
     for (Py_ssize_t k = 0; k < distinct; k++)
         for (Py_ssize_t c = 0; c < n_cols; c++) Py_DECREF(rows[k][c]);
-    for (Py_ssize_t c = 0; c < copied; c++) Py_DECREF(columns[c]);
     return out;
 }
 

@@ -41,7 +41,8 @@
  *
  * share_values(events, start, field, shared) -> None: for events[start:], sets `field` to the equal
  * value kept in the dict `shared` (value -> itself), adding the ones it lacks: a decoder makes an
- * object per event of what repeats (operator names, thread ids).
+ * object per event of what repeats (operator names, thread and process ids). An event whose value equals
+ * the one before's (an int or a str) takes that one's without a lookup.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -656,6 +657,18 @@ static PyObject *join_index(PyObject *self, PyObject *args) {
     return first == NULL ? NULL : Py_BuildValue("(Nn)", first, count);
 }
 
+/* Whether `value` and `other` are equal ints or equal strs (exact types: no Python code runs): the events
+ * of one thread come in runs, and a dict lookup per event was most of the pass. */
+static inline int same_int_or_str(PyObject *value, PyObject *other) {
+    if (Py_TYPE(value) != Py_TYPE(other)) return 0;
+    if (PyLong_CheckExact(value)) {
+        int overflow_a, overflow_b;
+        long long a = PyLong_AsLongLongAndOverflow(value, &overflow_a), b = PyLong_AsLongLongAndOverflow(other, &overflow_b);
+        return !overflow_a && !overflow_b && a == b && !PyErr_Occurred();
+    }
+    return PyUnicode_CheckExact(value) && PyUnicode_Compare(value, other) == 0;
+}
+
 static PyObject *share_values(PyObject *self, PyObject *args) {
     PyObject *events, *attribute, *shared;
     Py_ssize_t start;
@@ -664,10 +677,12 @@ static PyObject *share_values(PyObject *self, PyObject *args) {
     Py_INCREF(attribute); /* interned: the slot cache compares names by identity */
     PyUnicode_InternInPlace(&attribute);
     int failed = 0;
+    PyObject *last = NULL; /* the value kept for the event before (borrowed: `shared` holds it) */
     for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(events); i++) {
         PyObject *event = PyList_GET_ITEM(events, i);
-        PyObject *value = field(event, attribute);
-        PyObject *kept = value == NULL ? NULL : PyDict_SetDefault(shared, value, value); /* borrowed */
+        PyObject *value = field(event, attribute), *kept = NULL; /* borrowed */
+        if (value != NULL && last != NULL && (value == last || same_int_or_str(value, last))) kept = last;
+        else if (value != NULL) kept = last = PyDict_SetDefault(shared, value, value);
         int status = kept == NULL ? -1 : kept == value ? 0 : set_field(event, attribute, kept);
         Py_XDECREF(value);
         if (status < 0) {

@@ -54,7 +54,7 @@ def _convert_trace(job: _Job) -> RankResult:
     del events
     linked.events = None
     rank = trace_file.rank
-    conversion = convert(linked.host, linked=linked, rank=rank)
+    conversion = convert(linked.host, linked=linked, rank=rank, release_timing=True)
     report = conversion.report
     report.window = window.label
     report.events = fates

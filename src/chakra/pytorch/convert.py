@@ -128,23 +128,30 @@ def convert(
     rank: int | None = None,
     data_deps: bool = False,
     linked: LinkedTrace | None = None,
+    release_timing: bool = False,
 ) -> Conversion:
     """Convert one rank: ``host`` with its Kineto ``device`` trace (or an already ``linked`` pair),
     or host-only when neither is given. Raises :class:`~chakra.errors.ChakraInputError` when the two
-    traces come from different runs. Collectives are written as the types that ran."""
+    traces come from different runs. Collectives are written as the types that ran. With
+    ``release_timing``, ``linked.timing`` is emptied once the host ops' items are made from it, for a
+    caller that keeps nothing of ``linked`` (a whole trace's timings are a twentieth of its peak)."""
     if linked is None and device is not None:
         linked = link(host, device)
     # the builder allocates a few objects per op and frees none until the end: the cyclic
     # collector would rescan the whole trace again and again (a third of the time)
     with gc_paused():
-        return _convert(host, linked, rank, data_deps)
+        return _convert(host, linked, rank, data_deps, release_timing)
 
 
-def _convert(host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool) -> Conversion:
+def _convert(
+    host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, release_timing: bool = False
+) -> Conversion:
     if rank is None and linked is not None:
         rank = linked.device.rank
     builder = Builder(host, linked, rank, data_deps)
     builder.add_host_ops()
+    if release_timing and linked is not None:
+        linked.timing = {}  # the items hold the times; nothing after reads them
     builder.add_device_activities()
     comm_nodes = attach_comm(builder)
     by_thread = builder.threads()

@@ -412,6 +412,7 @@ def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
     events: list[KinetoEvent] = []
     known = True
     names: dict[str, str] = {}
+    threads: dict[int, int] = {}
 
     def decode(piece: bytearray) -> list[KinetoEvent]:
         nonlocal known
@@ -428,6 +429,8 @@ def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
             for piece in reader.items():
                 # a trace has a few hundred operator names over its hundreds of thousands of events
                 _kineto_events.share_values(piece, 0, "name", names)
+                _kineto_events.share_values(piece, 0, "tid", threads)
+                _kineto_events.share_values(piece, 0, "pid", threads)
                 events += piece
         head = _DECODERS[(False, False)].decode(reader.rest)
     except (NotStreamable, msgspec.DecodeError, *io.DECOMPRESS_ERRORS):
