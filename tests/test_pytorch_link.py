@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from helpers import GLOO_RANKS, host_node, kineto_kernel, kineto_launch, kineto_op, require_shared, write_trace_pair
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from chakra._kineto_events import sort_by_start
 from chakra._link_join import attach_device_work, join_host_ops
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import HostNode, IOLists, load_host_trace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoArgs, KinetoEvent, load_kineto_trace
+from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, ActivityArgs, KinetoArgs, KinetoEvent, load_kineto_trace
 from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, HostTiming, enclosing_ops, link, nest_events
 
 
@@ -320,7 +321,7 @@ def test_a_launch_or_op_mapped_to_none_is_missing():
     assert found == [[(0, 0)], [(0, 1)], [(0, 2)]]
 
 
-def test_device_work_can_hold_copies_of_its_args_for_a_caller_that_lets_the_events_go():
+def test_device_work_can_keep_what_a_conversion_reads_of_its_args_for_a_caller_that_lets_the_events_go():
     class Args:  # args of another type are kept as they are
         correlation = 5
 
@@ -329,14 +330,24 @@ def test_device_work_can_hold_copies_of_its_args_for_a_caller_that_lets_the_even
 
     launch = KinetoEvent(name="cudaLaunchKernel", tid=123456, ts=3.0, dur=1.0)
     kernels = [
-        KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=5, stream=7)),
+        KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=5, stream=7, external_id=9)),
+        KinetoEvent(name="m", cat="gpu_memcpy", args=KinetoArgs(correlation=5, stream=7, bytes=64)),
         KinetoEvent(name="c", cat="gpu_memcpy", args=Args()),
     ]
     shared, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs)
-    owned, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs, True)
-    assert owned == shared
-    assert [a.args is k.args for a, k in zip(shared, kernels, strict=True)] == [True, True]
-    assert [a.args is k.args for a, k in zip(owned, kernels, strict=True)] == [False, True]
+    kept, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs, ActivityArgs)
+    assert [a.args is k.args for a, k in zip(shared, kernels, strict=True)] == [True, True, True]
+    assert [a.args for a in kept[:2]] == [ActivityArgs(stream=7), ActivityArgs(bytes=64, stream=7)]
+    assert kept[2].args is kernels[2].args
+    assert [msgspec.structs.replace(a, args=None) for a in kept] == [
+        msgspec.structs.replace(a, args=None) for a in shared
+    ]
+
+
+def test_an_activity_whose_args_hold_nothing_a_conversion_reads_shares_one_empty_kept_args():
+    kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c, external_id=c)) for c in (5, 6)]
+    first, second = attach_device_work(kernels, {}, {}, {}, DeviceActivity, KinetoArgs, ActivityArgs)[0]
+    assert first.args == ActivityArgs() and second.args is first.args
 
 
 def test_the_launches_of_a_thread_share_one_tid_object():

@@ -21,25 +21,29 @@
  * a str (the caller's rule in Python takes those); ValueError for ops not sorted by start or a parent
  * that is not one of them.
  *
- * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, own_args]) ->
- * (activities, unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with `correlation`
- * and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id, launch's
- * name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
+ * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, kept_args]) ->
+ * (activities, unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with
+ * `correlation` and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id,
+ * launch's name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
  * correlation read as None where it is not an int (bools are not), its launch `calls[correlation]`, the
- * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (that op itself
- * where `host_of_event` is None: `enclosing` then gives host ids) (None where any of these is missing), its stream the args' `stream` unless None, else the event's tid (args not of
- * `args_type` are read with .get("stream", tid)). `unattached` lists (index, reason) for the events without
- * a host id: 0 for no launch, 1 for a launch outside every op, 2 for an op without a host id. With
- * `own_args` true, an activity holds a copy of args of `args_type` (`__copy__`): a caller that lets the
- * events go then frees them whole, where the activities' args, made among them, kept a block of each
- * pool of the allocator in use. The launches of one thread share one tid object.
+ * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (that op
+ * itself where `host_of_event` is None: `enclosing` then gives host ids) (None where any of these is
+ * missing), its stream the args' `stream` unless None, else the event's tid (args not of `args_type` are
+ * read with .get("stream", tid)). `unattached` lists (index, reason) for the events without a host id: 0
+ * for no launch, 1 for a launch outside every op, 2 for an op without a host id. The launches of one
+ * thread share one tid object.
+ *
+ * With `kept_args` (a struct type whose fields `args_type` has too), an activity holds
+ * kept_args(the event's args' values of those fields) in place of args of `args_type`, one shared
+ * kept_args() where every value is None: what a conversion reads of a device event, for a caller that
+ * lets the events go (the events' args, left in the activities, kept a block of each of the allocator's
+ * pools in use, and were four times the size).
  */
 #include <math.h>
 
 #include "_slots.h"
 
-static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid, *s_cat, *s_pid, *s_args, *s_correlation, *s_stream, *s_get,
-    *s_copy;
+static PyObject *s_id, *s_name, *s_rf_id, *s_ts, *s_dur, *s_tid, *s_cat, *s_pid, *s_args, *s_correlation, *s_stream, *s_get;
 
 /* The event joined to `node` (borrowed) and its index, or NULL with `*at` -1 when there is none;
  * -1 returned with an exception. */
@@ -354,8 +358,31 @@ static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclo
 
 /* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
  * `*reason` as joined_launch gives it. */
+/* What an activity keeps of its event's args (see the header): the type, its field names (interned) and the
+ * instance shared where every value is None. */
+typedef struct {
+    PyObject *type, *names, *empty;
+} Kept;
+
+/* `args` (of args_type) as kept->type keeps them: a new reference, NULL with an exception. */
+static PyObject *kept_args(const Kept *kept, PyObject *args) {
+    Py_ssize_t n = PyTuple_GET_SIZE(kept->names);
+    PyObject *values[16];
+    int any = 0;
+    Py_ssize_t read = 0;
+    PyObject *out = NULL;
+    for (; read < n; read++) {
+        if ((values[read] = field(args, PyTuple_GET_ITEM(kept->names, read))) == NULL) goto done;
+        any |= values[read] != Py_None;
+    }
+    out = any ? PyObject_Vectorcall(kept->type, values, n, NULL) : Py_NewRef(kept->empty);
+done:
+    for (Py_ssize_t k = 0; k < read; k++) Py_DECREF(values[k]);
+    return out;
+}
+
 static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
-                                 PyObject *activity_type, PyObject *args_type, int own_args, PyObject *tids,
+                                 PyObject *activity_type, PyObject *args_type, const Kept *kept, PyObject *tids,
                                  int *reason) {
     PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
     PyObject *correlation = NULL, *stream = NULL, *launch_name = NULL, *launch_ts = NULL, *launch_dur = NULL;
@@ -367,11 +394,11 @@ static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enc
         (*reason = joined_launch(correlation, calls, enclosing, host_of_event, &launch, &host_id)) == -2 ||
         (stream = stream_of(args, args_type, tid)) == NULL)
         goto done;
-    if (own_args) {
+    if (kept->type != NULL) {
         int struct_args = PyObject_IsInstance(args, args_type);
-        PyObject *copy = struct_args > 0 ? PyObject_CallMethodNoArgs(args, s_copy) : NULL;
-        if (struct_args < 0 || (struct_args > 0 && copy == NULL)) goto done;
-        if (copy != NULL) Py_SETREF(args, copy);
+        PyObject *slim = struct_args > 0 ? kept_args(kept, args) : NULL;
+        if (struct_args < 0 || (struct_args > 0 && slim == NULL)) goto done;
+        if (slim != NULL) Py_SETREF(args, slim);
     }
     PyObject *fields[13] = {name, cat, pid, stream, ts, dur, correlation, host_id ? host_id : Py_None, NULL, args};
     Py_ssize_t count = 10;
@@ -413,17 +440,50 @@ done:
     return activity;
 }
 
+/* The kept args' type, its fields' names (interned: the slot cache compares them by identity) and its
+ * shared instance into `kept`: 0, or -1 with an exception. */
+static int kept_fields(PyObject *type, Kept *kept) {
+    PyObject *fields = PyObject_GetAttrString(type, "__struct_fields__");
+    if (fields == NULL || !PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) > 16) {
+        if (fields != NULL || PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "attach_device_work: kept_args must be a struct type of 16 fields at most");
+        }
+        Py_XDECREF(fields);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    kept->names = PyTuple_New(n);
+    for (Py_ssize_t k = 0; kept->names != NULL && k < n; k++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "attach_device_work: a field name is not a str");
+            Py_CLEAR(kept->names);
+            break;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(kept->names, k, name);
+    }
+    Py_DECREF(fields);
+    if (kept->names == NULL || (kept->empty = PyObject_CallNoArgs(type)) == NULL) return -1;
+    kept->type = Py_NewRef(type);
+    return 0;
+}
+
 static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *events, *calls, *enclosing, *host_of_event, *activity_type, *args_type;
-    int own_args = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO|p:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
-                          &PyDict_Type, &enclosing, &host_of_event, &activity_type, &args_type, &own_args))
+    Kept kept = {NULL, NULL, NULL};
+    PyObject *kept_type = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO|O:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
+                          &PyDict_Type, &enclosing, &host_of_event, &activity_type, &args_type, &kept_type))
         return NULL;
     if (host_of_event != Py_None && !PyDict_Check(host_of_event)) {
         PyErr_SetString(PyExc_TypeError, "attach_device_work: host_of_event must be a dict or None");
         return NULL;
     }
+    if (kept_type != Py_None && kept_fields(kept_type, &kept) < 0) return NULL;
     events = PyList_AsTuple(events);
     PyObject *activities = events == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(events));
     PyObject *unattached = PyList_New(0), *tids = PyDict_New(), *out = NULL;
@@ -431,7 +491,7 @@ static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
         int reason = -1;
         PyObject *activity = device_activity(PyTuple_GET_ITEM(events, i), calls, enclosing, host_of_event,
-                                             activity_type, args_type, own_args, tids, &reason);
+                                             activity_type, args_type, &kept, tids, &reason);
         if (activity == NULL) goto done;
         PyList_SET_ITEM(activities, i, activity);
         if (reason >= 0) {
@@ -447,6 +507,9 @@ done:
     Py_XDECREF(activities);
     Py_XDECREF(unattached);
     Py_XDECREF(tids);
+    Py_XDECREF(kept.type);
+    Py_XDECREF(kept.names);
+    Py_XDECREF(kept.empty);
     return out;
 }
 
@@ -456,7 +519,7 @@ static PyMethodDef methods[] = {
      "considered, joined, agree, unmatched)"},
     {"enclosing_ops", enclosing_ops, METH_VARARGS, "enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None"},
     {"attach_device_work", attach_device_work, METH_VARARGS,
-     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, own_args]) -> (activities, "
+     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, kept_args]) -> (activities, "
      "unattached)"},
     {NULL, NULL, 0, NULL},
 };
@@ -468,7 +531,6 @@ PyMODINIT_FUNC PyInit__link_join(void) {
         {&s_id, "id"},     {&s_name, "name"}, {&s_rf_id, "rf_id"}, {&s_ts, "ts"},
         {&s_dur, "dur"},   {&s_tid, "tid"},   {&s_cat, "cat"},     {&s_pid, "pid"},
         {&s_args, "args"}, {&s_correlation, "correlation"},        {&s_stream, "stream"}, {&s_get, "get"},
-        {&s_copy, "__copy__"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

@@ -18,5 +18,5 @@ def attach_device_work(
     host_of_event: dict[int, int] | None,
     activity_type: type,
     args_type: type,
-    own_args: bool = False,
+    kept_args: type | None = None,
 ) -> tuple[list[Any], list[tuple[int, int]]]: ...

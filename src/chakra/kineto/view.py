@@ -45,6 +45,7 @@ from chakra.kineto.window import Window
 from chakra.pytorch.host import HostNode, HostTrace, IOLists
 from chakra.pytorch.kineto import (
     NO_VALUE,
+    ActivityArgs,
     KinetoEvent,
     KinetoEvents,
     KinetoInputArgs,
@@ -206,10 +207,10 @@ def _view(trace: KinetoTrace, window: Window, every: KinetoEvents) -> LinkedTrac
     report = LinkReport(join_key=JOIN_KEY, host_ops=len(nodes), host_matched=len(nodes))
     report.kineto_ops = report.kineto_matched = len(operators)
     report.duplicate_correlations = len(events.duplicate_correlations)
-    # the events the conversion keeps past the view (activities' args, sync calls, event records) are
-    # copies: a whole trace's conversion lets the events go, and these, one in each of the allocator's
-    # pools, kept every pool of them in use (a tenth of its peak)
-    activities = attach_activities(events, parents, None, report, own_args=True)  # operator k is node k + 1
+    # what the conversion keeps of the events past the view (the activities' args, sync calls, event
+    # records) is its own: a whole trace's conversion lets the events go, and these, one in each of the
+    # allocator's pools, kept every pool of them in use (a tenth of its peak)
+    activities = attach_activities(events, parents, None, report, kept_args=ActivityArgs)  # op k is node k + 1
     return LinkedTrace(
         host,
         trace,

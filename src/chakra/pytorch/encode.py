@@ -22,7 +22,7 @@ from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item, sort_by_attribute
-from chakra.pytorch.kineto import KinetoArgs
+from chakra.pytorch.kineto import ActivityArgs, KinetoArgs
 from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
@@ -141,6 +141,12 @@ class _Encoder:
         """Nodes in time order, numbered from 0 in that order: consumers that issue ready nodes by
         ascending id (ASTRA-sim) then follow the recorded order, collectives included."""
         items = list(self.items.values())
+        self.launcher_rf_ids = self._launcher_rf_ids()
+        # the items are let go batch by batch, as their records are written: the records are a third of
+        # the items' size, so the peak is before the first batch, not after the last; the builder's table
+        # of them (as large as the sort's scratch) goes before the sort
+        self.items.clear()
+        self.builder.wait_edges.clear()
         sort_by_attribute(items, "key")
         (node_ids,) = gather(items, (("node_id",),))
         ranks = dense_ranks(node_ids)  # the encoder reads an array, not a dict, where ids allow it
@@ -154,11 +160,6 @@ class _Encoder:
             self.report.measured_span_us = span_us
         for (node_type, category), kind_count in _count_rows(gather(items, _KIND_PATHS)).items():
             self.report.nodes[_kind_label(node_type, category)] += kind_count
-        self.launcher_rf_ids = self._launcher_rf_ids()
-        # the items are let go batch by batch, as their records are written: the records are a third of
-        # the items' size, so the peak is before the first batch, not after the last
-        self.items.clear()
-        self.builder.wait_edges.clear()
         # in batches: the columns of one batch at a time beside the records written
         batches = deque(items[first : first + _BATCH_ROWS] for first in range(0, len(items), _BATCH_ROWS))
         del items
@@ -315,7 +316,7 @@ class _Encoder:
             if correlation is not None:
                 column["correlation"][row] = int(correlation)
             column["launcher_rf_id"][row] = rf_id
-            nbytes = arg.bytes if isinstance(arg, KinetoArgs) else arg.get("bytes")  # KinetoArgs.get, inline
+            nbytes = arg.bytes if isinstance(arg, (KinetoArgs, ActivityArgs)) else arg.get("bytes")  # .get, inline
             if isinstance(nbytes, int) and node_type == COMP_NODE:
                 column["activity_bytes"][row] = nbytes
 

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,6 +35,7 @@ import msgspec
 
 from chakra import io
 from chakra._host_record import grouped_nodes, host_nodes, split_attrs, split_io, text_tables
+from chakra._items import gather
 from chakra._json_scan import find_array
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError, ChakraInputError
@@ -227,8 +228,51 @@ class HostTrace:
                     return groups if isinstance(groups, list) else []
         return []
 
-    def by_id(self) -> dict[int, HostNode]:
-        return {node.id: node for node in self.nodes}
+    def by_id(self) -> Mapping[int, HostNode]:
+        """The nodes by id (the last of an id): a :class:`NodesByPlace` where every node's id is its place
+        from 1 (a profiler view numbers its nodes so), else a dict."""
+        nodes = self.nodes
+        if nodes and nodes[0].id == 1 and nodes[-1].id == len(nodes):
+            (ids,) = gather(nodes, (("id",),))
+            if ids == list(range(1, len(nodes) + 1)):
+                return NodesByPlace(nodes)
+        return {node.id: node for node in nodes}
+
+
+class NodesByPlace(Mapping[int, HostNode]):
+    """Nodes whose ids are their places from 1, by id, read from their list: a dict of a whole trace's
+    few hundred thousand nodes was a fiftieth of its conversion's peak.
+
+    Example:
+        >>> nodes = NodesByPlace(["first", "second"])  # any objects: the places are what is read
+        >>> nodes[2], nodes.get(3), 0 in nodes, list(nodes)
+        ('second', None, False, [1, 2])
+    """
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: Sequence[HostNode]):
+        self.nodes = nodes
+
+    def __getitem__(self, node_id: int) -> HostNode:
+        if type(node_id) is int and 0 < node_id <= len(self.nodes):
+            return self.nodes[node_id - 1]
+        raise KeyError(node_id)
+
+    def get(self, node_id: int, default: Any = None) -> Any:  # type: ignore[override]
+        return self.nodes[node_id - 1] if type(node_id) is int and 0 < node_id <= len(self.nodes) else default
+
+    def __contains__(self, node_id: object) -> bool:
+        return type(node_id) is int and 0 < node_id <= len(self.nodes)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(1, len(self.nodes) + 1))
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def values(self) -> Sequence[HostNode]:  # type: ignore[override]
+        return self.nodes
 
 
 #: The tail of a host trace whose process died before the observer finalised it: the last node's

@@ -134,6 +134,20 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
         return default if value is None else value
 
 
+class ActivityArgs(msgspec.Struct, frozen=True, gc=False):
+    """What a conversion reads of a device event's :class:`KinetoArgs`: a copy's bytes, and a sync
+    event's streams and the event record it waits for. A device activity of a profiler view holds these
+    in place of its event's args (a fifth of their size): the conversion lets the events go. Read by
+    Kineto key with :meth:`KinetoArgs.get`."""
+
+    bytes: Any = None
+    stream: Any = None
+    wait_on_stream: Any = None
+    wait_on_cuda_event_record_corr_id: Any = None
+
+    get = KinetoArgs.get
+
+
 class KinetoInputArgs(KinetoArgs, frozen=True, gc=False, rename=_ARG_KEYS):
     """:class:`KinetoArgs` with the operators' input lists (what a profiler trace alone offers in place
     of the host trace's), kept as their JSON text: views of the file's bytes, which they keep in

@@ -35,7 +35,15 @@ from chakra._link_join import enclosing_ops as enclosing_in_c
 from chakra.collector import gc_paused
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_ROOT_NAMES, HostTrace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, KinetoArgs, KinetoEvent, KinetoEvents, KinetoTrace, classify
+from chakra.pytorch.kineto import (
+    PROFILER_STEP_PREFIX,
+    ActivityArgs,
+    KinetoArgs,
+    KinetoEvent,
+    KinetoEvents,
+    KinetoTrace,
+    classify,
+)
 
 #: Below this share of joined ops whose names agree, the two traces are from different runs
 #: (the mismatched PARAM pair: 23 %; traces of one session: 100 %).
@@ -69,7 +77,7 @@ class DeviceActivity(msgspec.Struct, frozen=True):
     correlation: int | None
     host_id: int | None  # the launching host op, None when it could not be found
     launch: str  # the runtime call that issued it
-    args: Any  # KinetoArgs (read with .get), or a dict
+    args: Any  # KinetoArgs or ActivityArgs (read with .get), or a dict
     launch_ts_us: float | None = None  # when the runtime call that issued it started
     launch_end_us: float | None = None  # ... and returned
     launch_thread: Any = None  # the Kineto tid of that call
@@ -276,15 +284,16 @@ def attach_activities(
     host_of_kineto: dict[int, int] | None,
     report: LinkReport,
     *,
-    own_args: bool = False,
+    kept_args: type[ActivityArgs] | None = None,
 ) -> list[DeviceActivity]:
     """Every device activity and sync event of ``events``, in time order, each attached to the host
     op that launched it: its runtime call by ``correlation`` (every kernel of a CUDA graph shares its
     ``cudaGraphLaunch``'s), then the innermost Kineto host op enclosing that call (``parents``: the
     host ops' nesting, :func:`nest_events`), then ``host_of_kineto`` (``id()`` of a Kineto op -> host
     id; None: the op at index k of ``events.host_ops`` is host op k + 1, as a profiler view numbers
-    them). Counts go to ``report``. With ``own_args``, each activity holds a copy of its event's args,
-    for a caller that lets the events go (see :func:`chakra._link_join.attach_device_work`)."""
+    them). Counts go to ``report``. With ``kept_args`` (:class:`~chakra.pytorch.kineto.ActivityArgs`),
+    each activity holds what the conversion reads of its event's args, for a caller that lets the events
+    go (see :func:`chakra._link_join.attach_device_work`)."""
     calls = dict(events.launches)  # correlation -> the runtime call that caused device work
     for call in events.sync_calls:
         if call.correlation is not None:
@@ -298,7 +307,7 @@ def attach_activities(
     )
     # each event's activity, made in C; the events that are not attached, with why
     activities, unattached = attach_device_work(
-        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs, own_args
+        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs, kept_args
     )
     report.device_activities += len(activities)
     report.device_attached += len(activities) - len(unattached)
