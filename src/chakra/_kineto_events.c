@@ -39,6 +39,12 @@
  * join_index(events, id_field) -> (first, count): the index of the first event of each value of
  * `args.<id_field>` (an int, not a bool; for "rf_id" not 0), and how many events have one.
  *
+ * slim_args(events, start, full_types, slim_type, absent) -> None: for events[start:] whose `args` are of
+ * one of `full_types` (exactly) and hold, for every field name in the dict `absent`, the value it maps to
+ * (the very object: None, or the shared default of an input list), sets `args` to slim_type(the args'
+ * values of slim_type's fields), one shared slim_type() where all are None: a decoder makes every event's
+ * args with room for every arg, and all but a few hundred of a trace's events carry only ids.
+ *
  * share_values(events, start, field, shared) -> None: for events[start:], sets `field` to the equal
  * value kept in the dict `shared` (value -> itself), adding the ones it lacks: a decoder makes an
  * object per event of what repeats (operator names, thread and process ids). An event whose value equals
@@ -695,6 +701,133 @@ static PyObject *share_values(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+#define SLIM_FIELDS_MAX 16
+#define ABSENT_MAX 32
+#define FULL_TYPES_MAX 4
+
+/* How slim_args reads the args of one full type: the slots of the slim fields, and of the fields that must
+ * hold their absent value (a field without a slot is a class attribute, the same for every event: it was
+ * checked once, `slimmable` 0 where it is not absent). */
+typedef struct {
+    PyTypeObject *type;
+    int slimmable;
+    Py_ssize_t slim_at[SLIM_FIELDS_MAX], absent_at[ABSENT_MAX];
+} FullType;
+
+/* The slim args of `args` (of `full`), or NULL (with no exception) where a field must hold its absent value
+ * and does not, or a slot is unset; -1 in *failed with an exception. A new reference. */
+static PyObject *slim_of(PyObject *args, const FullType *full, Py_ssize_t n_slim, PyObject *const *absent,
+                         Py_ssize_t n_absent, PyObject *slim_type, PyObject *empty, int *failed) {
+    for (Py_ssize_t k = 0; k < n_absent; k++) {
+        if (full->absent_at[k] < 0) continue;
+        if (*(PyObject **)((char *)args + full->absent_at[k]) != absent[k]) return NULL;
+    }
+    PyObject *values[SLIM_FIELDS_MAX];
+    int any = 0;
+    for (Py_ssize_t k = 0; k < n_slim; k++) {
+        values[k] = *(PyObject **)((char *)args + full->slim_at[k]); /* borrowed: the args hold them */
+        if (values[k] == NULL) return NULL;
+        any |= values[k] != Py_None;
+    }
+    if (!any) return Py_NewRef(empty);
+    PyObject *slim = PyObject_Vectorcall(slim_type, values, n_slim, NULL);
+    if (slim == NULL) *failed = 1;
+    return slim;
+}
+
+/* The slots of `type` for slim_args (see FullType): 0, or -1 with an exception. */
+static int full_type_of(PyTypeObject *type, PyObject *names, PyObject *absent_names, PyObject *const *absent,
+                        FullType *full) {
+    full->type = type;
+    full->slimmable = 1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names) && full->slimmable; k++)
+        full->slimmable = (full->slim_at[k] = type_slot_offset(type, PyTuple_GET_ITEM(names, k))) >= 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(absent_names) && full->slimmable; k++) {
+        if ((full->absent_at[k] = type_slot_offset(type, PyTuple_GET_ITEM(absent_names, k))) >= 0) continue;
+        PyObject *shared = PyObject_GetAttr((PyObject *)type, PyTuple_GET_ITEM(absent_names, k));
+        if (shared == NULL) return -1;
+        full->slimmable = shared == absent[k];
+        Py_DECREF(shared);
+    }
+    return 0;
+}
+
+/* `names` interned (the slot cache compares them by identity) into a new tuple, NULL with an exception. */
+static PyObject *interned_names(PyObject *names, Py_ssize_t limit) {
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > limit) {
+        PyErr_Format(PyExc_TypeError, "slim_args: at most %zd field names", limit);
+        return NULL;
+    }
+    PyObject *out = PyTuple_New(PyTuple_GET_SIZE(names));
+    for (Py_ssize_t k = 0; out != NULL && k < PyTuple_GET_SIZE(names); k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "slim_args: a field name is not a str");
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(out, k, name);
+    }
+    return out;
+}
+
+static PyObject *slim_args(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *events, *full_types, *slim_type, *absent_given;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!nO!OO!:slim_args", &PyList_Type, &events, &start, &PyTuple_Type, &full_types,
+                          &slim_type, &PyDict_Type, &absent_given))
+        return NULL;
+    if (PyTuple_GET_SIZE(full_types) > FULL_TYPES_MAX || PyDict_GET_SIZE(absent_given) > ABSENT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "slim_args: too many full types or absent fields");
+        return NULL;
+    }
+    PyObject *fields = PyObject_GetAttrString(slim_type, "__struct_fields__");
+    PyObject *names = fields == NULL ? NULL : interned_names(fields, SLIM_FIELDS_MAX);
+    PyObject *keys = PyDict_Keys(absent_given), *key_tuple = keys == NULL ? NULL : PyList_AsTuple(keys);
+    PyObject *absent_names = key_tuple == NULL ? NULL : interned_names(key_tuple, ABSENT_MAX);
+    PyObject *absent[ABSENT_MAX], *empty = NULL, *result = NULL;
+    FullType full[FULL_TYPES_MAX];
+    Py_ssize_t n_full = PyTuple_GET_SIZE(full_types), n_absent = 0;
+    if (names == NULL || absent_names == NULL || (empty = PyObject_CallNoArgs(slim_type)) == NULL) goto done;
+    for (; n_absent < PyTuple_GET_SIZE(absent_names); n_absent++) /* borrowed: absent_given holds them */
+        absent[n_absent] = PyDict_GetItem(absent_given, PyTuple_GET_ITEM(key_tuple, n_absent));
+    for (Py_ssize_t t = 0; t < n_full; t++) {
+        PyObject *type = PyTuple_GET_ITEM(full_types, t);
+        if (!PyType_Check(type)) {
+            PyErr_SetString(PyExc_TypeError, "slim_args: full_types must be types");
+            goto done;
+        }
+        if (full_type_of((PyTypeObject *)type, names, absent_names, absent, &full[t]) < 0) goto done;
+    }
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i), *event_args = field(event, s_args);
+        if (event_args == NULL) goto done;
+        const FullType *of = NULL;
+        for (Py_ssize_t t = 0; t < n_full && of == NULL; t++)
+            if (Py_TYPE(event_args) == full[t].type && full[t].slimmable) of = &full[t];
+        int failed = 0, status = 0;
+        PyObject *slim = of == NULL ? NULL
+                                    : slim_of(event_args, of, PyTuple_GET_SIZE(names), absent, n_absent, slim_type,
+                                              empty, &failed);
+        if (slim != NULL) status = set_field(event, s_args, slim);
+        Py_XDECREF(slim);
+        Py_DECREF(event_args);
+        if (failed || status < 0) goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(fields);
+    Py_XDECREF(names);
+    Py_XDECREF(keys);
+    Py_XDECREF(key_tuple);
+    Py_XDECREF(absent_names);
+    Py_XDECREF(empty);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"first_bad_time", first_bad_time, METH_O, "Index of the first complete event without a valid ts/dur, or -1."},
     {"count_kinds", count_kinds, METH_O, "(cat, ph) -> number of events."},
@@ -705,6 +838,7 @@ static PyMethodDef methods[] = {
     {"nest_by_thread", nest_by_thread, METH_O, "Each host event's exclusive time and parent index."},
     {"join_index", join_index, METH_VARARGS, "The first event of each id value, and how many have one."},
     {"share_values", share_values, METH_VARARGS, "Sets a field of events[start:] to the equal value kept in a dict."},
+    {"slim_args", slim_args, METH_VARARGS, "Sets the args of events[start:] that carry only ids to slim ones."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,17 +31,22 @@ static inline size_t slot_hash(PyTypeObject *type, PyObject *name) {
     return (((uintptr_t)type >> 4) * 31u ^ ((uintptr_t)name >> 4)) & (SLOT_TABLE - 1);
 }
 
+/* The offset of the slot of `type` named `name`, -1 where it has none (looked up, not cached). */
+static inline Py_ssize_t type_slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
+    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX) return member->offset;
+    }
+    return -1;
+}
+
 static inline Py_ssize_t slot_offset(PyObject *obj, PyObject *name) {
     PyTypeObject *type = Py_TYPE(obj);
     size_t at = slot_hash(type, name);
     for (; slots[at].type != NULL; at = (at + 1) & (SLOT_TABLE - 1))
         if (slots[at].type == type && slots[at].name == name) return slots[at].offset;
-    Py_ssize_t offset = -1;
-    PyObject *descr = _PyType_Lookup(type, name); /* borrowed */
-    if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type == T_OBJECT_EX) offset = member->offset;
-    }
+    Py_ssize_t offset = type_slot_offset(type, name);
     if (slot_count < SLOT_TABLE / 2) { /* half full at most: every probe ends at an empty entry */
         Py_INCREF(type);
         Py_INCREF(name);

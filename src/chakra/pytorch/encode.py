@@ -22,7 +22,7 @@ from chakra.pytorch.comms import CommNode
 from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item, sort_by_attribute
-from chakra.pytorch.kineto import ActivityArgs, KinetoArgs
+from chakra.pytorch.kineto import ActivityArgs, KinetoIdArgs
 from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
@@ -316,7 +316,7 @@ class _Encoder:
             if correlation is not None:
                 column["correlation"][row] = int(correlation)
             column["launcher_rf_id"][row] = rf_id
-            nbytes = arg.bytes if isinstance(arg, (KinetoArgs, ActivityArgs)) else arg.get("bytes")  # .get, inline
+            nbytes = arg.bytes if isinstance(arg, (KinetoIdArgs, ActivityArgs)) else arg.get("bytes")  # .get, inline
             if isinstance(nbytes, int) and node_type == COMP_NODE:
                 column["activity_bytes"][row] = nbytes
 

@@ -99,9 +99,12 @@ _ATTR_OF_KEY = {key: attr for attr, key in _ARG_KEYS.items()}
 NO_VALUE = msgspec.Raw(b"null")
 
 
-class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
-    """The ``args`` of an event that linking reads; :meth:`get` reads them by their Kineto key. The
-    operators' input lists are in :class:`KinetoInputArgs`, read only where they are used."""
+class KinetoIdArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
+    """The ``args`` of an event that carries only ids, a stream and bytes (runtime calls, kernels, copies,
+    operators recorded without their inputs: most of a trace's events): the loader keeps these in place
+    of its decoded :class:`KinetoArgs`, a third of their size (:func:`chakra._kineto_events.slim_args`).
+    The other args read as absent (class attributes, no memory per event); :meth:`get` reads them by
+    their Kineto key."""
 
     external_id: Any = None
     rf_id: Any = None
@@ -109,6 +112,39 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     stream: Any = None
     device: Any = None
     bytes: Any = None
+    seq_id: Any = None
+    fw_tid: Any = None
+    # the args an event of this kind does not carry (fields of KinetoArgs and KinetoInputArgs)
+    cuda_sync_kind = None
+    wait_on_stream = None
+    wait_on_cuda_event_record_corr_id = None
+    collective_name = None
+    in_msg_nelems = None
+    out_msg_nelems = None
+    dtype = None
+    pg_name = None
+    group_size = None
+    pg_desc = None
+    pg_ranks = None
+    global_rank_start = None
+    global_rank_stride = None
+    in_split_size = None
+    out_split_size = None
+    input_dims = NO_VALUE
+    input_type = NO_VALUE
+    concrete_inputs = NO_VALUE
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of Kineto arg ``key`` (``"External id"``, ``"stream"``, ...), else ``default``."""
+        attr = _ATTR_OF_KEY.get(key)
+        value = getattr(self, attr, None) if attr is not None else None
+        return default if value is None else value
+
+
+class KinetoArgs(KinetoIdArgs, frozen=True, gc=False, rename=_ARG_KEYS):
+    """The ``args`` of an event that linking reads (as decoded); :meth:`get` reads them by their Kineto
+    key. The operators' input lists are in :class:`KinetoInputArgs`, read only where they are used."""
+
     cuda_sync_kind: Any = None
     wait_on_stream: Any = None
     wait_on_cuda_event_record_corr_id: Any = None
@@ -118,8 +154,6 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     dtype: Any = None
     pg_name: Any = None
     group_size: Any = None
-    seq_id: Any = None
-    fw_tid: Any = None
     pg_desc: Any = None
     pg_ranks: Any = None
     global_rank_start: Any = None
@@ -127,25 +161,19 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
     in_split_size: Any = None
     out_split_size: Any = None
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """The value of Kineto arg ``key`` (``"External id"``, ``"stream"``, ...), else ``default``."""
-        attr = _ATTR_OF_KEY.get(key)
-        value = getattr(self, attr, None) if attr is not None else None
-        return default if value is None else value
-
 
 class ActivityArgs(msgspec.Struct, frozen=True, gc=False):
     """What a conversion reads of a device event's :class:`KinetoArgs`: a copy's bytes, and a sync
     event's streams and the event record it waits for. A device activity of a profiler view holds these
     in place of its event's args (a fifth of their size): the conversion lets the events go. Read by
-    Kineto key with :meth:`KinetoArgs.get`."""
+    Kineto key with :meth:`KinetoIdArgs.get`."""
 
     bytes: Any = None
     stream: Any = None
     wait_on_stream: Any = None
     wait_on_cuda_event_record_corr_id: Any = None
 
-    get = KinetoArgs.get
+    get = KinetoIdArgs.get
 
 
 class KinetoInputArgs(KinetoArgs, frozen=True, gc=False, rename=_ARG_KEYS):
@@ -161,6 +189,14 @@ class KinetoInputArgs(KinetoArgs, frozen=True, gc=False, rename=_ARG_KEYS):
 #: The args of an event that has none.
 NO_ARGS = KinetoArgs()
 NO_INPUT_ARGS = KinetoInputArgs()
+#: The decoded args the loader makes slim where they carry only ids (:class:`KinetoIdArgs`), and what the
+#: others must hold for that: what a slim one reads for them.
+_FULL_ARGS = (KinetoArgs, KinetoInputArgs)
+_SLIM_ABSENT = {
+    name: getattr(KinetoIdArgs, name)
+    for name in KinetoInputArgs.__struct_fields__
+    if name not in KinetoIdArgs.__struct_fields__
+}
 
 
 class KinetoEvent(msgspec.Struct, gc=False):
@@ -176,7 +212,8 @@ class KinetoEvent(msgspec.Struct, gc=False):
     # NaN when absent: a complete event without a start is refused (load_kineto_trace), not put at 0
     ts: float = math.nan
     dur: float = 0.0
-    # events without args (a third: flows) share one, read-only
+    # events without args (a third: flows) share one, read-only; the loader keeps KinetoIdArgs in place of
+    # args that carry only ids
     args: KinetoArgs = NO_ARGS
     id: Any = None
     bp: str | None = None
@@ -441,7 +478,9 @@ def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
         reader = ArrayPieces(stream, TRACE_EVENTS_KEY, decode)
         with gc_paused():  # an object per event, kept: see chakra.collector
             for piece in reader.items():
-                # a trace has a few hundred operator names over its hundreds of thousands of events
+                # each piece's freed memory serves the next: args that carry only ids made slim, and a
+                # trace's few hundred operator names and threads over its hundreds of thousands of events
+                _kineto_events.slim_args(piece, 0, _FULL_ARGS, KinetoIdArgs, _SLIM_ABSENT)
                 _kineto_events.share_values(piece, 0, "name", names)
                 _kineto_events.share_values(piece, 0, "tid", threads)
                 _kineto_events.share_values(piece, 0, "pid", threads)
@@ -482,6 +521,7 @@ def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
                 hint="pass it as the host trace",
             )
         del data
+        _kineto_events.slim_args(raw.traceEvents, 0, _FULL_ARGS, KinetoIdArgs, _SLIM_ABSENT)
     if not raw.traceEvents:
         raise ChakraFormatError(
             "the Kineto trace has no events (traceEvents is missing or empty)",

@@ -38,9 +38,9 @@ from chakra.pytorch.host import PROCESS_GROUP_NODE, PROCESS_ROOT_NAMES, THREAD_R
 from chakra.pytorch.kineto import (
     PROFILER_STEP_PREFIX,
     ActivityArgs,
-    KinetoArgs,
     KinetoEvent,
     KinetoEvents,
+    KinetoIdArgs,
     KinetoTrace,
     classify,
 )
@@ -77,7 +77,7 @@ class DeviceActivity(msgspec.Struct, frozen=True):
     correlation: int | None
     host_id: int | None  # the launching host op, None when it could not be found
     launch: str  # the runtime call that issued it
-    args: Any  # KinetoArgs or ActivityArgs (read with .get), or a dict
+    args: Any  # KinetoIdArgs (or KinetoArgs) or ActivityArgs (read with .get), or a dict
     launch_ts_us: float | None = None  # when the runtime call that issued it started
     launch_end_us: float | None = None  # ... and returned
     launch_thread: Any = None  # the Kineto tid of that call
@@ -141,7 +141,7 @@ _UNATTACHED = (
     "its runtime call is outside every recorded host op",
     "the host op that launched it is not in the host trace",
 )
-#: The Kineto args a host op joins by (``KinetoArgs`` fields), and the host trace's names for them.
+#: The Kineto args a host op joins by (``KinetoIdArgs`` fields), and the host trace's names for them.
 _RECORD_FUNCTION_ID, _EXTERNAL_ID = "Record function id", "External id"
 _ID_FIELDS = {_RECORD_FUNCTION_ID: "rf_id", _EXTERNAL_ID: "external_id"}
 
@@ -307,7 +307,7 @@ def attach_activities(
     )
     # each event's activity, made in C; the events that are not attached, with why
     activities, unattached = attach_device_work(
-        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoArgs, kept_args
+        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoIdArgs, kept_args
     )
     report.device_activities += len(activities)
     report.device_attached += len(activities) - len(unattached)
