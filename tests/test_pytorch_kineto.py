@@ -14,7 +14,7 @@ from helpers import require_shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra._kineto_events import count_kinds, sort_by_start
+from chakra._kineto_events import count_kinds, share_values, slim_args, sort_by_start
 from chakra.errors import ChakraFormatError, ChakraInputError
 from chakra.pytorch.kineto import (
     NO_VALUE,
@@ -192,3 +192,58 @@ def test_events_sort_by_start_then_longer_first_then_as_listed(events: list[Kine
 def test_events_are_counted_by_category_and_phase():
     events = load_kineto_trace(require_shared("hta/alexnet_kineto.json.gz")).events
     assert count_kinds(events) == Counter((e.cat, e.ph) for e in events)
+
+
+def test_values_are_shared_as_given_when_reading_one_changes_the_dict():
+    """Reading an event's value may run Python code (a property): the value kept stays alive."""
+    shared: dict[str, str] = {}
+
+    class Event:
+        def __init__(self, clears: bool):
+            self.clears, self.stored = clears, None
+
+        @property
+        def tid(self) -> str:
+            value = "thread-" + str(len(events))  # a new str at each read
+            if self.clears:
+                shared.clear()
+            return value
+
+        @tid.setter
+        def tid(self, value: str) -> None:
+            self.stored = value
+
+    events = [Event(False), Event(True)]
+    share_values(events, 0, "tid", shared)
+    assert events[1].stored == "thread-2"
+
+
+def test_args_are_made_slim_as_given_when_making_one_empties_the_list():
+    """A slim type's constructor may run Python code: the event whose args it makes stays alive."""
+
+    class Full:
+        __slots__ = ("a", "b")
+
+        def __init__(self, a: int):
+            self.a, self.b = a, None
+
+    class Event:
+        __slots__ = ("args",)
+
+        def __init__(self, args: Full):
+            self.args = args
+
+    events: list[Event] = []
+
+    class Slim:
+        __struct_fields__ = ("a",)
+
+        def __init__(self, a: int | None = None):
+            self.a = a
+            if a is not None:
+                events.clear()
+
+    first = Event(Full(7))
+    events += [first, Event(Full(8))]
+    slim_args(events, 0, (Full,), Slim, {"b": None})
+    assert type(first.args) is Slim and first.args.a == 7 and events == []

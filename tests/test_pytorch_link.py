@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,14 @@ from chakra._kineto_events import sort_by_start
 from chakra._link_join import attach_device_work, join_host_ops
 from chakra.errors import ChakraInputError
 from chakra.pytorch.host import HostNode, IOLists, load_host_trace
-from chakra.pytorch.kineto import PROFILER_STEP_PREFIX, ActivityArgs, KinetoArgs, KinetoEvent, load_kineto_trace
+from chakra.pytorch.kineto import (
+    PROFILER_STEP_PREFIX,
+    ActivityArgs,
+    KinetoArgs,
+    KinetoEvent,
+    KinetoIdArgs,
+    load_kineto_trace,
+)
 from chakra.pytorch.link import SYNTHETIC_HOST_OPS, DeviceActivity, HostTiming, enclosing_ops, link, nest_events
 
 
@@ -355,3 +363,19 @@ def test_the_launches_of_a_thread_share_one_tid_object():
     kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c)) for c in (5, 6)]
     first, second = attach_device_work(kernels, launches, {}, {}, DeviceActivity, KinetoArgs)[0]
     assert first.launch_thread == 123456 and second.launch_thread is first.launch_thread
+
+
+def test_kept_args_whose_type_cannot_be_made_are_refused_without_holding_their_names():
+    name = "".join(["kept", "_field"])  # a str of its own, whose references are counted
+
+    class Kept:
+        __struct_fields__ = (name,)
+
+        def __init__(self, *values: object):
+            raise RuntimeError("cannot be made")
+
+    before = sys.getrefcount(name)
+    for _ in range(100):
+        with pytest.raises(RuntimeError, match="cannot be made"):
+            attach_device_work([], {}, {}, None, DeviceActivity, KinetoIdArgs, Kept)
+    assert sys.getrefcount(name) == before

@@ -683,19 +683,27 @@ static PyObject *share_values(PyObject *self, PyObject *args) {
     Py_INCREF(attribute); /* interned: the slot cache compares names by identity */
     PyUnicode_InternInPlace(&attribute);
     int failed = 0;
-    PyObject *last = NULL; /* the value kept for the event before (borrowed: `shared` holds it) */
+    /* held, the event and the value kept for the one before: a getattr or a comparison may run Python code
+     * that changes the list or the dict */
+    PyObject *last = NULL;
     for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(events); i++) {
-        PyObject *event = PyList_GET_ITEM(events, i);
-        PyObject *value = field(event, attribute), *kept = NULL; /* borrowed */
-        if (value != NULL && last != NULL && (value == last || same_int_or_str(value, last))) kept = last;
-        else if (value != NULL) kept = last = PyDict_SetDefault(shared, value, value);
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i));
+        PyObject *value = field(event, attribute), *kept = NULL;
+        if (value != NULL && last != NULL && (value == last || same_int_or_str(value, last))) {
+            kept = Py_NewRef(last);
+        } else if (value != NULL && (kept = Py_XNewRef(PyDict_SetDefault(shared, value, value))) != NULL) {
+            Py_XSETREF(last, Py_NewRef(kept));
+        }
         int status = kept == NULL ? -1 : kept == value ? 0 : set_field(event, attribute, kept);
+        Py_XDECREF(kept);
         Py_XDECREF(value);
+        Py_DECREF(event);
         if (status < 0) {
             failed = 1;
             break;
         }
     }
+    Py_XDECREF(last);
     Py_DECREF(attribute);
     if (failed) return NULL;
     Py_RETURN_NONE;
@@ -755,7 +763,7 @@ static int full_type_of(PyTypeObject *type, PyObject *names, PyObject *absent_na
 /* `names` interned (the slot cache compares them by identity) into a new tuple, NULL with an exception. */
 static PyObject *interned_names(PyObject *names, Py_ssize_t limit) {
     if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > limit) {
-        PyErr_Format(PyExc_TypeError, "slim_args: at most %zd field names", limit);
+        PyErr_Format(PyExc_TypeError, "slim_args: field names come as a tuple of at most %zd", limit);
         return NULL;
     }
     PyObject *out = PyTuple_New(PyTuple_GET_SIZE(names));
@@ -803,8 +811,12 @@ static PyObject *slim_args(PyObject *self, PyObject *args) {
         if (full_type_of((PyTypeObject *)type, names, absent_names, absent, &full[t]) < 0) goto done;
     }
     for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(events); i++) {
-        PyObject *event = PyList_GET_ITEM(events, i), *event_args = field(event, s_args);
-        if (event_args == NULL) goto done;
+        /* held: a getattr or a slim type's constructor may run Python code that changes the list */
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i)), *event_args = field(event, s_args);
+        if (event_args == NULL) {
+            Py_DECREF(event);
+            goto done;
+        }
         const FullType *of = NULL;
         for (Py_ssize_t t = 0; t < n_full && of == NULL; t++)
             if (Py_TYPE(event_args) == full[t].type && full[t].slimmable) of = &full[t];
@@ -815,6 +827,7 @@ static PyObject *slim_args(PyObject *self, PyObject *args) {
         if (slim != NULL) status = set_field(event, s_args, slim);
         Py_XDECREF(slim);
         Py_DECREF(event_args);
+        Py_DECREF(event);
         if (failed || status < 0) goto done;
     }
     result = Py_NewRef(Py_None);

@@ -466,7 +466,10 @@ static int kept_fields(PyObject *type, Kept *kept) {
         PyTuple_SET_ITEM(kept->names, k, name);
     }
     Py_DECREF(fields);
-    if (kept->names == NULL || (kept->empty = PyObject_CallNoArgs(type)) == NULL) return -1;
+    if (kept->names == NULL || (kept->empty = PyObject_CallNoArgs(type)) == NULL) {
+        Py_CLEAR(kept->names);
+        return -1;
+    }
     kept->type = Py_NewRef(type);
     return 0;
 }
