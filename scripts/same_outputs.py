@@ -79,6 +79,16 @@ def cases() -> list[Case]:
             ("convert", "pytorch", "--host", str(param / "resnet_2gpu_et.json.gz"), "-o", "{out}/et/job"),
             *_analyses("{out}/et/job", "{out}/et/job.0.et"),
         )),
+        Case("pytorch host and device, gloo on CPU (the recorded job, 2 ranks)", (
+            ("convert", "pytorch", "--host", str(TESTS_DATA / "gloo" / "host.{{rank}}.json.gz"), "--device",
+             str(TESTS_DATA / "gloo" / "device.{{rank}}.json.gz"), "-o", "{out}/et/job"),
+            *_analyses("{out}/et/job", "{out}/et/job.0.et"),
+        )),
+        Case("kineto alone, gloo on CPU (the recorded job, 2 ranks, every step)", (
+            ("convert", "kineto", str(TESTS_DATA / "gloo" / "device.0.json.gz"),
+             str(TESTS_DATA / "gloo" / "device.1.json.gz"), "--step", "all", "-o", "{out}/et/job"),
+            *_analyses("{out}/et/job", "{out}/et/job.0.et"),
+        )),
         Case("kineto alone (HTA NCCL rank 0)", (
             ("convert", "kineto", str(hta / "nccl_2rank_rank0_kineto.json.gz"), "-o", "{out}/et/job"),
             *_analyses("{out}/et/job", "{out}/et/job.0.et"),

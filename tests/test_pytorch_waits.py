@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from chakra._items import by_end, gather, nest_thread, sort_by_field, timed_in_order, timed_items
 from chakra.pytorch.items import Item, Segment, order_key, sort_by_attribute
-from chakra.pytorch.waits import nest
-from chakra.schema.protobuf.et_def_pb2 import COMP_NODE
+from chakra.pytorch.waits import absorb_pickup, nest
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE
 
 
 def _nested_by_stack(items: list[Item]) -> tuple[list[tuple], list[tuple]]:
@@ -332,3 +332,13 @@ def test_timed_items_are_the_items_python_would_make_for_each_timed_host_op():
     assert order_key(made[1]) == (4.0, -1, 1) and made[1].host is nodes[1]
     with pytest.raises(KeyError):
         timed_items([SimpleNamespace(id=9, name="x")], timing, Item, COMP_NODE)
+
+
+def test_a_transfer_started_at_its_hand_over_keeps_its_place_in_time_order():
+    """absorb_pickup moves a gloo work's start back to when its issuer handed it over; the node stays
+    where it was measured to start among the others."""
+    issuer = Item(1, "allreduce", COMP_NODE, thread=1, ts_us=0.0, dur_us=2.0)
+    transfer = Item(2, "gloo:all_reduce", COMM_COLL_NODE, thread=2, ts_us=10.0, dur_us=5.0, data=(1,))
+    absorb_pickup(SimpleNamespace(items={1: issuer, 2: transfer}), {1: [issuer], 2: [transfer]})
+    assert (transfer.ts_us, transfer.dur_us) == (2.0, 13.0)
+    assert order_key(transfer) == (10.0, -5.0, 2)

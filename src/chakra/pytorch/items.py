@@ -46,8 +46,9 @@ class Segment(msgspec.Struct, gc=False):
 
 class Item(msgspec.Struct, gc=False):
     """One node under construction. :func:`order_key` orders nodes in time (ties: parents first): ``key``
-    where an item is given one, else ``(ts_us, -dur_us, node_id)`` (a timed item's times never change,
-    and a whole trace's three hundred thousand items are a third smaller without a tuple and a float each)."""
+    where an item is given one, else ``(ts_us, -dur_us, node_id)`` (a pass that moves an item's times gives
+    it that key first; a whole trace's three hundred thousand items are a third smaller without a tuple
+    and a float each)."""
 
     node_id: int
     name: str

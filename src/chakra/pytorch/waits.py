@@ -293,6 +293,8 @@ def absorb_pickup(builder: Builder, by_thread: dict[Any, list[Item]]) -> None:
                 ready_us = max(ready_us, items[k - 1].end_us)
             delay_us = item.ts_us - ready_us
             if delay_us > 0:
+                # the node keeps its place in time order, where it was measured to start
+                item.key = order_key(item)
                 item.ts_us -= delay_us
                 item.dur_us += delay_us
                 item.excl_us += delay_us
