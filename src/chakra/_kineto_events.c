@@ -760,27 +760,6 @@ static int full_type_of(PyTypeObject *type, PyObject *names, PyObject *absent_na
     return 0;
 }
 
-/* `names` interned (the slot cache compares them by identity) into a new tuple, NULL with an exception. */
-static PyObject *interned_names(PyObject *names, Py_ssize_t limit) {
-    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > limit) {
-        PyErr_Format(PyExc_TypeError, "slim_args: field names come as a tuple of at most %zd", limit);
-        return NULL;
-    }
-    PyObject *out = PyTuple_New(PyTuple_GET_SIZE(names));
-    for (Py_ssize_t k = 0; out != NULL && k < PyTuple_GET_SIZE(names); k++) {
-        PyObject *name = PyTuple_GET_ITEM(names, k);
-        if (!PyUnicode_Check(name)) {
-            PyErr_SetString(PyExc_TypeError, "slim_args: a field name is not a str");
-            Py_CLEAR(out);
-            break;
-        }
-        Py_INCREF(name);
-        PyUnicode_InternInPlace(&name);
-        PyTuple_SET_ITEM(out, k, name);
-    }
-    return out;
-}
-
 static PyObject *slim_args(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *events, *full_types, *slim_type, *absent_given;
@@ -793,9 +772,9 @@ static PyObject *slim_args(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *fields = PyObject_GetAttrString(slim_type, "__struct_fields__");
-    PyObject *names = fields == NULL ? NULL : interned_names(fields, SLIM_FIELDS_MAX);
+    PyObject *names = fields == NULL ? NULL : interned_names(fields, SLIM_FIELDS_MAX, "slim_args");
     PyObject *keys = PyDict_Keys(absent_given), *key_tuple = keys == NULL ? NULL : PyList_AsTuple(keys);
-    PyObject *absent_names = key_tuple == NULL ? NULL : interned_names(key_tuple, ABSENT_MAX);
+    PyObject *absent_names = key_tuple == NULL ? NULL : interned_names(key_tuple, ABSENT_MAX, "slim_args");
     PyObject *absent[ABSENT_MAX], *empty = NULL, *result = NULL;
     FullType full[FULL_TYPES_MAX];
     Py_ssize_t n_full = PyTuple_GET_SIZE(full_types), n_absent = 0;

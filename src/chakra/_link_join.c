@@ -444,28 +444,8 @@ done:
  * shared instance into `kept`: 0, or -1 with an exception. */
 static int kept_fields(PyObject *type, Kept *kept) {
     PyObject *fields = PyObject_GetAttrString(type, "__struct_fields__");
-    if (fields == NULL || !PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) > 16) {
-        if (fields != NULL || PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "attach_device_work: kept_args must be a struct type of 16 fields at most");
-        }
-        Py_XDECREF(fields);
-        return -1;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(fields);
-    kept->names = PyTuple_New(n);
-    for (Py_ssize_t k = 0; kept->names != NULL && k < n; k++) {
-        PyObject *name = PyTuple_GET_ITEM(fields, k);
-        if (!PyUnicode_Check(name)) {
-            PyErr_SetString(PyExc_TypeError, "attach_device_work: a field name is not a str");
-            Py_CLEAR(kept->names);
-            break;
-        }
-        Py_INCREF(name);
-        PyUnicode_InternInPlace(&name);
-        PyTuple_SET_ITEM(kept->names, k, name);
-    }
-    Py_DECREF(fields);
+    kept->names = fields == NULL ? NULL : interned_names(fields, 16, "attach_device_work: kept_args");
+    Py_XDECREF(fields);
     if (kept->names == NULL || (kept->empty = PyObject_CallNoArgs(type)) == NULL) {
         Py_CLEAR(kept->names);
         return -1;

@@ -115,6 +115,28 @@ static inline int append_to_field(PyObject *obj, PyObject *name, PyObject *value
     return rc;
 }
 
+/* A new tuple of `names` (a tuple of at most `limit` str: a struct type's `__struct_fields__`, a dict's
+ * keys) interned, as the slot cache compares names by identity; NULL with a TypeError naming `who`. */
+static inline PyObject *interned_names(PyObject *names, Py_ssize_t limit, const char *who) {
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > limit) {
+        PyErr_Format(PyExc_TypeError, "%s: field names come as a tuple of at most %zd", who, limit);
+        return NULL;
+    }
+    PyObject *out = PyTuple_New(PyTuple_GET_SIZE(names));
+    for (Py_ssize_t k = 0; out != NULL && k < PyTuple_GET_SIZE(names); k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        if (!PyUnicode_Check(name)) {
+            PyErr_Format(PyExc_TypeError, "%s: a field name is not a str", who);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(out, k, name);
+    }
+    return out;
+}
+
 /* The attribute names a module reads, interned once at its import. */
 typedef struct {
     PyObject **name;

@@ -144,7 +144,7 @@ def convert(
 
 
 def _convert(
-    host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, release_timing: bool = False
+    host: HostTrace, linked: LinkedTrace | None, rank: int | None, data_deps: bool, release_timing: bool
 ) -> Conversion:
     if rank is None and linked is not None:
         rank = linked.device.rank

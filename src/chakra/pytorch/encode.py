@@ -91,7 +91,6 @@ _ITEM_PATHS = tuple(
     (field,) if index < _Columns._fields.index("host_name") else ("host", field.removeprefix("host_"))
     for index, field in enumerate(_Columns._fields)
 )
-#: What the encoder reads of all items at once: for the ids, the threads and the report.
 #: The columns of the whole conversion read before its nodes are encoded, a few at a time (each is a list
 #: of a pointer per node: at a whole trace's peak, eight at once were 15 MiB).
 _THREAD_PATHS = (("thread",), ("host", "tid"), ("host", "scope"))

@@ -254,16 +254,16 @@ class NodesByPlace(Mapping[int, HostNode]):
     def __init__(self, nodes: Sequence[HostNode]):
         self.nodes = nodes
 
+    def __contains__(self, node_id: object) -> bool:
+        return type(node_id) is int and 0 < node_id <= len(self.nodes)
+
     def __getitem__(self, node_id: int) -> HostNode:
-        if type(node_id) is int and 0 < node_id <= len(self.nodes):
+        if node_id in self:
             return self.nodes[node_id - 1]
         raise KeyError(node_id)
 
     def get(self, node_id: int, default: Any = None) -> Any:  # type: ignore[override]
-        return self.nodes[node_id - 1] if type(node_id) is int and 0 < node_id <= len(self.nodes) else default
-
-    def __contains__(self, node_id: object) -> bool:
-        return type(node_id) is int and 0 < node_id <= len(self.nodes)
+        return self.nodes[node_id - 1] if node_id in self else default
 
     def __iter__(self) -> Iterator[int]:
         return iter(range(1, len(self.nodes) + 1))
