@@ -117,6 +117,17 @@ def test_a_trace_read_in_pieces_has_the_events_of_the_whole_file(name: str):
     )
 
 
+@pytest.mark.parametrize("name", SHARED_TRACES)
+def test_a_trace_read_without_flows_holds_every_other_event_and_counts_the_flows(name: str):
+    path = require_shared(name)
+    whole = load_kineto_trace(path)
+    trace = load_kineto_trace(path, flows=False)
+    flows = [e for e in whole.events if e.ph in ("s", "f", "t")]
+    assert flows and not whole.flows_left_out
+    assert [_every_arg(e) for e in trace.events] == [_every_arg(e) for e in whole.events if e.ph not in ("s", "f", "t")]
+    assert trace.flows_left_out == Counter((str(e.cat), str(e.ph)) for e in flows)
+
+
 def test_phases_categories_operator_names_and_thread_and_process_ids_are_kept_once():
     events = load_kineto_trace(require_shared("hta/alexnet_kineto.json.gz")).events
     for field in ("ph", "cat", "name", "tid", "pid"):
@@ -160,12 +171,13 @@ def test_the_event_list_may_come_after_other_keys_or_hold_no_complete_event(tmp_
     assert (len(trace.events), trace.device_properties, trace.trace_name) == (1, [{"id": 0}], "t")
 
 
-def test_a_complete_event_without_a_start_is_refused_with_its_index(tmp_path: Path):
+@pytest.mark.parametrize("flows", [True, False])
+def test_a_complete_event_without_a_start_is_refused_with_its_index_among_all(tmp_path: Path, flows: bool):
     path = tmp_path / "device.0.json"
     events = [{"ph": "X", "name": "ok", "ts": 1, "dur": 0}, {"ph": "s", "name": "flow"}, {"ph": "X", "name": "bad"}]
     path.write_text(json.dumps({"traceEvents": events}))
     with pytest.raises(ChakraFormatError, match=r"trace event 2 \('bad'\) has no ts"):
-        load_kineto_trace(path)
+        load_kineto_trace(path, flows=flows)
 
 
 timed_events = st.lists(

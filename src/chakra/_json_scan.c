@@ -17,6 +17,15 @@
  * searched from the end, or -1: where an array of objects likely has an item boundary. A guess, found
  * without reading the text before it (a string may hold those bytes): the caller checks it by
  * decoding the items before it, and reads with items_end where that fails.
+ *
+ * without_flows(piece, categories) -> (piece, counts) or None: the JSON array `piece` (bytes-like: a piece of
+ * the event list, as ArrayPieces decodes it) without its flow events, and how many it left out by
+ * (cat, ph) as str. A flow is left out only where the event decoder would take its text: a flat object
+ * of an event's own keys (name, cat, ph, pid, tid, ts, dur, id, bp), each once, `ph` "s", "f" or "t",
+ * `cat` one of `categories` (bytes; absent reads as ""), its strings printable ASCII without escapes, its
+ * numbers of the types those keys take (an integer of at most 18 digits for pid and tid); every other
+ * item stays, for the decoder to read or refuse. `piece` itself where none is left out, else a new
+ * bytearray. None where the text is not an array of complete items (a piece cut at a wrong guess).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -152,15 +161,279 @@ static PyObject *object_items_end(PyObject *self, PyObject *arg) {
     return PyLong_FromSsize_t(found);
 }
 
+/* What a byte is to a scan of JSON text outside strings: 1 for a quote or a bracket, else 0. */
+static unsigned char structural[256];
+/* Inside a string: 1 for a quote or a backslash. */
+static unsigned char string_stop[256];
+
+/* The offset just past the item (any JSON value) at `p`, its strings and brackets matched (a '{' or '['
+ * opens, a '}' or ']' closes: the decoder checks which), or -1 where the text ends first or closes an
+ * item it did not open. */
+static Py_ssize_t item_end(const char *text, Py_ssize_t p, Py_ssize_t size) {
+    const unsigned char *s = (const unsigned char *)text;
+    Py_ssize_t depth = 0;
+    if (s[p] != '{' && s[p] != '[' && s[p] != '"') { /* a number or a literal: up to what follows it */
+        while (p < size && s[p] != ',' && s[p] != ']' && s[p] != '}' && !is_space(s[p])) p++;
+        return p < size ? p : -1;
+    }
+    while (p < size) {
+        while (p < size && !structural[s[p]]) p++;
+        if (p >= size) return -1;
+        unsigned char c = s[p++];
+        if (c == '"') {
+            for (;;) {
+                while (p < size && !string_stop[s[p]]) p++;
+                if (p >= size) return -1;
+                if (s[p++] == '"') break;
+                p++; /* the escaped character */
+            }
+        } else if (c == '{' || c == '[') {
+            depth++;
+            continue;
+        } else if (--depth < 0) {
+            return -1;
+        }
+        if (depth == 0) return p;
+    }
+    return -1;
+}
+
+/* The keys of an event the decoder reads (KinetoEvent's fields but args). */
+enum { K_NAME, K_CAT, K_PH, K_PID, K_TID, K_TS, K_DUR, K_ID, K_BP, KEY_COUNT };
+static const char *const event_keys[KEY_COUNT] = {"name", "cat", "ph", "pid", "tid", "ts", "dur", "id", "bp"};
+
+/* What a value's text is: which of these the key's type takes is what flow_object checks. */
+enum { V_STRING = 1, V_INTEGER = 2, V_NUMBER = 4, V_NULL = 8, V_BOOL = 16 };
+static const int key_takes[KEY_COUNT] = {
+    V_STRING, V_STRING, V_STRING, V_STRING | V_INTEGER, V_STRING | V_INTEGER, V_INTEGER | V_NUMBER,
+    V_INTEGER | V_NUMBER, V_STRING | V_INTEGER | V_NUMBER | V_NULL | V_BOOL, V_STRING | V_NULL,
+};
+
+/* The offset past the string at `p` (its opening quote) where it holds printable ASCII only, no escape;
+ * else -1. */
+static Py_ssize_t plain_string(const char *s, Py_ssize_t p, Py_ssize_t size) {
+    for (p++; p < size; p++) {
+        unsigned char c = (unsigned char)s[p];
+        if (c == '"') return p + 1;
+        if (c < 0x20 || c > 0x7e || c == '\\') return -1;
+    }
+    return -1;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The offset past the JSON number at `p`, -1 where there is none or it is long enough to need care (more
+ * than 18 digits for an integer, 30 for others, an exponent of more than two digits); *integer is 1
+ * where it has no fraction and no exponent. */
+static Py_ssize_t plain_number(const char *s, Py_ssize_t p, Py_ssize_t size, int *integer) {
+    Py_ssize_t digits = 0;
+    if (p < size && s[p] == '-') p++;
+    if (p >= size || !is_digit(s[p])) return -1;
+    if (s[p] == '0') {
+        p++;
+        digits = 1;
+    } else {
+        for (; p < size && is_digit(s[p]); p++) digits++;
+    }
+    *integer = 1;
+    if (p < size && s[p] == '.') {
+        Py_ssize_t fraction = 0;
+        for (p++; p < size && is_digit(s[p]); p++) fraction++;
+        if (fraction == 0) return -1;
+        digits += fraction;
+        *integer = 0;
+    }
+    if (p < size && (s[p] == 'e' || s[p] == 'E')) {
+        Py_ssize_t exponent = 0;
+        p++;
+        if (p < size && (s[p] == '+' || s[p] == '-')) p++;
+        for (; p < size && is_digit(s[p]); p++) exponent++;
+        if (exponent == 0 || exponent > 2) return -1;
+        *integer = 0;
+    }
+    return digits > (*integer ? 18 : 30) ? -1 : p;
+}
+
+/* 1 where the object at `p` (its '{') is a flow without_flows leaves out (its end in *end, its cat and ph
+ * in *cat and *ph, *cat_size and *ph_size long), else 0. */
+static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, PyObject *categories, Py_ssize_t *end,
+                       const char **cat, Py_ssize_t *cat_size, const char **ph, Py_ssize_t *ph_size) {
+    int seen = 0;
+    *cat = "";
+    *cat_size = 0;
+    *ph = NULL;
+    for (p++;;) {
+        while (p < size && is_space(s[p])) p++;
+        if (p >= size || s[p] != '"') return 0; /* an empty object has no ph: not a flow */
+        Py_ssize_t key_end = plain_string(s, p, size), key = 0;
+        if (key_end < 0) return 0;
+        Py_ssize_t key_size = key_end - p - 2;
+        for (; key < KEY_COUNT; key++)
+            if ((Py_ssize_t)strlen(event_keys[key]) == key_size && memcmp(s + p + 1, event_keys[key], key_size) == 0) break;
+        if (key == KEY_COUNT || seen & (1 << key)) return 0;
+        seen |= 1 << key;
+        for (p = key_end; p < size && is_space(s[p]); p++) {}
+        if (p >= size || s[p] != ':') return 0;
+        for (p++; p < size && is_space(s[p]); p++) {}
+        if (p >= size) return 0;
+        Py_ssize_t value = p;
+        int kind, integer = 0;
+        if (s[p] == '"') {
+            p = plain_string(s, p, size);
+            kind = V_STRING;
+        } else if (size - p >= 4 && memcmp(s + p, "null", 4) == 0) {
+            p += 4;
+            kind = V_NULL;
+        } else if (size - p >= 4 && memcmp(s + p, "true", 4) == 0) {
+            p += 4;
+            kind = V_BOOL;
+        } else if (size - p >= 5 && memcmp(s + p, "false", 5) == 0) {
+            p += 5;
+            kind = V_BOOL;
+        } else {
+            p = plain_number(s, p, size, &integer);
+            kind = integer ? V_INTEGER : V_NUMBER;
+        }
+        if (p < 0 || !(key_takes[key] & kind)) return 0;
+        if (key == K_CAT) {
+            *cat = s + value + 1;
+            *cat_size = p - value - 2;
+        } else if (key == K_PH) {
+            *ph = s + value + 1;
+            *ph_size = p - value - 2;
+        }
+        while (p < size && is_space(s[p])) p++;
+        if (p < size && s[p] == ',') {
+            p++;
+            continue;
+        }
+        if (p >= size || s[p] != '}') return 0;
+        *end = p + 1;
+        break;
+    }
+    if (*ph == NULL || *ph_size != 1 || (**ph != 's' && **ph != 'f' && **ph != 't')) return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(categories); k++) {
+        PyObject *known = PyTuple_GET_ITEM(categories, k);
+        if (PyBytes_GET_SIZE(known) == *cat_size && memcmp(PyBytes_AS_STRING(known), *cat, *cat_size) == 0) return 1;
+    }
+    return 0;
+}
+
+/* A kind of flow left out, and how many. */
+typedef struct {
+    const char *cat;
+    Py_ssize_t cat_size;
+    char ph;
+    Py_ssize_t count;
+} FlowKind;
+#define MAX_FLOW_KINDS 32 /* a trace has two or three (ac2g, fwdbwd): flows of more kinds are kept */
+
+static PyObject *flow_counts(const FlowKind *kinds, int count) {
+    PyObject *counts = PyDict_New();
+    for (int k = 0; counts != NULL && k < count; k++) {
+        PyObject *key = Py_BuildValue("(s#s#)", kinds[k].cat, kinds[k].cat_size, &kinds[k].ph, (Py_ssize_t)1);
+        PyObject *value = key ? PyLong_FromSsize_t(kinds[k].count) : NULL;
+        if (value == NULL || PyDict_SetItem(counts, key, value) < 0) Py_CLEAR(counts);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+    }
+    return counts;
+}
+
+/* Appends the items kept since the last flow, s[start:end] (their separators as they were), to `to`. */
+static void flush_run(char *to, Py_ssize_t *written, const char *s, Py_ssize_t start, Py_ssize_t end) {
+    if (start < 0) return;
+    if (*written > 1) to[(*written)++] = ',';
+    memcpy(to + *written, s + start, end - start);
+    *written += end - start;
+}
+
+static PyObject *without_flows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *piece, *categories, *result = NULL, *out = NULL;
+    Py_buffer text;
+    if (!PyArg_ParseTuple(args, "OO!", &piece, &PyTuple_Type, &categories)) return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(categories); k++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(categories, k))) {
+            PyErr_SetString(PyExc_TypeError, "without_flows: the categories come as a tuple of bytes");
+            return NULL;
+        }
+    }
+    if (PyObject_GetBuffer(piece, &text, PyBUF_SIMPLE) < 0) return NULL;
+    const char *s = text.buf;
+    Py_ssize_t size = text.len, p = 0, written = 0;
+    Py_ssize_t run_start = -1, run_end = -1; /* the items kept since the last flow left out */
+    FlowKind kinds[MAX_FLOW_KINDS];
+    int kind_count = 0;
+    char *to = NULL;
+    while (p < size && is_space(s[p])) p++;
+    if (p >= size || s[p] != '[') goto none;
+    for (p++; p < size && is_space(s[p]); p++) {}
+    if (p < size && s[p] == ']') goto keep;
+    while (p < size) {
+        Py_ssize_t start = p, end = -1, cat_size = 0, ph_size = 0;
+        const char *cat = NULL, *ph = NULL;
+        int flow = s[p] == '{' && flow_object(s, p, size, categories, &end, &cat, &cat_size, &ph, &ph_size);
+        int kind = 0;
+        if (flow) {
+            for (; kind < kind_count; kind++)
+                if (kinds[kind].ph == *ph && kinds[kind].cat_size == cat_size && memcmp(kinds[kind].cat, cat, cat_size) == 0)
+                    break;
+            if (kind == kind_count && kind_count < MAX_FLOW_KINDS) kinds[kind_count++] = (FlowKind){cat, cat_size, *ph, 0};
+            flow = kind < kind_count;
+        }
+        if (!flow && (end = item_end(s, p, size)) < 0) goto none;
+        for (p = end; p < size && is_space(s[p]); p++) {}
+        if (p >= size || (s[p] != ',' && s[p] != ']')) goto none;
+        if (flow) {
+            kinds[kind].count++;
+            if (to == NULL) { /* the first flow: the text to write is known to be shorter than this */
+                if ((out = PyByteArray_FromStringAndSize(NULL, size)) == NULL) goto done;
+                to = PyByteArray_AS_STRING(out);
+                to[written++] = '[';
+            }
+            flush_run(to, &written, s, run_start, run_end);
+            run_start = -1;
+        } else {
+            if (run_start < 0) run_start = start;
+            run_end = end;
+        }
+        if (s[p] == ']') break;
+        for (p++; p < size && is_space(s[p]); p++) {}
+    }
+    if (p >= size) goto none;
+    for (p++; p < size && is_space(s[p]); p++) {}
+    if (p != size) goto none;
+    if (kind_count == 0) goto keep;
+    flush_run(to, &written, s, run_start, run_end);
+    to[written++] = ']';
+    if (PyByteArray_Resize(out, written) < 0) goto done;
+    PyObject *counts = flow_counts(kinds, kind_count);
+    if (counts != NULL) result = Py_BuildValue("(ON)", out, counts);
+    goto done;
+keep:
+    result = Py_BuildValue("(ON)", piece, PyDict_New());
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&text);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"find_array", find_array, METH_VARARGS, "The offsets of a top-level key and of its array's first item."},
     {"items_end", items_end, METH_VARARGS, "The end of an array's complete items, and whether it closed."},
     {"object_items_end", object_items_end, METH_O, "A likely boundary between objects, from the end, or -1."},
+    {"without_flows", without_flows, METH_VARARGS, "A piece of the event list without its flows, and their counts."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_json_scan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__json_scan(void) {
+    for (const char *c = "\"{}[]"; *c; c++) structural[(unsigned char)*c] = 1;
+    string_stop['"'] = string_stop['\\'] = 1;
     return PyModule_Create(&module);
 }

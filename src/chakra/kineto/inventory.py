@@ -8,7 +8,7 @@ annotation, metadata in thread names. *Dropped*: outside the converted window, o
 format has no place for (Python frames, the profiler's own spans, instants); each with its reason.
 
 Example:
-    kinds = count_kinds(trace.events)  # before the events are let go
+    kinds = event_kinds(trace)  # before the events are let go
     counts = inventory(kinds, linked.events, window.label)
     counts["kernel"]   # {"converted": 245, "dropped: outside ProfilerStep#12": 490}
 """
@@ -19,12 +19,14 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from chakra._items import gather
+from chakra._kineto_events import count_kinds
 from chakra.pytorch.kineto import (
     DEVICE_OP_CATEGORIES,
     HOST_OP_CATEGORIES,
     RUNTIME_CATEGORIES,
     SYNC_CATEGORY,
     KinetoEvents,
+    KinetoTrace,
 )
 
 CONVERTED = "converted"
@@ -51,13 +53,21 @@ _CATEGORY_FATE = {
 }
 
 
+def event_kinds(trace: KinetoTrace) -> Counter[tuple[str, str]]:
+    """How many events ``trace`` holds of each (category, phase), with the flows its loading left out
+    (``flows_left_out``): what :func:`inventory` takes, counted before the events are let go."""
+    kinds: Counter[tuple[str, str]] = Counter(count_kinds(trace.events))
+    kinds.update(trace.flows_left_out)
+    return kinds
+
+
 def inventory(kinds: Mapping[tuple[str, str], int], events: KinetoEvents, window: str) -> dict[str, dict[str, int]]:
     """Per event category (``cpu_op``, ``kernel``, ``ac2g`` flows, ...), how many events met each
     fate. Host operators and device work outside the window are dropped with the window's name
     (``window``: its label).
 
-    ``kinds`` counts the trace's events by (category, phase) (:func:`chakra._kineto_events.count_kinds`,
-    taken before the events the conversion does not read are let go); what became of the complete
+    ``kinds`` counts the trace's events by (category, phase) (:func:`event_kinds`, taken before the
+    events the conversion does not read are let go); what became of the complete
     events of the categories the converter reads is counted from the window's lists (``events``, as
     the profiler view keeps them: its operators, device work, runtime calls and syncs), the rest of
     each category being outside."""

@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from chakra._kineto_events import count_kinds
 from chakra.adapt import Target
 from chakra.kineto.inputs import RankTrace, job_traces
-from chakra.kineto.inventory import inventory
+from chakra.kineto.inventory import event_kinds, inventory
 from chakra.kineto.view import profiler_view
 from chakra.kineto.window import ALL_STEPS, choose_window
 from chakra.pytorch.convert import convert
@@ -39,8 +38,8 @@ _Job = tuple[RankTrace, str, "int | str | None"]
 def _convert_trace(job: _Job) -> RankResult:
     """Worker: convert one rank's trace and write it where ``staging`` says (another process)."""
     trace_file, staging, step = job
-    trace = load_kineto_trace(trace_file.path)
-    kinds = count_kinds(trace.events)  # for the inventory
+    trace = load_kineto_trace(trace_file.path, flows=False)
+    kinds = event_kinds(trace)  # for the inventory
     events = classify(trace)
     # the lists by role hold every event the conversion reads: the rest (flows, Python frames, the
     # profiler's own) are let go now, and their memory serves what the conversion makes
@@ -71,7 +70,7 @@ def _convert_trace(job: _Job) -> RankResult:
 def _common_step(first: RankTrace) -> int | str:
     """The step every rank converts: the one the first rank's trace chooses (the ranks' collectives
     must be the same ones), or the whole traces when it has no steps."""
-    trace = load_kineto_trace(first.path)
+    trace = load_kineto_trace(first.path, flows=False)
     window = choose_window(trace, classify(trace))
     if window.start_us is None:
         return ALL_STEPS

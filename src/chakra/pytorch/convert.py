@@ -245,7 +245,7 @@ def load_pair(host_path: PathLike, device_path: PathLike | None) -> tuple[HostTr
     host = load_host_trace(Path(host_path))
     if device_path is None:
         return host, None
-    device = load_kineto_trace(Path(device_path), inputs=False)
+    device = load_kineto_trace(Path(device_path), inputs=False, flows=False)
     linked = link(host, device)
     device.events = []
     return host, linked

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import msgspec
 
 from chakra import _kineto_events, io
+from chakra._json_scan import without_flows
 from chakra.collector import gc_paused
 from chakra.errors import ChakraFormatError
 from chakra.pytorch.jsonfile import ArrayPieces, NotStreamable, decode_json, read_json_bytes
@@ -317,6 +319,11 @@ class _KnownInputEvent(KinetoInputEvent, gc=False):
     ph: KinetoPhase = KinetoPhase.NONE
 
 
+#: The categories a flow the loader leaves out may have (:func:`chakra._json_scan.without_flows`): the
+#: known ones, which the decoder of known categories would take.
+_FLOW_CATEGORIES = tuple(category.value.encode() for category in KinetoCategory)
+
+
 class _KinetoFile(msgspec.Struct):
     traceEvents: list[KinetoEvent] = msgspec.field(default_factory=list)
     schemaVersion: int | None = None
@@ -337,6 +344,9 @@ class KinetoTrace:
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     base_time_ns: int | None = None
     trace_name: str | None = None
+    #: The flow events the loader did not decode (``load_kineto_trace(..., flows=False)``), by (category,
+    #: phase): counted, not in ``events``.
+    flows_left_out: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def rank(self) -> int | None:
@@ -455,24 +465,33 @@ def _decode_events(data: bytes, inputs: bool) -> _KinetoFile:
         return _DECODERS[(inputs, False)].decode(data)
 
 
-def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
+def _read_in_pieces(path: Path, inputs: bool, flows: bool) -> tuple[_KinetoFile, Counter[tuple[str, str]]] | None:
     """The trace, its events decoded a piece of the file at a time (:class:`ArrayPieces`): the file's
-    text is never all in memory beside its events. ``None`` where that cannot be done (a damaged file,
-    no events, an unusual layout): :func:`load_kineto_trace` reads the whole file, and names the error."""
+    text is never all in memory beside its events; without ``flows``, the flow events left out of each
+    piece before it is decoded, and counted. ``None`` where that cannot be done (a damaged file, no
+    events, an unusual layout): :func:`load_kineto_trace` reads the whole file, and names the error."""
     stream, _ = io.open_decompressed(path, what="a Kineto trace")
     events: list[KinetoEvent] = []
     known = True
     names: dict[str, str] = {}
     threads: dict[int, int] = {}
+    left_out: Counter[tuple[str, str]] = Counter()
 
-    def decode(piece: bytearray) -> list[KinetoEvent]:
+    def decode(piece: bytes | bytearray) -> list[KinetoEvent]:
         nonlocal known
+        cut = None if flows else without_flows(piece, _FLOW_CATEGORIES)
+        counts: dict[tuple[str, str], int] = {}
+        if cut is not None:
+            piece, counts = cut
         if known:
             try:
-                return _EVENT_DECODERS[(inputs, True)].decode(piece)
+                decoded = _EVENT_DECODERS[(inputs, True)].decode(piece)
             except msgspec.ValidationError:  # a category not known: strings from here on
                 known = False
-        return _EVENT_DECODERS[(inputs, False)].decode(piece)
+        if not known:
+            decoded = _EVENT_DECODERS[(inputs, False)].decode(piece)
+        left_out.update(counts)  # once decoded: a piece that is not is read again, or the file is
+        return decoded
 
     try:
         reader = ArrayPieces(stream, TRACE_EVENTS_KEY, decode)
@@ -493,19 +512,24 @@ def _read_in_pieces(path: Path, inputs: bool) -> _KinetoFile | None:
     if not events or head.traceEvents:  # none, or a second list of events after the first
         return None
     head.traceEvents = events
-    return head
+    return head, left_out
 
 
-def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
+def load_kineto_trace(path: PathLike, *, inputs: bool = True, flows: bool = True) -> KinetoTrace:
     """Read a Kineto trace (plain or gzip JSON); ``inputs``: with the operators' input lists
-    (:class:`KinetoInputEvent`), which linking with a host trace does not need.
+    (:class:`KinetoInputEvent`), which linking with a host trace does not need; without ``flows``, the
+    flow events (a third of a trace, which converting does not read: they repeat correlations) are
+    counted in ``flows_left_out``, not decoded, where the loader can tell them from their text.
 
     Raises :class:`ChakraFormatError` (with line and column) for files that are not Kineto traces
     and :class:`ChakraInputError` for files that cannot be read.
     """
     path = Path(path)
-    raw = _read_in_pieces(path, inputs)
-    if raw is None:
+    read = _read_in_pieces(path, inputs, flows)
+    left_out: Counter[tuple[str, str]] = Counter()
+    if read is not None:
+        raw, left_out = read
+    else:
         data = read_json_bytes(path, "a Kineto trace")
         raw = decode_json(
             data,
@@ -528,6 +552,8 @@ def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
             path=path,
             hint="profile at least one step (torch.profiler's schedule, then export_chrome_trace)",
         )
+    if left_out and _kineto_events.first_bad_time(raw.traceEvents) >= 0:
+        return load_kineto_trace(path, inputs=inputs)  # to name the bad event by its place among all
     _check_times(raw.traceEvents, path)
     return KinetoTrace(
         path=path,
@@ -537,4 +563,5 @@ def load_kineto_trace(path: PathLike, *, inputs: bool = True) -> KinetoTrace:
         device_properties=raw.deviceProperties,
         base_time_ns=raw.baseTimeNanoseconds,
         trace_name=raw.traceName,
+        flows_left_out=dict(left_out),
     )
