@@ -200,7 +200,24 @@ static Py_ssize_t item_end(const char *text, Py_ssize_t p, Py_ssize_t size) {
 
 /* The keys of an event the decoder reads (KinetoEvent's fields but args). */
 enum { K_NAME, K_CAT, K_PH, K_PID, K_TID, K_TS, K_DUR, K_ID, K_BP, KEY_COUNT };
-static const char *const event_keys[KEY_COUNT] = {"name", "cat", "ph", "pid", "tid", "ts", "dur", "id", "bp"};
+
+/* Which of the event's keys the text `k` (`size` bytes) is, KEY_COUNT for none. */
+static int event_key(const char *k, Py_ssize_t size) {
+    if (size == 2) {
+        if (k[0] == 'p' && k[1] == 'h') return K_PH;
+        if (k[0] == 't' && k[1] == 's') return K_TS;
+        if (k[0] == 'i' && k[1] == 'd') return K_ID;
+        if (k[0] == 'b' && k[1] == 'p') return K_BP;
+    } else if (size == 3) {
+        if (k[0] == 'c' && k[1] == 'a' && k[2] == 't') return K_CAT;
+        if (k[0] == 'p' && k[1] == 'i' && k[2] == 'd') return K_PID;
+        if (k[0] == 't' && k[1] == 'i' && k[2] == 'd') return K_TID;
+        if (k[0] == 'd' && k[1] == 'u' && k[2] == 'r') return K_DUR;
+    } else if (size == 4 && memcmp(k, "name", 4) == 0) {
+        return K_NAME;
+    }
+    return KEY_COUNT;
+}
 
 /* What a value's text is: which of these the key's type takes is what flow_object checks. */
 enum { V_STRING = 1, V_INTEGER = 2, V_NUMBER = 4, V_NULL = 8, V_BOOL = 16 };
@@ -254,9 +271,9 @@ static Py_ssize_t plain_number(const char *s, Py_ssize_t p, Py_ssize_t size, int
     return digits > (*integer ? 18 : 30) ? -1 : p;
 }
 
-/* 1 where the object at `p` (its '{') is a flow without_flows leaves out (its end in *end, its cat and ph
- * in *cat and *ph, *cat_size and *ph_size long), else 0. */
-static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, PyObject *categories, Py_ssize_t *end,
+/* 1 where the object at `p` (its '{') is a flow whose text the decoder takes, its category aside (its end
+ * in *end, its cat and ph in *cat and *ph, *cat_size and *ph_size long), else 0. */
+static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, Py_ssize_t *end,
                        const char **cat, Py_ssize_t *cat_size, const char **ph, Py_ssize_t *ph_size) {
     int seen = 0;
     *cat = "";
@@ -265,11 +282,9 @@ static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, PyObject *c
     for (p++;;) {
         while (p < size && is_space(s[p])) p++;
         if (p >= size || s[p] != '"') return 0; /* an empty object has no ph: not a flow */
-        Py_ssize_t key_end = plain_string(s, p, size), key = 0;
+        Py_ssize_t key_end = plain_string(s, p, size);
         if (key_end < 0) return 0;
-        Py_ssize_t key_size = key_end - p - 2;
-        for (; key < KEY_COUNT; key++)
-            if ((Py_ssize_t)strlen(event_keys[key]) == key_size && memcmp(s + p + 1, event_keys[key], key_size) == 0) break;
+        int key = event_key(s + p + 1, key_end - p - 2);
         if (key == KEY_COUNT || seen & (1 << key)) return 0;
         seen |= 1 << key;
         for (p = key_end; p < size && is_space(s[p]); p++) {}
@@ -301,6 +316,7 @@ static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, PyObject *c
         } else if (key == K_PH) {
             *ph = s + value + 1;
             *ph_size = p - value - 2;
+            if (*ph_size != 1 || (**ph != 's' && **ph != 'f' && **ph != 't')) return 0; /* most events: found first */
         }
         while (p < size && is_space(s[p])) p++;
         if (p < size && s[p] == ',') {
@@ -311,10 +327,14 @@ static int flow_object(const char *s, Py_ssize_t p, Py_ssize_t size, PyObject *c
         *end = p + 1;
         break;
     }
-    if (*ph == NULL || *ph_size != 1 || (**ph != 's' && **ph != 'f' && **ph != 't')) return 0;
+    return *ph != NULL; /* its phase checked when read */
+}
+
+/* 1 where `cat` (`size` bytes) is one of `categories` (bytes). */
+static int known_category(PyObject *categories, const char *cat, Py_ssize_t size) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(categories); k++) {
         PyObject *known = PyTuple_GET_ITEM(categories, k);
-        if (PyBytes_GET_SIZE(known) == *cat_size && memcmp(PyBytes_AS_STRING(known), *cat, *cat_size) == 0) return 1;
+        if (PyBytes_GET_SIZE(known) == size && memcmp(PyBytes_AS_STRING(known), cat, size) == 0) return 1;
     }
     return 0;
 }
@@ -373,13 +393,14 @@ static PyObject *without_flows(PyObject *self, PyObject *args) {
     while (p < size) {
         Py_ssize_t start = p, end = -1, cat_size = 0, ph_size = 0;
         const char *cat = NULL, *ph = NULL;
-        int flow = s[p] == '{' && flow_object(s, p, size, categories, &end, &cat, &cat_size, &ph, &ph_size);
+        int flow = s[p] == '{' && flow_object(s, p, size, &end, &cat, &cat_size, &ph, &ph_size);
         int kind = 0;
-        if (flow) {
+        if (flow) { /* a kind seen before has a known category */
             for (; kind < kind_count; kind++)
                 if (kinds[kind].ph == *ph && kinds[kind].cat_size == cat_size && memcmp(kinds[kind].cat, cat, cat_size) == 0)
                     break;
-            if (kind == kind_count && kind_count < MAX_FLOW_KINDS) kinds[kind_count++] = (FlowKind){cat, cat_size, *ph, 0};
+            if (kind == kind_count && kind_count < MAX_FLOW_KINDS && known_category(categories, cat, cat_size))
+                kinds[kind_count++] = (FlowKind){cat, cat_size, *ph, 0};
             flow = kind < kind_count;
         }
         if (!flow && (end = item_end(s, p, size)) < 0) goto none;
