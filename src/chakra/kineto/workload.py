@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from chakra.adapt import Target
+from chakra.collector import gc_paused
 from chakra.kineto.inputs import RankTrace, job_traces
 from chakra.kineto.inventory import event_kinds, inventory
 from chakra.kineto.view import profiler_view
@@ -37,6 +38,13 @@ _Job = tuple[RankTrace, str, "int | str | None"]
 
 def _convert_trace(job: _Job) -> RankResult:
     """Worker: convert one rank's trace and write it where ``staging`` says (another process)."""
+    # one pause for the whole job: its steps each pause the collector, and between them its first passes
+    # walked everything the step before had built (all of it alive to the end: nothing to find)
+    with gc_paused():
+        return _convert_paused(job)
+
+
+def _convert_paused(job: _Job) -> RankResult:
     trace_file, staging, step = job
     trace = load_kineto_trace(trace_file.path, flows=False)
     kinds = event_kinds(trace)  # for the inventory
