@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chakra._item_passes import chain_items, device_items, group_by_thread
+from chakra._item_passes import chain_items, device_items, group_by_thread, no_host_rows
+from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Item
+from chakra.pytorch.kineto import ActivityArgs, KinetoArgs
 from chakra.pytorch.link import DeviceActivity
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, METADATA_NODE
 
@@ -81,3 +83,74 @@ def test_device_work_becomes_items_on_their_streams_after_the_op_that_launched_t
          (a.host_id,) * (a.host_id in (1, 2)), (a.host_id,) * (a.host_id in (1, 2)))
         for k, a in enumerate(kept)
     ]  # fmt: skip
+
+
+def _no_host_rows_in_python(items, rows, node_types, thread_ids, launcher_rf_ids, columns, comp_node):
+    """The loop no_host_rows replaced (chakra/pytorch/encode.py), column by column."""
+    tids, rf_ids, streams, devices, correlations, launcher_ids, nbytes_column = columns
+    for row, item in zip(rows, items, strict=True):
+        owner = item.part_of.host if item.part_of is not None else None
+        tids[row] = None
+        if owner is not None:
+            rf_ids[row] = owner.rf_id
+            tids[row] = thread_ids.get(item.thread, owner.tid)
+        elif item.activity is None and item.thread in thread_ids:
+            tids[row] = thread_ids[item.thread]
+        elif item.activity is not None:
+            activity = item.activity
+            streams[row] = activity.stream if isinstance(activity.stream, int) else 0
+            if isinstance(activity.device, int):
+                devices[row] = activity.device
+            if activity.correlation is not None:
+                correlations[row] = int(activity.correlation)
+            launcher_ids[row] = launcher_rf_ids.get(activity.host_id) if activity.host_id is not None else None
+            args = activity.args
+            nbytes = args.bytes if isinstance(args, ActivityArgs) else args.get("bytes")
+            if isinstance(nbytes, int) and node_types[row] == comp_node:
+                nbytes_column[row] = nbytes
+
+
+def _host(node_id: int, tid: int) -> HostNode:
+    empty = IOLists(b"[]", b"[]", b"[]")
+    return HostNode(node_id, "op", 0, 100 + node_id, tid, 0, 0, 0, 0, "", empty, empty, {})
+
+
+_activity_specs = st.tuples(
+    st.sampled_from([7, True, None, "s"]),  # stream
+    st.sampled_from([0, None]),  # device
+    st.sampled_from([5, None, True]),  # correlation
+    st.sampled_from([1, 2, None]),  # launcher's host id (2 has no rf_id recorded)
+    st.sampled_from([ActivityArgs(bytes=64), ActivityArgs(), {"bytes": 8}, KinetoArgs()]),
+)
+_row_specs = st.lists(
+    st.one_of(
+        st.tuples(st.just("part"), st.sampled_from([1, 9]), st.booleans()),  # thread; its op has a host node
+        st.tuples(st.just("activity"), _activity_specs, st.sampled_from([COMP_NODE, METADATA_NODE])),
+        st.tuples(st.just("gap"), st.sampled_from([1, 9])),  # time outside operators on a thread
+    ),
+    max_size=12,
+)
+
+
+@given(specs=_row_specs)
+def test_the_rows_of_no_host_op_are_written_as_the_loop_in_python_wrote_them(specs):
+    items, node_types = [], []
+    for k, spec in enumerate(specs):
+        if spec[0] == "part":
+            owner = Item(1000 + k, "op", COMP_NODE, host=_host(k, 40 + k) if spec[2] else None)
+            items.append(Item(k, "op", COMP_NODE, thread=spec[1], part_of=owner))
+        elif spec[0] == "activity":
+            stream, device, correlation, host_id, args = spec[1]
+            activity = DeviceActivity("k", "kernel", device, stream, 0.0, 1.0, correlation, host_id, "launch", args)
+            items.append(Item(k, "k", spec[2], thread=("stream", 0, 7), activity=activity))
+        else:
+            items.append(Item(k, "gap", COMP_NODE, thread=spec[1]))
+        node_types.append(spec[2] if spec[0] == "activity" else COMP_NODE)
+    rows = list(range(len(items)))
+    thread_ids, launcher_rf_ids = {1: 11}, {1: 101, 2: None}
+    expected = tuple(["unset"] * len(items) for _ in range(7))
+    found = tuple(["unset"] * len(items) for _ in range(7))
+    _no_host_rows_in_python(items, rows, node_types, thread_ids, launcher_rf_ids, expected, COMP_NODE)
+    no_host_rows(items, rows, node_types, thread_ids, launcher_rf_ids, found, (ActivityArgs,), COMP_NODE)
+    assert found == expected
+    assert [type(v) for column in found for v in column] == [type(v) for column in expected for v in column]

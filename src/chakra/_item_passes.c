@@ -16,11 +16,22 @@
  *               dur_us, False, None, activity, data, ctrl)
  * with `host_id` in data and ctrl when it is an item's id in `items`, put in `items`; `made` lists the items,
  * `skipped` the activities of that category, in order.
+ *
+ * no_host_rows(items, rows, node_types, thread_ids, launcher_rf_ids, columns, args_types, comp_node) -> None:
+ * the encoder's attribute columns (chakra/pytorch/encode.py) of the items that are no host op, item k at
+ * row rows[k] of the batch whose node types are `node_types`; `columns` the lists (tid, rf_id, stream,
+ * device, correlation, launcher_rf_id, activity_bytes), None where nothing is written. The later part of an
+ * op (`part_of` an item whose `host` is not None): its op's rf_id, and tid thread_ids.get(thread, the op's
+ * tid). A device activity (`activity` not None): tid None; stream its `stream` where an int (bools are),
+ * else 0; device where an int; correlation int(correlation) where not None; launcher_rf_id
+ * launcher_rf_ids.get(host_id) (None for no host id); activity_bytes its args' `bytes` where an int and the
+ * row's node type equals `comp_node` (args of `args_types` read through their slot, others by .get).
+ * Time outside operators on a thread: tid thread_ids.get(thread).
  */
 #include "_slots.h"
 
 static PyObject *s_thread, *s_node_type, *s_data, *s_node_id, *s_name, *s_cat, *s_device, *s_stream, *s_ts_us, *s_dur_us,
-    *s_host_id;
+    *s_host_id, *s_correlation, *s_args, *s_bytes, *s_part_of, *s_host, *s_activity, *s_rf_id, *s_tid;
 
 static PyObject *group_by_thread(PyObject *self, PyObject *args) {
     (void)self;
@@ -157,12 +168,140 @@ done:
     return out;
 }
 
+/* The attribute columns no_host_rows writes, in the order it takes them. */
+enum { C_TID, C_RF_ID, C_STREAM, C_DEVICE, C_CORRELATION, C_LAUNCHER_RF_ID, C_ACTIVITY_BYTES, C_COUNT };
+
+/* What every row of a call shares. */
+typedef struct {
+    PyObject *columns[C_COUNT], *node_types, *thread_ids, *launcher_rf_ids, *args_types, *comp_node, *zero;
+} Rows;
+
+/* Sets columns[column][row] to `value` (a new reference, stolen; NULL passes an error on): 0, or -1. */
+static int put(const Rows *rows, int column, Py_ssize_t row, PyObject *value) {
+    if (value == NULL) return -1;
+    PyObject *list = rows->columns[column];
+    if (row < 0 || row >= PyList_GET_SIZE(list)) {
+        Py_DECREF(value);
+        PyErr_SetString(PyExc_IndexError, "no_host_rows: a row outside the columns");
+        return -1;
+    }
+    PyObject *old = PyList_GET_ITEM(list, row);
+    PyList_SET_ITEM(list, row, value);
+    Py_DECREF(old);
+    return 0;
+}
+
+/* The attributes of a device `activity` at `row` (see no_host_rows): 0, or -1 with an exception. */
+static int activity_row(const Rows *rows, Py_ssize_t row, PyObject *activity) {
+    PyObject *stream = NULL, *device = NULL, *correlation = NULL, *host_id = NULL, *args = NULL, *nbytes = NULL;
+    int rc = -1;
+    if ((stream = field(activity, s_stream)) == NULL || (device = field(activity, s_device)) == NULL ||
+        (correlation = field(activity, s_correlation)) == NULL || (host_id = field(activity, s_host_id)) == NULL ||
+        (args = field(activity, s_args)) == NULL)
+        goto done;
+    if (put(rows, C_STREAM, row, Py_NewRef(PyLong_Check(stream) ? stream : rows->zero)) < 0) goto done;
+    if (PyLong_Check(device) && put(rows, C_DEVICE, row, Py_NewRef(device)) < 0) goto done;
+    if (correlation != Py_None && put(rows, C_CORRELATION, row, PyNumber_Long(correlation)) < 0) goto done;
+    PyObject *rf_id = Py_None;
+    if (host_id != Py_None && (rf_id = PyDict_GetItemWithError(rows->launcher_rf_ids, host_id)) == NULL) {
+        if (PyErr_Occurred()) goto done;
+        rf_id = Py_None;
+    }
+    if (put(rows, C_LAUNCHER_RF_ID, row, Py_NewRef(rf_id)) < 0) goto done;
+    int slim = PyObject_IsInstance(args, rows->args_types);
+    if (slim < 0) goto done;
+    nbytes = slim ? field(args, s_bytes) : PyObject_CallMethod(args, "get", "s", "bytes");
+    if (nbytes == NULL) goto done;
+    if (PyLong_Check(nbytes)) {
+        PyObject *node_type = PySequence_GetItem(rows->node_types, row);
+        int comp = node_type == NULL ? -1 : PyObject_RichCompareBool(node_type, rows->comp_node, Py_EQ);
+        Py_XDECREF(node_type);
+        if (comp < 0 || (comp && put(rows, C_ACTIVITY_BYTES, row, Py_NewRef(nbytes)) < 0)) goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(stream);
+    Py_XDECREF(device);
+    Py_XDECREF(correlation);
+    Py_XDECREF(host_id);
+    Py_XDECREF(args);
+    Py_XDECREF(nbytes);
+    return rc;
+}
+
+/* The attributes of `item`, no host op's, at `row` (see no_host_rows): 0, or -1 with an exception. */
+static int no_host_row(const Rows *rows, Py_ssize_t row, PyObject *item) {
+    PyObject *thread = NULL, *part_of = NULL, *owner = NULL, *activity = NULL, *tid = NULL;
+    int rc = -1;
+    if ((thread = field(item, s_thread)) == NULL || (part_of = field(item, s_part_of)) == NULL) goto done;
+    if ((owner = part_of == Py_None ? Py_NewRef(Py_None) : field(part_of, s_host)) == NULL) goto done;
+    if (owner != Py_None) { /* the later part of an op: its op's rf_id and thread */
+        PyObject *known = PyDict_GetItemWithError(rows->thread_ids, thread);
+        if ((known == NULL && PyErr_Occurred()) || put(rows, C_RF_ID, row, field(owner, s_rf_id)) < 0) goto done;
+        tid = known != NULL ? Py_NewRef(known) : field(owner, s_tid);
+        rc = put(rows, C_TID, row, tid);
+        goto done;
+    }
+    if ((activity = field(item, s_activity)) == NULL) goto done;
+    if (activity != Py_None) {
+        rc = put(rows, C_TID, row, Py_NewRef(Py_None)) < 0 ? -1 : activity_row(rows, row, activity);
+        goto done;
+    }
+    PyObject *known = PyDict_GetItemWithError(rows->thread_ids, thread); /* time outside operators on a thread */
+    if (known == NULL && PyErr_Occurred()) goto done;
+    rc = put(rows, C_TID, row, Py_NewRef(known != NULL ? known : Py_None));
+done:
+    Py_XDECREF(thread);
+    Py_XDECREF(part_of);
+    Py_XDECREF(owner);
+    Py_XDECREF(activity);
+    return rc;
+}
+
+static PyObject *no_host_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items, *at, *columns;
+    Rows rows;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O!O!OO:no_host_rows", &PyList_Type, &items, &PyList_Type, &at, &rows.node_types,
+                          &PyDict_Type, &rows.thread_ids, &PyDict_Type, &rows.launcher_rf_ids, &PyTuple_Type, &columns,
+                          &rows.args_types, &rows.comp_node))
+        return NULL;
+    if (PyTuple_GET_SIZE(columns) != C_COUNT || PyList_GET_SIZE(at) != PyList_GET_SIZE(items)) {
+        PyErr_SetString(PyExc_ValueError, "no_host_rows: seven columns, and a row for each item");
+        return NULL;
+    }
+    for (int k = 0; k < C_COUNT; k++) {
+        rows.columns[k] = PyTuple_GET_ITEM(columns, k);
+        if (!PyList_Check(rows.columns[k])) {
+            PyErr_SetString(PyExc_TypeError, "no_host_rows: the columns are lists");
+            return NULL;
+        }
+    }
+    /* copies: the items, rows and columns stay alive and in place whatever a comparison or a get does */
+    items = PyList_AsTuple(items);
+    at = PyList_AsTuple(at);
+    columns = Py_NewRef(columns);
+    rows.zero = PyLong_FromLong(0);
+    int rc = items == NULL || at == NULL || rows.zero == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(items); i++) {
+        Py_ssize_t row = PyLong_AsSsize_t(PyTuple_GET_ITEM(at, i));
+        rc = row == -1 && PyErr_Occurred() ? -1 : no_host_row(&rows, row, PyTuple_GET_ITEM(items, i));
+    }
+    Py_XDECREF(items);
+    Py_XDECREF(at);
+    Py_DECREF(columns);
+    Py_XDECREF(rows.zero);
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"group_by_thread", group_by_thread, METH_VARARGS, "group_by_thread(items, skipped_type) -> dict"},
     {"chain_items", chain_items, METH_VARARGS, "chain_items(items, head) -> None"},
     {"device_items", device_items, METH_VARARGS,
      "device_items(activities, items, item_type, node_type, next_id, skipped_category, stream_tag) -> "
      "(next_id, made, skipped)"},
+    {"no_host_rows", no_host_rows, METH_VARARGS,
+     "no_host_rows(items, rows, node_types, thread_ids, launcher_rf_ids, columns, args_types, comp_node) -> None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -173,6 +312,8 @@ PyMODINIT_FUNC PyInit__item_passes(void) {
         {&s_thread, "thread"}, {&s_node_type, "node_type"}, {&s_data, "data"},     {&s_node_id, "node_id"},
         {&s_name, "name"},     {&s_cat, "cat"},             {&s_device, "device"}, {&s_stream, "stream"},
         {&s_ts_us, "ts_us"},   {&s_dur_us, "dur_us"},       {&s_host_id, "host_id"},
+        {&s_correlation, "correlation"}, {&s_args, "args"}, {&s_bytes, "bytes"}, {&s_part_of, "part_of"},
+        {&s_host, "host"}, {&s_activity, "activity"}, {&s_rf_id, "rf_id"}, {&s_tid, "tid"},
     };
     if (intern_all(names, sizeof names / sizeof names[0]) < 0) return NULL;
     return PyModule_Create(&module);

@@ -12,3 +12,13 @@ def device_items(
     skipped_category: str,
     stream_tag: str,
 ) -> tuple[int, list[Any], list[Any]]: ...
+def no_host_rows(
+    items: list[Any],
+    rows: list[int],
+    node_types: list[int],
+    thread_ids: dict[Any, int],
+    launcher_rf_ids: dict[int, int | None],
+    columns: tuple[list[Any], ...],
+    args_types: tuple[type, ...],
+    comp_node: int,
+) -> None: ...

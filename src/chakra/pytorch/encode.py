@@ -16,6 +16,7 @@ import msgspec
 
 from chakra import __version__
 from chakra._encode import count_rows, dense_ranks, span_us
+from chakra._item_passes import no_host_rows
 from chakra._items import gather
 from chakra.io import FORMAT_VERSION
 from chakra.pytorch.comms import CommNode
@@ -23,7 +24,6 @@ from chakra.pytorch.flops import MODELED_OPS, OpCost, op_cost, reads_values
 from chakra.pytorch.host import HostNode, IOLists
 from chakra.pytorch.items import Builder, Item, sort_by_attribute
 from chakra.pytorch.kineto import ActivityArgs, KinetoIdArgs
-from chakra.pytorch.link import DeviceActivity
 from chakra.pytorch.report import (
     COMM_KIND_LABEL,
     KIND_CPU,
@@ -96,6 +96,10 @@ _ITEM_PATHS = tuple(
 _THREAD_PATHS = (("thread",), ("host", "tid"), ("host", "scope"))
 _SPAN_PATHS = (("ts_us",), ("dur_us",))
 _KIND_PATHS = (("node_type",), ("activity", "cat"))
+#: The columns the rows of no host op write (:func:`chakra._item_passes.no_host_rows`), in its order.
+_NO_HOST_COLUMNS = ("tid", "rf_id", "stream", "device", "correlation", "launcher_rf_id", "activity_bytes")
+#: A device activity's args whose ``bytes`` is a field, not a key.
+_SLOTTED_ARGS = (KinetoIdArgs, ActivityArgs)
 #: The JSON texts of an op's IO lists that a node carries (:class:`~chakra.pytorch.host.IOLists`).
 _IO_FIELDS = ("raw_values", "raw_shapes", "raw_types")
 
@@ -255,9 +259,14 @@ class _Encoder:
                     if cost is not None:
                         column["num_ops"][row] = cost.num_ops
                         column["tensor_size"][row] = cost.tensor_size
+        # the rows of no host op: the later part of an op (its op's rf_id and thread), time outside operators
+        # on a thread (the thread), a device activity (stream, device, correlation, its launcher's rf_id, bytes)
         no_host = list(compress(count(), map(is_, col.host, repeat(None))))
         if no_host:
-            self._rows_of_no_host_op(column, [items[row] for row in no_host], no_host, col.node_type, thread_ids)
+            no_host_rows(
+                [items[row] for row in no_host], no_host, col.node_type, thread_ids, self.launcher_rf_ids,
+                tuple(column[name] for name in _NO_HOST_COLUMNS), _SLOTTED_ARGS, COMP_NODE,
+            )  # fmt: skip
         encode = self.encode
         for row in compress(count(), col.attrs):  # the few rows with attributes added
             column["added"][row] = b"".join([encode(name, value) for name, value in col.attrs[row]])
@@ -268,56 +277,6 @@ class _Encoder:
                 column["part_of"][row] = owner
         return [AttrColumn(_COLUMN_ATTR.get(name, name), values, RAW if name == "added" else _COLUMN_MEMBER.get(name))
                 for name, values in column.items()]  # fmt: skip
-
-    def _rows_of_no_host_op(
-        self,
-        column: dict[str, list[Any]],
-        items: list[Item],
-        rows: list[int],
-        node_types: list[int],
-        thread_ids: dict[Any, int],
-    ) -> None:
-        """The attributes of ``items`` (at ``rows`` of the batch, whose node types are ``node_types``),
-        which are no host op: the later part of an op (its op's ``rf_id`` and thread), time outside
-        operators on a thread (the thread), a device activity."""
-        tids = column["tid"]
-        activity_rows: list[int] = []
-        activities: list[DeviceActivity] = []
-        threads, owners, found = gather(items, (("thread",), ("part_of", "host"), ("activity",)))
-        for row, thread, owner, activity in zip(rows, threads, owners, found, strict=True):
-            tids[row] = None
-            if owner is not None:
-                column["rf_id"][row] = owner.rf_id
-                tids[row] = thread_ids.get(thread, owner.tid)
-            elif activity is None and thread in thread_ids:
-                tids[row] = thread_ids[thread]  # time outside operators on a thread
-            elif activity is not None:
-                activity_rows.append(row)
-                activities.append(activity)
-        if activities:
-            self._activity_rows(column, activities, activity_rows, [node_types[row] for row in activity_rows])
-
-    def _activity_rows(
-        self, column: dict[str, list[Any]], activities: list[DeviceActivity], rows: list[int], node_types: list[int]
-    ) -> None:
-        """The attributes of device ``activities`` (at ``rows``, of ``node_types``): stream, device,
-        correlation, the ``rf_id`` of the op that launched it, and a kernel's or copy's bytes."""
-        streams, devices, correlations, host_ids, args = gather(
-            activities, (("stream",), ("device",), ("correlation",), ("host_id",), ("args",))
-        )
-        launcher_rf_ids = [self.launcher_rf_ids.get(host_id) if host_id is not None else None for host_id in host_ids]
-        for row, stream, device, correlation, rf_id, arg, node_type in zip(
-            rows, streams, devices, correlations, launcher_rf_ids, args, node_types, strict=True
-        ):
-            column["stream"][row] = stream if isinstance(stream, int) else 0
-            if isinstance(device, int):
-                column["device"][row] = device
-            if correlation is not None:
-                column["correlation"][row] = int(correlation)
-            column["launcher_rf_id"][row] = rf_id
-            nbytes = arg.bytes if isinstance(arg, (KinetoIdArgs, ActivityArgs)) else arg.get("bytes")  # .get, inline
-            if isinstance(nbytes, int) and node_type == COMP_NODE:
-                column["activity_bytes"][row] = nbytes
 
     def _cost(self, host: HostNode) -> OpCost | None:
         """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one
