@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -377,12 +377,10 @@ class KinetoEvents:
     step_marks: list[KinetoEvent] = field(default_factory=list)  # host events named ProfilerStep*, also in host_ops
 
 
-def _check_times(events: list[KinetoEvent], path: Path) -> None:
-    """Refuse a complete (``X``) event without a start, or with a negative or non-finite start or
-    duration: converted, it would start at 0 or last for months."""
-    index = _kineto_events.first_bad_time(events)
-    if index < 0:
-        return
+def _refuse_time(events: list[KinetoEvent], index: int, path: Path) -> NoReturn:
+    """Refuse ``events[index]``, a complete (``X``) event without a start, or with a negative or
+    non-finite start or duration (:func:`chakra._kineto_events.first_bad_time`): converted, it would
+    start at 0 or last for months."""
     event = events[index]
     what = "has no ts" if math.isnan(event.ts) else f"has ts {event.ts!r} and dur {event.dur!r}"
     raise ChakraFormatError(
@@ -552,9 +550,11 @@ def load_kineto_trace(path: PathLike, *, inputs: bool = True, flows: bool = True
             path=path,
             hint="profile at least one step (torch.profiler's schedule, then export_chrome_trace)",
         )
-    if left_out and _kineto_events.first_bad_time(raw.traceEvents) >= 0:
+    bad = _kineto_events.first_bad_time(raw.traceEvents)
+    if bad >= 0 and left_out:
         return load_kineto_trace(path, inputs=inputs)  # to name the bad event by its place among all
-    _check_times(raw.traceEvents, path)
+    if bad >= 0:
+        _refuse_time(raw.traceEvents, bad, path)
     return KinetoTrace(
         path=path,
         events=raw.traceEvents,
