@@ -17,9 +17,10 @@
  * index in `ops` (host events sorted by start, `parents` their nesting) of the innermost op of the call's
  * thread open at its start (one starting with it counts, one ending at it does not; one whose name starts
  * with `step_prefix` never does), -1 for none: the last op of the thread started by then, then out
- * through its parents while they are closed. None where a time is not a float or is NaN, or a name is not
- * a str (the caller's rule in Python takes those); ValueError for ops not sorted by start or a parent
- * that is not one of them.
+ * through its parents while they are closed. `parents` None: the nesting found here, as nest_by_thread
+ * finds it (a caller that needs no exclusive times makes no lists of them). None where a time is not a
+ * float or is NaN, or a name is not a str (the caller's rule in Python takes those); ValueError for ops
+ * not sorted by start or a parent that is not one of them.
  *
  * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, kept_args]) ->
  * (activities, unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with
@@ -173,10 +174,11 @@ static Py_ssize_t thread_number(PyObject *threads, PyObject *obj, int add) {
     return PyErr_Occurred() ? -2 : number;
 }
 
-/* The ops' starts, ends, step marks, parents and threads, read once; 1, 0 where a value is not plain (see
+/* The ops' starts, ends, step marks, parents and threads, read once (the parents nested here where `parents`
+ * is None, `tops` the last op of each thread, -1 at first); 1, 0 where a value is not plain (see
  * enclosing_ops), -1 with an exception. */
 static int read_ops(PyObject *ops, PyObject *parents, PyObject *prefix, PyObject *threads, double *start, double *end,
-                    char *step, Py_ssize_t *parent, Py_ssize_t *thread) {
+                    char *step, Py_ssize_t *parent, Py_ssize_t *thread, Py_ssize_t *tops) {
     Py_ssize_t size = PyTuple_GET_SIZE(ops);
     for (Py_ssize_t i = 0; i < size; i++) {
         PyObject *op = PyTuple_GET_ITEM(ops, i);
@@ -197,13 +199,20 @@ static int read_ops(PyObject *ops, PyObject *parents, PyObject *prefix, PyObject
         if (marks < 0) return -1;
         if (!text) return 0;
         step[i] = (char)marks;
+        if ((thread[i] = thread_number(threads, op, 1)) < 0) return -1;
+        if (parents == Py_None) { /* the thread's open ops are the last one's chain of parents: those closed go */
+            Py_ssize_t top = tops[thread[i]];
+            while (top >= 0 && start[i] >= end[top]) top = parent[top];
+            parent[i] = top;
+            tops[thread[i]] = i;
+            continue;
+        }
         parent[i] = PyLong_AsSsize_t(PyList_GET_ITEM(parents, i));
         if (parent[i] == -1 && PyErr_Occurred()) return -1;
         if (parent[i] < -1 || parent[i] >= size) {
             PyErr_Format(PyExc_ValueError, "op %zd has parent %zd, not one of the %zd ops", i, parent[i], size);
             return -1;
         }
-        if ((thread[i] = thread_number(threads, op, 1)) < 0) return -1;
     }
     return 1;
 }
@@ -228,29 +237,31 @@ static Py_ssize_t open_at(double at, const Py_ssize_t *members, const double *st
 static PyObject *enclosing_ops(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *ops, *parents, *calls, *prefix;
-    if (!PyArg_ParseTuple(args, "O!O!O!U:enclosing_ops", &PyList_Type, &ops, &PyList_Type, &parents, &PyList_Type, &calls,
-                          &prefix))
+    if (!PyArg_ParseTuple(args, "O!OO!U:enclosing_ops", &PyList_Type, &ops, &parents, &PyList_Type, &calls, &prefix))
         return NULL;
-    if (PyList_GET_SIZE(parents) != PyList_GET_SIZE(ops)) {
-        PyErr_SetString(PyExc_ValueError, "parents must have one value per op");
+    if (parents != Py_None && (!PyList_Check(parents) || PyList_GET_SIZE(parents) != PyList_GET_SIZE(ops))) {
+        PyErr_SetString(PyExc_ValueError, "parents must be None or a list of one value per op");
         return NULL;
     }
     /* copies: the ops and calls stay alive and in place whatever a getattr does to the lists given */
     ops = PyList_AsTuple(ops);
     calls = PyList_AsTuple(calls);
-    parents = PyList_GetSlice(parents, 0, PyList_GET_SIZE(parents));
+    parents = parents == Py_None ? Py_NewRef(parents) : PyList_GetSlice(parents, 0, PyList_GET_SIZE(parents));
     Py_ssize_t size = ops ? PyTuple_GET_SIZE(ops) : 0, slots = size + 1;
     double *start = PyMem_Malloc(slots * sizeof(double)), *end = PyMem_Malloc(slots * sizeof(double));
     char *step = PyMem_Malloc(slots);
     Py_ssize_t *parent = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *thread = PyMem_Malloc(slots * sizeof(Py_ssize_t));
     Py_ssize_t *members = PyMem_Malloc(slots * sizeof(Py_ssize_t)), *bounds = NULL;
+    Py_ssize_t *tops = PyMem_Malloc(slots * sizeof(Py_ssize_t));
     double *member_start = PyMem_Malloc(slots * sizeof(double));
     PyObject *threads = PyDict_New(), *out = NULL;
-    if (!ops || !calls || !parents || !start || !end || !step || !parent || !thread || !members || !member_start || !threads) {
+    if (!ops || !calls || !parents || !start || !end || !step || !parent || !thread || !members || !tops || !member_start ||
+        !threads) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    int plain = read_ops(ops, parents, prefix, threads, start, end, step, parent, thread);
+    for (Py_ssize_t t = 0; t < slots; t++) tops[t] = -1;
+    int plain = read_ops(ops, parents, prefix, threads, start, end, step, parent, thread, tops);
     if (plain <= 0) {
         if (plain == 0) out = Py_NewRef(Py_None);
         goto done;
@@ -300,6 +311,7 @@ done:
     PyMem_Free(parent);
     PyMem_Free(thread);
     PyMem_Free(members);
+    PyMem_Free(tops);
     PyMem_Free(member_start);
     PyMem_Free(bounds);
     return out;

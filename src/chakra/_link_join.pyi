@@ -10,7 +10,9 @@ def join_host_ops(
     exclusive_us: list[float],
     timing_type: type,
 ) -> tuple[dict[int, Any], dict[int, int], int, int, int, list[Any]]: ...
-def enclosing_ops(ops: list[Any], parents: list[int], calls: list[Any], step_prefix: str) -> list[int] | None: ...
+def enclosing_ops(
+    ops: list[Any], parents: list[int] | None, calls: list[Any], step_prefix: str
+) -> list[int] | None: ...
 def attach_device_work(
     events: list[Any],
     calls: dict[int, Any],

@@ -128,8 +128,8 @@ def _runtime_calls(events: KinetoEvents) -> list[KinetoEvent]:
 def _outside_operators(events: KinetoEvents) -> list[KinetoEvent]:
     """Runtime calls that no operator of their thread encloses (``ProfilerStep#N`` marks a step,
     it launches nothing: linking never takes it for a call's operator)."""
-    calls, parents = _runtime_calls(events), nest_events(events.host_ops)[1]
-    return [call for call, op in zip(calls, enclosing_ops(events.host_ops, parents, calls), strict=True) if op < 0]
+    calls = _runtime_calls(events)
+    return [call for call, op in zip(calls, enclosing_ops(events.host_ops, None, calls), strict=True) if op < 0]
 
 
 def _values(event: KinetoEvent, args: KinetoInputArgs) -> msgspec.Raw:

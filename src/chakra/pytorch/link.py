@@ -170,7 +170,7 @@ def nest_events(events: list[KinetoEvent]) -> tuple[list[float], list[int]]:
     return nest_by_thread(events)
 
 
-def enclosing_ops(ops: list[KinetoEvent], parents: list[int], calls: list[KinetoEvent]) -> list[int]:
+def enclosing_ops(ops: list[KinetoEvent], parents: list[int] | None, calls: list[KinetoEvent]) -> list[int]:
     """For each call, the index in ``ops`` (host events sorted by start, longer first, as
     :func:`nest_events` takes them; ``parents``: what it finds for them) of the innermost op of the
     call's thread open at its start (one that starts with it counts, one that ends at it does not), -1
@@ -178,8 +178,8 @@ def enclosing_ops(ops: list[KinetoEvent], parents: list[int], calls: list[Kineto
 
     The ops open at a call are the last op of its thread started by then and the ops it is nested in
     (its parents): found with arrays, thread by thread, then the parents climbed past the ops already
-    closed, for all the calls at once. The callers have nested the ops already, for their exclusive
-    times: the nesting is taken, not found again.
+    closed, for all the calls at once. Callers that have nested the ops already, for their exclusive
+    times, give the nesting; with ``parents`` None it is found here, as :func:`nest_events` finds it.
 
     Example:
         >>> from chakra.pytorch.kineto import KinetoEvent
@@ -194,6 +194,8 @@ def enclosing_ops(ops: list[KinetoEvent], parents: list[int], calls: list[Kineto
     found_in_c = enclosing_in_c(ops, parents, calls, PROFILER_STEP_PREFIX)  # None where a time is not a float
     if found_in_c is not None:
         return found_in_c
+    if parents is None:
+        parents = nest_events(ops)[1]
     # numpy loads here, not with the module: converting a trace without device work never needs it,
     # and loading it took the PyTorch conversion's modules from 23 to 34 MiB (convert_bench.py)
     import numpy as np
