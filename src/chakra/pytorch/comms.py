@@ -24,9 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from chakra._items import gather
 from chakra.pytorch.host import HostNode
 from chakra.schema.protobuf.et_def_pb2 import (
     ALL_GATHER,
@@ -342,8 +344,10 @@ def find_calls(
     works: list[HostNode] = []
     call: CommCall | None
     # a few op names recur over the whole trace: each is judged once
-    call_names = {name for name in {node.name for node in by_id.values()} if _is_call_name(name)}
-    in_calls = [node for node in by_id.values() if node.name in call_names]
+    every = list(by_id.values())
+    (names,) = gather(every, (("name",),))
+    call_names = {name for name in set(names) if _is_call_name(name)}
+    in_calls = list(compress(every, map(call_names.__contains__, names)))
     for node in sorted(in_calls, key=attrgetter("id")):  # ids follow op entry: issue order
         if node.name.startswith(WORK_PREFIXES):
             works.append(node)

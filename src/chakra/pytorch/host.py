@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import compress, repeat
+from operator import eq
 from pathlib import Path
 from typing import Any
 
@@ -212,20 +214,20 @@ class HostTrace:
 
     def process_groups(self) -> list[dict[str, Any]]:
         """The groups of the ``## process_group:init ##`` record (``[]`` when there is none)."""
-        for node in self.nodes:
-            if node.name == PROCESS_GROUP_NODE:
-                values = node.inputs.values()
-                if values and isinstance(values[0], str):
-                    try:
-                        groups = _decode_any(values[0].encode())
-                    except msgspec.DecodeError as exc:
-                        raise ChakraInputError(
-                            f"node {node.id} ({PROCESS_GROUP_NODE}) holds process groups that are not JSON: {exc}",
-                            path=self.path,
-                            hint="its first input is the JSON list PyTorch's observer writes; re-record the trace "
-                            "or remove the node to convert without its groups",
-                        ) from None
-                    return groups if isinstance(groups, list) else []
+        (names,) = gather(self.nodes, (("name",),))
+        for node in compress(self.nodes, map(eq, names, repeat(PROCESS_GROUP_NODE))):
+            values = node.inputs.values()
+            if values and isinstance(values[0], str):
+                try:
+                    groups = _decode_any(values[0].encode())
+                except msgspec.DecodeError as exc:
+                    raise ChakraInputError(
+                        f"node {node.id} ({PROCESS_GROUP_NODE}) holds process groups that are not JSON: {exc}",
+                        path=self.path,
+                        hint="its first input is the JSON list PyTorch's observer writes; re-record the trace "
+                        "or remove the node to convert without its groups",
+                    ) from None
+                return groups if isinstance(groups, list) else []
         return []
 
     def by_id(self) -> Mapping[int, HostNode]:
