@@ -21,6 +21,7 @@ from chakra import io
 from chakra.adapt import Change, Target, adapt_workload
 from chakra.attrs import get_attr
 from chakra.errors import ChakraInputError
+from chakra.pytorch import encode
 from chakra.pytorch.convert import convert
 from chakra.pytorch.flops import op_cost
 from chakra.pytorch.host import load_host_trace
@@ -396,3 +397,23 @@ def test_ops_whose_cost_reads_their_values_are_each_costed_with_their_own(tmp_pa
     assert expected[True] != expected[False]
     costs = [get_attr(n, "num_ops") for n in sorted(conversion.nodes, key=lambda n: get_attr(n, "rf_id"))]
     assert costs == [expected[True], expected[False], expected[True]]
+
+
+def test_an_op_whose_cost_reads_its_values_is_costed_once_for_each_values_it_repeats(tmp_path: Path, monkeypatch):
+    shapes = [[1, 8, 4, 4], [8, 2, 3, 3], [], [[], []], [[], []], [[], []], [], [[], []], []]
+    types = ["Tensor(float)", "Tensor(float)", "Tensor(nullptr (uninitialized))", *["GenericList[Int,Int]"] * 3, "Bool",
+             "GenericList[Int,Int]", "Int"]  # fmt: skip
+    outputs = {"values": [[9, 9, 0, 32, 4, "cpu"]], "shapes": [[1, 8, 2, 2]], "types": ["Tensor(float)"]}
+    nodes = [host_node(1, "[pytorch|profiler|execution_trace|process]", 0, parent=1)]
+    for node_id, transposed in ((2, True), (3, False), (4, True), (5, False), (6, True)):
+        node = host_node(node_id, "aten::convolution", node_id)
+        values = [None, None, None, [2, 2], [0, 0], [1, 1], transposed, [0, 0], 2]
+        node.update(inputs={"values": values, "shapes": shapes, "types": types}, outputs=outputs)
+        nodes.append(node)
+    host_path, _ = write_trace_pair(tmp_path, nodes, [])
+    costed = []
+    real_cost_of = encode._cost_of
+    monkeypatch.setattr(encode, "_cost_of", lambda host, types: costed.append(host.id) or real_cost_of(host, types))
+    conversion = convert(load_host_trace(host_path))
+    assert costed == [2, 3]  # the later convolutions repeat the first two's values
+    assert len({get_attr(n, "num_ops") for n in conversion.nodes if n.name == "aten::convolution"}) == 2

@@ -137,7 +137,7 @@ class _Encoder:
         self.report = builder.report
         self.costed_below = _costed_ancestors(builder)
         self.encode = AttrEncoder()
-        self.costs: dict[tuple[str, bytes, bytes, bytes, bytes], OpCost | object | None] = {}
+        self.costs: dict[tuple[str | bytes, ...], OpCost | object | None] = {}  # see _cost
         self.launcher_rf_ids: dict[int, int | None] = {}  # host id -> rf_id, for the device activities
 
     def finish(self, comm_nodes: list[CommNode]) -> Conversion:
@@ -279,10 +279,11 @@ class _Encoder:
                 for name, values in column.items()]  # fmt: skip
 
     def _cost(self, host: HostNode) -> OpCost | None:
-        """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one
-        (:func:`~chakra.pytorch.flops.reads_values` says when the values matter too: those are
-        costed each time). The key is looked up before the types are decoded: a step repeats it."""
-        key = (
+        """The modelled cost of ``host``; ops that repeat a layer's shapes and types share one, and those
+        whose cost reads the values too (:func:`~chakra.pytorch.flops.reads_values`: a convolution's
+        strides) share one where the values repeat as well. The key is looked up before the types are
+        decoded: a step repeats it."""
+        key: tuple[str | bytes, ...] = (
             host.name,
             bytes(host.inputs.raw_shapes),
             bytes(host.inputs.raw_types),
@@ -292,17 +293,27 @@ class _Encoder:
         cost = self.costs.get(key, _UNSEEN)
         try:
             if cost is _READS_VALUES:
-                return _cost_of(host, host.inputs.types())
-            if cost is not _UNSEEN:
+                key = (*key, bytes(host.inputs.raw_values))
+                cost = self.costs.get(key, _UNSEEN)
+                if cost is not _UNSEEN:
+                    return cost  # type: ignore[return-value]
+                cost = _cost_of(host, host.inputs.types())
+            elif cost is not _UNSEEN:
                 return cost  # type: ignore[return-value]
-            input_types = host.inputs.types()
-            reads = reads_values(host.name, input_types)
-            cost = _cost_of(host, input_types)
+            else:
+                input_types = host.inputs.types()
+                if reads_values(host.name, input_types):
+                    self._keep(key, _READS_VALUES)
+                    key = (*key, bytes(host.inputs.raw_values))
+                cost = _cost_of(host, input_types)
         except msgspec.DecodeError:
             return None
-        if len(self.costs) < _COSTS_KEPT:
-            self.costs[key] = _READS_VALUES if reads else cost
+        self._keep(key, cost)
         return cost
+
+    def _keep(self, key: tuple[str | bytes, ...], cost: OpCost | object | None) -> None:
+        if len(self.costs) < _COSTS_KEPT:
+            self.costs[key] = cost
 
     def _metadata(self) -> GlobalMetadata:
         metadata = GlobalMetadata(version=FORMAT_VERSION)
