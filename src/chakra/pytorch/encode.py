@@ -115,13 +115,17 @@ def _costed_ancestors(builder: Builder) -> set[int]:
     ``convolution``) get no cost of their own: the work would be counted twice."""
     costed_below: set[int] = set()
     (names,) = gather(builder.host.nodes, (("name",),))
+    by_id = builder.by_host_id
     for node in compress(builder.host.nodes, map(MODELED_OPS.__contains__, names)):
         if node.id not in builder.items:
             continue
-        parent = builder.by_host_id.get(node.parent)
-        while parent is not None and parent.id not in costed_below and parent.id != parent.parent:
-            costed_below.add(parent.id)
-            parent = builder.by_host_id.get(parent.parent)
+        parent_id = node.parent
+        while parent_id not in costed_below:  # siblings share their parent: looked up once
+            parent = by_id.get(parent_id)
+            if parent is None or parent_id == parent.parent:
+                break
+            costed_below.add(parent_id)
+            parent_id = parent.parent
     return costed_below
 
 

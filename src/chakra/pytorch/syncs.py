@@ -81,7 +81,13 @@ class _Streams:
         self.sync_events: dict[int, DeviceActivity] = {
             a.correlation: a for a in linked.activities if a.cat == "cuda_sync" and a.correlation is not None
         }
-        self.records = {e.correlation: e for e in linked.event_records if e.correlation is not None}
+        # their correlations as KinetoEvent.correlation reads them, gathered in C (an event record per kernel, at times)
+        (correlations,) = gather(linked.event_records, (("args", "correlation"),))
+        self.records = {
+            correlation: record
+            for correlation, record in zip(correlations, linked.event_records, strict=True)
+            if isinstance(correlation, int) and not isinstance(correlation, bool)
+        }
         # what only some calls need is made when first asked for (a trace may have none of them)
         self._launched: dict[Any, list[float]] = {}
         self._record_times: dict[Any, list[float]] = {}
