@@ -250,7 +250,8 @@ def _launches_by_owner(builder: Builder) -> dict[int, tuple[list[float], list[It
     out = {}
     for owner, owner_times in times.items():
         owner_works = launched[owner]
-        if any(map(lt, owner_times[1:], owner_times)):  # most are in order already: sorted (stably) only if not
+        # most launch one work, the others in order already: sorted (stably) only if not
+        if len(owner_times) > 1 and any(map(lt, owner_times[1:], owner_times)):
             order = sorted(range(len(owner_times)), key=owner_times.__getitem__)
             owner_times, owner_works = [owner_times[k] for k in order], [owner_works[k] for k in order]
         out[owner] = (owner_times, owner_works)
