@@ -312,24 +312,52 @@ def test_device_work_is_attached_as_given_when_reading_its_stream_changes_the_ca
             return 1
 
     (activity,), unattached = attach_device_work(
-        [KinetoEvent(name="k", cat="kernel", args=Args())], calls, {}, {}, DeviceActivity, KinetoArgs
+        [KinetoEvent(name="k", cat="kernel", args=Args())], calls, [-1], [], {}, DeviceActivity, KinetoArgs
     )
     assert (activity.launch, activity.launch_end_us, activity.stream) == ("cudaLaunchKernel", 4.0, 1)
     assert unattached == [(0, 1)]  # its launch is outside every op
 
 
-def test_a_launch_or_op_mapped_to_none_is_missing():
+def test_a_launch_mapped_to_none_outside_every_op_or_in_an_op_mapped_to_none_is_missing():
     launch, op = KinetoEvent(name="cudaLaunchKernel", tid=1, ts=3.0), KinetoEvent(name="op", tid=1)
     kernel = KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=5))
     found = [
-        attach_device_work([kernel], calls, enclosing, hosts, DeviceActivity, KinetoArgs)[1]
+        attach_device_work([kernel], calls, enclosing, [op], hosts, DeviceActivity, KinetoArgs)[1]
         for calls, enclosing, hosts in [
-            ({5: None}, {}, {}),
-            ({5: launch}, {id(launch): None}, {}),
-            ({5: launch}, {id(launch): op}, {id(op): None}),
+            ({5: None}, [-1], {}),
+            ({5: launch}, [-1], {}),
+            ({5: launch}, [0], {id(op): None}),
         ]
     ]
     assert found == [[(0, 0)], [(0, 1)], [(0, 2)]]
+
+
+def test_the_host_id_of_a_launch_is_its_ops_by_the_host_map_or_its_place_in_a_profiler_view():
+    launches = {5: KinetoEvent(name="cudaLaunchKernel", tid=1, ts=3.0), 6: KinetoEvent(name="cudaMemcpyAsync", tid=1)}
+    ops = [KinetoEvent(name="a", tid=1), KinetoEvent(name="b", tid=1)]
+    kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c)) for c in (6, 5, 6)]
+    mapped, _ = attach_device_work(kernels, launches, [1, 0], ops, {id(ops[0]): 70, id(ops[1]): 71}, DeviceActivity,
+                                   KinetoArgs)  # fmt: skip
+    placed, _ = attach_device_work(kernels, launches, [1, 0], ops, None, DeviceActivity, KinetoArgs)
+    assert [a.host_id for a in mapped] == [70, 71, 70] and [a.host_id for a in placed] == [1, 2, 1]
+    assert placed[0].host_id is placed[2].host_id  # the activities of one launch share it
+
+
+def test_a_launch_added_to_the_calls_after_the_call_began_is_outside_every_op():
+    """Args of another type are read with .get, which may run user code: one adding a launch."""
+    calls: dict[int, KinetoEvent] = {}
+
+    class Args:
+        correlation = 5
+
+        def get(self, key, default):
+            calls[5] = KinetoEvent(name="cudaLaunchKernel", tid=1)
+            return default
+
+    events = [KinetoEvent(name="m", cat="kernel", args=Args()), KinetoEvent(name="k", cat="kernel", args=Args())]
+    (first, second), unattached = attach_device_work(events, calls, [], [], None, DeviceActivity, KinetoArgs)
+    assert unattached == [(0, 0), (1, 1)]  # no launch yet; then one not among the calls when it began
+    assert (first.launch, second.launch, second.host_id) == ("", "cudaLaunchKernel", None)
 
 
 def test_device_work_can_keep_what_a_conversion_reads_of_its_args_for_a_caller_that_lets_the_events_go():
@@ -345,8 +373,8 @@ def test_device_work_can_keep_what_a_conversion_reads_of_its_args_for_a_caller_t
         KinetoEvent(name="m", cat="gpu_memcpy", args=KinetoArgs(correlation=5, stream=7, bytes=64)),
         KinetoEvent(name="c", cat="gpu_memcpy", args=Args()),
     ]
-    shared, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs)
-    kept, _ = attach_device_work(kernels, {5: launch}, {}, {}, DeviceActivity, KinetoArgs, ActivityArgs)
+    shared, _ = attach_device_work(kernels, {5: launch}, [-1], [], {}, DeviceActivity, KinetoArgs)
+    kept, _ = attach_device_work(kernels, {5: launch}, [-1], [], {}, DeviceActivity, KinetoArgs, ActivityArgs)
     assert [a.args is k.args for a, k in zip(shared, kernels, strict=True)] == [True, True, True]
     assert [a.args for a in kept[:2]] == [ActivityArgs(stream=7), ActivityArgs(bytes=64, stream=7)]
     assert kept[2].args is kernels[2].args
@@ -357,14 +385,14 @@ def test_device_work_can_keep_what_a_conversion_reads_of_its_args_for_a_caller_t
 
 def test_an_activity_whose_args_hold_nothing_a_conversion_reads_shares_one_empty_kept_args():
     kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c, external_id=c)) for c in (5, 6)]
-    first, second = attach_device_work(kernels, {}, {}, {}, DeviceActivity, KinetoArgs, ActivityArgs)[0]
+    first, second = attach_device_work(kernels, {}, [], [], {}, DeviceActivity, KinetoArgs, ActivityArgs)[0]
     assert first.args == ActivityArgs() and second.args is first.args
 
 
 def test_the_launches_of_a_thread_share_one_tid_object():
     launches = {c: KinetoEvent(name="cudaLaunchKernel", tid=123456, ts=float(c), dur=1.0) for c in (5, 6)}
     kernels = [KinetoEvent(name="k", cat="kernel", args=KinetoArgs(correlation=c)) for c in (5, 6)]
-    first, second = attach_device_work(kernels, launches, {}, {}, DeviceActivity, KinetoArgs)[0]
+    first, second = attach_device_work(kernels, launches, [-1, -1], [], {}, DeviceActivity, KinetoArgs)[0]
     assert first.launch_thread == 123456 and second.launch_thread is first.launch_thread
 
 
@@ -380,5 +408,5 @@ def test_kept_args_whose_type_cannot_be_made_are_refused_without_holding_their_n
     before = sys.getrefcount(name)
     for _ in range(100):
         with pytest.raises(RuntimeError, match="cannot be made"):
-            attach_device_work([], {}, {}, None, DeviceActivity, KinetoIdArgs, Kept)
+            attach_device_work([], {}, [], [], None, DeviceActivity, KinetoIdArgs, Kept)
     assert sys.getrefcount(name) == before

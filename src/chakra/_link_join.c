@@ -22,17 +22,19 @@
  * float or is NaN, or a name is not a str (the caller's rule in Python takes those); ValueError for ops
  * not sorted by start or a parent that is not one of them.
  *
- * attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, kept_args]) ->
+ * attach_device_work(events, calls, enclosing, ops, host_of_event, activity_type, args_type[, kept_args]) ->
  * (activities, unattached): for each device event (`name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args` with
  * `correlation` and `stream`), in order, activity_type(name, cat, pid, stream, ts, dur, correlation, host_id,
  * launch's name or "", args[, launch's ts, its ts + dur, its tid]) (the three where it has a launch): its
  * correlation read as None where it is not an int (bools are not), its launch `calls[correlation]`, the
- * host op enclosing that launch `enclosing[id(launch)]`, its host id `host_of_event[id(op)]` (that op
- * itself where `host_of_event` is None: `enclosing` then gives host ids) (None where any of these is
- * missing), its stream the args' `stream` unless None, else the event's tid (args not of `args_type` are
- * read with .get("stream", tid)). `unattached` lists (index, reason) for the events without a host id: 0
- * for no launch, 1 for a launch outside every op, 2 for an op without a host id. The launches of one
- * thread share one tid object.
+ * host op enclosing that launch `ops[enclosing[k]]` (`enclosing`: what enclosing_ops finds for the values of
+ * `calls` in their order, -1 for none; k the launch's place among them), its host id `host_of_event[id(op)]`
+ * (enclosing[k] + 1 where `host_of_event` is None: the ops are a profiler view's, op k host op k + 1) (None
+ * where any of these is missing), its stream the args' `stream` unless None, else the event's tid (args not
+ * of `args_type` are read with .get("stream", tid)). `unattached` lists (index, reason) for the events
+ * without a host id: 0 for no launch, 1 for a launch outside every op (or not among `calls`' values when
+ * the call began), 2 for an op without a host id. The launches of one thread share one tid object, and
+ * the activities of one launch its host id object.
  *
  * With `kept_args` (a struct type whose fields `args_type` has too), an activity holds
  * kept_args(the event's args' values of those fields) in place of args of `args_type`, one shared
@@ -343,29 +345,116 @@ static PyObject *value_of(PyObject *mapping, PyObject *key) {
     return value == Py_None ? NULL : Py_XNewRef(value);
 }
 
+/* Where each launch is among the values of `calls` (see attach_device_work), and the host op found for
+ * it: an open-addressed table keyed by the launch's address, the enclosing op's index at each place and
+ * the host id made for it (once, shared by its activities). */
+typedef struct {
+    PyObject **keys;      /* the launches (borrowed: `values` holds them) */
+    Py_ssize_t *places;   /* of each key */
+    Py_ssize_t mask;      /* the table's size less one (a power of two) */
+    PyObject *values;     /* the values of `calls` when the call began */
+    PyObject *enclosing;  /* a list: the op index of each place */
+    PyObject *ops, *host_of_event;
+    PyObject **host_ids;  /* made for each place as first asked, NULL before */
+} Launches;
+
+static size_t pointer_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull); }
+
+/* Fills `launches` from `calls` and `enclosing`: 0, or -1 with an exception. */
+static int index_launches(Launches *launches, PyObject *calls, PyObject *enclosing, PyObject *ops, PyObject *host_of_event) {
+    *launches = (Launches){NULL, NULL, 0, NULL, enclosing, ops, host_of_event, NULL};
+    if ((launches->values = PyDict_Values(calls)) == NULL) return -1;
+    Py_ssize_t count = PyList_GET_SIZE(launches->values), size = 8;
+    if (PyList_GET_SIZE(enclosing) != count) {
+        PyErr_SetString(PyExc_ValueError, "attach_device_work: enclosing needs a value per call");
+        return -1;
+    }
+    while (size < 2 * count) size *= 2;
+    launches->mask = size - 1;
+    launches->keys = PyMem_Calloc((size_t)size, sizeof(PyObject *));
+    launches->places = PyMem_Malloc((size_t)size * sizeof(Py_ssize_t));
+    launches->host_ids = PyMem_Calloc((size_t)(count ? count : 1), sizeof(PyObject *));
+    if (launches->keys == NULL || launches->places == NULL || launches->host_ids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *launch = PyList_GET_ITEM(launches->values, k);
+        size_t at = pointer_hash(launch) & (size_t)launches->mask;
+        while (launches->keys[at] != NULL && launches->keys[at] != launch) at = (at + 1) & (size_t)launches->mask;
+        if (launches->keys[at] == NULL) { /* a launch under two correlations keeps its first place */
+            launches->keys[at] = launch;
+            launches->places[at] = k;
+        }
+    }
+    return 0;
+}
+
+static void release_launches(Launches *launches) {
+    for (Py_ssize_t k = 0; launches->host_ids != NULL && launches->values != NULL && k < PyList_GET_SIZE(launches->values); k++)
+        Py_XDECREF(launches->host_ids[k]);
+    Py_XDECREF(launches->values);
+    PyMem_Free(launches->keys);
+    PyMem_Free(launches->places);
+    PyMem_Free(launches->host_ids);
+}
+
+/* The host id of the op enclosing `launch` (a new reference), NULL with `*reason` 1 (no op) or 2 (an op
+ * without a host id), or -2 with an exception. */
+static PyObject *host_id_of(Launches *launches, PyObject *launch, int *reason) {
+    size_t at = pointer_hash(launch) & (size_t)launches->mask;
+    while (launches->keys[at] != NULL && launches->keys[at] != launch) at = (at + 1) & (size_t)launches->mask;
+    *reason = 1;
+    if (launches->keys[at] == NULL) return NULL; /* not a value of calls when the call began */
+    Py_ssize_t place = launches->places[at];
+    if (launches->host_ids[place] != NULL) {
+        *reason = -1;
+        return Py_NewRef(launches->host_ids[place]);
+    }
+    PyObject *found = PyList_GetItem(launches->enclosing, place);
+    Py_ssize_t op = found == NULL ? -1 : PyLong_AsSsize_t(found);
+    if (op == -1 && PyErr_Occurred()) {
+        *reason = -2;
+        return NULL;
+    }
+    if (op < 0) return NULL;
+    PyObject *host_id;
+    if (launches->host_of_event == Py_None) {
+        host_id = PyLong_FromSsize_t(op + 1);
+    } else {
+        PyObject *event = PyList_GetItem(launches->ops, op); /* borrowed */
+        PyObject *key = event == NULL ? NULL : PyLong_FromVoidPtr(event);
+        if (key == NULL) {
+            *reason = -2;
+            return NULL;
+        }
+        host_id = value_of(launches->host_of_event, key);
+        Py_DECREF(key);
+        if (host_id == NULL) {
+            *reason = PyErr_Occurred() ? -2 : 2;
+            return NULL;
+        }
+    }
+    if (host_id == NULL) {
+        *reason = -2;
+        return NULL;
+    }
+    launches->host_ids[place] = Py_NewRef(host_id);
+    *reason = -1;
+    return host_id;
+}
+
 /* What a device event joins: its launch, and the launch's host id (new references, NULL where missing), and
  * the reason it has none (-1 when it has one); -2 with an exception. A value None is missing, as .get()
  * giving None was. */
-static int joined_launch(PyObject *correlation, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
-                         PyObject **launch, PyObject **host_id) {
+static int joined_launch(PyObject *correlation, PyObject *calls, Launches *launches, PyObject **launch,
+                         PyObject **host_id) {
     *launch = *host_id = NULL;
     if (correlation == Py_None) return 0;
     if ((*launch = value_of(calls, correlation)) == NULL) return PyErr_Occurred() ? -2 : 0;
-    PyObject *key = PyLong_FromVoidPtr(*launch);
-    PyObject *op = key == NULL ? NULL : value_of(enclosing, key);
-    Py_XDECREF(key);
-    if (op == NULL) return PyErr_Occurred() ? -2 : 1;
-    if (host_of_event == Py_None) { /* the enclosing ops are given as their host ids */
-        *host_id = op;
-        return -1;
-    }
-    key = PyLong_FromVoidPtr(op);
-    Py_DECREF(op);
-    if (key == NULL) return -2;
-    *host_id = value_of(host_of_event, key);
-    Py_DECREF(key);
-    if (*host_id == NULL) return PyErr_Occurred() ? -2 : 2;
-    return -1;
+    int reason;
+    *host_id = host_id_of(launches, *launch, &reason);
+    return reason;
 }
 
 /* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
@@ -393,9 +482,8 @@ done:
     return out;
 }
 
-static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enclosing, PyObject *host_of_event,
-                                 PyObject *activity_type, PyObject *args_type, const Kept *kept, PyObject *tids,
-                                 int *reason) {
+static PyObject *device_activity(PyObject *event, PyObject *calls, Launches *launches, PyObject *activity_type,
+                                 PyObject *args_type, const Kept *kept, PyObject *tids, int *reason) {
     PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
     PyObject *correlation = NULL, *stream = NULL, *launch_name = NULL, *launch_ts = NULL, *launch_dur = NULL;
     PyObject *launch_end = NULL, *launch_tid = NULL, *activity = NULL, *launch = NULL, *host_id = NULL;
@@ -403,7 +491,7 @@ static PyObject *device_activity(PyObject *event, PyObject *calls, PyObject *enc
         (pid = field(event, s_pid)) == NULL || (tid = field(event, s_tid)) == NULL || (ts = field(event, s_ts)) == NULL ||
         (dur = field(event, s_dur)) == NULL || (args = field(event, s_args)) == NULL ||
         (correlation = correlation_of(args)) == NULL ||
-        (*reason = joined_launch(correlation, calls, enclosing, host_of_event, &launch, &host_id)) == -2 ||
+        (*reason = joined_launch(correlation, calls, launches, &launch, &host_id)) == -2 ||
         (stream = stream_of(args, args_type, tid)) == NULL)
         goto done;
     if (kept->type != NULL) {
@@ -468,25 +556,32 @@ static int kept_fields(PyObject *type, Kept *kept) {
 
 static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *events, *calls, *enclosing, *host_of_event, *activity_type, *args_type;
+    PyObject *events, *calls, *enclosing, *ops, *host_of_event, *activity_type, *args_type;
     Kept kept = {NULL, NULL, NULL};
+    Launches launches = {0};
     PyObject *kept_type = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO|O:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
-                          &PyDict_Type, &enclosing, &host_of_event, &activity_type, &args_type, &kept_type))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO|O:attach_device_work", &PyList_Type, &events, &PyDict_Type, &calls,
+                          &PyList_Type, &enclosing, &PyList_Type, &ops, &host_of_event, &activity_type, &args_type,
+                          &kept_type))
         return NULL;
     if (host_of_event != Py_None && !PyDict_Check(host_of_event)) {
         PyErr_SetString(PyExc_TypeError, "attach_device_work: host_of_event must be a dict or None");
         return NULL;
     }
     if (kept_type != Py_None && kept_fields(kept_type, &kept) < 0) return NULL;
+    /* copies: the events, places and ops stay alive and in place whatever a getattr or a .get does */
     events = PyList_AsTuple(events);
+    enclosing = PyList_GetSlice(enclosing, 0, PyList_GET_SIZE(enclosing));
+    ops = PyList_GetSlice(ops, 0, PyList_GET_SIZE(ops));
     PyObject *activities = events == NULL ? NULL : PyList_New(PyTuple_GET_SIZE(events));
     PyObject *unattached = PyList_New(0), *tids = PyDict_New(), *out = NULL;
-    if (activities == NULL || unattached == NULL || tids == NULL) goto done;
+    if (activities == NULL || unattached == NULL || tids == NULL || enclosing == NULL || ops == NULL ||
+        index_launches(&launches, calls, enclosing, ops, host_of_event) < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
         int reason = -1;
-        PyObject *activity = device_activity(PyTuple_GET_ITEM(events, i), calls, enclosing, host_of_event,
-                                             activity_type, args_type, &kept, tids, &reason);
+        PyObject *activity =
+            device_activity(PyTuple_GET_ITEM(events, i), calls, &launches, activity_type, args_type, &kept, tids, &reason);
         if (activity == NULL) goto done;
         PyList_SET_ITEM(activities, i, activity);
         if (reason >= 0) {
@@ -498,7 +593,10 @@ static PyObject *attach_device_work(PyObject *self, PyObject *args) {
     }
     out = PyTuple_Pack(2, activities, unattached);
 done:
+    release_launches(&launches);
     Py_XDECREF(events);
+    Py_XDECREF(enclosing);
+    Py_XDECREF(ops);
     Py_XDECREF(activities);
     Py_XDECREF(unattached);
     Py_XDECREF(tids);
@@ -514,8 +612,8 @@ static PyMethodDef methods[] = {
      "considered, joined, agree, unmatched)"},
     {"enclosing_ops", enclosing_ops, METH_VARARGS, "enclosing_ops(ops, parents, calls, step_prefix) -> list[int] | None"},
     {"attach_device_work", attach_device_work, METH_VARARGS,
-     "attach_device_work(events, calls, enclosing, host_of_event, activity_type, args_type[, kept_args]) -> (activities, "
-     "unattached)"},
+     "attach_device_work(events, calls, enclosing, ops, host_of_event, activity_type, args_type[, kept_args]) -> "
+     "(activities, unattached)"},
     {NULL, NULL, 0, NULL},
 };
 

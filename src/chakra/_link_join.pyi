@@ -16,7 +16,8 @@ def enclosing_ops(
 def attach_device_work(
     events: list[Any],
     calls: dict[int, Any],
-    enclosing: dict[int, Any],
+    enclosing: list[int],
+    ops: list[Any],
     host_of_event: dict[int, int] | None,
     activity_type: type,
     args_type: type,

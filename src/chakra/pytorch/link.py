@@ -300,17 +300,12 @@ def attach_activities(
     for call in events.sync_calls:
         if call.correlation is not None:
             calls.setdefault(call.correlation, call)
-    launches = list(calls.values())
-    found = zip(launches, enclosing_ops(events.host_ops, parents, launches), strict=True)
-    enclosing = (
-        {id(launch): events.host_ops[k] for launch, k in found if k >= 0}
-        if host_of_kineto is not None
-        else {id(launch): k + 1 for launch, k in found if k >= 0}  # the host ids themselves
-    )
+    enclosing = enclosing_ops(events.host_ops, parents, list(calls.values()))
     # each event's activity, made in C; the events that are not attached, with why
     activities, unattached = attach_device_work(
-        events.device_ops + events.syncs, calls, enclosing, host_of_kineto, DeviceActivity, KinetoIdArgs, kept_args
-    )
+        events.device_ops + events.syncs, calls, enclosing, events.host_ops, host_of_kineto, DeviceActivity,
+        KinetoIdArgs, kept_args,
+    )  # fmt: skip
     report.device_activities += len(activities)
     report.device_attached += len(activities) - len(unattached)
     for at, reason in unattached:
