@@ -154,3 +154,23 @@ def test_the_rows_of_no_host_op_are_written_as_the_loop_in_python_wrote_them(spe
     no_host_rows(items, rows, node_types, thread_ids, launcher_rf_ids, found, (ActivityArgs,), COMP_NODE)
     assert found == expected
     assert [type(v) for column in found for v in column] == [type(v) for column in expected for v in column]
+
+
+def test_a_column_value_whose_freeing_empties_the_thread_map_leaves_the_thread_written_whole():
+    """Writing a column frees its old value, which may run code: what is written next is held first."""
+    owner = Item(1000, "op", COMP_NODE, host=_host(0, 40))
+    part = Item(0, "op", COMP_NODE, thread=1, part_of=owner)
+
+    class Tid(int):
+        pass
+
+    thread_ids = {1: Tid(11)}
+
+    class EmptiesTheMap:
+        def __del__(self):
+            thread_ids.clear()
+
+    columns = tuple([None] for _ in range(7))
+    columns[1][0] = EmptiesTheMap()  # the rf_id column's old value at the row
+    no_host_rows([part], [0], [COMP_NODE], thread_ids, {}, columns, (ActivityArgs,), COMP_NODE)
+    assert (columns[0][0], columns[1][0], type(columns[0][0])) == (11, 100, Tid)

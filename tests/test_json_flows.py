@@ -72,6 +72,13 @@ def test_text_that_is_not_an_array_of_complete_items_is_not_cut():
         assert without_flows(text, _FLOW_CATEGORIES) is None, text
 
 
+def test_a_missing_item_is_not_left_out_with_the_flows_around_it():
+    """An empty place between commas is not JSON: leaving out the flows beside it must not hide it."""
+    flow = '{"ph": "s", "cat": "ac2g"}'
+    for text in (f"[{flow},]", f"[,{flow}]", f"[{flow},,{flow}]", f"[ , {flow} ]", f'[,{flow},{{"ph": "X"}}]', "[]x"):
+        assert without_flows(text.encode(), _FLOW_CATEGORIES) is None, text
+
+
 flow_values = {
     "ph": st.sampled_from(FLOW_PHASES),
     "cat": st.sampled_from(["ac2g", "fwdbwd", "", "npu_flow"]),

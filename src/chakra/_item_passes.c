@@ -237,8 +237,13 @@ static int no_host_row(const Rows *rows, Py_ssize_t row, PyObject *item) {
     if ((owner = part_of == Py_None ? Py_NewRef(Py_None) : field(part_of, s_host)) == NULL) goto done;
     if (owner != Py_None) { /* the later part of an op: its op's rf_id and thread */
         PyObject *known = PyDict_GetItemWithError(rows->thread_ids, thread);
-        if ((known == NULL && PyErr_Occurred()) || put(rows, C_RF_ID, row, field(owner, s_rf_id)) < 0) goto done;
-        tid = known != NULL ? Py_NewRef(known) : field(owner, s_tid);
+        if (known == NULL && PyErr_Occurred()) goto done;
+        /* owned before a put frees a column's old value, which may run code that changes the dict */
+        if ((tid = known != NULL ? Py_NewRef(known) : field(owner, s_tid)) == NULL) goto done;
+        if (put(rows, C_RF_ID, row, field(owner, s_rf_id)) < 0) {
+            Py_DECREF(tid);
+            goto done;
+        }
         rc = put(rows, C_TID, row, tid);
         goto done;
     }

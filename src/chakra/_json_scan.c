@@ -389,7 +389,11 @@ static PyObject *without_flows(PyObject *self, PyObject *args) {
     while (p < size && is_space(s[p])) p++;
     if (p >= size || s[p] != '[') goto none;
     for (p++; p < size && is_space(s[p]); p++) {}
-    if (p < size && s[p] == ']') goto keep;
+    if (p < size && s[p] == ']') {
+        for (p++; p < size && is_space(s[p]); p++) {}
+        if (p == size) goto keep;
+        goto none;
+    }
     while (p < size) {
         Py_ssize_t start = p, end = -1, cat_size = 0, ph_size = 0;
         const char *cat = NULL, *ph = NULL;
@@ -403,7 +407,7 @@ static PyObject *without_flows(PyObject *self, PyObject *args) {
                 kinds[kind_count++] = (FlowKind){cat, cat_size, *ph, 0};
             flow = kind < kind_count;
         }
-        if (!flow && (end = item_end(s, p, size)) < 0) goto none;
+        if (!flow && (end = item_end(s, p, size)) <= start) goto none; /* no item: "[,", ",,", ",]" */
         for (p = end; p < size && is_space(s[p]); p++) {}
         if (p >= size || (s[p] != ',' && s[p] != ']')) goto none;
         if (flow) {

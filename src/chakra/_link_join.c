@@ -418,6 +418,12 @@ static PyObject *host_id_of(Launches *launches, PyObject *launch, int *reason) {
         return NULL;
     }
     if (op < 0) return NULL;
+    if (op >= PyList_GET_SIZE(launches->ops)) {
+        PyErr_Format(PyExc_IndexError, "attach_device_work: enclosing op %zd is not one of the %zd ops", op,
+                     PyList_GET_SIZE(launches->ops));
+        *reason = -2;
+        return NULL;
+    }
     PyObject *host_id;
     if (launches->host_of_event == Py_None) {
         host_id = PyLong_FromSsize_t(op + 1);
