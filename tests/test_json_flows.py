@@ -131,6 +131,25 @@ def test_a_damaged_piece_is_not_made_readable_by_leaving_flows_out(events, data)
         assert len(DECODER.decode(bytes(text))) - len(DECODER.decode(cut[0])) == sum(cut[1].values())
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(flows | others, max_size=6),
+    st.lists(st.sampled_from([",", ", ", ",,", " , ", ", ,", ""]), min_size=7, max_size=7),
+    st.sampled_from(["", ",", " , "]),
+    st.sampled_from(["", ",", " ,"]),
+)
+def test_a_piece_with_separators_missing_or_doubled_is_refused_as_it_was(events, separators, head, tail):
+    """Leaving flows out must not leave out the fault beside them: "[F,]" or "[F,,X]" stay refused."""
+    body = "".join(
+        json.dumps(event) + separator for event, separator in zip(events, separators[: len(events)], strict=True)
+    )
+    text = f"[{head}{body}{tail}]".encode()
+    cut = without_flows(text, _FLOW_CATEGORIES)
+    if cut is not None and _decodes(cut[0]):
+        assert _decodes(text)
+        assert len(DECODER.decode(text)) - len(DECODER.decode(cut[0])) == sum(cut[1].values())
+
+
 def _left_out_of(whole: list[_KnownInputEvent], kept: list[_KnownInputEvent]) -> list[_KnownInputEvent]:
     """The events of ``whole`` that are not in ``kept``, which must hold the others in their order."""
     missing, at = [], 0
