@@ -362,7 +362,7 @@ static size_t pointer_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) 
 
 /* Fills `launches` from `calls` and `enclosing`: 0, or -1 with an exception. */
 static int index_launches(Launches *launches, PyObject *calls, PyObject *enclosing, PyObject *ops, PyObject *host_of_event) {
-    *launches = (Launches){NULL, NULL, 0, NULL, enclosing, ops, host_of_event, NULL};
+    *launches = (Launches){.enclosing = enclosing, .ops = ops, .host_of_event = host_of_event};
     if ((launches->values = PyDict_Values(calls)) == NULL) return -1;
     Py_ssize_t count = PyList_GET_SIZE(launches->values), size = 8;
     if (PyList_GET_SIZE(enclosing) != count) {
@@ -391,8 +391,8 @@ static int index_launches(Launches *launches, PyObject *calls, PyObject *enclosi
 }
 
 static void release_launches(Launches *launches) {
-    for (Py_ssize_t k = 0; launches->host_ids != NULL && launches->values != NULL && k < PyList_GET_SIZE(launches->values); k++)
-        Py_XDECREF(launches->host_ids[k]);
+    if (launches->host_ids != NULL && launches->values != NULL)
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(launches->values); k++) Py_XDECREF(launches->host_ids[k]);
     Py_XDECREF(launches->values);
     PyMem_Free(launches->keys);
     PyMem_Free(launches->places);
@@ -463,8 +463,6 @@ static int joined_launch(PyObject *correlation, PyObject *calls, Launches *launc
     return reason;
 }
 
-/* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
- * `*reason` as joined_launch gives it. */
 /* What an activity keeps of its event's args (see the header): the type, its field names (interned) and the
  * instance shared where every value is None. */
 typedef struct {
@@ -488,6 +486,8 @@ done:
     return out;
 }
 
+/* The activity of one device event (see attach_device_work): a new reference, NULL with an exception;
+ * `*reason` as joined_launch gives it. */
 static PyObject *device_activity(PyObject *event, PyObject *calls, Launches *launches, PyObject *activity_type,
                                  PyObject *args_type, const Kept *kept, PyObject *tids, int *reason) {
     PyObject *name = NULL, *cat = NULL, *pid = NULL, *tid = NULL, *ts = NULL, *dur = NULL, *args = NULL;
